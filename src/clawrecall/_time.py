@@ -1,0 +1,48 @@
+"""Time helpers: UTC everywhere, ISO-8601 in storage, "3d ago" for people and models."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Naive datetimes are taken to be UTC (what users mean when they omit a zone)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def to_db(value: datetime | None) -> str | None:
+    return None if value is None else as_utc(value).isoformat(timespec="microseconds")
+
+
+def from_db(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def parse_when(text: str) -> datetime:
+    """Parse a user-given time: ISO-8601 date or datetime (naive = UTC)."""
+    try:
+        return as_utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
+
+
+def age_days(created: datetime, now: datetime | None = None) -> float:
+    now = now or utcnow()
+    return max(0.0, (now - as_utc(created)).total_seconds() / 86400.0)
+
+
+def age_string(created: datetime, now: datetime | None = None) -> str:
+    """Compact relative age, as seed 001 shows it: `just now`, `5m ago`, `3d ago`, `2w ago`, `4mo ago`, `1y ago`."""
+    seconds = age_days(created, now) * 86400.0
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("y", 365 * 86400), ("mo", 30 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"

@@ -1,0 +1,82 @@
+"""The `clawrecall` command line: the group, its global options, and the one place errors are reported.
+
+Every deliberate failure (a `ClawrecallError`, a usage error) becomes one `Error: …` line on
+stderr and a non-zero exit, plus `{"error": {...}}` on stdout under `--json`; never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+import click
+
+from .. import __version__
+from ..errors import ClawrecallError
+from .commands import COMMANDS, State
+from .output import report_error
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether `--json` was given, read from argv so even errors raised while parsing can answer in JSON."""
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
+
+
+class ClawrecallGroup(click.Group):
+    """A group that reports errors itself, as one line, in the format the command asked for."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(args, prog_name or "clawrecall", complete_var, standalone_mode=False, **extra)
+        except ClawrecallError as exc:
+            report_error(str(exc), exc.code, wants_json(args))
+            code = 1
+        except click.ClickException as exc:
+            report_error(usage_message(exc), "usage_error" if isinstance(exc, click.UsageError) else "error", wants_json(args))
+            code = exc.exit_code
+        except click.Abort:
+            report_error("aborted", "aborted", wants_json(args))
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_message(exc: click.ClickException) -> str:
+    """Click's message, with the help hint on the same line instead of a usage block."""
+    message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return message
+
+
+@click.group(cls=ClawrecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar="CLAWRECALL_DB", metavar="PATH|URL",
+              help="The store: a SQLite file or sqlite:///path. Default: memory.db in the data directory.")
+@click.option("--config", "config_path", envvar="CLAWRECALL_CONFIG", metavar="FILE",
+              help="Config file (TOML or JSON). Default: config.toml in the data directory.")
+@click.option("--json", "as_json", is_flag=True, help="Answer in JSON, as if every command got --json.")
+@click.version_option(__version__, prog_name="clawrecall")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, config_path: str | None, as_json: bool) -> None:
+    """Long-term memory for AI agents: embedded SQLite, a local embedding model, hybrid search."""
+    # The model loader's own progress bars would clutter stderr, which belongs to our messages.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    ctx.obj = State(db=db, config=config_path, json=as_json)
+
+
+for _command in COMMANDS:
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The `clawrecall` console script."""
+    cli.main(argv)
+
+
+__all__ = ["cli", "main"]

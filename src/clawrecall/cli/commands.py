@@ -1,0 +1,579 @@
+"""The `clawrecall` commands: each parses its options, calls one `Memory` method and renders the answer.
+
+Every rule (validation, scopes, dedup, history) lives in the engine; this door adds only
+options, confirmation, progress and output. Commands that never embed open the store with
+`check_embedding=False` and never load the model, so they start fast and keep working
+after the embedding model is changed, until `reembed`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterator, TextIO
+
+import click
+from pydantic import BaseModel
+
+from .._time import parse_when
+from ..config import Config, data_dir, default_config_path, default_db_path, load_config
+from ..engine import Memory
+from ..errors import ClawrecallError, EmbeddingMismatchError
+from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
+from . import output as out
+
+
+@dataclass
+class State:
+    """The global options. Each command opens the store they name; it is closed when the command ends."""
+
+    db: str | None
+    config: str | None
+    json: bool = False
+
+    def open(self, *, embeds: bool) -> Memory:
+        mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds)
+        click.get_current_context().call_on_close(mem.close)
+        return mem
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+# -- option types and shared option groups ---------------------------------------------------
+class IsoTime(click.ParamType):
+    """An ISO-8601 date or time (naive means UTC); a bad one is a usage error, not a traceback."""
+
+    name = "ISO-DATE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_when(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class JsonObject(click.ParamType):
+    """A JSON object given on the command line (`--metadata '{"source": "chat"}'`)."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        try:
+            data = json.loads(value)
+        except ValueError as exc:
+            self.fail(f"not valid JSON ({exc})", param, ctx)
+        if not isinstance(data, dict):
+            self.fail("must be a JSON object, like '{\"source\": \"chat\"}'", param, ctx)
+        return data
+
+
+def options(*decorators: Callable) -> Callable:
+    """Bundle option decorators, so commands share one definition of each option."""
+
+    def apply(func: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def _json_default(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """`clawrecall --json CMD` means the same as `clawrecall CMD --json`."""
+    state = ctx.find_object(State)
+    return value or bool(state and state.json)
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, callback=_json_default, help="Print JSON on stdout (errors too) instead of text."
+)
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
+category_filter = click.option("--category", "categories", multiple=True, metavar="NAME", help="Only this category (repeatable).")
+caller_options = options(
+    click.option("--user", "user_id", metavar="ID", help="Act as this user: sees global and user:ID; writes default to user:ID."),
+    click.option("--agent", "agent_id", metavar="ID", help="Act as this agent: sees global and agent:ID."),
+)
+scope_options = options(
+    caller_options,
+    click.option(
+        "--scope", "scopes", multiple=True, metavar="SCOPE",
+        help="Only this scope (repeatable): global, user:<id>, agent:<id>, project:<id>, custom:<name>.",
+    ),
+)
+filter_options = options(
+    category_filter,
+    click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable: any of them)."),
+    click.option("--session", "session_id", metavar="ID", help="Only memories from this session."),
+    click.option("--since", type=IsoTime(), help="Only memories created at or after this ISO date or time."),
+    click.option("--until", type=IsoTime(), help="Only memories created before this ISO date or time."),
+    include_deleted_option,
+)
+field_options = options(
+    click.option("--title", help="A short title."),
+    click.option("--category", metavar="NAME", help="preference, decision, fact, entity, person, … (see config)."),
+    click.option("--tag", "tags", multiple=True, help="A tag (repeatable). On update, replaces the tags."),
+    click.option("--importance", type=float, help="0 to 1: how much the memory weighs in search (default 0.7)."),
+    click.option("--confidence", type=float, help="0 to 1: how sure the memory is (default 1)."),
+    click.option("--visibility", type=click.Choice([v.value for v in Visibility]), help="Who may see it across agents."),
+    click.option("--metadata", type=JsonObject(), help="A JSON object stored with the memory."),
+)
+by_id = options(click.argument("memory_id", metavar="ID"), caller_options, json_option, pass_state)
+
+
+def engine_args(params: dict[str, Any]) -> dict[str, Any]:
+    """Click's option values → the engine's keywords; an unused repeatable option means "no filter"."""
+    renamed = {"scopes": "scope", "categories": "category"}
+    return {renamed.get(k, k): (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask before erasing for good; with no terminal to ask on, refuse rather than wait for an answer."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError("this erases memories for good and needs confirmation: pass --yes (stdin is not a terminal)")
+    if not click.confirm(question, err=True):
+        raise click.Abort()
+
+
+# -- commands ----------------------------------------------------------------------------------
+@click.command()
+@json_option
+@pass_state
+def init(state: State, as_json: bool) -> None:
+    """Create the data directory, a commented config file and the database, and say where they are."""
+    home = data_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    config_path = Path(state.config).expanduser() if state.config else default_config_path()
+    created = not config_path.exists()
+    if created:
+        try:
+            config_path.parent.mkdir(parents=True, exist_ok=True)
+            config_path.write_text(config_template(), encoding="utf-8")
+        except OSError as exc:
+            raise click.FileError(str(config_path), exc.strerror) from None
+    state.config = str(config_path)
+    mem = state.open(embeds=False)
+    data = {
+        "data_dir": str(home), "config": str(config_path), "config_created": created,
+        "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
+    }
+    out.respond(as_json, data, out.key_values([
+        ("Data directory", home),
+        ("Config file", f"{config_path} ({'created' if created else 'already there, left as is'})"),
+        ("Database", f"{data['db']} (schema v{data['schema_version']}, {data['memories']} memories)"),
+    ]))
+
+
+@click.command()
+@click.argument("content")
+@caller_options
+@click.option("--session", "session_id", metavar="ID", help="The conversation this memory came from.")
+@click.option("--scope", metavar="SCOPE", help="Where to store it (default: user:<user>, else agent:<agent>, else global).")
+@field_options
+@click.option("--no-dedup", is_flag=True, help="Store it even if a near-identical memory is in the scope.")
+@json_option
+@pass_state
+def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any) -> None:
+    """Store a memory: CONTENT, or - to read it from stdin. A near-duplicate in its scope is reported, not stored."""
+    text = sys.stdin.read() if content == "-" else content
+    result = state.open(embeds=True).add(text, dedup=False if no_dedup else None, **engine_args(fields))
+    out.respond(as_json, result, add_text(result))
+
+
+@click.command()
+@click.argument("query")
+@scope_options
+@filter_options
+@click.option("--limit", "-n", type=int, default=10, show_default=True, help="Most results to return.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25", "trigram"]), default="hybrid", show_default=True)
+@click.option("--explain", is_flag=True, help="Show how each score was reached.")
+@json_option
+@pass_state
+def search(state: State, query: str, as_json: bool, **params: Any) -> None:
+    """Find the memories closest to QUERY in meaning and in words, best first."""
+    hits = state.open(embeds=True).search(query, **engine_args(params))
+    out.respond(as_json, hits, hits_text(hits, params["explain"]))
+
+
+@click.command()
+@by_id
+def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+    """Show one memory, by id or by a unique prefix of 8+ characters."""
+    record = state.open(embeds=False).get(memory_id, **caller)
+    out.respond(as_json, record, record_text(record))
+
+
+@click.command("list")
+@scope_options
+@filter_options
+@click.option("--deleted", "only_deleted", is_flag=True, help="Show only soft-deleted memories.")
+@click.option("--limit", "-n", type=int, default=50, show_default=True)
+@click.option("--offset", type=int, default=0, show_default=True)
+@click.option("--order", type=click.Choice(["newest", "oldest", "updated"]), default="newest", show_default=True)
+@json_option
+@pass_state
+def list_memories(state: State, as_json: bool, **params: Any) -> None:
+    """List memories, newest first, without searching (and without loading the embedding model)."""
+    records = state.open(embeds=False).list(**engine_args(params))
+    out.respond(as_json, records, records_text(records))
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--content", help="New text; the memory is re-embedded.")
+@field_options
+@caller_options
+@json_option
+@pass_state
+def update(state: State, memory_id: str, as_json: bool, user_id: str | None, agent_id: str | None, **changes: Any) -> None:
+    """Change the given fields of a memory; history keeps the old values."""
+    changes = engine_args(changes)
+    if all(v is None for v in changes.values()):
+        raise click.UsageError("nothing to update: give --content, --title, --category, --tag, --importance, … ")
+    mem = state.open(embeds=changes["content"] is not None)
+    record = mem.update(memory_id, user_id=user_id, agent_id=agent_id, **changes)
+    out.respond(as_json, record, f"Updated {out.short_id(record.id)}.")
+
+
+@click.command()
+@by_id
+def delete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+    """Soft-delete a memory: hidden from search and lists, restorable with `undelete` until purged."""
+    record = state.open(embeds=False).delete(memory_id, **caller)
+    short = out.short_id(record.id)
+    out.respond(as_json, record, f"Deleted {short}. Restore it with: clawrecall undelete {short}")
+
+
+@click.command()
+@by_id
+def undelete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+    """Bring back a soft-deleted memory."""
+    record = state.open(embeds=False).undelete(memory_id, **caller)
+    out.respond(as_json, record, f"Restored {out.short_id(record.id)}.")
+
+
+@click.command()
+@by_id
+@yes_option
+def forget(state: State, memory_id: str, yes: bool, as_json: bool, **caller: Any) -> None:
+    """Erase a memory for good (content, vector, and the content kept in its history), as for a GDPR request."""
+    mem = state.open(embeds=False)
+    record = mem.get(memory_id, **caller)
+    confirm(f"Erase {record.id} ({out.truncate(record.content, 60)}) for good?", yes)
+    forgotten = mem.forget(record.id, **caller)
+    out.respond(as_json, {"forgotten": forgotten}, f"Forgot {forgotten}: its content, vector and history are gone.")
+
+
+@click.command()
+@click.option(
+    "--older-than", "older_than_days", type=click.FloatRange(min=0), metavar="DAYS",
+    help="Erase memories deleted more than DAYS ago (default: writes.retention_days).",
+)
+@caller_options
+@yes_option
+@json_option
+@pass_state
+def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool, **caller: Any) -> None:
+    """Erase for good the memories soft-deleted longer ago than the retention period."""
+    mem = state.open(embeds=False)
+    days = mem.config.writes.retention_days if older_than_days is None else older_than_days
+    confirm(f"Erase for good every memory deleted more than {days:g} days ago?", yes)
+    purged = mem.purge(older_than_days=days, **caller)
+    out.respond(as_json, {"purged": purged, "older_than_days": days}, f"Purged {purged} memories deleted more than {days:g} days ago.")
+
+
+@click.command()
+@scope_options
+@category_filter
+@include_deleted_option
+@json_option
+@pass_state
+def count(state: State, as_json: bool, **filters: Any) -> None:
+    """Count memories (active ones, unless --include-deleted)."""
+    total = state.open(embeds=False).count(**engine_args(filters))
+    out.respond(as_json, {"count": total}, f"Total memories: {total}")
+
+
+@click.command()
+@json_option
+@pass_state
+def stats(state: State, as_json: bool) -> None:
+    """Counts by state, category and scope, the embedding model, and where the store is."""
+    result = state.open(embeds=False).stats()
+    out.respond(as_json, result, stats_text(result))
+
+
+@click.command()
+@by_id
+def history(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+    """Every change to a memory, oldest first: what it was, what it became, who did it and when."""
+    entries = state.open(embeds=False).history(memory_id, **caller)
+    out.respond(as_json, entries, history_text(entries))
+
+
+@click.command()
+@scope_options
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE (default: stdout).")
+@json_option
+@pass_state
+def export(state: State, output: str | None, as_json: bool, **filters: Any) -> None:
+    """Write memories as JSONL, every field, oldest first: a backup `import` reads back.
+
+    To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
+    """
+    mem = state.open(embeds=False)
+    if output is None:
+        exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
+        if not as_json:
+            click.echo(f"Exported {exported} memories.", err=True)
+        return
+    with output_file(output) as fh:
+        exported = mem.export_jsonl(fh, **engine_args(filters))
+    out.respond(as_json, {"exported": exported, "output": output}, f"Exported {exported} memories to {output}.")
+
+
+@click.command("import")
+@click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+@caller_options
+@click.option("--dedup", is_flag=True, help="Skip memories nearly identical to a stored one (off: an export comes back as it was).")
+@json_option
+@pass_state
+def import_memories(state: State, source: TextIO, dedup: bool, as_json: bool, **caller: Any) -> None:
+    """Read a JSONL export back. Every line is checked before anything is written; ids already stored are skipped."""
+    try:
+        lines = source.read().splitlines()
+    except UnicodeDecodeError as exc:
+        raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
+    mem = state.open(embeds=True)
+    with out.progress_bar("Importing") as progress:
+        result = mem.import_jsonl(lines, dedup=dedup, progress=progress, **caller)
+    name = "stdin" if source.name == "<stdin>" else source.name
+    out.respond(as_json, {**result, "source": name}, (
+        f"Imported {result['created']} of {result['read']} memories from {name} "
+        f"({result['skipped']} already stored, {result['duplicates']} duplicates)."
+    ))
+
+
+@click.command()
+@json_option
+@pass_state
+def reembed(state: State, as_json: bool) -> None:
+    """Re-embed every memory with the configured model; needed after changing the embedding model."""
+    mem = state.open(embeds=False)
+    with out.progress_bar("Re-embedding") as progress:
+        done = mem.reembed(progress=progress)
+    fingerprint = mem.stored_fingerprint()
+    out.respond(as_json, {"reembedded": done, "embedding": fingerprint}, f"Re-embedded {done} memories with {fingerprint}.")
+
+
+@click.command()
+@json_option
+@pass_state
+@click.pass_context
+def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
+    """Check the config, the database, the embedding model, and that the stored vectors match the model.
+
+    Exits 1 if a check fails.
+    """
+    checks = Doctor(state).run()
+    ok = all(c["status"] != "fail" for c in checks)
+    text = "\n".join(f"{'[' + c['status'] + ']':<7} {c['name']:<12} {c['detail']}" for c in checks)
+    out.respond(as_json, {"ok": ok, "checks": checks}, text)
+    if not ok:
+        ctx.exit(1)
+
+
+COMMANDS = [
+    init, add, search, get, list_memories, update, delete, undelete, forget, purge, count, stats, history,
+    export, import_memories, reembed, doctor,
+]
+
+
+# -- doctor ------------------------------------------------------------------------------------
+class Doctor:
+    """Runs the checks in order; one whose prerequisite failed is skipped, and no failure is a crash."""
+
+    def __init__(self, state: State):
+        self.state = state
+        self.checks: list[dict[str, str]] = []
+
+    def run(self) -> list[dict[str, str]]:
+        config = self.check("config", self.config)
+        mem = self.check("database", self.database, config)
+        fingerprint = self.check("embedding", self.embedding, mem)
+        self.check("fingerprint", self.fingerprint, mem, fingerprint)
+        return self.checks
+
+    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any) -> Any:
+        if any(n is None for n in needs):
+            self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
+            return None
+        try:
+            value, detail = probe(*needs)
+        except ClawrecallError as exc:
+            self.checks.append({"name": name, "status": "fail", "detail": " ".join(str(exc).split())})
+            return None
+        self.checks.append({"name": name, "status": "ok", "detail": detail})
+        return value
+
+    def config(self) -> tuple[Config, str]:
+        config = load_config(self.state.config)
+        path = Path(self.state.config).expanduser() if self.state.config else default_config_path()
+        return config, str(path) if path.exists() else f"defaults (no file at {path})"
+
+    def database(self, config: Config) -> tuple[Memory, str]:
+        mem = self.state.open(embeds=False)
+        return mem, (
+            f"{mem.store.backend} {mem.store.location} (schema v{mem.store.schema_version()}, "
+            f"{mem.count(include_deleted=True)} memories)"
+        )
+
+    def embedding(self, mem: Memory) -> tuple[EmbeddingFingerprint, str]:
+        started = time.perf_counter()
+        mem.embedder.embed(["clawrecall doctor"], kind="passage")
+        fingerprint = mem.embedder.fingerprint
+        return fingerprint, f"{fingerprint} loaded and embedding ({time.perf_counter() - started:.1f} s)"
+
+    def fingerprint(self, mem: Memory, configured: EmbeddingFingerprint) -> tuple[EmbeddingFingerprint, str]:
+        stored = mem.stored_fingerprint()
+        if stored is None:
+            return configured, "no vectors stored yet"
+        if stored != configured:
+            raise EmbeddingMismatchError(
+                f"the store holds vectors from {stored} but {configured} is configured: "
+                "run `clawrecall reembed`, or configure the stored model again"
+            )
+        return stored, f"stored vectors match {stored}"
+
+
+# -- rendering for people ----------------------------------------------------------------------
+def add_text(result: AddResult) -> str:
+    if result.action == "duplicate":
+        return (
+            f"Not added: a near-identical memory exists, {out.short_id(result.id)} "
+            f"(similarity {out.percent(result.similarity or 0)}). Use --no-dedup to store it anyway."
+        )
+    memory = result.memory
+    assert memory is not None
+    return f"Added {out.short_id(memory.id)} ({memory.category}, {memory.scope})."
+
+
+def shown_content(record: MemoryRecord) -> str:
+    return ("[deleted] " if record.is_deleted else "") + record.content
+
+
+def hits_text(hits: list[SearchHit], explain: bool) -> str:
+    if not hits:
+        return "No memories found."
+    rows = [[out.percent(h.score), h.age, out.short_id(h.id), h.memory.category, shown_content(h.memory)] for h in hits]
+    text = out.table(["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"], rows, right=[0])
+    if explain:
+        text += "\n\n" + "\n".join(f"{out.short_id(h.id)}  {explain_text(h.explain or {})}" for h in hits)
+    return text
+
+
+def explain_text(explain: dict[str, Any]) -> str:
+    """`vector #1 0.2024, bm25 #3 0.51 → fused 0.4348 → importance ×0.91 → final 0.3957`."""
+    legs = ", ".join(f"{name} #{leg['rank']} {leg['score']:.4f}" for name, leg in explain.get("legs", {}).items())
+    steps = [f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in explain.items() if k != "legs"]
+    return " → ".join([legs or "no legs"] + steps)
+
+
+def records_text(records: list[MemoryRecord]) -> str:
+    if not records:
+        return "No memories found."
+    rows = [[out.short_id(r.id), r.age, r.scope, r.category, shown_content(r)] for r in records]
+    return out.table(["ID", "AGE", "SCOPE", "CATEGORY", "CONTENT"], rows)
+
+
+def record_text(r: MemoryRecord) -> str:
+    return out.key_values([
+        ("id", r.id), ("content", r.content), ("title", r.title), ("category", r.category),
+        ("tags", ", ".join(r.tags)), ("importance", r.importance), ("confidence", r.confidence),
+        ("scope", r.scope), ("user", r.user_id), ("agent", r.agent_id), ("session", r.session_id),
+        ("visibility", r.visibility.value), ("source", ":".join(filter(None, [r.source_type, r.source_id]))),
+        ("metadata", json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None),
+        ("created", f"{out.timestamp(r.created_at)} ({r.age})"), ("updated", out.timestamp(r.updated_at)),
+        ("deleted", out.timestamp(r.deleted_at)), ("expires", out.timestamp(r.expires_at)),
+        ("embedding", r.embedding_model),
+    ])
+
+
+def stats_text(s: Stats) -> str:
+    size = f", {s.size_bytes / 1_048_576:.1f} MB" if s.size_bytes else ""
+    return out.key_values([
+        ("Memories", f"{s.total} ({s.active} active, {s.deleted} deleted, {s.expired} expired)"),
+        ("Users", s.users),
+        ("Categories", counts_text(s.by_category)),
+        ("Scopes", counts_text(s.by_scope)),
+        ("Embedding", s.embedding or "none yet"),
+        ("Database", f"{s.backend} {s.location} (schema v{s.schema_version}{size})"),
+        ("Oldest", out.timestamp(s.oldest)),
+        ("Newest", out.timestamp(s.newest)),
+    ])
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def history_text(entries: list[HistoryEntry]) -> str:
+    rows = [[out.timestamp(e.at) or "", e.action, e.actor or "", change_text(e)] for e in entries]
+    return out.table(["AT", "ACTION", "ACTOR", "CHANGE"], rows)
+
+
+def change_text(entry: HistoryEntry) -> str:
+    if entry.before is None and entry.after is not None:
+        return str(entry.after.get("content", ""))
+    if entry.before is None or entry.after is None:
+        return "content erased"
+    return "; ".join(f"{k}: {entry.before.get(k)!r} → {v!r}" for k, v in entry.after.items())
+
+
+# -- files -------------------------------------------------------------------------------------
+@contextmanager
+def output_file(path: str) -> Iterator[TextIO]:
+    """Write to a temporary file renamed into place at the end, so a failed export leaves no half file."""
+    try:
+        handle = click.open_file(path, "w", encoding="utf-8", atomic=True)
+    except OSError as exc:
+        raise click.FileError(path, exc.strerror) from None
+    with handle as fh:
+        yield fh
+
+
+def config_template() -> str:
+    """Every setting with its default, commented out: the file documents itself and changes nothing."""
+    lines = [
+        "# clawrecall configuration. Every setting is shown with its default, commented out;",
+        "# uncomment a line to change it. Strings may use ${VAR} to read an environment variable,",
+        "# and CLAWRECALL_<SECTION>__<KEY> environment variables override this file.",
+        "",
+        f"# db = {json.dumps(str(default_db_path()))}",
+    ]
+    template_section(lines, Config(), "")
+    return "\n".join(lines) + "\n"
+
+
+def template_section(lines: list[str], section: BaseModel, name: str) -> None:
+    subsections = []
+    for key, value in section:
+        if isinstance(value, BaseModel):
+            subsections.append((f"{name}.{key}" if name else key, value))
+        elif not (key == "db" and not name):
+            lines.append(f"# {key} = {json.dumps(value)}" if value is not None else f"# {key} =   (not set)")
+    for sub_name, sub in subsections:
+        lines += ["", f"# [{sub_name}]"]
+        template_section(lines, sub, sub_name)

@@ -1,0 +1,267 @@
+"""The one configuration model, and how it is read from a file, the environment and code.
+
+Precedence, lowest first: defaults < config file (TOML or JSON) < `CLAWRECALL_*`
+environment variables < keyword arguments to `Memory.open`. String values may use
+`${VAR}`; a missing variable is an error naming it, never an empty string.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import ConfigError
+from .models import DEFAULT_CATEGORIES
+
+EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command")
+ENV_PREFIX = "CLAWRECALL_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EmbeddingConfig(_Section):
+    provider: str = "local"
+    model: str | None = None
+    dimensions: int | None = Field(default=None, gt=0)
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    command: list[str] | None = None
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    query_cache_size: int = Field(default=1024, ge=0)
+    timeout_s: float = Field(default=30.0, gt=0)
+    device: str = "cpu"
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in EMBEDDING_PROVIDERS:
+            raise ValueError(f"Unknown embedding provider: {value} (choose one of: {', '.join(EMBEDDING_PROVIDERS)})")
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_command(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            import shlex
+
+            return shlex.split(value)
+        return value
+
+
+class LegConfig(_Section):
+    """One candidate leg of the retrieval pipeline."""
+
+    enabled: bool = True
+    weight: float = Field(default=1.0, ge=0)
+
+
+class RerankConfig(_Section):
+    """Optional cross-encoder rerank: `local` (a sentence-transformers CrossEncoder) or `http`."""
+
+    provider: Literal["none", "local", "http"] = "none"
+    model: str | None = None
+    url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    timeout_s: float = Field(default=3.0, gt=0)
+    top_k: int = Field(default=30, ge=1)
+    weight: float = Field(default=0.6, ge=0, le=1)
+
+
+class RetrievalConfig(_Section):
+    """The named stages of the one retrieval pipeline (see docs/retrieval.md for why these defaults)."""
+
+    candidates: int = Field(default=50, ge=1, le=10_000)
+    vector: LegConfig = LegConfig(weight=1.0)
+    bm25: LegConfig = LegConfig(weight=1.0)
+    trigram: LegConfig = LegConfig(weight=0.3)
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    rrf_k: int = Field(default=60, ge=1)
+    neighbor_weight: float = Field(default=0.25, ge=0)
+    rerank: RerankConfig = RerankConfig()
+    recency_half_life_days: float = Field(default=14.0, gt=0)
+    recency_weight: float = Field(default=0.0, ge=0)
+    importance_weight: float = Field(default=0.3, ge=0, le=1)
+    length_norm_anchor: int = Field(default=500, ge=0)
+    time_decay_half_life_days: float = Field(default=0.0, ge=0)
+    timeless_categories: list[str] = Field(default_factory=lambda: ["decision", "preference", "person", "entity", "rule"])
+    min_score: float = Field(default=0.0, ge=0, le=1)
+    noise_filter: bool = True
+    mmr_threshold: float | None = Field(default=0.95, gt=0, le=1)
+
+
+class WritesConfig(_Section):
+    enabled: bool = True
+    retention_days: float = Field(default=30.0, ge=0)
+
+
+class DedupConfig(_Section):
+    enabled: bool = True
+    threshold: float = Field(default=0.95, gt=0, le=1)
+
+
+class Config(_Section):
+    """Everything clawrecall can be told. Unknown keys are rejected, listing them."""
+
+    db: str | None = None
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    writes: WritesConfig = WritesConfig()
+    dedup: DedupConfig = DedupConfig()
+    categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
+
+    @model_validator(mode="after")
+    def _categories_nonempty(self) -> "Config":
+        if not self.categories:
+            raise ValueError("categories must not be empty")
+        return self
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the default store and config live: `$CLAWRECALL_HOME`, else `$XDG_DATA_HOME/clawrecall`."""
+    env = os.environ if env is None else env
+    if env.get("CLAWRECALL_HOME"):
+        return Path(env["CLAWRECALL_HOME"]).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "clawrecall"
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("CLAWRECALL_CONFIG"):
+        return Path(env["CLAWRECALL_CONFIG"]).expanduser()
+    return data_dir(env) / "config.toml"
+
+
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    return data_dir(env) / "memory.db"
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def substitute_env(value: Any, env: Mapping[str, str]) -> Any:
+    """Replace `${VAR}` in every string of a nested structure; a missing variable is an error."""
+    if isinstance(value, str):
+
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise ConfigError(f"Environment variable {name} is not set")
+            return env[name]
+
+        return _VAR.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: substitute_env(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute_env(v, env) for v in value]
+    return value
+
+
+def _unknown_keys(model: type[BaseModel], data: Mapping[str, Any], path: str = "") -> list[str]:
+    unknown: list[str] = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            unknown.append(f"{path}{key}")
+            continue
+        sub = field.annotation
+        if isinstance(value, Mapping) and isinstance(sub, type) and issubclass(sub, BaseModel):
+            unknown.extend(_unknown_keys(sub, value, f"{path}{key}."))
+    return unknown
+
+
+def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML or JSON config file (by extension; `.toml` otherwise)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import tomllib
+
+            data = tomllib.loads(text)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold an object at the top level")
+    return data
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """`CLAWRECALL_DB=…`, `CLAWRECALL_EMBEDDING__PROVIDER=openai`: `__` separates sections.
+
+    Values are parsed as JSON when they are valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
+    """
+    skip = {"CLAWRECALL_HOME", "CLAWRECALL_CONFIG"}
+    out: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name in skip:
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the config: defaults, then the file, then the environment, then `overrides`."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    file_path = Path(path).expanduser() if path is not None else default_config_path(env)
+    if path is not None or file_path.exists():
+        if not file_path.exists():
+            raise ConfigError(f"config file not found: {file_path}")
+        data = read_config_file(file_path)
+    data = _deep_merge(data, env_overrides(env))
+    if overrides:
+        data = _deep_merge(data, overrides)
+    return build_config(data, env)
+
+
+def build_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    env = os.environ if env is None else env
+    unknown = _unknown_keys(Config, data)
+    if unknown:
+        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(unknown)}")
+    data = substitute_env(dict(data), env)
+    try:
+        return Config.model_validate(data)
+    except PydanticValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "config"
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {msg}")
+        raise ConfigError("invalid config: " + "; ".join(problems)) from None

@@ -1,0 +1,677 @@
+"""`Memory`: the engine every door (Python, CLI, and later REST/MCP) goes through.
+
+It validates input, applies the one scope check, embeds, deduplicates, writes history,
+and hands searches to the one retrieval pipeline. Storage is behind `Store`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+from pydantic import ValidationError as PydanticValidationError
+
+from ._time import as_utc, utcnow
+from .config import Config, default_db_path, load_config
+from .errors import (
+    AmbiguousIdError,
+    EmbeddingMismatchError,
+    NotFoundError,
+    ValidationError,
+    WritesDisabledError,
+)
+from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, Stats, Visibility
+from .scopes import Caller, read_scopes, write_scope
+from .storage import Filters, HistoryDraft, Store, open_store
+
+Progress = Callable[[int, int], None]
+MAX_CONTENT_CHARS = 100_000
+_ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
+_FINGERPRINT_KEY = "embedding_fingerprint"
+
+
+class Memory:
+    """Long-term memory on one store. Open with `Memory.open()`; close with `close()` or `with`."""
+
+    def __init__(self, store: Store, config: Config, *, check_embedding: bool = True):
+        self.store = store
+        self.config = config
+        self._embedder = None
+        self._pipeline = None
+        if check_embedding:
+            self._check_fingerprint(static_only=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path_or_url: str | Path | None = None,
+        *,
+        config_path: str | Path | None = None,
+        check_embedding: bool = True,
+        **config: Any,
+    ) -> "Memory":
+        """Open (creating if needed) a store: a SQLite path, `sqlite:///path`, or the default data directory.
+
+        Keyword arguments are config keys (`embedding={"provider": "openai"}`, `writes={"enabled": False}`)
+        and override the config file and `CLAWRECALL_*` environment variables.
+        """
+        cfg = load_config(config_path, overrides=config)
+        target = path_or_url or cfg.db or default_db_path()
+        store = open_store(target)
+        try:
+            return cls(store, cfg, check_embedding=check_embedding)
+        except BaseException:
+            store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- embedding -------------------------------------------------------------------------
+    @property
+    def embedder(self):
+        """The configured provider, built on first use so commands that never embed stay light."""
+        if self._embedder is None:
+            from .embeddings import create_embedder
+
+            self._embedder = create_embedder(self.config.embedding)
+        return self._embedder
+
+    def configured_fingerprint(self) -> tuple[str, str, int | None]:
+        from .embeddings import configured_model, known_dimensions
+
+        cfg = self.config.embedding
+        model = configured_model(cfg)
+        return cfg.provider, model, cfg.dimensions or known_dimensions(model)
+
+    def stored_fingerprint(self) -> EmbeddingFingerprint | None:
+        raw = self.store.get_meta(_FINGERPRINT_KEY)
+        return None if raw is None else EmbeddingFingerprint.model_validate_json(raw)
+
+    def _check_fingerprint(self, *, static_only: bool) -> None:
+        stored = self.stored_fingerprint()
+        if stored is None:
+            return
+        provider, model, dims = self.configured_fingerprint()
+        if not static_only:
+            dims = self.embedder.ensure_dimensions()
+        if (stored.provider, stored.model) != (provider, model) or (dims is not None and dims != stored.dimensions):
+            shown = f"{provider}/{model}" + (f" ({dims} dims)" if dims else "")
+            raise EmbeddingMismatchError(
+                f"{self.store.location} holds vectors from {stored}, but the configured embedding model is "
+                f"{shown}; configure {stored.provider}/{stored.model} again, or run `clawrecall reembed` "
+                "to re-embed every memory with the new model"
+            )
+
+    def _embed_passages(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts, kind="passage")
+        self._remember_fingerprint()
+        return vectors
+
+    def _embed_query(self, text: str) -> np.ndarray:
+        vector = self.embedder.embed_one(text, kind="query")
+        self._remember_fingerprint()
+        return vector
+
+    def _remember_fingerprint(self) -> None:
+        """Record which model made the vectors the first time any are made; check it afterwards."""
+        if getattr(self, "_fingerprint_ok", False):
+            return
+        if self.stored_fingerprint() is None:
+            self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
+        else:
+            self._check_fingerprint(static_only=False)
+        self._fingerprint_ok = True
+
+    @property
+    def pipeline(self):
+        if self._pipeline is None:
+            from .retrieval.pipeline import RetrievalPipeline
+            from .retrieval.rerank import create_reranker
+
+            self._pipeline = RetrievalPipeline(
+                self.config.retrieval, self.store, self._embed_query, create_reranker(self.config.retrieval.rerank)
+            )
+        return self._pipeline
+
+    # -- writes ----------------------------------------------------------------------------
+    def add(
+        self,
+        content: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        scope: str | None = None,
+        category: str | None = None,
+        title: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+        visibility: str | None = None,
+        source_type: str | None = None,
+        source_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+        expires_at: datetime | None = None,
+        dedup: bool | None = None,
+    ) -> AddResult:
+        """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing."""
+        item = dict(
+            content=content, user_id=user_id, agent_id=agent_id, session_id=session_id, scope=scope,
+            category=category, title=title, tags=list(tags or []), importance=importance, confidence=confidence,
+            visibility=visibility, source_type=source_type, source_id=source_id,
+            metadata=dict(metadata) if metadata is not None else None, created_at=created_at, expires_at=expires_at,
+        )
+        return self.add_many([item], dedup=dedup)[0]
+
+    def add_many(
+        self,
+        items: Iterable[NewMemory | Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        dedup: bool | None = None,
+        progress: Progress | None = None,
+        actor: str | None = None,
+    ) -> list[AddResult]:
+        """Validate every item first (nothing is written if one is bad), embed in batches, insert in one transaction.
+
+        `user_id`/`agent_id` identify the caller and apply to items that name none.
+        """
+        self._require_writes()
+        now = utcnow()
+        records = [self._new_record(item, now, user_id, agent_id, n) for n, item in enumerate(items, start=1)]
+        if not records:
+            return []
+        dedup = self.config.dedup.enabled if dedup is None else dedup
+        vectors = self._embed_in_batches([r.content for r in records], progress)
+        model = self.embedder.fingerprint
+        results: list[AddResult] = []
+        keep: list[int] = []
+        for i, record in enumerate(records):
+            record.embedding_model = f"{model.provider}/{model.model}"
+            duplicate = self._find_duplicate(record, vectors[i], [(records[j], vectors[j]) for j in keep]) if dedup else None
+            if duplicate is not None:
+                existing, similarity = duplicate
+                results.append(AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4)))
+            else:
+                keep.append(i)
+                results.append(AddResult(action="created", id=record.id, memory=record))
+        if keep:
+            kept = [records[i] for i in keep]
+            with self.store.transaction():
+                self.store.insert(kept, vectors[keep])
+                self.store.add_history(
+                    [HistoryDraft(r.id, "add", None, _public(r), actor or _actor(user_id, agent_id), now) for r in kept]
+                )
+        return results
+
+    def _embed_in_batches(self, texts: list[str], progress: Progress | None) -> np.ndarray:
+        step = max(self.config.embedding.batch_size, 1)
+        parts = []
+        for start in range(0, len(texts), step):
+            parts.append(self._embed_passages(texts[start : start + step]))
+            if progress:
+                progress(min(start + step, len(texts)), len(texts))
+        return np.concatenate(parts)
+
+    def _find_duplicate(
+        self, record: MemoryRecord, vector: np.ndarray, pending: list[tuple[MemoryRecord, np.ndarray]]
+    ) -> tuple[str, float] | None:
+        threshold = self.config.dedup.threshold
+        for other, other_vec in pending:
+            if other.scope == record.scope:
+                sim = float(other_vec @ vector)
+                if sim >= threshold:
+                    return other.id, sim
+        hits = self.store.vector_candidates(vector, Filters(scopes=[record.scope]), 1)
+        if hits and hits[0].score >= threshold:
+            return hits[0].id, hits[0].score
+        return None
+
+    def _new_record(
+        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, n: int
+    ) -> MemoryRecord:
+        try:
+            new = item if isinstance(item, NewMemory) else NewMemory.model_validate(dict(item))
+        except PydanticValidationError as exc:
+            raise ValidationError(f"item {n}: {_pydantic_message(exc)}") from None
+        content = self._check_content(new.content)
+        uid = new.user_id if new.user_id is not None else user_id
+        aid = new.agent_id if new.agent_id is not None else agent_id
+        if user_id is not None and uid != user_id:
+            raise ValidationError(f"item {n}: user_id {uid!r} differs from the caller's {user_id!r}")
+        scope = write_scope(Caller(user_id=uid, agent_id=aid), new.scope)
+        created = as_utc(new.created_at) if new.created_at else now
+        return MemoryRecord(
+            id=self._check_new_id(new.id) if new.id else str(uuid.uuid4()),
+            content=content,
+            title=new.title,
+            category=self._check_category(new.category or "other"),
+            tags=self._check_tags(new.tags),
+            importance=0.7 if new.importance is None else new.importance,
+            confidence=1.0 if new.confidence is None else new.confidence,
+            scope=scope,
+            user_id=uid,
+            agent_id=aid,
+            session_id=new.session_id,
+            visibility=new.visibility or Visibility.shared,
+            source_type=new.source_type,
+            source_id=new.source_id,
+            metadata=_check_metadata(new.metadata or {}),
+            created_at=created,
+            updated_at=as_utc(new.updated_at) if new.updated_at else max(created, now) if new.id else now,
+            deleted_at=as_utc(new.deleted_at) if new.deleted_at else None,
+            expires_at=as_utc(new.expires_at) if new.expires_at else None,
+        )
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        content: str | None = None,
+        title: str | None = None,
+        category: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+        visibility: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | None = None,
+    ) -> MemoryRecord:
+        """Change the given fields only; a new content is re-embedded. History keeps the old values."""
+        self._require_writes()
+        caller = Caller(user_id, agent_id)
+        old = self._resolve(memory_id, caller)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = self._check_content(content)
+        if title is not None:
+            changes["title"] = title
+        if category is not None:
+            changes["category"] = self._check_category(category)
+        if tags is not None:
+            changes["tags"] = self._check_tags(list(tags))
+        for name, value in (("importance", importance), ("confidence", confidence)):
+            if value is not None:
+                if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                    raise ValidationError(f"{name} must be between 0 and 1, got {value!r}")
+                changes[name] = float(value)
+        if visibility is not None:
+            changes["visibility"] = _check_visibility(visibility)
+        if metadata is not None:
+            changes["metadata"] = _check_metadata(dict(metadata))
+        if expires_at is not None:
+            changes["expires_at"] = as_utc(expires_at)
+        changes = {k: v for k, v in changes.items() if getattr(old, k) != v}
+        if not changes:
+            return old
+        now = utcnow()
+        new = old.model_copy(update={**changes, "updated_at": now})
+        vector = self._embed_passages([new.content])[0] if "content" in changes else None
+        if vector is not None:
+            fp = self.embedder.fingerprint
+            new.embedding_model = f"{fp.provider}/{fp.model}"
+        before = {k: _jsonable(getattr(old, k)) for k in changes}
+        after = {k: _jsonable(getattr(new, k)) for k in changes}
+        with self.store.transaction():
+            self.store.update(new, vector)
+            self.store.add_history([HistoryDraft(new.id, "update", before, after, _actor(user_id, agent_id), now)])
+        return new
+
+    def delete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
+        """Soft delete: hidden from search and lists, recoverable until purged (retention period)."""
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), utcnow())
+
+    def undelete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), None)
+
+    def _set_deleted(self, memory_id: str, caller: Caller, when: datetime | None) -> MemoryRecord:
+        self._require_writes()
+        old = self._resolve(memory_id, caller)
+        if (old.deleted_at is None) == (when is None):
+            return old
+        now = utcnow()
+        new = old.model_copy(update={"deleted_at": when, "updated_at": now})
+        with self.store.transaction():
+            self.store.update(new, None)
+            self.store.add_history([
+                HistoryDraft(
+                    new.id, "delete" if when else "undelete", {"deleted_at": _jsonable(old.deleted_at)},
+                    {"deleted_at": _jsonable(when)}, _actor(caller.user_id, caller.agent_id), now,
+                )
+            ])
+        return new
+
+    def forget(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> str:
+        """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
+        self._require_writes()
+        caller = Caller(user_id, agent_id)
+        record = self._resolve(memory_id, caller)
+        self._erase([record.id], "forget", _actor(user_id, agent_id))
+        return record.id
+
+    def purge(self, *, older_than_days: float | None = None, user_id: str | None = None, agent_id: str | None = None) -> int:
+        """Hard-delete memories soft-deleted longer ago than the retention period (default 30 days)."""
+        self._require_writes()
+        days = self.config.writes.retention_days if older_than_days is None else older_than_days
+        if days < 0:
+            raise ValidationError(f"older_than_days must be ≥ 0, got {days}")
+        ids = self.store.purgeable(utcnow() - timedelta(days=days))
+        scopes = read_scopes(Caller(user_id, agent_id), None)
+        if scopes is not None:
+            ids = [i for i, r in self.store.fetch(ids).items() if r.scope in scopes]
+        if ids:
+            self._erase(ids, "purge", _actor(user_id, agent_id))
+        return len(ids)
+
+    def _erase(self, ids: list[str], action: str, actor: str) -> None:
+        now = utcnow()
+        with self.store.transaction():
+            self.store.remove(ids)
+            for memory_id in ids:
+                self.store.erase_history(memory_id)
+            self.store.add_history([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+
+    def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
+        """Re-embed every memory with the configured model and adopt it as the store's model."""
+        self._require_writes()
+        self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
+        self._fingerprint_ok = True
+        filters = Filters(include_deleted=True, include_expired=True)
+        total = self.store.count(filters)
+        done = 0
+        batch: list[MemoryRecord] = []
+        model = f"{self.embedder.provider}/{self.embedder.model}"
+
+        def flush() -> None:
+            vectors = self.embedder.embed([r.content for r in batch], kind="passage")
+            with self.store.transaction():
+                for record, vector in zip(batch, vectors):
+                    self.store.update(record.model_copy(update={"embedding_model": model}), vector)
+            batch.clear()
+
+        for record, _ in self.store.iter_all(filters):
+            batch.append(record)
+            if len(batch) >= batch_size:
+                done += len(batch)
+                flush()
+                if progress:
+                    progress(done, total)
+        if batch:
+            done += len(batch)
+            flush()
+            if progress:
+                progress(done, total)
+        return done
+
+    # -- reads -----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+        limit: int = 10,
+        category: str | list[str] | None = None,
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_deleted: bool = False,
+        mode: str = "hybrid",
+        explain: bool = False,
+    ) -> list[SearchHit]:
+        """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`."""
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query must not be empty")
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError(f"limit must be between 1 and 1000, got {limit!r}")
+        if mode not in ("hybrid", "vector", "bm25", "trigram"):
+            raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
+        filters = self._filters(
+            Caller(user_id, agent_id), scope, category=category, tags=tags, session_id=session_id,
+            since=since, until=until, include_deleted=include_deleted,
+        )
+        return self.pipeline.search(query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain)  # type: ignore[arg-type]
+
+    def get(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
+        """A memory by id or unique id prefix (8+ hex characters), deleted ones included."""
+        return self._resolve(memory_id, Caller(user_id, agent_id))
+
+    def list(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+        category: str | list[str] | None = None,
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_deleted: bool = False,
+        only_deleted: bool = False,
+        limit: int = 50,
+        offset: int = 0,
+        order: str = "newest",
+    ) -> list[MemoryRecord]:
+        if not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a positive integer, got {limit!r}")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValidationError(f"offset must be ≥ 0, got {offset!r}")
+        if order not in ("newest", "oldest", "updated"):
+            raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
+        filters = self._filters(
+            Caller(user_id, agent_id), scope, category=category, tags=tags, session_id=session_id, since=since,
+            until=until, include_deleted=include_deleted, only_deleted=only_deleted,
+        )
+        return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
+
+    def count(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+        category: str | list[str] | None = None,
+        include_deleted: bool = False,
+    ) -> int:
+        filters = self._filters(Caller(user_id, agent_id), scope, category=category, include_deleted=include_deleted)
+        return self.store.count(filters)
+
+    def history(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> list[HistoryEntry]:
+        """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
+        caller = Caller(user_id, agent_id)
+        try:
+            record_id = self._resolve(memory_id, caller).id
+        except NotFoundError:
+            full = memory_id.strip().lower()
+            entries = self.store.history(full) if _is_uuid(full) else []
+            if entries and caller == Caller() and entries[-1].action in ("forget", "purge"):
+                return entries
+            raise
+        return self.store.history(record_id)
+
+    def stats(self) -> Stats:
+        s = self.store.stats()
+        return Stats(
+            total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
+            by_category=s.by_category, by_scope=s.by_scope, users=s.users, embedding=self.stored_fingerprint(),
+            schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
+            size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest,
+        )
+
+    # -- JSONL import / export ---------------------------------------------------------------
+    def export_jsonl(
+        self, out: IO[str], *, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, include_deleted: bool = True,
+    ) -> int:
+        """Write one JSON object per memory, with every field, oldest first."""
+        filters = self._filters(Caller(user_id, agent_id), scope, include_deleted=include_deleted, include_expired=True)
+        n = 0
+        for record, _ in self.store.iter_all(filters):
+            out.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            n += 1
+        return n
+
+    def import_jsonl(
+        self, lines: Iterable[str], *, user_id: str | None = None, agent_id: str | None = None,
+        dedup: bool = False, progress: Progress | None = None, chunk: int = 512,
+    ) -> dict[str, int]:
+        """Import an export. Every line is validated before anything is written; ids already present are skipped."""
+        self._require_writes()
+        items: list[NewMemory] = []
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("expected a JSON object")
+                data.pop("embedding", None)
+                items.append(NewMemory.model_validate(data))
+            except (ValueError, PydanticValidationError) as exc:
+                detail = _pydantic_message(exc) if isinstance(exc, PydanticValidationError) else str(exc)
+                raise ValidationError(f"line {n}: {detail}") from None
+        now = utcnow()
+        for n, item in enumerate(items, start=1):  # full validation pass, nothing written yet
+            self._new_record(item, now, user_id, agent_id, n)
+        existing = set(self.store.fetch([i.id for i in items if i.id]))
+        todo = [i for i in items if not (i.id and i.id in existing)]
+        created = duplicates = 0
+        for start in range(0, len(todo), chunk):
+            results = self.add_many(todo[start : start + chunk], user_id=user_id, agent_id=agent_id, dedup=dedup, actor="import")
+            created += sum(r.action == "created" for r in results)
+            duplicates += sum(r.action == "duplicate" for r in results)
+            if progress:
+                progress(min(start + chunk, len(todo)), len(todo))
+        return {"read": len(items), "created": created, "duplicates": duplicates, "skipped": len(items) - len(todo)}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _filters(
+        self, caller: Caller, scope: str | list[str] | None, *, category: str | list[str] | None = None,
+        tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
+        until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
+        include_expired: bool = False,
+    ) -> Filters:
+        categories = None if category is None else ([category] if isinstance(category, str) else list(category))
+        for c in categories or []:
+            self._check_category(c)
+        return Filters(
+            scopes=read_scopes(caller, scope), categories=categories, tags=list(tags) if tags else None,
+            session_id=session_id, since=as_utc(since) if since else None, until=as_utc(until) if until else None,
+            include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
+        )
+
+    def _resolve(self, memory_id: str, caller: Caller) -> MemoryRecord:
+        """Id or unique prefix → record, in the caller's scopes. Other scopes' memories are "not found"."""
+        if not isinstance(memory_id, str):
+            raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
+        prefix = memory_id.strip().lower()
+        if not _ID_PREFIX.match(prefix) or len(prefix.replace("-", "")) < 8:
+            raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
+        filters = Filters(scopes=read_scopes(caller, None), include_deleted=True, include_expired=True)
+        matches = self.store.ids_with_prefix(prefix, filters)
+        if not matches:
+            raise NotFoundError(f"no memory with id {memory_id!r}")
+        if len(matches) > 1 and prefix not in matches:
+            raise AmbiguousIdError(memory_id, matches)
+        found = prefix if prefix in matches else matches[0]
+        return self.store.fetch([found])[found]
+
+    def _require_writes(self) -> None:
+        if not self.config.writes.enabled:
+            raise WritesDisabledError("writes are disabled (writes.enabled = false); this store is read-only")
+
+    def _check_content(self, content: Any) -> str:
+        if not isinstance(content, str) or not content.strip():
+            raise ValidationError("content must not be empty")
+        if len(content) > MAX_CONTENT_CHARS:
+            raise ValidationError(f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
+        return content.strip()
+
+    def _check_category(self, category: str) -> str:
+        if category not in self.config.categories:
+            raise ValidationError(f"unknown category {category!r}: use one of {', '.join(self.config.categories)}")
+        return category
+
+    def _check_tags(self, tags: list[str]) -> list[str]:
+        for tag in tags:
+            if not isinstance(tag, str) or not tag.strip() or len(tag) > 100:
+                raise ValidationError(f"invalid tag {tag!r}: tags are non-empty strings of at most 100 characters")
+        return list(dict.fromkeys(t.strip() for t in tags))
+
+    def _check_new_id(self, memory_id: str) -> str:
+        if not _is_uuid(memory_id.lower()):
+            raise ValidationError(f"invalid memory id {memory_id!r}: ids are UUIDs")
+        return memory_id.lower()
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+def _check_visibility(value: str) -> Visibility:
+    try:
+        return Visibility(value)
+    except ValueError:
+        raise ValidationError(f"unknown visibility {value!r}: use private, shared or secret") from None
+
+
+def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+    return metadata
+
+
+def _pydantic_message(exc: PydanticValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"]
+        if err["type"] in ("less_than_equal", "greater_than_equal") and "input" in err:
+            msg = f"must be between 0 and 1, got {err['input']!r}"
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Visibility):
+        return value.value
+    return value
+
+
+def _public(record: MemoryRecord) -> dict[str, Any]:
+    return record.model_dump(mode="json")
+
+
+def _actor(user_id: str | None, agent_id: str | None) -> str:
+    if agent_id:
+        return f"agent:{agent_id}"
+    if user_id:
+        return f"user:{user_id}"
+    return "local"

@@ -1,0 +1,169 @@
+"""Domain objects: what a memory is, what a search returns, what history records.
+
+These are pydantic models because they cross every boundary (Python API, CLI `--json`,
+JSONL export, and later REST/MCP); inside the engine they are trusted as they are.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._time import age_string
+
+DEFAULT_CATEGORIES: tuple[str, ...] = (
+    "preference",
+    "decision",
+    "fact",
+    "entity",
+    "person",
+    "experience",
+    "action_item",
+    "correction",
+    "session_summary",
+    "file_chunk",
+    "other",
+)
+
+
+class Visibility(str, Enum):
+    """Who may see a memory across agents (stored now; enforced with multi-agent support)."""
+
+    private = "private"
+    shared = "shared"
+    secret = "secret"
+
+
+class EmbeddingFingerprint(BaseModel):
+    """Identifies the model that made a vector; vectors from different fingerprints never mix."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    model: str
+    dimensions: int
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} ({self.dimensions} dims)"
+
+
+class MemoryRecord(BaseModel):
+    """One stored memory, as read back from the store."""
+
+    id: str
+    content: str
+    title: str | None = None
+    category: str = "other"
+    tags: list[str] = Field(default_factory=list)
+    importance: float = 0.7
+    confidence: float = 1.0
+    scope: str = "global"
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    visibility: Visibility = Visibility.shared
+    source_type: str | None = None
+    source_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None = None
+    expires_at: datetime | None = None
+    embedding_model: str | None = None
+
+    @property
+    def age(self) -> str:
+        return age_string(self.created_at)
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+class SearchHit(BaseModel):
+    """A memory returned by search, with its final score and (on request) how it was reached."""
+
+    memory: MemoryRecord
+    score: float
+    age: str
+    explain: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def content(self) -> str:
+        return self.memory.content
+
+
+class AddResult(BaseModel):
+    """Outcome of an add: `created`, or `duplicate` with the id of the memory it matched."""
+
+    action: Literal["created", "duplicate"]
+    id: str
+    existing_id: str | None = None
+    similarity: float | None = None
+    memory: MemoryRecord | None = None
+
+
+class HistoryEntry(BaseModel):
+    """One change to a memory: what it was before, what it became, who did it and when."""
+
+    id: int
+    memory_id: str
+    action: Literal["add", "update", "delete", "undelete", "forget", "purge", "import"]
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    actor: str | None = None
+    at: datetime
+
+
+class Stats(BaseModel):
+    """Counts for `clawrecall stats`; computed with plain SQL, no embedding model loaded."""
+
+    total: int
+    active: int
+    deleted: int
+    expired: int
+    by_category: dict[str, int]
+    by_scope: dict[str, int]
+    users: int
+    embedding: EmbeddingFingerprint | None
+    schema_version: int
+    backend: str
+    location: str
+    size_bytes: int | None = None
+    oldest: datetime | None = None
+    newest: datetime | None = None
+
+
+class NewMemory(BaseModel):
+    """A memory to add, validated at the boundary (`add`, `add_many`, JSONL import)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    title: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float | None = Field(default=None, ge=0, le=1)
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    scope: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    visibility: Visibility | None = None
+    source_type: str | None = None
+    source_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+    # Set only when importing an export: the record keeps its identity and life so far.
+    id: str | None = None
+    updated_at: datetime | None = None
+    deleted_at: datetime | None = None
+    embedding_model: str | None = None

@@ -1,0 +1,42 @@
+"""Seed 002's noise filter: texts that look like memories but carry nothing to recall."""
+
+from __future__ import annotations
+
+import re
+
+_PATTERNS = [
+    # denials: an assistant saying it does not know
+    r"i don'?t have (any )?(information|data|memory|record)",
+    r"i'?m not sure about",
+    r"i don'?t recall",
+    r"i don'?t remember",
+    r"it looks like i don'?t",
+    r"i wasn'?t able to find",
+    r"no (relevant )?memories found",
+    r"i don'?t have access to",
+    # meta-questions about memory itself
+    r"\bdo you (remember|recall|know about)\b",
+    r"\bcan you (remember|recall)\b",
+    r"\bdid i (tell|mention|say|share)\b",
+    r"\bhave i (told|mentioned|said)\b",
+    r"\bwhat did i (tell|say|mention)\b",
+    r"你还?记得",
+    r"记不记得",
+    r"还记得.*吗",
+    r"我(之前|上次|以前)(说|提|讲)过",
+    # session boilerplate
+    r"^(hi|hello|hey|good morning|good evening|greetings)[\s!.,]*$",
+    r"^fresh session",
+    r"^new session",
+    r"^HEARTBEAT",
+    # extraction artifacts
+    r"\bquery\s*->\s*(none|no explicit solution|unknown|not found)\b",
+    r"\buser asked for\b.*\b(none|no explicit solution|unknown|not found)\b",
+    r"\bno explicit solution\b",
+]
+_NOISE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
+
+
+def is_noise(text: str) -> bool:
+    stripped = text.strip()
+    return len(stripped) < 5 or bool(_NOISE.search(stripped))

@@ -1,0 +1,252 @@
+"""The one retrieval pipeline, shared by every backend and every door.
+
+    candidate legs (vector, bm25, trigram; each over-fetching)
+      → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
+      → importance weight → length normalisation → time decay → hard minimum
+      → noise filter → MMR diversity → limit
+
+Only the candidate legs touch the store; every later stage is a pure function of the
+candidates, so a stage can be tested, switched off or re-weighted on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Literal
+
+import numpy as np
+
+from .._time import age_days, age_string, utcnow
+from ..config import RetrievalConfig
+from ..models import MemoryRecord, SearchHit
+from ..storage import Candidate, Filters, Store
+from .noise import is_noise
+from .rerank import Reranker
+
+Mode = Literal["hybrid", "vector", "bm25", "trigram"]
+LEGS = ("vector", "bm25", "trigram")
+
+
+@dataclass
+class Scored:
+    memory: MemoryRecord
+    score: float
+    legs: dict[str, dict[str, float]] = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)
+
+
+class RetrievalPipeline:
+    def __init__(
+        self,
+        cfg: RetrievalConfig,
+        store: Store,
+        embed_query: Callable[[str], np.ndarray],
+        reranker: Reranker | None = None,
+    ):
+        self.cfg = cfg
+        self.store = store
+        self.embed_query = embed_query
+        self.reranker = reranker
+
+    def search(
+        self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
+        now: datetime | None = None,
+    ) -> list[SearchHit]:
+        cfg = self.cfg
+        now = now or utcnow()
+        pool = max(cfg.candidates, limit * 5)
+        legs = self._run_legs(query, filters, pool, mode)
+        weights = {name: getattr(cfg, name).weight for name in legs}
+        records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
+        items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k)
+        if cfg.neighbor_weight > 0 and items:
+            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=pool)
+        if mode == "hybrid" and self.reranker is not None:
+            items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
+        items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
+        items = apply_importance(items, weight=cfg.importance_weight)
+        items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
+        items = apply_time_decay(
+            items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
+        )
+        items.sort(key=lambda s: s.score, reverse=True)
+        items = [s for s in items if s.score >= cfg.min_score]
+        if cfg.noise_filter:
+            items = [s for s in items if not is_noise(s.memory.content)]
+        if cfg.mmr_threshold is not None and len(items) > 1:
+            head = items[: limit * 3]
+            vectors = self.store.vectors([s.memory.id for s in head])
+            items = apply_mmr(head, vectors, threshold=cfg.mmr_threshold) + items[limit * 3 :]
+        return [
+            SearchHit(
+                memory=s.memory,
+                score=round(s.score, 6),
+                age=age_string(s.memory.created_at, now),
+                explain={"legs": s.legs, **s.steps, "final": s.score} if explain else None,
+            )
+            for s in items[:limit]
+        ]
+
+    def _run_legs(self, query: str, filters: Filters, pool: int, mode: Mode) -> dict[str, list[Candidate]]:
+        wanted = [name for name in LEGS if getattr(self.cfg, name).enabled] if mode == "hybrid" else [mode]
+        out: dict[str, list[Candidate]] = {}
+        for name in wanted:
+            if name == "vector":
+                out[name] = self.store.vector_candidates(self.embed_query(query), filters, pool)
+            elif name == "bm25":
+                out[name] = self.store.text_candidates(query, filters, pool)
+            else:
+                out[name] = self.store.fuzzy_candidates(query, filters, pool)
+        return out
+
+
+# -- stages ------------------------------------------------------------------------------
+
+
+def fuse(
+    legs: dict[str, list[Candidate]],
+    weights: dict[str, float],
+    records: dict[str, MemoryRecord],
+    *,
+    method: Literal["rrf", "weighted"] = "rrf",
+    k: int = 60,
+) -> list[Scored]:
+    """Merge the legs into one score in [0, 1].
+
+    Weighted (the default): Σ w·s / Σ w, where each leg's scores are min-max scaled over
+    that leg's candidates for this query, so cosine and unbounded BM25 share one scale and a
+    leg's confidence (how far its best hit stands out) still counts.
+    RRF: Σ w/(k + rank), divided by its best possible value Σ w/(k + 1).
+    Both keep later stages (additive recency, hard minimum) on the same 0–1 scale.
+    """
+    total = sum(weights.values()) or 1.0
+    by_id: dict[str, Scored] = {}
+    for name, hits in legs.items():
+        w = weights[name]
+        scores = [c.score for c in hits]
+        lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        for rank, cand in enumerate(hits, start=1):
+            record = records.get(cand.id)
+            if record is None:  # removed between the leg and the fetch
+                continue
+            item = by_id.setdefault(cand.id, Scored(record, 0.0))
+            item.legs[name] = {"rank": rank, "score": round(cand.score, 6)}
+            if method == "rrf":
+                item.score += w / (k + rank)
+            else:
+                item.score += w * ((cand.score - lo) / (hi - lo) if hi > lo else 1.0)
+    norm = sum(w / (k + 1) for w in weights.values()) if method == "rrf" else total
+    items = list(by_id.values())
+    for item in items:
+        item.score = item.score / norm if norm else 0.0
+        item.steps["fused"] = item.score
+    items.sort(key=lambda s: s.score, reverse=True)
+    return items
+
+
+def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weight: float, top: int) -> list[Scored]:
+    """Conversation context: a turn right before or after a strong hit in the same session often holds the
+    answer the hit only points at ("Did you go?" → "Yes, last Friday"). Each neighbour gains `weight` × the
+    hit's score, and joins the candidates if it was not one. Memories without a session are unaffected.
+    """
+    head = [s for s in items[:top] if s.memory.session_id is not None]
+    if not head:
+        return items
+    neighbours = store.session_neighbors([s.memory.id for s in head], filters)
+    by_id = {s.memory.id: s for s in items}
+    gains: dict[str, float] = {}
+    for item in head:
+        for other in neighbours.get(item.memory.id, []):
+            gains[other] = gains.get(other, 0.0) + weight * item.steps["fused"]
+    missing = [i for i in gains if i not in by_id]
+    for memory_id, record in store.fetch(missing).items():
+        by_id[memory_id] = Scored(record, 0.0, steps={"fused": 0.0})
+    for memory_id, gain in gains.items():
+        if memory_id in by_id:
+            by_id[memory_id].steps["neighbors"] = gain
+            by_id[memory_id].score += gain
+    out = list(by_id.values())
+    out.sort(key=lambda s: s.score, reverse=True)
+    return out
+
+
+def apply_rerank(items: list[Scored], query: str, reranker: Reranker, *, top_k: int, weight: float) -> list[Scored]:
+    """Blend a cross-encoder score into the top `top_k`: (1−w)·fused + w·ce. Failure keeps the order."""
+    head = items[:top_k]
+    if len(head) < 2:
+        return items
+    scores = reranker.score(query, [s.memory.content for s in head])
+    if scores is None:
+        return items
+    for item, ce in zip(head, scores):
+        item.steps["rerank"] = ce
+        item.score = (1 - weight) * item.score + weight * ce
+    head.sort(key=lambda s: s.score, reverse=True)
+    return head + items[top_k:]
+
+
+def apply_recency(items: list[Scored], now: datetime, *, half_life_days: float, weight: float) -> list[Scored]:
+    """Additive boost for new memories: + w·exp(−age/half_life) (seed 002)."""
+    if weight <= 0:
+        return items
+    for item in items:
+        boost = weight * math.exp(-age_days(item.memory.created_at, now) / half_life_days)
+        item.steps["recency"] = boost
+        item.score += boost
+    return items
+
+
+def apply_importance(items: list[Scored], *, weight: float) -> list[Scored]:
+    """× (1 − w + w·importance): importance 1 keeps the score, importance 0 costs `w` of it."""
+    if weight <= 0:
+        return items
+    for item in items:
+        factor = 1 - weight + weight * item.memory.importance
+        item.steps["importance"] = factor
+        item.score *= factor
+    return items
+
+
+def apply_length_norm(items: list[Scored], *, anchor: int) -> list[Scored]:
+    """Long memories match many queries by bulk alone: × 1/(1 + 0.5·log2(len/anchor)), floor 0.3."""
+    if anchor <= 0:
+        return items
+    for item in items:
+        ratio = max(len(item.memory.content) / anchor, 1.0)
+        factor = max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio)))
+        if factor != 1.0:
+            item.steps["length"] = factor
+            item.score *= factor
+    return items
+
+
+def apply_time_decay(items: list[Scored], now: datetime, *, half_life_days: float, timeless: set[str]) -> list[Scored]:
+    """× (0.5 + 0.5·exp(−age/half_life)); timeless categories (decisions, rules…) keep their score."""
+    if half_life_days <= 0:
+        return items
+    for item in items:
+        if item.memory.category in timeless:
+            continue
+        factor = 0.5 + 0.5 * math.exp(-age_days(item.memory.created_at, now) / half_life_days)
+        item.steps["decay"] = factor
+        item.score *= factor
+    return items
+
+
+def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float) -> list[Scored]:
+    """Greedy diversity: a hit nearly identical (cosine > threshold) to one already kept is moved to the end."""
+    kept: list[Scored] = []
+    deferred: list[Scored] = []
+    kept_vecs: list[np.ndarray] = []
+    for item in items:
+        vec = vectors.get(item.memory.id)
+        if vec is not None and kept_vecs and float(np.max(np.stack(kept_vecs) @ vec)) > threshold:
+            item.steps["mmr_deferred"] = 1.0
+            deferred.append(item)
+            continue
+        kept.append(item)
+        if vec is not None:
+            kept_vecs.append(vec)
+    return kept + deferred

@@ -1,0 +1,92 @@
+"""The one scope check. Every read and every write of the engine passes through here.
+
+A scope is `global`, `user:<id>`, `agent:<id>`, `project:<id>` or `custom:<name>` (seed 002).
+Scopes are hard partitions: a caller identified as user `bob` can never read or write
+`user:alice`, whatever scope it names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ScopeError, ValidationError
+
+SCOPE_KINDS = ("user", "agent", "project", "custom")
+_SCOPE = re.compile(r"^(global|(user|agent|project|custom):[^\s:][^\s]{0,199})$")
+ALL = "*"
+
+
+def validate_scope(scope: str) -> str:
+    if not isinstance(scope, str) or not _SCOPE.match(scope):
+        raise ValidationError(
+            f"invalid scope {scope!r}: use global, user:<id>, agent:<id>, project:<id> or custom:<name>"
+        )
+    return scope
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking. `None` fields mean "not identified" (a local administrator using the CLI)."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+
+    def may_access(self, scope: str) -> bool:
+        kind, _, ident = scope.partition(":")
+        if kind == "user" and self.user_id is not None:
+            return ident == self.user_id
+        if kind == "agent" and self.agent_id is not None:
+            return ident == self.agent_id
+        return True
+
+    def own_scopes(self) -> list[str]:
+        scopes = ["global"]
+        if self.user_id is not None:
+            scopes.append(f"user:{self.user_id}")
+        if self.agent_id is not None:
+            scopes.append(f"agent:{self.agent_id}")
+        return scopes
+
+
+def write_scope(caller: Caller, scope: str | None) -> str:
+    """The scope a new memory goes to: the one named, else the caller's user, agent, or global."""
+    if scope is None:
+        if caller.user_id is not None:
+            scope = f"user:{caller.user_id}"
+        elif caller.agent_id is not None:
+            scope = f"agent:{caller.agent_id}"
+        else:
+            scope = "global"
+    validate_scope(scope)
+    if not caller.may_access(scope):
+        raise ScopeError(f"scope {scope!r} is not accessible to {_who(caller)}")
+    return scope
+
+
+def read_scopes(caller: Caller, scope: str | list[str] | None) -> list[str] | None:
+    """The scopes a read may touch; `None` means every scope (only for an unidentified caller).
+
+    With no scope named, an identified caller reads `global` plus its own user/agent scopes;
+    an unidentified caller reads everything. A named scope the caller may not see is an error,
+    not an empty result, so a mistake is visible.
+    """
+    if scope is None:
+        if caller.user_id is None and caller.agent_id is None:
+            return None
+        return caller.own_scopes()
+    names = [scope] if isinstance(scope, str) else list(scope)
+    if names == [ALL]:
+        if caller.user_id is None and caller.agent_id is None:
+            return None
+        return caller.own_scopes()
+    for name in names:
+        validate_scope(name)
+        if not caller.may_access(name):
+            raise ScopeError(f"scope {name!r} is not accessible to {_who(caller)}")
+    return names
+
+
+def _who(caller: Caller) -> str:
+    parts = [f"user {caller.user_id!r}" if caller.user_id else "", f"agent {caller.agent_id!r}" if caller.agent_id else ""]
+    return " and ".join(p for p in parts if p) or "this caller"

@@ -1,0 +1,154 @@
+"""The storage interface every backend implements, and the filter object it receives.
+
+Kept small on purpose: records in and out, three candidate legs for retrieval
+(vector, full-text, trigram), history rows, and a little metadata. Everything above it —
+validation, scopes, dedup, fusion, scoring — is shared by all backends.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator, Literal
+
+import numpy as np
+
+from ..models import HistoryEntry, MemoryRecord
+
+Order = Literal["newest", "oldest", "updated"]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a read may see. `scopes=None` means every scope (already checked by `scopes.py`)."""
+
+    scopes: list[str] | None = None
+    categories: list[str] | None = None
+    tags: list[str] | None = None  # any of these tags
+    user_id: str | None = None
+    session_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_deleted: bool = False
+    only_deleted: bool = False
+    include_expired: bool = False
+    now: datetime | None = None
+
+
+@dataclass
+class Candidate:
+    """One hit from one candidate leg: the memory id and the leg's raw score (higher is better)."""
+
+    id: str
+    score: float
+
+
+@dataclass
+class HistoryDraft:
+    memory_id: str
+    action: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    actor: str | None
+    at: datetime
+
+
+@dataclass
+class StoreStats:
+    total: int
+    deleted: int
+    expired: int
+    by_category: dict[str, int] = field(default_factory=dict)
+    by_scope: dict[str, int] = field(default_factory=dict)
+    users: int = 0
+    oldest: datetime | None = None
+    newest: datetime | None = None
+    size_bytes: int | None = None
+
+
+class Store(ABC):
+    backend: str
+    location: str
+
+    # -- lifecycle and metadata ------------------------------------------------
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A write transaction; nested calls join the outer one."""
+
+    # -- writes ----------------------------------------------------------------
+    @abstractmethod
+    def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None: ...
+
+    @abstractmethod
+    def update(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
+        """Replace every field of `record` (by id); replace the vector when one is given."""
+
+    @abstractmethod
+    def remove(self, ids: list[str]) -> None:
+        """Hard delete: the row, its vector and its index entries are gone."""
+
+    @abstractmethod
+    def add_history(self, entries: list[HistoryDraft]) -> None: ...
+
+    @abstractmethod
+    def erase_history(self, memory_id: str) -> None:
+        """Blank the before/after of every history row of a memory (GDPR forget)."""
+
+    # -- reads -----------------------------------------------------------------
+    @abstractmethod
+    def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]: ...
+
+    @abstractmethod
+    def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]: ...
+
+    @abstractmethod
+    def list(self, filters: Filters, *, limit: int, offset: int, order: Order) -> list[MemoryRecord]: ...
+
+    @abstractmethod
+    def iter_all(self, filters: Filters, batch: int = 500) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]: ...
+
+    @abstractmethod
+    def count(self, filters: Filters) -> int: ...
+
+    @abstractmethod
+    def stats(self) -> StoreStats: ...
+
+    @abstractmethod
+    def history(self, memory_id: str) -> list[HistoryEntry]: ...
+
+    @abstractmethod
+    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def purgeable(self, deleted_before: datetime) -> list[str]: ...
+
+    @abstractmethod
+    def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
+        """For each id, the memories just before and after it in its session (by creation time)."""
+
+    # -- candidate legs ----------------------------------------------------------
+    @abstractmethod
+    def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
+        """Nearest memories by cosine similarity (score = cosine)."""
+
+    @abstractmethod
+    def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
+        """Full-text (BM25) matches (score = positive BM25)."""
+
+    @abstractmethod
+    def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
+        """Trigram matches: typo-tolerant, and the leg that finds CJK text without word breaks."""

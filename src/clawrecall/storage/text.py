@@ -1,0 +1,46 @@
+"""Query analysis shared by the backends' full-text and trigram legs."""
+
+from __future__ import annotations
+
+import re
+
+# A small English stopword list: enough that "what did alice say about the trip" searches
+# for "alice say trip", not for every "the".
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves s t d ll m re ve y""".split()
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def keywords(query: str, limit: int = 32) -> list[str]:
+    """Lower-cased words of a query without stopwords (all words if nothing else is left)."""
+    words = [w.lower() for w in _WORD.findall(query)]
+    kept = [w for w in words if w not in STOPWORDS]
+    return list(dict.fromkeys(kept or words))[:limit]
+
+
+def trigrams(query: str, limit: int = 48) -> list[str]:
+    """Trigrams of the query's keywords (CJK runs included), for typo-tolerant matching."""
+    grams: list[str] = []
+    for word in keywords(query, limit=64):
+        if len(word) < 3:
+            continue
+        grams.extend(word[i : i + 3] for i in range(len(word) - 2))
+    return list(dict.fromkeys(grams))[:limit]
+
+
+def fts_or_query(terms: list[str]) -> str:
+    """An FTS5/tsquery-safe OR of quoted terms."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
