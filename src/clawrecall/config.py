@@ -202,7 +202,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
             data = tomllib.loads(text)
     except (ValueError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
+        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+        raise ConfigError(f"config file {path} is not valid {kind}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold an object at the top level")
     return data

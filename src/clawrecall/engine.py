@@ -20,6 +20,7 @@ from ._time import as_utc, utcnow
 from .config import Config, default_db_path, load_config
 from .errors import (
     AmbiguousIdError,
+    ScopeError,
     EmbeddingMismatchError,
     NotFoundError,
     ValidationError,
@@ -193,7 +194,9 @@ class Memory:
         """
         self._require_writes()
         now = utcnow()
-        records = [self._new_record(item, now, user_id, agent_id, n) for n, item in enumerate(items, start=1)]
+        items = list(items)
+        label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
+        records = [self._new_record(item, now, user_id, agent_id, label(n)) for n, item in enumerate(items, start=1)]
         if not records:
             return []
         dedup = self.config.dedup.enabled if dedup is None else dedup
@@ -243,17 +246,25 @@ class Memory:
         return None
 
     def _new_record(
-        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, n: int
+        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, where: str
     ) -> MemoryRecord:
+        """Validate one item into a record; errors start with `where` ("item 3: ", "line 7: ")."""
         try:
-            new = item if isinstance(item, NewMemory) else NewMemory.model_validate(dict(item))
+            return self._build_record(item, now, user_id, agent_id)
         except PydanticValidationError as exc:
-            raise ValidationError(f"item {n}: {_pydantic_message(exc)}") from None
+            raise ValidationError(f"{where}{_pydantic_message(exc)}") from None
+        except (ValidationError, ScopeError) as exc:
+            raise type(exc)(f"{where}{exc}") from None
+
+    def _build_record(
+        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None
+    ) -> MemoryRecord:
+        new = item if isinstance(item, NewMemory) else NewMemory.model_validate(dict(item))
         content = self._check_content(new.content)
         uid = new.user_id if new.user_id is not None else user_id
         aid = new.agent_id if new.agent_id is not None else agent_id
         if user_id is not None and uid != user_id:
-            raise ValidationError(f"item {n}: user_id {uid!r} differs from the caller's {user_id!r}")
+            raise ScopeError(f"user_id {uid!r} differs from the caller's {user_id!r}")
         scope = write_scope(Caller(user_id=uid, agent_id=aid), new.scope)
         created = as_utc(new.created_at) if new.created_at else now
         return MemoryRecord(
@@ -391,8 +402,6 @@ class Memory:
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
         """Re-embed every memory with the configured model and adopt it as the store's model."""
         self._require_writes()
-        self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
-        self._fingerprint_ok = True
         filters = Filters(include_deleted=True, include_expired=True)
         total = self.store.count(filters)
         done = 0
@@ -418,6 +427,9 @@ class Memory:
             flush()
             if progress:
                 progress(done, total)
+        # Adopt the new model only once every vector is its own; a failure above leaves the old one in charge.
+        self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
+        self._fingerprint_ok = True
         return done
 
     # -- reads -----------------------------------------------------------------------------
@@ -537,7 +549,7 @@ class Memory:
     ) -> dict[str, int]:
         """Import an export. Every line is validated before anything is written; ids already present are skipped."""
         self._require_writes()
-        items: list[NewMemory] = []
+        items_by_line: list[tuple[int, NewMemory]] = []
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -546,13 +558,14 @@ class Memory:
                 if not isinstance(data, dict):
                     raise ValueError("expected a JSON object")
                 data.pop("embedding", None)
-                items.append(NewMemory.model_validate(data))
+                items_by_line.append((n, NewMemory.model_validate(data)))
             except (ValueError, PydanticValidationError) as exc:
                 detail = _pydantic_message(exc) if isinstance(exc, PydanticValidationError) else str(exc)
                 raise ValidationError(f"line {n}: {detail}") from None
+        items = [item for _, item in items_by_line]
         now = utcnow()
-        for n, item in enumerate(items, start=1):  # full validation pass, nothing written yet
-            self._new_record(item, now, user_id, agent_id, n)
+        for n, item in items_by_line:  # full validation pass, nothing written yet
+            self._new_record(item, now, user_id, agent_id, f"line {n}: ")
         existing = set(self.store.fetch([i.id for i in items if i.id]))
         todo = [i for i in items if not (i.id and i.id in existing)]
         created = duplicates = 0

@@ -55,7 +55,7 @@ def usage_message(exc: click.ClickException) -> str:
     return message
 
 
-@click.group(cls=ClawrecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("clawrecall", cls=ClawrecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="CLAWRECALL_DB", metavar="PATH|URL",
               help="The store: a SQLite file or sqlite:///path. Default: memory.db in the data directory.")
 @click.option("--config", "config_path", envvar="CLAWRECALL_CONFIG", metavar="FILE",

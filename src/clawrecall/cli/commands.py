@@ -265,8 +265,8 @@ def undelete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None
 
 
 @click.command()
-@by_id
 @yes_option
+@by_id
 def forget(state: State, memory_id: str, yes: bool, as_json: bool, **caller: Any) -> None:
     """Erase a memory for good (content, vector, and the content kept in its history), as for a GDPR request."""
     mem = state.open(embeds=False)

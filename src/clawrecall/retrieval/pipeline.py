@@ -72,13 +72,11 @@ class RetrievalPipeline:
             items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
         )
         items.sort(key=lambda s: s.score, reverse=True)
-        items = [s for s in items if s.score >= cfg.min_score]
-        if cfg.noise_filter:
-            items = [s for s in items if not is_noise(s.memory.content)]
+        # Only the head can reach the result; later stages need not look further.
+        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 3)
         if cfg.mmr_threshold is not None and len(items) > 1:
-            head = items[: limit * 3]
-            vectors = self.store.vectors([s.memory.id for s in head])
-            items = apply_mmr(head, vectors, threshold=cfg.mmr_threshold) + items[limit * 3 :]
+            vectors = self.store.vectors([s.memory.id for s in items])
+            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold)
         return [
             SearchHit(
                 memory=s.memory,
@@ -233,6 +231,20 @@ def apply_time_decay(items: list[Scored], now: datetime, *, half_life_days: floa
         item.steps["decay"] = factor
         item.score *= factor
     return items
+
+
+def apply_min_and_noise(items: list[Scored], *, min_score: float, noise: bool, keep: int) -> list[Scored]:
+    """The hard minimum and seed 002's noise filter, over sorted items, stopping once `keep` survive."""
+    out: list[Scored] = []
+    for item in items:
+        if item.score < min_score:
+            break
+        if noise and is_noise(item.memory.content):
+            continue
+        out.append(item)
+        if len(out) >= keep:
+            break
+    return out
 
 
 def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float) -> list[Scored]:

@@ -1,0 +1,482 @@
+"""Scale benchmark: times add and search at 10k and 100k memories.
+
+For each size it builds a store of synthetic one-sentence memories (about 30 templates
+times a vocabulary, fixed seed; 20 user scopes plus `global`; created_at spread over two
+years; sessions of about 20 turns) through `Memory.add_many` in chunks of 1000 with the
+real local model and the default dedup, then measures:
+
+  * add rate over the whole build, beside the raw embedding rate of the same model on a
+    2,000-text sample of the same texts (`embedder.embed(..., kind="passage")`);
+  * the first search on a freshly opened store (vector index load included);
+  * search latency p50/p95 over distinct natural queries, query embedding included
+    (query cache off), limit 10: hybrid, vector-only and bm25-only, each in one user's
+    scope + global (a caller with `user_id`) and unscoped;
+  * `clawrecall --db PATH stats --json` wall time as a subprocess.
+
+A built store (and its build timings) is kept in `--db-dir` (default: a fixed folder in
+the system temp dir), so a re-run skips the build. `--profile` prints a cProfile of the
+scoped hybrid searches.
+
+    python bench/scale.py [--sizes 10000,100000] [--db-dir DIR] [--queries 200] [--profile] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from clawrecall import Memory
+
+SEED = 20240501
+USERS = [f"u{i:02d}" for i in range(1, 21)]
+GLOBAL_SHARE = 0.05
+CHUNK = 1000
+RAW_SAMPLE = 2000
+START = datetime(2023, 6, 1, tzinfo=timezone.utc)
+SPAN_S = 730 * 86400
+DEFAULT_DB_DIR = Path(tempfile.gettempdir()) / "clawrecall-scale"
+
+TARGETS = {
+    "search_p50_ms": {10_000: 15.0, 100_000: 30.0},
+    "search_p95_ms": {10_000: 30.0},
+    "add_per_s": 200.0,
+    "ratio": 0.9,
+    "stats_s": 0.5,
+}
+
+# -- synthetic memories ---------------------------------------------------------------------
+V = {
+    "name": "Alice Bob Carla Dmitri Elena Farid Grace Hiro Ines Jonas Kemal Lena Marco Nadia Omar Priya Quentin "
+    "Rosa Sven Tomas Uma Victor Wen Ximena Yusuf Zoe Amara Bruno Chloe Diego Esme Felix Gita Hugo Ivy Jamal "
+    "Kaito Lucia Mateo Noor".split(),
+    "thing": ["green tea", "black coffee", "oat milk", "a standing desk", "mechanical keyboards", "dark mode",
+              "paper notebooks", "noise-cancelling headphones", "window seats", "early flights", "vinyl records",
+              "trail running shoes", "a French press", "sparkling water", "linen shirts", "e-books",
+              "a second monitor", "handwritten notes", "podcasts", "quiet cafes", "fountain pens", "hot chocolate",
+              "wool socks", "a gravel bike", "film cameras", "board games", "spicy food", "jazz playlists"],
+    "activity": ["studying", "long drives", "deep work", "morning runs", "code reviews", "reading on weekends",
+                 "travelling", "cooking dinner", "team meetings", "writing reports", "late-night debugging",
+                 "hiking trips", "language practice", "planning sprints", "yoga sessions", "commuting",
+                 "sketching", "weekly reviews", "pair programming", "gardening"],
+    "team": ["platform team", "design team", "data team", "mobile team", "security team", "growth team",
+             "infra team", "support team", "research group", "finance team", "marketing team", "search team",
+             "payments team", "ML team", "QA team", "sales team"],
+    "action": ["migrate the database to Postgres 16", "freeze deploys before the launch", "switch CI to GitHub Actions",
+               "adopt weekly demos", "rewrite the billing service", "drop support for Python 3.8",
+               "move standups to 10am", "hire two more engineers", "deprecate the v1 API", "run a bug bash",
+               "adopt feature flags", "cut the cloud bill by 20 percent", "ship the onboarding redesign",
+               "rotate on-call weekly", "retire the legacy dashboard", "move the wiki to Notion",
+               "split the monolith", "add SSO for enterprise customers", "pause the referral program",
+               "open an office in Lisbon"],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
+    "date": ["the first of the month", "the end of the quarter", "March 3rd", "June 14th", "September 9th",
+             "November 21st", "January 8th", "the next retro", "the board meeting", "the offsite"],
+    "transport": ["bike", "tram", "train", "car", "scooter", "bus", "ferry", "foot"],
+    "city": ["Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi", "Austin", "Lyon", "Seoul", "Melbourne", "Bogota",
+             "Krakow", "Dublin", "Cape Town", "Porto", "Helsinki", "Montreal", "Taipei", "Edinburgh"],
+    "food": ["ramen", "tacos", "sushi", "lentil soup", "pizza margherita", "pad thai", "shakshuka", "dumplings",
+             "falafel", "risotto", "pho", "butter chicken", "poke bowls", "pierogi", "paella", "bibimbap"],
+    "tool": ["VS Code", "Neovim", "PyCharm", "Figma", "Notion", "Obsidian", "Linear", "Jira", "Slack", "Docker",
+             "Kubernetes", "Terraform", "Grafana", "Postman", "Excel", "Tableau", "Emacs", "Zotero"],
+    "project": ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon", "Granite", "Harbor", "Iris", "Juniper",
+                "Kestrel", "Lumen", "Mosaic", "Nimbus", "Orion", "Pioneer", "Quartz", "Riverbed"],
+    "pet": ["a beagle named Pixel", "two cats", "a parrot", "a golden retriever", "a rescue greyhound",
+            "an old tabby cat", "a tank of guppies", "a rabbit named Clover", "a border collie", "a tortoise"],
+    "lang": ["Spanish", "Japanese", "German", "Portuguese", "Korean", "Italian", "Mandarin", "Arabic", "Dutch",
+             "Swahili", "Polish", "French"],
+    "sport": ["tennis", "climbing", "swimming", "five-a-side football", "cycling", "badminton", "rowing",
+              "table tennis", "volleyball", "skiing", "boxing", "surfing"],
+    "book": ["Dune", "The Pragmatic Programmer", "Sapiens", "Project Hail Mary", "Educated", "Thinking, Fast and Slow",
+             "The Left Hand of Darkness", "Atomic Habits", "Piranesi", "Designing Data-Intensive Applications",
+             "The Remains of the Day", "Klara and the Sun"],
+    "month": ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+              "November", "December"],
+    "time": ["7am", "8:30am", "9am", "noon", "2pm", "4:30pm", "6pm", "9pm"],
+    "num": [str(n) for n in (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)],
+    "allergy": ["peanuts", "shellfish", "gluten", "lactose", "cats", "pollen", "penicillin", "sesame"],
+    "role": ["staff engineer", "product manager", "data scientist", "designer", "engineering manager",
+             "support lead", "SRE", "tech lead", "analyst", "recruiter"],
+    "bug": ["a memory leak", "a race condition", "a timezone bug", "flaky tests", "a broken migration",
+            "slow cold starts", "a deadlock", "an off-by-one error", "a stale cache", "a TLS handshake failure"],
+    "component": ["the checkout service", "the search index", "the auth gateway", "the mobile app",
+                  "the nightly ETL job", "the billing worker", "the email queue", "the API gateway",
+                  "the reporting dashboard", "the sync daemon"],
+}
+
+# (category, template)
+TEMPLATES = [
+    ("preference", "{name} prefers {thing} for {activity}."),
+    ("preference", "{name} dislikes {thing} and avoids it during {activity}."),
+    ("preference", "{name} likes to eat {food} after {activity}."),
+    ("preference", "{name} works best in {tool} and keeps {thing} nearby."),
+    ("preference", "For {activity}, {name} always asks for {thing}."),
+    ("decision", "The {team} decided to {action} on {date}."),
+    ("decision", "On {day} the {team} agreed to {action} before {month}."),
+    ("decision", "{name} from the {team} proposed to {action}; it was approved."),
+    ("decision", "We chose {tool} over {tool2} for project {project}."),
+    ("fact", "{name} lives in {city} and goes to the {team} office by {transport}."),
+    ("fact", "{name} moved to {city} in {month} and works remotely."),
+    ("fact", "{name} is allergic to {allergy}, so check before ordering {food}."),
+    ("fact", "Project {project} has {num} open tickets and ships in {month}."),
+    ("fact", "{name} speaks {lang} and is learning {lang2}."),
+    ("fact", "The {team} meets every {day} at {time} to review project {project}."),
+    ("person", "{name} is a {role} on the {team} since {month}."),
+    ("person", "{name} has {pet} and takes it out at {time} before {activity}."),
+    ("person", "{name}'s manager is {name2}, who joined the {team} in {month}."),
+    ("entity", "Project {project} is owned by the {team} and tracked in {tool}."),
+    ("entity", "{component} belongs to project {project} and pages the {team}."),
+    ("experience", "{name} found {bug} in {component} while {activity}."),
+    ("experience", "{name} visited {city} in {month} and loved the {food}."),
+    ("experience", "{name} finished reading {book} during {activity}."),
+    ("experience", "{name} played {sport} with {name2} last {day}."),
+    ("action_item", "{name} will send the {project} status report to {name2} by {date}."),
+    ("action_item", "Remind {name} to book flights to {city} before {month}."),
+    ("action_item", "{name} needs to fix {bug} in {component} by {date}."),
+    ("correction", "Correction: {name} lives in {city}, not {city2}."),
+    ("correction", "Correction: the {team} meets at {time} on {day}, not {time2}."),
+    ("session_summary", "{name} and {name2} discussed project {project}, {bug} and the plan to {action}."),
+    ("other", "{name} recommended {book} to {name2} for {activity}."),
+    ("other", "{name} takes {sport} lessons in {city} every {day} at {time}."),
+]
+
+# Query templates: (needs a filled slot set) → natural questions.
+QUERY_TEMPLATES = [
+    "What does {name} prefer for {activity}?",
+    "When did the {team} decide to {action}?",
+    "Where does {name} live?",
+    "What is {name} allergic to?",
+    "Who owns project {project}?",
+    "Which tool does the {team} use for project {project}?",
+    "What bug did {name} find in {component}?",
+    "What food did {name} like in {city}?",
+    "Which book did {name} read recently?",
+    "What sport does {name} play on {day}?",
+    "What languages does {name} speak?",
+    "Who is {name}'s manager?",
+    "What pet does {name} have?",
+    "What is {name}'s role on the {team}?",
+    "When does the {team} meet?",
+    "What does {name} need to do before {date}?",
+    "what did we decide about {action}",
+    "status of project {project} tickets",
+    "{name} travel plans to {city}",
+    "who fixed {bug} in {component}",
+]
+
+
+def _fill(template: str, rng: random.Random) -> str:
+    values: dict[str, str] = {}
+    for key, words in V.items():
+        a, b = rng.sample(words, 2)
+        values[key] = a
+        values[f"{key}2"] = b
+    return template.format(**values)
+
+
+def synthetic_memories(n: int, seed: int = SEED) -> list[dict]:
+    rng = random.Random(seed)
+    sessions = max(1, n // 20)
+    out = []
+    for _ in range(n):
+        category, template = rng.choice(TEMPLATES)
+        user = None if rng.random() < GLOBAL_SHARE else rng.choice(USERS)
+        out.append({
+            "content": _fill(template, rng),
+            "category": category,
+            "scope": f"user:{user}" if user else "global",
+            "user_id": user,
+            "session_id": f"s{rng.randrange(sessions):06d}",
+            "importance": round(rng.uniform(0.3, 1.0), 2),
+            "created_at": START + timedelta(seconds=rng.randrange(SPAN_S)),
+        })
+    return out
+
+
+def synthetic_queries(n: int, seed: int = SEED + 1) -> list[tuple[str, str]]:
+    """`n` distinct (query, user) pairs."""
+    rng = random.Random(seed)
+    seen: dict[str, str] = {}
+    while len(seen) < n:
+        q = _fill(rng.choice(QUERY_TEMPLATES), rng)
+        seen.setdefault(q, rng.choice(USERS))
+    return list(seen.items())
+
+
+# -- measurements -----------------------------------------------------------------------------
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s))) - 1))]
+
+
+def raw_embed_rate(mem: Memory, texts: list[str]) -> float:
+    start = time.perf_counter()
+    mem.embedder.embed(texts, kind="passage")
+    return len(texts) / (time.perf_counter() - start)
+
+
+def build(path: Path, n: int, log) -> dict:
+    """Build the store with add_many in chunks; return the build timings (also saved beside the db)."""
+    items = synthetic_memories(n)
+    sample = [it["content"] for it in random.Random(SEED + 2).sample(items, min(RAW_SAMPLE, n))]
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    mem = Memory.open(path)
+    mem.embedder.embed(["warm up"] * 64, kind="passage")  # model load is not add time
+    raw_before = raw_embed_rate(mem, sample)
+    log(f"  raw embedding (before build): {raw_before:.0f} texts/s")
+    chunk_s: list[float] = []
+    created = duplicates = 0
+    start = time.perf_counter()
+    for i in range(0, n, CHUNK):
+        t = time.perf_counter()
+        results = mem.add_many(items[i : i + CHUNK])
+        chunk_s.append(time.perf_counter() - t)
+        created += sum(r.action == "created" for r in results)
+        duplicates += sum(r.action == "duplicate" for r in results)
+        if len(chunk_s) % 10 == 0:
+            done = i + CHUNK
+            log(f"  {done}/{n} added, {done / (time.perf_counter() - start):.0f}/s")
+    total = time.perf_counter() - start
+    raw_after = raw_embed_rate(mem, sample)
+    log(f"  raw embedding (after build): {raw_after:.0f} texts/s")
+    mem.close()
+    tail = chunk_s[-max(1, len(chunk_s) // 10):]
+    info = {
+        "size": n,
+        "created": created,
+        "duplicates": duplicates,
+        "build_s": total,
+        "add_per_s": n / total,
+        "add_per_s_last_10pct": len(tail) * CHUNK / sum(tail),
+        "raw_embed_per_s_before": raw_before,
+        "raw_embed_per_s_after": raw_after,
+        "raw_embed_per_s": (raw_before + raw_after) / 2,
+        "chunk_s": [round(c, 3) for c in chunk_s],
+    }
+    info["ratio"] = info["add_per_s"] / info["raw_embed_per_s"]
+    return info
+
+
+def time_searches(mem: Memory, queries: list[tuple[str, str]], mode: str, scoped: bool) -> list[float]:
+    out = []
+    for q, user in queries:
+        t = time.perf_counter()
+        mem.search(q, user_id=user if scoped else None, limit=10, mode=mode)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def stats_wall(path: Path, runs: int = 5) -> tuple[float, str]:
+    cli = Path(sys.executable).with_name("clawrecall")
+    if cli.exists():
+        cmd = [str(cli), "--db", str(path), "stats", "--json"]
+        how = "clawrecall --db PATH stats --json"
+    else:
+        cmd = [sys.executable, "-c", f"from clawrecall import Memory; Memory.open({str(path)!r}).stats()"]
+        how = "python -c Memory.open(PATH).stats() (no CLI)"
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), how
+
+
+def measure(n: int, db_dir: Path, n_queries: int, profile: bool, log) -> dict:
+    path = db_dir / f"scale-{n}.db"
+    sidecar = db_dir / f"scale-{n}.json"
+    cached = path.exists() and sidecar.exists()
+    if cached:
+        info = json.loads(sidecar.read_text())
+        log(f"{n}: using the store built earlier at {path}")
+    else:
+        log(f"{n}: building {path}")
+        sidecar.unlink(missing_ok=True)
+        info = build(path, n, log)
+        sidecar.write_text(json.dumps(info, indent=2))
+    info["cached_build"] = cached
+    info["db"] = str(path)
+
+    queries = synthetic_queries(n_queries)
+    # Query cache off so every search embeds its query, as a new question does.
+    mem = Memory.open(path, embedding={"query_cache_size": 0})
+    t = time.perf_counter()
+    mem.embedder.embed(["warm up"], kind="query")
+    info["model_load_s"] = time.perf_counter() - t
+    q0, u0 = queries[0]
+    t = time.perf_counter()
+    mem.search(q0, user_id=u0, limit=10)
+    info["first_search_s"] = time.perf_counter() - t
+    mem.close()
+    # The vector-index part of it, alone, on another fresh open.
+    mem = Memory.open(path, embedding={"query_cache_size": 0})
+    t = time.perf_counter()
+    mem.store._fresh_index()  # type: ignore[attr-defined]
+    info["index_load_s"] = time.perf_counter() - t
+
+    emb = []
+    for q, _ in queries:
+        t = time.perf_counter()
+        mem.embedder.embed_one(q, kind="query")
+        emb.append((time.perf_counter() - t) * 1000)
+    info["query_embed_p50_ms"] = statistics.median(emb)
+
+    for q, u in queries[:20]:  # warm the page cache and the code paths
+        mem.search(q, user_id=u, limit=10)
+    info["search"] = {}
+    for mode in ("hybrid", "vector", "bm25"):
+        for scoped in (True, False):
+            lat = time_searches(mem, queries, mode, scoped)
+            key = f"{mode}/{'user+global' if scoped else 'unscoped'}"
+            info["search"][key] = {"p50_ms": statistics.median(lat), "p95_ms": pct(lat, 95), "n": len(lat)}
+            log(f"  {key}: p50 {statistics.median(lat):.1f} ms, p95 {pct(lat, 95):.1f} ms")
+    if profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        lat = time_searches(mem, queries, "hybrid", True)
+        prof.disable()
+        buf = io.StringIO()
+        stats = pstats.Stats(prof, stream=buf)
+        stats.sort_stats("cumulative").print_stats("clawrecall", 35)
+        stats.sort_stats("tottime").print_stats(20)
+        info["profile"] = buf.getvalue()
+        log(f"  profiled {len(lat)} scoped hybrid searches (p50 {statistics.median(lat):.1f} ms under cProfile)")
+    mem.close()
+    info["stats_s"], info["stats_how"] = stats_wall(path)
+    info["db_bytes"] = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    return info
+
+
+def machine() -> dict:
+    import torch
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numpy": np.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+    }
+
+
+def mark(value: float, target: float | None, higher_better: bool = False) -> str:
+    if target is None:
+        return ""
+    ok = value >= target if higher_better else value <= target
+    return "" if ok else " ✗"
+
+
+def render(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cpu_count']} CPUs, Python {m['python']}, torch {m['torch']} "
+        f"({m['torch_threads']} threads), numpy {m['numpy']}, SQLite {m['sqlite']}",
+        "",
+        "| size | add/s | raw embed/s | ratio | search p50 | p95 (hybrid) | vector p50 | bm25 p50 | first search (cold) | stats (s) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["sizes"]:
+        n = r["size"]
+        s = r["search"]
+        h, v, b = s["hybrid/user+global"], s["vector/user+global"], s["bm25/user+global"]
+        lines.append(
+            f"| {n:,} | {r['add_per_s']:.0f}{mark(r['add_per_s'], TARGETS['add_per_s'], True)} "
+            f"| {r['raw_embed_per_s']:.0f} | {r['ratio']:.2f}{mark(r['ratio'], TARGETS['ratio'], True)} "
+            f"| {h['p50_ms']:.1f} ms{mark(h['p50_ms'], TARGETS['search_p50_ms'].get(n))} "
+            f"| {h['p95_ms']:.1f} ms{mark(h['p95_ms'], TARGETS['search_p95_ms'].get(n))} "
+            f"| {v['p50_ms']:.1f} ms | {b['p50_ms']:.1f} ms | {r['first_search_s'] * 1000:.0f} ms "
+            f"| {r['stats_s']:.2f}{mark(r['stats_s'], TARGETS['stats_s'])} |"
+        )
+    lines += [
+        "",
+        "Targets: search p50 ≤ 15 ms and p95 ≤ 30 ms at 10k, p50 ≤ 30 ms at 100k; add ≥ 200/s and ≥ 0.9 × raw "
+        "embedding rate; stats < 0.5 s. ✗ marks a miss. Search columns are a caller with user_id (one user scope "
+        "+ global), query embedding included.",
+        "",
+        "| size | mode | scope | p50 (ms) | p95 (ms) |",
+        "|---:|---|---|---:|---:|",
+    ]
+    for r in report["sizes"]:
+        for key, v in r["search"].items():
+            mode, scope = key.split("/")
+            lines.append(f"| {r['size']:,} | {mode} | {scope} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |")
+    lines += [
+        "",
+        "| size | stored (dups dropped) | build (s) | add/s last 10% | raw/s before, after | query embed p50 | "
+        "index load | model load | db size |",
+        "|---:|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in report["sizes"]:
+        lines.append(
+            f"| {r['size']:,} | {r['created']:,} ({r['duplicates']}) | {r['build_s']:.0f}{' (cached)' if r['cached_build'] else ''} "
+            f"| {r['add_per_s_last_10pct']:.0f} | {r['raw_embed_per_s_before']:.0f}, {r['raw_embed_per_s_after']:.0f} "
+            f"| {r['query_embed_p50_ms']:.1f} ms | {r['index_load_s'] * 1000:.0f} ms | {r['model_load_s']:.1f} s "
+            f"| {r['db_bytes'] / 1e6:.0f} MB |"
+        )
+    lines.append("")
+    lines.append(f"stats timed as: {report['sizes'][0]['stats_how']} (median of 5 runs)" if report["sizes"] else "")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated store sizes")
+    parser.add_argument("--db-dir", default=str(DEFAULT_DB_DIR), help=f"where built stores are kept (default {DEFAULT_DB_DIR})")
+    parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode (≥ 200 recommended)")
+    parser.add_argument("--rebuild", action="store_true", help="ignore a store built earlier")
+    parser.add_argument("--profile", action="store_true", help="cProfile the scoped hybrid searches and print it")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+
+    db_dir = Path(args.db_dir)
+    db_dir.mkdir(parents=True, exist_ok=True)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.rebuild:
+        for n in sizes:
+            (db_dir / f"scale-{n}.json").unlink(missing_ok=True)
+    report = {"machine": machine(), "sizes": []}
+    for n in sizes:
+        report["sizes"].append(measure(n, db_dir, args.queries, args.profile, log))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    print(render(report))
+    for r in report["sizes"]:
+        if "profile" in r:
+            print(f"\n### cProfile, {r['size']:,} memories, {args.queries} scoped hybrid searches\n")
+            print("```")
+            print(r["profile"].rstrip())
+            print("```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

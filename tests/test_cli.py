@@ -1,0 +1,474 @@
+"""The `clawrecall` command line, against real SQLite files and the real local embedding model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import clawrecall.embeddings
+from clawrecall.cli import cli, output
+from clawrecall.config import Config, load_config
+
+RUNNER = CliRunner()
+
+PREF = "Alice prefers dark mode in every code editor she uses"
+DEPLOY = "The production API is deployed on a Kubernetes cluster in Frankfurt"
+PYTHON = "Bob writes his scripts in Python 3.12 and lints them with ruff"
+
+
+# -- fixtures and helpers ----------------------------------------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory):
+    """No test reads the developer's clawrecall settings or writes to their data directory."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith("CLAWRECALL_"):
+                mp.delenv(name)
+        mp.setenv("CLAWRECALL_HOME", str(tmp_path_factory.mktemp("home")))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("COLUMNS", "100")
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_embedder():
+    """Each CLI call builds its embedder anew; in one test process, reuse the model loaded for a config.
+
+    The model is still the real one; this only saves reloading it (~0.6 s) on every command.
+    Subprocess tests load it the normal way.
+    """
+    real = clawrecall.embeddings.create_embedder
+    cache: dict[str, object] = {}
+
+    def cached(cfg):
+        key = cfg.model_dump_json()
+        if key not in cache:
+            cache[key] = real(cfg)
+        return cache[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(clawrecall.embeddings, "create_embedder", cached)
+        yield
+
+
+def run(db: Path | None, *args: str, input: str | None = None, code: int = 0) -> Result:
+    prefix = ["--db", str(db)] if db is not None else []
+    result = RUNNER.invoke(cli, [*prefix, *args], input=input)
+    assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def run_json(db: Path | None, *args: str, input: str | None = None, code: int = 0):
+    return json.loads(run(db, *args, "--json", input=input, code=code).stdout)
+
+
+def fails(db: Path | None, *args: str, code: int = 1, input: str | None = None) -> str:
+    """Run a command that must fail with exactly one `Error:` line on stderr; return that line."""
+    result = run(db, *args, input=input, code=code)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def active(db: Path, *args: str) -> int:
+    return run_json(db, "count", "--include-deleted", *args)["count"]
+
+
+def add(db: Path, content: str, *args: str) -> str:
+    result = run_json(db, "add", content, *args)
+    assert result["action"] == "created", result
+    return result["id"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store shared by the read-mostly tests; tests that change memories use their own scope."""
+    db = tmp_path_factory.mktemp("store") / "memory.db"
+    add(db, PREF, "--user", "alice", "--category", "preference", "--tag", "ui", "--importance", "0.9")
+    add(db, DEPLOY, "--category", "fact", "--tag", "infra", "--metadata", '{"source": "runbook"}')
+    add(db, PYTHON, "--user", "bob", "--category", "preference", "--title", "Bob's tooling")
+    return db
+
+
+@pytest.fixture(scope="module")
+def ids(store: Path) -> dict[str, str]:
+    return {r["content"]: r["id"] for r in run_json(store, "list", "--limit", "100")}
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Path:
+    return tmp_path / "fresh.db"
+
+
+# -- add and search ----------------------------------------------------------------------------
+def test_add_then_search_round_trip(store: Path, ids: dict[str, str]) -> None:
+    hits = run_json(store, "search", "which editor theme does alice like", "--user", "alice")
+    assert hits[0]["memory"]["id"] == ids[PREF]
+    assert hits[0]["memory"]["tags"] == ["ui"] and hits[0]["memory"]["scope"] == "user:alice"
+    assert 0 < hits[0]["score"] <= 1 and hits[0]["age"] == "just now"
+    assert all(h["memory"]["scope"] in ("global", "user:alice") for h in hits)  # bob's memory is not alice's
+
+
+def test_search_human_table_fits_the_terminal(store: Path, ids: dict[str, str]) -> None:
+    text = run(store, "search", "where is the API deployed", "--limit", "3").stdout
+    lines = text.splitlines()
+    assert lines[0].split() == ["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"]
+    assert ids[DEPLOY][:8] in lines[1] and lines[1].lstrip()[0].isdigit() and "%" in lines[1]
+    assert "just now" in lines[1] and "fact" in lines[1]
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_search_filters_explain_and_empty_result(store: Path, ids: dict[str, str]) -> None:
+    hits = run_json(store, "search", "Kubernetes", "--mode", "bm25", "--tag", "infra", "--explain")
+    assert [h["memory"]["id"] for h in hits] == [ids[DEPLOY]]
+    assert "final" in hits[0]["explain"] and "bm25" in hits[0]["explain"]["legs"]
+    assert run_json(store, "search", "Kubernetes", "--until", "2000-01-01") == []
+    assert run(store, "search", "Kubernetes", "--since", "2999-01-01").stdout.strip() == "No memories found."
+    assert "final" in run(store, "search", "Kubernetes", "--explain").stdout
+
+
+def test_add_from_stdin_and_duplicates(fresh: Path) -> None:
+    first = run_json(fresh, "add", "-", input="The team retro is every second Friday\n")
+    assert first["memory"]["content"] == "The team retro is every second Friday"
+    again = run_json(fresh, "add", "The team retro is every second Friday")
+    assert again["action"] == "duplicate" and again["existing_id"] == first["id"]
+    assert "Not added" in run(fresh, "add", "The team retro is every second Friday").stdout
+    assert run_json(fresh, "add", "The team retro is every second Friday", "--no-dedup")["action"] == "created"
+    assert active(fresh) == 2
+
+
+# -- reads -------------------------------------------------------------------------------------
+def test_get_by_prefix(store: Path, ids: dict[str, str]) -> None:
+    record = run_json(store, "get", ids[DEPLOY][:8])
+    assert record["id"] == ids[DEPLOY] and record["metadata"] == {"source": "runbook"}
+    text = run(store, "get", ids[PYTHON][:8]).stdout
+    assert f"id:         {ids[PYTHON]}" in text and "title:      Bob's tooling" in text
+
+
+def test_ambiguous_prefix_is_a_clear_error(fresh: Path, tmp_path: Path) -> None:
+    export = tmp_path / "twins.jsonl"
+    twins = [{"id": f"abcdef12-0000-4000-8000-00000000000{n}", "content": f"twin memory number {n}"} for n in (1, 2)]
+    export.write_text("".join(json.dumps(t) + "\n" for t in twins))
+    run(fresh, "import", str(export))
+    line = fails(fresh, "get", "abcdef12")
+    assert "ambiguous" in line and "matches 2 memories" in line
+    assert run_json(fresh, "get", "abcdef12-0000-4000-8000-000000000002")["content"] == "twin memory number 2"
+    error = run_json(fresh, "get", "abcdef12", code=1)["error"]
+    assert error["code"] == "ambiguous_id"
+
+
+def test_list_count_stats_shapes(store: Path) -> None:
+    add(store, "Shapes one: the staging database is Postgres 16", "--scope", "project:shapes")
+    add(store, "Shapes two: the CI runs on GitHub Actions", "--scope", "project:shapes", "--category", "fact")
+    records = run_json(store, "list", "--scope", "project:shapes")
+    assert [r["content"][:10] for r in records] == ["Shapes two", "Shapes one"]
+    assert {"id", "content", "category", "tags", "scope", "created_at", "deleted_at"} <= set(records[0])
+    assert run_json(store, "list", "--scope", "project:shapes", "--order", "oldest", "--limit", "1")[0]["content"][:10] == "Shapes one"
+    assert run_json(store, "count", "--scope", "project:shapes") == {"count": 2}
+    assert run_json(store, "count", "--scope", "project:shapes", "--category", "fact") == {"count": 1}
+    assert run(store, "count", "--scope", "project:shapes").stdout.strip() == "Total memories: 2"
+    stats = run_json(store, "stats")
+    assert stats["by_scope"]["project:shapes"] == 2 and stats["total"] >= 5
+    assert stats["embedding"] == {"provider": "local", "model": "all-MiniLM-L6-v2", "dimensions": 384}
+    assert stats["schema_version"] >= 1 and stats["backend"] == "sqlite"
+    text = run(store, "stats").stdout
+    assert text.startswith("Memories:") and "Embedding:  local/all-MiniLM-L6-v2 (384 dims)" in text
+
+
+def test_user_sees_only_own_scopes(store: Path, ids: dict[str, str]) -> None:
+    seen = {r["id"] for r in run_json(store, "list", "--user", "bob", "--limit", "100")}
+    assert ids[PYTHON] in seen and ids[DEPLOY] in seen and ids[PREF] not in seen
+    line = fails(store, "list", "--user", "bob", "--scope", "user:alice")
+    assert "not accessible" in line
+    fails(store, "get", ids[PREF], "--user", "bob")
+
+
+# -- changes -----------------------------------------------------------------------------------
+def test_update_reembeds_and_keeps_history(store: Path) -> None:
+    memory_id = add(store, "The office coffee machine is on the third floor", "--scope", "project:update")
+    updated = run_json(store, "update", memory_id[:8], "--content", "Team standup happens every weekday at 9:30 in room Rhine",
+                       "--tag", "meetings", "--importance", "0.4")
+    assert updated["tags"] == ["meetings"] and updated["importance"] == 0.4
+    hits = run_json(store, "search", "when is the daily standup meeting", "--scope", "project:update", "--mode", "vector")
+    assert hits[0]["memory"]["id"] == memory_id and "standup" in hits[0]["memory"]["content"]
+    assert run_json(store, "search", "coffee machine", "--scope", "project:update", "--mode", "bm25") == []
+    entries = run_json(store, "history", memory_id)
+    assert [e["action"] for e in entries] == ["add", "update"]
+    assert entries[1]["before"]["content"].startswith("The office coffee") and entries[1]["after"]["tags"] == ["meetings"]
+    assert "nothing to update" in fails(store, "update", memory_id, code=2)
+
+
+def test_delete_and_undelete(store: Path) -> None:
+    memory_id = add(store, "The legacy billing service was retired in March", "--scope", "project:delete")
+    deleted = run_json(store, "delete", memory_id)
+    assert deleted["deleted_at"] is not None
+    assert run_json(store, "count", "--scope", "project:delete") == {"count": 0}
+    assert run_json(store, "search", "billing service", "--scope", "project:delete") == []
+    assert [r["id"] for r in run_json(store, "list", "--scope", "project:delete", "--deleted")] == [memory_id]
+    assert "[deleted]" in run(store, "list", "--scope", "project:delete", "--include-deleted").stdout
+    assert "undelete" in run(store, "delete", memory_id).stdout
+    assert run_json(store, "undelete", memory_id[:8])["deleted_at"] is None
+    assert run_json(store, "search", "billing service", "--scope", "project:delete")[0]["memory"]["id"] == memory_id
+    assert [e["action"] for e in run_json(store, "history", memory_id)] == ["add", "delete", "undelete"]
+
+
+def test_forget_needs_confirmation_then_erases(store: Path) -> None:
+    memory_id = add(store, "Carol's home address is 12 Elm Street", "--scope", "project:forget")
+    line = fails(store, "forget", memory_id, code=2)  # no terminal to ask on: refuse, don't hang
+    assert "--yes" in line
+    assert run_json(store, "get", memory_id)["id"] == memory_id
+    assert run_json(store, "forget", memory_id[:8], "--yes") == {"forgotten": memory_id}
+    assert "no memory" in fails(store, "get", memory_id)
+    entries = run_json(store, "history", memory_id)
+    assert entries[-1]["action"] == "forget"
+    assert "Elm Street" not in json.dumps(entries)
+    assert "content erased" in run(store, "history", memory_id).stdout
+
+
+def test_purge(fresh: Path) -> None:
+    keep = add(fresh, "Dave likes green tea")
+    gone = add(fresh, "The old VPN endpoint is vpn1.example.org")
+    run(fresh, "delete", gone)
+    assert "--yes" in fails(fresh, "purge", code=2)
+    assert run_json(fresh, "purge", "--yes") == {"purged": 0, "older_than_days": 30.0}  # deleted just now
+    assert run_json(fresh, "purge", "--older-than", "0", "--yes") == {"purged": 1, "older_than_days": 0.0}
+    fails(fresh, "get", gone)
+    assert run_json(fresh, "get", keep)["deleted_at"] is None
+    assert "Purged 0 memories" in run(fresh, "purge", "--older-than", "0", "-y").stdout
+    fails(fresh, "purge", "--older-than", "-1", "--yes", code=2)
+
+
+def test_history_human(store: Path, ids: dict[str, str]) -> None:
+    lines = run(store, "history", ids[DEPLOY][:8]).stdout.splitlines()
+    assert lines[0].split() == ["AT", "ACTION", "ACTOR", "CHANGE"]
+    assert " add " in lines[1] and "Kubernetes" in lines[1]
+
+
+# -- export and import -------------------------------------------------------------------------
+def test_export_import_round_trip(store: Path, tmp_path: Path, fresh: Path) -> None:
+    export = tmp_path / "backup.jsonl"
+    summary = run_json(store, "export", "--output", str(export))
+    original = [json.loads(line) for line in export.read_text().splitlines()]
+    assert summary == {"exported": len(original), "output": str(export)} and len(original) >= 3
+    streamed = run(store, "export").stdout.splitlines()
+    assert [json.loads(line) for line in streamed] == original
+
+    result = run_json(fresh, "import", str(export))
+    assert result == {"read": len(original), "created": len(original), "duplicates": 0, "skipped": 0, "source": str(export)}
+    copy = [json.loads(line) for line in run(fresh, "export").stdout.splitlines()]
+    assert sorted(copy, key=lambda r: r["id"]) == sorted(original, key=lambda r: r["id"])
+    again = run_json(fresh, "import", "-", input=export.read_text())
+    assert again["skipped"] == len(original) and again["created"] == 0 and again["source"] == "stdin"
+
+
+def test_export_of_one_scope(store: Path) -> None:
+    lines = run(store, "export", "--user", "alice", "--scope", "user:alice").stdout.splitlines()
+    assert [json.loads(line)["content"] for line in lines] == [PREF]
+
+
+def test_import_with_one_bad_line_writes_nothing(fresh: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bad.jsonl"
+    good = json.dumps({"content": "The wiki lives at wiki.example.org"})
+    source.write_text(good + "\n" + json.dumps({"content": "Too important", "importance": 7}) + "\n")
+    line = fails(fresh, "import", str(source))
+    assert "line 2" in line and "importance" in line
+    source.write_text(good + "\n{not json\n")
+    assert "line 2" in fails(fresh, "import", str(source))
+    assert active(fresh) == 0
+    assert "No such file or directory" in fails(fresh, "import", str(tmp_path / "missing.jsonl"), code=2)
+
+
+def test_progress_bars_go_to_stderr(fresh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output, "_stderr_is_tty", lambda: True)
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps({"content": "Erin's favourite language is OCaml"}) + "\n")
+    result = run(fresh, "import", str(source), "--json")
+    assert "Importing" in result.stderr and json.loads(result.stdout)["created"] == 1
+    result = run(fresh, "reembed", "--json")
+    assert "Re-embedding" in result.stderr and json.loads(result.stdout)["reembedded"] == 1
+
+
+# -- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "message"),
+    [
+        (["add", ""], None, 1, "content must not be empty"),
+        (["add", "   "], None, 1, "content must not be empty"),
+        (["add", "-"], "", 1, "content must not be empty"),
+        (["add", "Importance out of range", "--importance", "7"], None, 1, "between 0 and 1"),
+        (["add", "Unknown category", "--category", "nonsense"], None, 1, "unknown category 'nonsense'"),
+        (["add", "Bad scope", "--scope", "team:x"], None, 1, "invalid scope"),
+        (["add", "Bad metadata", "--metadata", "{oops"], None, 2, "not valid JSON"),
+        (["add", "Metadata list", "--metadata", "[1, 2]"], None, 2, "must be a JSON object"),
+        (["add", "Bad visibility", "--visibility", "public"], None, 2, "'public' is not one of"),
+        (["search", "anything", "--since", "last tuesday"], None, 2, "not an ISO-8601 date"),
+        (["search", "   "], None, 1, "query must not be empty"),
+        (["list", "--until", "2024-13-45"], None, 2, "not an ISO-8601 date"),
+        (["get", "xyz"], None, 1, "invalid memory id"),
+        (["get", "0123456789"], None, 1, "no memory with id"),
+        (["frobnicate"], None, 2, "No such command"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(store: Path, args, stdin, code, message) -> None:
+    before = active(store)
+    assert message in fails(store, *args, code=code, input=stdin)
+    assert active(store) == before
+
+
+def test_errors_as_json(store: Path) -> None:
+    result = run(store, "get", "0123456789", "--json", code=1)
+    assert json.loads(result.stdout) == {"error": {"code": "not_found", "message": "no memory with id '0123456789'"}}
+    result = run(store, "--json", "add", "x", "--importance", "nope", code=2)
+    assert json.loads(result.stdout)["error"]["code"] == "usage_error"
+    assert result.stderr.startswith("Error: ")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("[embedding]\nprovider = \"local\"\nbogus_key = 1\n", "unknown keys: embedding.bogus_key"),
+        ("[embedding]\napi_key = \"${CLAWRECALL_TEST_UNSET_VAR}\"\n", "CLAWRECALL_TEST_UNSET_VAR is not set"),
+        ("[writes\n", "is not valid TOML"),
+    ],
+)
+def test_bad_config_file(tmp_path: Path, config: str, message: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(config)
+    db = tmp_path / "never.db"
+    line = fails(db, "--config", str(path), "add", "A memory that must not be stored")
+    assert message in line
+    assert not db.exists()
+    fails(db, "--config", str(tmp_path / "missing.toml"), "stats")
+
+
+def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "ro.toml"
+    path.write_text("[writes]\nenabled = false\n")
+    db = tmp_path / "env.db"
+    monkeypatch.setenv("CLAWRECALL_CONFIG", str(path))
+    monkeypatch.setenv("CLAWRECALL_DB", str(db))
+    assert "writes are disabled" in fails(None, "add", "Read-only stores refuse writes")
+    assert run_json(None, "stats")["location"] == str(db)
+
+
+# -- init and doctor ---------------------------------------------------------------------------
+def test_init_creates_config_and_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "crhome"
+    monkeypatch.setenv("CLAWRECALL_HOME", str(home))
+    result = run_json(None, "init")
+    assert result["config_created"] is True and result["schema_version"] >= 1 and result["memories"] == 0
+    assert result["config"] == str(home / "config.toml") and result["db"] == str(home / "memory.db")
+    assert (home / "memory.db").exists()
+    text = (home / "config.toml").read_text()
+    assert load_config(home / "config.toml", env={}) == Config()
+    # Uncommented, the template is a valid config equal to the defaults.
+    settings = [line[2:] for line in text.splitlines() if re.match(r"^# (\[[\w.]+\]$|\w+ = )", line)]
+    live = tmp_path / "live.toml"
+    live.write_text("\n".join(line for line in settings if "(not set)" not in line))
+    assert load_config(live, env={}).model_dump(exclude={"db"}) == Config().model_dump(exclude={"db"})
+    again = run(None, "init").stdout
+    assert "already there" in again and (home / "config.toml").read_text() == text
+
+
+def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "doctor.db"
+    memory_id = add(db, "Frank deploys on Tuesdays")
+    report = run_json(db, "doctor")
+    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 4
+
+    script = tmp_path / "embed.py"
+    script.write_text(textwrap.dedent("""
+        import hashlib, json, sys
+        request = json.load(sys.stdin)
+        def vec(text):
+            v = [0.25] + [0.0] * 7
+            for word in text.lower().split():
+                h = int(hashlib.sha1(word.encode()).hexdigest(), 16)
+                v[h % 8] += 1.0
+            return v
+        json.dump([vec(t) for t in request["texts"]], sys.stdout)
+    """))
+    config = tmp_path / "other-model.toml"
+    config.write_text(f"[embedding]\nprovider = \"command\"\ncommand = {json.dumps([sys.executable, str(script)])}\n")
+    report = run_json(db, "--config", str(config), "doctor", code=1)
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert report["ok"] is False and statuses == {"config": "ok", "database": "ok", "embedding": "ok", "fingerprint": "fail"}
+    assert "reembed" in next(c["detail"] for c in report["checks"] if c["name"] == "fingerprint")
+    assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
+
+    # Reads that never embed still work; searching refuses to mix models until `reembed`.
+    assert run_json(db, "--config", str(config), "stats")["embedding"]["provider"] == "local"
+    assert "reembed" in fails(db, "--config", str(config), "search", "deploys")
+    assert run_json(db, "--config", str(config), "reembed")["reembedded"] == 1
+    assert run_json(db, "--config", str(config), "doctor")["ok"] is True
+    assert run_json(db, "--config", str(config), "search", "Frank deploys")[0]["memory"]["id"] == memory_id
+
+
+def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text("nonsense = 1\n")
+    report = run_json(tmp_path / "x.db", "--config", str(config), "doctor", code=1)
+    assert [c["status"] for c in report["checks"]] == ["fail", "skip", "skip", "skip"]
+
+
+# -- every command speaks JSON -----------------------------------------------------------------
+def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWRECALL_HOME", str(tmp_path / "home"))
+    db = tmp_path / "all.db"
+    export = tmp_path / "all.jsonl"
+    memory_id = add(db, "Grace reviews every pull request before lunch")
+    steps = [
+        ["init"], ["search", "pull request reviews"], ["get", memory_id[:8]], ["list"], ["update", memory_id, "--title", "reviews"],
+        ["delete", memory_id], ["undelete", memory_id], ["history", memory_id], ["count"], ["stats"],
+        ["export", "--output", str(export)], ["import", str(export)], ["reembed"], ["doctor"], ["purge", "--yes"],
+        ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"],
+    ]
+    seen = set()
+    for step in steps:
+        result = run(db, *step, "--json")
+        json.loads(result.stdout)
+        seen.add(step[0])
+    for line in run(db, "export", "--json").stdout.splitlines():
+        json.loads(line)
+    assert seen | {"export"} == set(cli.commands)
+
+
+# -- speed: commands that do not embed stay light -----------------------------------------------
+def cli_subprocess(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWRECALL_")}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("command", [["stats"], ["count"], ["list"], ["export"], ["get", "PREFIX"], ["history", "PREFIX"]])
+def test_reads_do_not_import_the_ml_stack(store: Path, ids: dict[str, str], command: list[str]) -> None:
+    args = [ids[DEPLOY][:8] if a == "PREFIX" else a for a in command]
+    proc = cli_subprocess("-X", "importtime", "-m", "clawrecall.cli", "--db", str(store), *args, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "clawrecall.engine" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "sentence_transformers", "transformers")}
+
+
+def test_stats_is_fast(store: Path) -> None:
+    script = Path(sys.executable).with_name("clawrecall")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "clawrecall.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWRECALL_")}
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        proc = subprocess.run([*command, "--db", str(store), "stats", "--json"], capture_output=True, text=True, env=env, timeout=60)
+        timings.append(time.perf_counter() - started)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["total"] >= 3
+    assert min(timings) < 0.5, timings

@@ -1,0 +1,80 @@
+"""Config parsing: file formats, environment, precedence, and the error texts users see."""
+
+from __future__ import annotations
+
+import pytest
+
+from clawrecall.config import build_config, env_overrides, load_config
+from clawrecall.errors import ConfigError
+
+
+def test_defaults():
+    cfg = build_config({})
+    assert cfg.embedding.provider == "local"
+    assert cfg.retrieval.fusion == "weighted" and cfg.retrieval.rrf_k == 60
+    assert cfg.writes.enabled and cfg.writes.retention_days == 30
+    assert cfg.dedup.threshold == 0.95
+    assert "preference" in cfg.categories and "action_item" in cfg.categories
+
+
+def test_toml_and_json_files(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('db = "/tmp/x.db"\n[retrieval]\nfusion = "rrf"\n[retrieval.bm25]\nweight = 0.5\n')
+    cfg = load_config(toml, env={})
+    assert cfg.db == "/tmp/x.db" and cfg.retrieval.fusion == "rrf" and cfg.retrieval.bm25.weight == 0.5
+    js = tmp_path / "c.json"
+    js.write_text('{"dedup": {"threshold": 0.9}}')
+    assert load_config(js, env={}).dedup.threshold == 0.9
+
+
+def test_precedence_file_then_env_then_overrides(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("[dedup]\nthreshold = 0.8\nenabled = true\n")
+    env = {"CLAWRECALL_DEDUP__THRESHOLD": "0.85", "CLAWRECALL_WRITES__ENABLED": "false"}
+    cfg = load_config(f, env=env, overrides={"dedup": {"threshold": 0.9}})
+    assert cfg.dedup.threshold == 0.9 and cfg.dedup.enabled is True and cfg.writes.enabled is False
+
+
+def test_env_db_and_values_parsed_as_json_or_text():
+    assert env_overrides({"CLAWRECALL_DB": "/data/m.db", "CLAWRECALL_CATEGORIES": '["a", "b"]'}) == {
+        "db": "/data/m.db", "categories": ["a", "b"]}
+
+
+def test_variable_substitution(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[embedding]\nprovider = "openai"\napi_key = "${MY_KEY}"\nbase_url = "http://${HOST}:8000/v1"\n')
+    cfg = load_config(f, env={"MY_KEY": "sk-1", "HOST": "127.0.0.1"})
+    assert cfg.embedding.api_key == "sk-1" and cfg.embedding.base_url == "http://127.0.0.1:8000/v1"
+    assert "sk-1" not in repr(cfg)
+    with pytest.raises(ConfigError, match="^Environment variable MY_KEY is not set$"):
+        load_config(f, env={"HOST": "h"})
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"foo": 1, "bar": 2}, "clawrecall config has unknown keys: foo, bar"),
+        ({"embedding": {"provider": "local", "colour": "red"}}, "unknown keys: embedding.colour"),
+        ({"embedding": {"provider": "invalid"}}, "Unknown embedding provider: invalid"),
+        ({"dedup": {"threshold": 2}}, "dedup.threshold"),
+        ({"retrieval": {"fusion": "magic"}}, "retrieval.fusion"),
+        ({"categories": []}, "categories must not be empty"),
+    ],
+)
+def test_errors(data, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(data, env={})
+
+
+def test_missing_or_broken_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml", env={})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = = not toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad, env={})
+
+
+def test_default_file_in_data_dir_is_read(tmp_path):
+    (tmp_path / "config.toml").write_text("[writes]\nenabled = false\n")
+    assert load_config(env={"CLAWRECALL_HOME": str(tmp_path)}).writes.enabled is False

@@ -1,0 +1,408 @@
+"""The engine end to end on a real SQLite file with the real all-MiniLM-L6-v2 model."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from clawrecall import (
+    AmbiguousIdError,
+    ConfigError,
+    EmbeddingMismatchError,
+    Memory,
+    NotFoundError,
+    ScopeError,
+    ValidationError,
+    WritesDisabledError,
+)
+
+
+def _rows(db_path, sql="SELECT count(*) FROM memories"):
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def test_lifecycle_store_search_update_delete_undelete_forget(mem, db_path):
+    added = mem.add("User prefers dark mode in every editor", user_id="alice", category="preference")
+    mem.add("Her cat is called Miso", user_id="alice", category="fact")
+    mem.add("The quarterly report is due on Friday", user_id="alice", category="action_item")
+    assert added.action == "created"
+
+    hits = mem.search("which editor theme does alice prefer?", user_id="alice")
+    assert hits[0].memory.id == added.id
+    assert hits[0].age == "just now"
+    assert 0 < hits[0].score <= 1.5
+
+    updated = mem.update(added.id, content="User prefers light mode since moving to a bright office", user_id="alice")
+    assert updated.content.startswith("User prefers light mode")
+    hits = mem.search("bright office light theme", user_id="alice")
+    assert hits[0].memory.id == added.id  # re-embedded and re-indexed
+
+    mem.delete(added.id, user_id="alice")
+    assert added.id not in [h.memory.id for h in mem.search("light mode", user_id="alice")]
+    assert mem.get(added.id, user_id="alice").deleted_at is not None
+    assert added.id in [h.memory.id for h in mem.search("light mode", user_id="alice", include_deleted=True)]
+
+    mem.undelete(added.id, user_id="alice")
+    assert mem.search("light mode", user_id="alice")[0].memory.id == added.id
+
+    actions = [h.action for h in mem.history(added.id)]
+    assert actions == ["add", "update", "delete", "undelete"]
+    update = mem.history(added.id)[1]
+    assert update.before == {"content": "User prefers dark mode in every editor"}
+    assert update.after["content"].startswith("User prefers light mode")
+    assert update.actor == "user:alice"
+
+    mem.forget(added.id, user_id="alice")
+    with pytest.raises(NotFoundError):
+        mem.get(added.id)
+    assert _rows(db_path, f"SELECT count(*) FROM memories WHERE id = '{added.id}'") == 0
+    assert _rows(db_path, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'light'") == 0
+    assert _rows(db_path, "SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH 'bright'") == 0
+    leftover = _rows(db_path, f"SELECT count(*) FROM history WHERE memory_id = '{added.id}' AND (before LIKE '%mode%' OR after LIKE '%mode%')")
+    assert leftover == 0
+    assert [h.action for h in mem.history(added.id)][-1] == "forget"
+    assert mem.search("light mode office", user_id="alice")[0].memory.id != added.id
+
+
+def test_purge_removes_only_memories_deleted_past_retention(mem, db_path):
+    old = mem.add("Old deleted note about gardening", category="fact")
+    recent = mem.add("Recently deleted note about cycling", category="fact")
+    kept = mem.add("Live note about swimming", category="fact")
+    mem.delete(old.id)
+    mem.delete(recent.id)
+    with sqlite3.connect(db_path) as conn:  # age the first deletion past the 30-day retention
+        past = (datetime.now(timezone.utc) - timedelta(days=31)).isoformat()
+        conn.execute("UPDATE memories SET deleted_at = ? WHERE id = ?", (past, old.id))
+    assert mem.purge() == 1
+    with pytest.raises(NotFoundError):
+        mem.get(old.id)
+    assert mem.get(recent.id).deleted_at is not None
+    assert mem.get(kept.id).deleted_at is None
+    assert mem.purge(older_than_days=0) == 1
+    assert mem.count(include_deleted=True) == 1
+
+
+def test_dedup_returns_existing_id_within_scope_only(mem):
+    first = mem.add("User prefers dark mode in every editor", user_id="alice")
+    again = mem.add("User prefers dark mode in every editor.", user_id="alice")
+    assert again.action == "duplicate" and again.existing_id == first.id and again.similarity >= 0.95
+    other_user = mem.add("User prefers dark mode in every editor", user_id="bob")
+    assert other_user.action == "created"
+    forced = mem.add("User prefers dark mode in every editor", user_id="alice", dedup=False)
+    assert forced.action == "created"
+    assert mem.count(user_id="alice") == 2
+
+
+def test_dedup_threshold_is_configurable(db_path):
+    with Memory.open(db_path, dedup={"threshold": 0.5}) as m:
+        m.add("User prefers dark mode in every editor")
+        assert m.add("The user likes dark themes in editors").action == "duplicate"
+    with Memory.open(db_path, dedup={"enabled": False}) as m:
+        assert m.add("User prefers dark mode in every editor").action == "created"
+
+
+def test_add_many_is_one_batch_with_in_batch_dedup(mem):
+    results = mem.add_many(
+        [
+            {"content": "Project Falcon ships in March", "category": "decision", "tags": ["falcon"]},
+            {"content": "Project Falcon ships in March"},
+            {"content": "Bob owns the billing service", "user_id": "bob"},
+        ]
+    )
+    assert [r.action for r in results] == ["created", "duplicate", "created"]
+    assert results[1].existing_id == results[0].id
+    assert mem.get(results[2].id).scope == "user:bob"
+
+
+def test_scopes_are_hard_partitions(mem):
+    secret = mem.add("Alice's bank PIN hint is her first cat", user_id="alice")
+    mem.add("Bob's favourite editor is vim", user_id="bob")
+    for hits in (
+        mem.search("Alice bank PIN cat", user_id="bob"),
+        mem.search("Alice bank PIN cat", user_id="bob", mode="bm25"),
+        mem.search("Alice bank PIN cat", user_id="bob", mode="trigram"),
+        mem.search("Alice bank PIN cat", user_id="bob", include_deleted=True, limit=100),
+    ):
+        assert secret.id not in [h.memory.id for h in hits]
+    with pytest.raises(ScopeError):
+        mem.search("PIN", user_id="bob", scope="user:alice")
+    with pytest.raises(NotFoundError):
+        mem.get(secret.id, user_id="bob")
+    with pytest.raises(NotFoundError):
+        mem.delete(secret.id, user_id="bob")
+    with pytest.raises(NotFoundError):
+        mem.forget(secret.id[:8], user_id="bob")
+    with pytest.raises(ScopeError):
+        mem.add("sneaky write", user_id="bob", scope="user:alice")
+    assert secret.id not in [m.id for m in mem.list(user_id="bob", limit=100)]
+    assert mem.count(user_id="bob") == 1
+    # an unidentified local administrator sees everything; alice sees her own
+    assert mem.get(secret.id).id == secret.id
+    assert mem.search("bank PIN", user_id="alice")[0].memory.id == secret.id
+
+
+def test_global_memories_are_visible_to_every_user_but_not_writable_into_other_users(mem):
+    shared = mem.add("The office wifi password rotates monthly", category="fact")
+    assert mem.get(shared.id).scope == "global"
+    assert shared.id in [h.memory.id for h in mem.search("wifi password", user_id="carol")]
+    assert mem.search("wifi password", user_id="carol", scope="user:carol") == []
+
+
+def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
+    a = mem.add("First memory about tea")
+    assert mem.get(a.id[:8]).id == a.id
+    assert mem.get(a.id.upper()).id == a.id
+    with pytest.raises(ValidationError):
+        mem.get("abc")
+    with pytest.raises(NotFoundError):
+        mem.get("00000000")
+    # two ids sharing a prefix, written as an import would
+    mem.add_many([
+        {"content": "tea one", "id": "aaaaaaaa-0000-4000-8000-000000000001"},
+        {"content": "coffee two", "id": "aaaaaaaa-0000-4000-8000-000000000002"},
+    ], dedup=False)
+    with pytest.raises(AmbiguousIdError) as err:
+        mem.get("aaaaaaaa")
+    assert "aaaaaaaa-0000-4000-8000-000000000001" in str(err.value)
+    assert mem.get("aaaaaaaa-0000-4000-8000-000000000002").content == "coffee two"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"content": ""}, "content must not be empty"),
+        ({"content": "   "}, "content must not be empty"),
+        ({"content": "x", "importance": 7}, "between 0 and 1"),
+        ({"content": "x", "confidence": -0.1}, "between 0 and 1"),
+        ({"content": "x", "category": "gossip"}, "unknown category 'gossip'"),
+        ({"content": "x", "scope": "team"}, "invalid scope"),
+        ({"content": "x", "visibility": "public"}, "visibility"),
+        ({"content": "x", "tags": [""]}, "invalid tag"),
+        ({"content": "x", "metadata": {"when": object()}}, "JSON"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_writes_nothing(mem, db_path, kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        mem.add(**kwargs)
+    assert _rows(db_path) == 0
+    assert _rows(db_path, "SELECT count(*) FROM history") == 0
+
+
+def test_add_many_with_one_bad_item_writes_nothing(mem, db_path):
+    with pytest.raises(ValidationError, match="item 2"):
+        mem.add_many([{"content": "fine"}, {"content": "bad", "importance": 2}])
+    assert _rows(db_path) == 0
+
+
+def test_update_validates_and_keeps_the_record_on_error(mem):
+    a = mem.add("Deploys happen on Tuesday", category="fact")
+    with pytest.raises(ValidationError):
+        mem.update(a.id, importance=7)
+    with pytest.raises(ValidationError):
+        mem.update(a.id, content="")
+    assert mem.get(a.id).importance == 0.7 and mem.get(a.id).content == "Deploys happen on Tuesday"
+    assert [h.action for h in mem.history(a.id)] == ["add"]
+
+
+def test_search_filters(mem):
+    base = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    mem.add_many([
+        {"content": "Decided to use PostgreSQL for billing", "category": "decision", "tags": ["db"], "created_at": base},
+        {"content": "PostgreSQL upgrade is scheduled", "category": "action_item", "tags": ["ops"], "created_at": base + timedelta(days=40)},
+        {"content": "PostgreSQL backups run nightly", "category": "fact", "tags": ["ops", "db"], "created_at": base + timedelta(days=80)},
+    ])
+    assert {h.memory.category for h in mem.search("PostgreSQL", category="decision")} == {"decision"}
+    assert {h.memory.content for h in mem.search("PostgreSQL", tags=["ops"])} == {
+        "PostgreSQL upgrade is scheduled", "PostgreSQL backups run nightly"}
+    window = mem.search("PostgreSQL", since=base + timedelta(days=10), until=base + timedelta(days=50))
+    assert [h.memory.content for h in window] == ["PostgreSQL upgrade is scheduled"]
+    with pytest.raises(ValidationError):
+        mem.search("PostgreSQL", category="nope")
+    with pytest.raises(ValidationError):
+        mem.search("")
+    with pytest.raises(ValidationError):
+        mem.search("x", limit=0)
+
+
+def test_explain_shows_every_stage(mem):
+    mem.add("Alice prefers green tea in the morning", user_id="alice", category="preference")
+    hit = mem.search("what tea does alice drink", user_id="alice", explain=True)[0]
+    assert set(hit.explain["legs"]) >= {"vector", "bm25"}
+    assert {"fused", "final"} <= set(hit.explain)
+    assert hit.explain["final"] == pytest.approx(hit.score, abs=1e-5)
+
+
+def test_typo_and_cjk_found_by_trigram_leg(mem):
+    mem.add("Kubernetes cluster upgrade is planned for June")
+    cjk = mem.add("用户喜欢深色主题的编辑器")
+    assert mem.search("kubernets clustr", mode="trigram")[0].memory.content.startswith("Kubernetes")
+    assert mem.search("深色主题", mode="trigram")[0].memory.id == cjk.id
+    assert mem.search("深色主题")[0].memory.id == cjk.id
+
+
+def test_expired_memories_are_hidden(mem):
+    gone = mem.add("Temporary door code 4411", expires_at=datetime.now(timezone.utc) - timedelta(minutes=1))
+    live = mem.add("Permanent door code 9000")
+    ids = [h.memory.id for h in mem.search("door code")]
+    assert live.id in ids and gone.id not in ids
+    assert mem.stats().expired == 1
+
+
+def test_list_count_stats(mem):
+    mem.add_many([{"content": f"note number {i} about topic {i}", "category": "fact"} for i in range(5)])
+    mem.add("a preference about tabs over spaces", category="preference", user_id="alice")
+    assert len(mem.list(limit=3)) == 3
+    assert len(mem.list(limit=3, offset=3)) == 3
+    assert [m.content for m in mem.list(order="oldest", limit=1)] == ["note number 0 about topic 0"]
+    assert mem.count() == 6 and mem.count(category="preference") == 1
+    mem.delete(mem.list(category="preference")[0].id)
+    assert mem.count() == 5 and mem.count(include_deleted=True) == 6
+    assert len(mem.list(only_deleted=True)) == 1
+    stats = mem.stats()
+    assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
+    assert stats.by_category == {"fact": 5}
+    assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
+    assert stats.schema_version == 1 and stats.backend == "sqlite"
+
+
+def test_writes_disabled_by_config(db_path):
+    with Memory.open(db_path) as m:
+        a = m.add("kept memory")
+    with Memory.open(db_path, writes={"enabled": False}) as m:
+        for call in (lambda: m.add("x"), lambda: m.delete(a.id), lambda: m.update(a.id, content="y"), lambda: m.forget(a.id)):
+            with pytest.raises(WritesDisabledError):
+                call()
+        assert m.search("kept memory")[0].memory.id == a.id
+
+
+def test_embedding_model_mismatch_is_caught_at_open(db_path):
+    with Memory.open(db_path) as m:
+        m.add("vectors from MiniLM")
+    with pytest.raises(EmbeddingMismatchError) as err:
+        Memory.open(db_path, embedding={"provider": "openai", "model": "text-embedding-3-small", "api_key": "k"})
+    text = str(err.value)
+    assert "local/all-MiniLM-L6-v2 (384 dims)" in text and "openai/text-embedding-3-small (1536 dims)" in text
+    with pytest.raises(EmbeddingMismatchError, match="768 dims"):
+        Memory.open(db_path, embedding={"dimensions": 768})
+    # a store opened without the check (doctor, stats) still reads
+    with Memory.open(db_path, check_embedding=False, embedding={"dimensions": 768}) as m:
+        assert m.count() == 1
+
+
+def test_unknown_config_key_and_missing_variable(db_path, tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="unknown keys: bogus"):
+        Memory.open(db_path, bogus=1)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[embedding]\nprovider = "openai"\napi_key = "${MISSING_KEY_FOR_TEST}"\n')
+    monkeypatch.delenv("MISSING_KEY_FOR_TEST", raising=False)
+    with pytest.raises(ConfigError, match="Environment variable MISSING_KEY_FOR_TEST is not set"):
+        Memory.open(db_path, config_path=cfg)
+    assert not db_path.exists()
+
+
+def test_two_handles_on_one_file_see_each_others_writes(db_path):
+    a = Memory.open(db_path)
+    b = Memory.open(db_path)
+    try:
+        first = a.add("Written by the first handle about sailing")
+        assert b.search("sailing")[0].memory.id == first.id
+        b.delete(first.id)
+        assert a.search("sailing") == [] or a.search("sailing")[0].memory.id != first.id
+        b.undelete(first.id)
+        b.forget(first.id)
+        assert all(h.memory.id != first.id for h in a.search("sailing"))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_data_survives_reopen_and_schema_version_is_recorded(db_path):
+    with Memory.open(db_path) as m:
+        a = m.add("Persisted across restarts")
+    with Memory.open(db_path) as m:
+        assert m.get(a.id).content == "Persisted across restarts"
+        assert m.search("restarts")[0].memory.id == a.id
+    assert _rows(db_path, "SELECT value FROM meta WHERE key = 'schema_version'") == "1"
+
+
+def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAWRECALL_HOME", str(tmp_path / "data"))
+    with Memory.open() as m:
+        m.add("stored in the default place")
+    assert (tmp_path / "data" / "memory.db").exists()
+
+
+def test_export_import_round_trip(mem, tmp_path):
+    a = mem.add("Round trip me", user_id="alice", tags=["x"], metadata={"k": 1}, category="fact")
+    mem.delete(a.id, user_id="alice")
+    out = tmp_path / "export.jsonl"
+    with out.open("w") as fh:
+        assert mem.export_jsonl(fh) == 1
+    with Memory.open(tmp_path / "other.db") as other:
+        report = other.import_jsonl(out.read_text().splitlines())
+        assert report == {"read": 1, "created": 1, "duplicates": 0, "skipped": 0}
+        copy = other.get(a.id)
+        original = mem.get(a.id)
+        assert copy.model_dump(exclude={"updated_at"}) == original.model_dump(exclude={"updated_at"})
+        assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 1
+
+
+def test_import_with_a_bad_line_writes_nothing(mem, db_path):
+    lines = ['{"content": "good one"}', '{"content": "bad", "importance": 3}']
+    with pytest.raises(ValidationError, match="line 2"):
+        mem.import_jsonl(lines)
+    with pytest.raises(ValidationError, match="line 1"):
+        mem.import_jsonl(["not json"])
+    assert _rows(db_path) == 0
+
+
+def test_session_neighbours_bring_the_answer_turn(mem):
+    t0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+    turns = [
+        "Alice: Did you end up going to the pottery workshop?",
+        "Bob: Yes, last Saturday, and I made a blue bowl.",
+        "Alice: Nice. How is your sister doing?",
+        "Bob: She started a new job in Lisbon.",
+    ]
+    mem.add_many([
+        {"content": t, "session_id": "s1", "created_at": t0 + timedelta(seconds=30 * i)} for i, t in enumerate(turns)
+    ], dedup=False)
+    hits = mem.search("pottery workshop", limit=2, explain=True)
+    assert [h.memory.content for h in hits] == turns[:2]
+    assert "neighbors" in hits[1].explain
+
+
+def test_import_errors_name_the_line(mem, db_path):
+    with pytest.raises(ValidationError, match="line 2: unknown category 'bogus'"):
+        mem.import_jsonl(['{"content": "fine"}', '{"content": "fine too", "category": "bogus"}'])
+    with pytest.raises(ValidationError, match="line 1: content must not be empty"):
+        mem.import_jsonl(['{"content": ""}'])
+    assert _rows(db_path) == 0
+
+
+def test_reembed_adopts_the_new_model_only_after_success(db_path, tmp_path):
+    import sys
+
+    with Memory.open(db_path) as m:
+        a = m.add("Sourdough needs a warm kitchen")
+    failing = {"provider": "command", "command": [sys.executable, "-c", "import sys; sys.exit(3)"], "model": "broken", "dimensions": 8}
+    with Memory.open(db_path, check_embedding=False, embedding=failing) as m:
+        with pytest.raises(Exception):
+            m.reembed()
+        assert m.stored_fingerprint().model == "all-MiniLM-L6-v2"
+    script = tmp_path / "embed.py"
+    script.write_text(
+        "import json, sys\n"
+        "req = json.load(sys.stdin)\n"
+        "print(json.dumps([[float(len(t) % 7 + 1), 1.0, 0.5, 0.0] for t in req['texts']]))\n"
+    )
+    tiny = {"provider": "command", "command": [sys.executable, str(script)], "model": "tiny", "dimensions": 4}
+    with Memory.open(db_path, check_embedding=False, embedding=tiny) as m:
+        assert m.reembed() == 1
+        assert str(m.stored_fingerprint()) == "command/tiny (4 dims)"
+    with Memory.open(db_path, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
+        assert m.search("Sourdough", mode="vector")[0].memory.id == a.id
+        assert m.get(a.id).embedding_model == "command/tiny"

@@ -1,0 +1,129 @@
+"""Each retrieval stage on its own, with hand-made candidates (no store, no model)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from clawrecall.models import MemoryRecord
+from clawrecall.retrieval.noise import is_noise
+from clawrecall.retrieval.pipeline import (
+    Scored,
+    apply_importance,
+    apply_length_norm,
+    apply_min_and_noise,
+    apply_mmr,
+    apply_recency,
+    apply_rerank,
+    apply_time_decay,
+    fuse,
+)
+from clawrecall.storage import Candidate
+from clawrecall.storage.text import keywords, trigrams
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def rec(i: str, content: str = "some memory text", *, days: float = 0, importance: float = 0.7, category: str = "fact"):
+    t = NOW - timedelta(days=days)
+    return MemoryRecord(id=i, content=content, created_at=t, updated_at=t, importance=importance, category=category)
+
+
+def scored(*pairs):
+    return [Scored(r, s, steps={"fused": s}) for r, s in pairs]
+
+
+def test_weighted_fusion_min_max_scales_each_leg():
+    records = {i: rec(i) for i in "abc"}
+    legs = {"vector": [Candidate("a", 0.9), Candidate("b", 0.5), Candidate("c", 0.1)], "bm25": [Candidate("c", 12.0), Candidate("b", 3.0)]}
+    items = fuse(legs, {"vector": 1.0, "bm25": 1.0}, records, method="weighted")
+    by = {s.memory.id: s.score for s in items}
+    assert by["a"] == pytest.approx(0.5)  # best vector, no text match
+    assert by["c"] == pytest.approx(0.5)  # worst vector, best text
+    assert by["b"] == pytest.approx((0.5 + 0.0) / 2)
+    assert items[0].legs  # per-leg ranks kept for explain
+
+
+def test_rrf_fusion_normalised_to_one():
+    records = {i: rec(i) for i in "ab"}
+    legs = {"vector": [Candidate("a", 0.9), Candidate("b", 0.5)], "bm25": [Candidate("a", 5.0)]}
+    items = fuse(legs, {"vector": 1.0, "bm25": 1.0}, records, method="rrf", k=60)
+    assert items[0].memory.id == "a" and items[0].score == pytest.approx(1.0)
+    assert items[1].score == pytest.approx((1 / 62) / (2 / 61))
+
+
+def test_fusion_skips_ids_removed_meanwhile():
+    items = fuse({"vector": [Candidate("gone", 0.9), Candidate("a", 0.5)]}, {"vector": 1.0}, {"a": rec("a")})
+    assert [s.memory.id for s in items] == ["a"]
+
+
+def test_recency_boost_is_additive_and_decays():
+    items = apply_recency(scored((rec("new", days=0), 0.5), (rec("old", days=140), 0.5)), NOW, half_life_days=14, weight=0.1)
+    assert items[0].score == pytest.approx(0.6)
+    assert items[1].score == pytest.approx(0.5 + 0.1 * np.exp(-10))
+
+
+def test_importance_weight():
+    items = apply_importance(scored((rec("a", importance=1.0), 1.0), (rec("b", importance=0.0), 1.0)), weight=0.3)
+    assert [s.score for s in items] == pytest.approx([1.0, 0.7])
+
+
+def test_length_norm_penalises_long_texts_with_floor():
+    items = apply_length_norm(scored((rec("s", "x" * 400), 1.0), (rec("l", "x" * 1000), 1.0), (rec("h", "x" * 10**6), 1.0)), anchor=500)
+    assert [s.score for s in items] == pytest.approx([1.0, 1 / 1.5, 0.3])
+
+
+def test_time_decay_spares_timeless_categories():
+    items = apply_time_decay(
+        scored((rec("f", days=60), 1.0), (rec("d", days=60, category="decision"), 1.0)), NOW, half_life_days=60, timeless={"decision"}
+    )
+    assert items[0].score == pytest.approx(0.5 + 0.5 * np.exp(-1))
+    assert items[1].score == 1.0
+
+
+def test_min_score_and_noise_stop_at_keep():
+    items = scored((rec("a", "I don't remember anything about that"), 0.9), (rec("b", "Real fact about billing"), 0.8),
+                   (rec("c", "Another real fact here"), 0.7), (rec("d", "Below the minimum"), 0.1))
+    assert [s.memory.id for s in apply_min_and_noise(items, min_score=0.2, noise=True, keep=10)] == ["b", "c"]
+    assert [s.memory.id for s in apply_min_and_noise(items, min_score=0.0, noise=False, keep=2)] == ["a", "b"]
+
+
+def test_mmr_defers_near_duplicates():
+    v1 = np.array([1.0, 0.0]); v2 = np.array([0.999, 0.045]); v3 = np.array([0.0, 1.0])
+    items = scored((rec("a"), 0.9), (rec("b"), 0.8), (rec("c"), 0.7))
+    out = apply_mmr(items, {"a": v1, "b": v2 / np.linalg.norm(v2), "c": v3}, threshold=0.95)
+    assert [s.memory.id for s in out] == ["a", "c", "b"]
+
+
+def test_rerank_blends_and_falls_back():
+    class Fixed:
+        def __init__(self, scores):
+            self.scores = scores
+
+        def score(self, query, documents):
+            return self.scores
+
+    items = scored((rec("a"), 0.9), (rec("b"), 0.5))
+    out = apply_rerank(items, "q", Fixed([0.0, 1.0]), top_k=10, weight=0.6)
+    assert [s.memory.id for s in out] == ["b", "a"] and out[0].score == pytest.approx(0.4 * 0.5 + 0.6)
+    items = scored((rec("a"), 0.9), (rec("b"), 0.5))
+    assert [s.score for s in apply_rerank(items, "q", Fixed(None), top_k=10, weight=0.6)] == [0.9, 0.5]
+
+
+@pytest.mark.parametrize("text", ["I don't have any information about that", "hi", "Do you remember my name?", "HEARTBEAT ok", "你还记得吗"])
+def test_noise(text):
+    assert is_noise(text)
+
+
+@pytest.mark.parametrize("text", ["Hey Mel! I went to the support group yesterday", "User prefers dark mode"])
+def test_not_noise(text):
+    assert not is_noise(text)
+
+
+def test_query_analysis():
+    assert keywords("What did Alice say about the trip?") == ["alice", "say", "trip"]
+    assert keywords("the of and") == ["the", "of", "and"]
+    assert "ube" in trigrams("kubernetes") and trigrams("ab") == []
+    assert trigrams("深色主题") == ["深色主", "色主题"]
