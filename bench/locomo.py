@@ -99,6 +99,14 @@ def ingest(mem: Memory, data: list[dict]) -> tuple[dict[str, list[dict]], dict[s
 
 
 def evaluate(mem: Memory, qs: dict[str, list[dict]], mode: str, limit: int = 10) -> dict:
+    """Score one search mode. `vector-leg`/`bm25-leg`: that leg alone, without the session-neighbour stage."""
+    if mode.endswith("-leg"):
+        saved = mem.config.retrieval.neighbor_weight
+        mem.config.retrieval.neighbor_weight = 0.0
+        try:
+            return evaluate(mem, qs, mode.removesuffix("-leg"), limit)
+        finally:
+            mem.config.retrieval.neighbor_weight = saved
     per_cat: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     latencies = []
     for scope, items in qs.items():
@@ -132,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="LoCoMo JSON file")
     parser.add_argument("--db", help="store to use (default: a temporary SQLite file)")
-    parser.add_argument("--modes", default="hybrid,vector,bm25", help="comma-separated search modes")
+    parser.add_argument(
+        "--modes", default="hybrid,vector,bm25,vector-leg,bm25-leg",
+        help="comma-separated: hybrid, vector, bm25, trigram (the full pipeline on those legs), "
+        "vector-leg, bm25-leg (the leg alone, no session-neighbour stage)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
 

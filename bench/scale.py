@@ -191,19 +191,24 @@ def _fill(template: str, rng: random.Random) -> str:
 
 def synthetic_memories(n: int, seed: int = SEED) -> list[dict]:
     rng = random.Random(seed)
-    sessions = max(1, n // 20)
+    per_scope = max(1, n // 20 // (len(USERS) + 1))  # sessions of ~20 memories, each in one scope
+    starts: dict[str, datetime] = {}
     out = []
     for _ in range(n):
         category, template = rng.choice(TEMPLATES)
         user = None if rng.random() < GLOBAL_SHARE else rng.choice(USERS)
+        scope = f"user:{user}" if user else "global"
+        session = f"{user or 'global'}-s{rng.randrange(per_scope):05d}"
+        if session not in starts:
+            starts[session] = START + timedelta(seconds=rng.randrange(SPAN_S))
         out.append({
             "content": _fill(template, rng),
             "category": category,
-            "scope": f"user:{user}" if user else "global",
+            "scope": scope,
             "user_id": user,
-            "session_id": f"s{rng.randrange(sessions):06d}",
+            "session_id": session,
             "importance": round(rng.uniform(0.3, 1.0), 2),
-            "created_at": START + timedelta(seconds=rng.randrange(SPAN_S)),
+            "created_at": starts[session] + timedelta(seconds=rng.randrange(3 * 3600)),
         })
     return out
 
@@ -383,6 +388,7 @@ def machine() -> dict:
         "numpy": np.__version__,
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
+        "load_avg": os.getloadavg(),
     }
 
 
@@ -397,7 +403,8 @@ def render(report: dict) -> str:
     m = report["machine"]
     lines = [
         f"Machine: {m['cpu']}, {m['cpu_count']} CPUs, Python {m['python']}, torch {m['torch']} "
-        f"({m['torch_threads']} threads), numpy {m['numpy']}, SQLite {m['sqlite']}",
+        f"({m['torch_threads']} threads), numpy {m['numpy']}, SQLite {m['sqlite']}; load average "
+        f"{m['load_avg'][0]:.2f} at start, {m.get('load_avg_end', [float('nan')])[0]:.2f} at end",
         "",
         "| size | add/s | raw embed/s | ratio | search p50 | p95 (hybrid) | vector p50 | bm25 p50 | first search (cold) | stats (s) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -465,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"machine": machine(), "sizes": []}
     for n in sizes:
         report["sizes"].append(measure(n, db_dir, args.queries, args.profile, log))
+    report["machine"]["load_avg_end"] = os.getloadavg()
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return 0

@@ -265,7 +265,7 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
-    assert stats.schema_version == 1 and stats.backend == "sqlite"
+    assert stats.schema_version == 2 and stats.backend == "sqlite"
 
 
 def test_writes_disabled_by_config(db_path):
@@ -325,7 +325,7 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_path):
     with Memory.open(db_path) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-    assert _rows(db_path, "SELECT value FROM meta WHERE key = 'schema_version'") == "1"
+    assert _rows(db_path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2"
 
 
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
@@ -406,3 +406,18 @@ def test_reembed_adopts_the_new_model_only_after_success(db_path, tmp_path):
     with Memory.open(db_path, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
         assert m.search("Sourdough", mode="vector")[0].memory.id == a.id
         assert m.get(a.id).embedding_model == "command/tiny"
+
+
+def test_startup_entries_by_priority_and_scope(mem):
+    mem.startup_set("rules", "Never share secrets.", priority=0)
+    mem.startup_set("soul", "You are a helpful assistant.", priority=1, reinforce=True)
+    mem.startup_set("alice", "Alice likes short answers.", priority=1, user_id="alice")
+    assert [e.key for e in mem.startup_list()] == ["rules", "alice", "soul"]
+    assert [e.key for e in mem.startup_list(user_id="bob")] == ["rules", "soul"]
+    mem.startup_set("rules", "Never share secrets or keys.", priority=0)
+    assert mem.startup_list()[0].content == "Never share secrets or keys."
+    with pytest.raises(ValidationError):
+        mem.startup_set("bad", "x", priority=42)
+    mem.startup_delete("rules")
+    with pytest.raises(NotFoundError):
+        mem.startup_delete("rules")

@@ -21,13 +21,13 @@ from .errors import (
     ValidationError,
     WritesDisabledError,
 )
-from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, Stats, Visibility
+from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, StartupEntry, Stats, Visibility
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AddResult", "AmbiguousIdError", "ClawrecallError", "Config", "ConfigError", "EmbeddingError",
     "EmbeddingFingerprint", "EmbeddingMismatchError", "HistoryEntry", "Memory", "MemoryRecord", "NewMemory",
-    "NotFoundError", "ScopeError", "SearchHit", "Stats", "StorageError", "ValidationError", "Visibility",
+    "NotFoundError", "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "ValidationError", "Visibility",
     "WritesDisabledError", "load_config", "__version__",
 ]

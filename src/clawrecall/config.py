@@ -74,6 +74,14 @@ class RerankConfig(_Section):
     top_k: int = Field(default=30, ge=1)
     weight: float = Field(default=0.6, ge=0, le=1)
 
+    @model_validator(mode="after")
+    def _complete(self) -> "RerankConfig":
+        if self.provider == "local" and not self.model:
+            raise ValueError("rerank provider 'local' needs a model (a sentence-transformers CrossEncoder name or path)")
+        if self.provider == "http" and not self.url:
+            raise ValueError("rerank provider 'http' needs a url")
+        return self
+
 
 class RetrievalConfig(_Section):
     """The named stages of the one retrieval pipeline (see docs/retrieval.md for why these defaults)."""
@@ -92,7 +100,7 @@ class RetrievalConfig(_Section):
     length_norm_anchor: int = Field(default=500, ge=0)
     time_decay_half_life_days: float = Field(default=0.0, ge=0)
     timeless_categories: list[str] = Field(default_factory=lambda: ["decision", "preference", "person", "entity", "rule"])
-    min_score: float = Field(default=0.0, ge=0, le=1)
+    min_score: float = Field(default=0.02, ge=0, le=1)
     noise_filter: bool = True
     mmr_threshold: float | None = Field(default=0.95, gt=0, le=1)
 

@@ -26,7 +26,17 @@ from .errors import (
     ValidationError,
     WritesDisabledError,
 )
-from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, Stats, Visibility
+from .models import (
+    AddResult,
+    EmbeddingFingerprint,
+    HistoryEntry,
+    MemoryRecord,
+    NewMemory,
+    SearchHit,
+    StartupEntry,
+    Stats,
+    Visibility,
+)
 from .scopes import Caller, read_scopes, write_scope
 from .storage import Filters, HistoryDraft, Store, open_store
 
@@ -44,6 +54,7 @@ class Memory:
         self.config = config
         self._embedder = None
         self._pipeline = None
+        self._fingerprint_ok = False  # set once the provider's vectors are known to match the store
         if check_embedding:
             self._check_fingerprint(static_only=True)
 
@@ -128,7 +139,7 @@ class Memory:
 
     def _remember_fingerprint(self) -> None:
         """Record which model made the vectors the first time any are made; check it afterwards."""
-        if getattr(self, "_fingerprint_ok", False):
+        if self._fingerprint_ok:
             return
         if self.stored_fingerprint() is None:
             self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
@@ -529,6 +540,33 @@ class Memory:
             schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest,
         )
+
+    # -- startup identity -------------------------------------------------------------------
+    def startup_set(
+        self, key: str, content: str, *, priority: int = 2, reinforce: bool = False, scope: str | None = None,
+        user_id: str | None = None, agent_id: str | None = None,
+    ) -> StartupEntry:
+        """Create or replace a startup entry (injected on the first turn of a session)."""
+        self._require_writes()
+        caller = Caller(user_id, agent_id)
+        target = write_scope(caller, scope) if scope is not None or user_id or agent_id else "global"
+        try:
+            entry = StartupEntry(
+                scope=target, key=key, content=self._check_content(content), priority=priority, reinforce=reinforce,
+                updated_at=utcnow(),
+            )
+        except PydanticValidationError as exc:
+            raise ValidationError(_pydantic_message(exc)) from None
+        self.store.put_startup(entry)
+        return entry
+
+    def startup_list(self, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None) -> list[StartupEntry]:
+        return self.store.startup_entries(read_scopes(Caller(user_id, agent_id), scope))
+
+    def startup_delete(self, key: str, *, scope: str = "global", user_id: str | None = None, agent_id: str | None = None) -> None:
+        self._require_writes()
+        if not self.store.delete_startup(write_scope(Caller(user_id, agent_id), scope), key):
+            raise NotFoundError(f"no startup entry {key!r} in scope {scope!r}")
 
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(

@@ -167,3 +167,18 @@ class NewMemory(BaseModel):
     updated_at: datetime | None = None
     deleted_at: datetime | None = None
     embedding_model: str | None = None
+
+
+class StartupEntry(BaseModel):
+    """Identity and rules injected on a session's first turn (seed 001's `startup` table).
+
+    Lower priority is injected first (P0 critical … P3 reference); `reinforce` entries are
+    repeated on reinforcement turns.
+    """
+
+    scope: str = "global"
+    key: str = Field(min_length=1, max_length=200)
+    content: str = Field(min_length=1)
+    priority: int = Field(default=2, ge=0, le=9)
+    reinforce: bool = False
+    updated_at: datetime

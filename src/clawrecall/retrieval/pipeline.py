@@ -119,7 +119,6 @@ def fuse(
     RRF: Σ w/(k + rank), divided by its best possible value Σ w/(k + 1).
     Both keep later stages (additive recency, hard minimum) on the same 0–1 scale.
     """
-    total = sum(weights.values()) or 1.0
     by_id: dict[str, Scored] = {}
     for name, hits in legs.items():
         w = weights[name]
@@ -135,7 +134,10 @@ def fuse(
                 item.score += w / (k + rank)
             else:
                 item.score += w * ((cand.score - lo) / (hi - lo) if hi > lo else 1.0)
-    norm = sum(w / (k + 1) for w in weights.values()) if method == "rrf" else total
+    # Legs that found nothing do not count against the others: a query with no keyword match
+    # can still give its best semantic match a score near 1.
+    answered = [weights[name] for name, hits in legs.items() if hits]
+    norm = sum(w / (k + 1) for w in answered) if method == "rrf" else sum(answered)
     items = list(by_id.values())
     for item in items:
         item.score = item.score / norm if norm else 0.0

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Literal
 
 import numpy as np
 
-from ..models import HistoryEntry, MemoryRecord
+from ..models import HistoryEntry, MemoryRecord, StartupEntry
 
 Order = Literal["newest", "oldest", "updated"]
 
@@ -139,6 +139,17 @@ class Store(ABC):
     @abstractmethod
     def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
         """For each id, the memories just before and after it in its session (by creation time)."""
+
+    # -- startup identity (seed 001) -----------------------------------------------
+    @abstractmethod
+    def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
+        """Entries of these scopes (all when None), by priority then key."""
+
+    @abstractmethod
+    def put_startup(self, entry: StartupEntry) -> None: ...
+
+    @abstractmethod
+    def delete_startup(self, scope: str, key: str) -> bool: ...
 
     # -- candidate legs ----------------------------------------------------------
     @abstractmethod

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._time import as_utc, from_db, to_db, utcnow
 from ..errors import StorageError
-from ..models import HistoryEntry, MemoryRecord
+from ..models import HistoryEntry, MemoryRecord, StartupEntry
 from .base import Candidate, Filters, HistoryDraft, Order, Store, StoreStats
 from .text import fts_or_query, keywords, trigrams
 from .vector_index import RowMeta, VectorIndex
@@ -106,6 +106,20 @@ MIGRATIONS: list[tuple[int, str]] = [
             at TEXT NOT NULL
         );
         CREATE INDEX idx_history_memory ON history (memory_id, id);
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE startup (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 2,
+            reinforce INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (scope, key)
+        );
         """,
     ),
 ]
@@ -381,6 +395,30 @@ class SQLiteStore(Store):
             for memory_id, prev, nxt in rows:
                 out[memory_id] = [n for n in (prev, nxt) if n is not None]
         return out
+
+    def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
+        where = "1" if scopes is None else f"scope IN ({', '.join('?' * len(scopes))})"
+        rows = self._query(
+            f"SELECT scope, key, content, priority, reinforce, updated_at FROM startup WHERE {where} "
+            "ORDER BY priority, key", scopes or [],
+        )
+        return [
+            StartupEntry(scope=r[0], key=r[1], content=r[2], priority=r[3], reinforce=bool(r[4]), updated_at=from_db(r[5]))
+            for r in rows
+        ]
+
+    def put_startup(self, entry: StartupEntry) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "INSERT INTO startup (scope, key, content, priority, reinforce, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (scope, key) DO UPDATE SET content = excluded.content, priority = excluded.priority, "
+                "reinforce = excluded.reinforce, updated_at = excluded.updated_at",
+                (entry.scope, entry.key, entry.content, entry.priority, int(entry.reinforce), to_db(entry.updated_at)),
+            )
+
+    def delete_startup(self, scope: str, key: str) -> bool:
+        with self.transaction():
+            return self._conn.execute("DELETE FROM startup WHERE scope = ? AND key = ?", (scope, key)).rowcount > 0
 
     # -- candidate legs ----------------------------------------------------------------
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
