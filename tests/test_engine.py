@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -19,12 +18,23 @@ from clawrecall import (
 )
 
 
-def _rows(db_path, sql="SELECT count(*) FROM memories"):
-    with sqlite3.connect(db_path) as conn:
-        return conn.execute(sql).fetchone()[0]
+def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
+    """One value from plain SQL on the store's own database (either backend)."""
+    return mem.store._run(sql, params)[0][0]
 
 
-def test_lifecycle_store_search_update_delete_undelete_forget(mem, db_path):
+def _text_left_anywhere(mem, word: str) -> int:
+    """Rows that still hold `word`: the memories and history tables, and SQLite's full-text tables."""
+    like = f"%{word}%"
+    n = _rows(mem, "SELECT count(*) FROM memories WHERE content LIKE ?", (like,))
+    n += _rows(mem, "SELECT count(*) FROM history WHERE CAST(before AS TEXT) LIKE ? OR CAST(after AS TEXT) LIKE ?", (like, like))
+    if mem.store.backend == "sqlite":
+        n += _rows(mem, f"SELECT count(*) FROM memories_fts WHERE memories_fts MATCH '{word}'")
+        n += _rows(mem, f"SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH '{word}'")
+    return n
+
+
+def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     added = mem.add("User prefers dark mode in every editor", user_id="alice", category="preference")
     mem.add("Her cat is called Miso", user_id="alice", category="fact")
     mem.add("The quarterly report is due on Friday", user_id="alice", category="action_item")
@@ -58,24 +68,22 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem, db_path):
     mem.forget(added.id, user_id="alice")
     with pytest.raises(NotFoundError):
         mem.get(added.id)
-    assert _rows(db_path, f"SELECT count(*) FROM memories WHERE id = '{added.id}'") == 0
-    assert _rows(db_path, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'light'") == 0
-    assert _rows(db_path, "SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH 'bright'") == 0
-    leftover = _rows(db_path, f"SELECT count(*) FROM history WHERE memory_id = '{added.id}' AND (before LIKE '%mode%' OR after LIKE '%mode%')")
-    assert leftover == 0
+    assert _rows(mem, f"SELECT count(*) FROM memories WHERE id = '{added.id}'") == 0
+    assert _text_left_anywhere(mem, "bright") == 0
+    assert _text_left_anywhere(mem, "dark") == 0
     assert [h.action for h in mem.history(added.id)][-1] == "forget"
     assert mem.search("light mode office", user_id="alice")[0].memory.id != added.id
 
 
-def test_purge_removes_only_memories_deleted_past_retention(mem, db_path):
+def test_purge_removes_only_memories_deleted_past_retention(mem):
     old = mem.add("Old deleted note about gardening", category="fact")
     recent = mem.add("Recently deleted note about cycling", category="fact")
     kept = mem.add("Live note about swimming", category="fact")
     mem.delete(old.id)
     mem.delete(recent.id)
-    with sqlite3.connect(db_path) as conn:  # age the first deletion past the 30-day retention
-        past = (datetime.now(timezone.utc) - timedelta(days=31)).isoformat()
-        conn.execute("UPDATE memories SET deleted_at = ? WHERE id = ?", (past, old.id))
+    past = datetime.now(timezone.utc) - timedelta(days=31)  # age the first deletion past the 30-day retention
+    with mem.store.transaction():
+        mem.store._run("UPDATE memories SET deleted_at = ? WHERE id = ?", (mem.store._ts(past), old.id))
     assert mem.purge() == 1
     with pytest.raises(NotFoundError):
         mem.get(old.id)
@@ -96,11 +104,11 @@ def test_dedup_returns_existing_id_within_scope_only(mem):
     assert mem.count(user_id="alice") == 2
 
 
-def test_dedup_threshold_is_configurable(db_path):
-    with Memory.open(db_path, dedup={"threshold": 0.5}) as m:
+def test_dedup_threshold_is_configurable(db_target):
+    with Memory.open(db_target, dedup={"threshold": 0.5}) as m:
         m.add("User prefers dark mode in every editor")
         assert m.add("The user likes dark themes in editors").action == "duplicate"
-    with Memory.open(db_path, dedup={"enabled": False}) as m:
+    with Memory.open(db_target, dedup={"enabled": False}) as m:
         assert m.add("User prefers dark mode in every editor").action == "created"
 
 
@@ -184,17 +192,17 @@ def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
         ({"content": "x", "metadata": {"when": object()}}, "JSON"),
     ],
 )
-def test_bad_input_is_a_clear_error_and_writes_nothing(mem, db_path, kwargs, message):
+def test_bad_input_is_a_clear_error_and_writes_nothing(mem, kwargs, message):
     with pytest.raises(ValidationError, match=message):
         mem.add(**kwargs)
-    assert _rows(db_path) == 0
-    assert _rows(db_path, "SELECT count(*) FROM history") == 0
+    assert _rows(mem) == 0
+    assert _rows(mem, "SELECT count(*) FROM history") == 0
 
 
-def test_add_many_with_one_bad_item_writes_nothing(mem, db_path):
+def test_add_many_with_one_bad_item_writes_nothing(mem):
     with pytest.raises(ValidationError, match="item 2"):
         mem.add_many([{"content": "fine"}, {"content": "bad", "importance": 2}])
-    assert _rows(db_path) == 0
+    assert _rows(mem) == 0
 
 
 def test_update_validates_and_keeps_the_record_on_error(mem):
@@ -265,30 +273,30 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
-    assert stats.schema_version == 2 and stats.backend == "sqlite"
+    assert stats.schema_version == 2 and stats.backend == mem.store.backend
 
 
-def test_writes_disabled_by_config(db_path):
-    with Memory.open(db_path) as m:
+def test_writes_disabled_by_config(db_target):
+    with Memory.open(db_target) as m:
         a = m.add("kept memory")
-    with Memory.open(db_path, writes={"enabled": False}) as m:
+    with Memory.open(db_target, writes={"enabled": False}) as m:
         for call in (lambda: m.add("x"), lambda: m.delete(a.id), lambda: m.update(a.id, content="y"), lambda: m.forget(a.id)):
             with pytest.raises(WritesDisabledError):
                 call()
         assert m.search("kept memory")[0].memory.id == a.id
 
 
-def test_embedding_model_mismatch_is_caught_at_open(db_path):
-    with Memory.open(db_path) as m:
+def test_embedding_model_mismatch_is_caught_at_open(db_target):
+    with Memory.open(db_target) as m:
         m.add("vectors from MiniLM")
     with pytest.raises(EmbeddingMismatchError) as err:
-        Memory.open(db_path, embedding={"provider": "openai", "model": "text-embedding-3-small", "api_key": "k"})
+        Memory.open(db_target, embedding={"provider": "openai", "model": "text-embedding-3-small", "api_key": "k"})
     text = str(err.value)
     assert "local/all-MiniLM-L6-v2 (384 dims)" in text and "openai/text-embedding-3-small (1536 dims)" in text
     with pytest.raises(EmbeddingMismatchError, match="768 dims"):
-        Memory.open(db_path, embedding={"dimensions": 768})
+        Memory.open(db_target, embedding={"dimensions": 768})
     # a store opened without the check (doctor, stats) still reads
-    with Memory.open(db_path, check_embedding=False, embedding={"dimensions": 768}) as m:
+    with Memory.open(db_target, check_embedding=False, embedding={"dimensions": 768}) as m:
         assert m.count() == 1
 
 
@@ -303,9 +311,9 @@ def test_unknown_config_key_and_missing_variable(db_path, tmp_path, monkeypatch)
     assert not db_path.exists()
 
 
-def test_two_handles_on_one_file_see_each_others_writes(db_path):
-    a = Memory.open(db_path)
-    b = Memory.open(db_path)
+def test_two_handles_on_one_file_see_each_others_writes(db_target):
+    a = Memory.open(db_target)
+    b = Memory.open(db_target)
     try:
         first = a.add("Written by the first handle about sailing")
         assert b.search("sailing")[0].memory.id == first.id
@@ -319,13 +327,13 @@ def test_two_handles_on_one_file_see_each_others_writes(db_path):
         b.close()
 
 
-def test_data_survives_reopen_and_schema_version_is_recorded(db_path):
-    with Memory.open(db_path) as m:
+def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
+    with Memory.open(db_target) as m:
         a = m.add("Persisted across restarts")
-    with Memory.open(db_path) as m:
+    with Memory.open(db_target) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-    assert _rows(db_path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2"
+        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == "2"
 
 
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
@@ -350,13 +358,13 @@ def test_export_import_round_trip(mem, tmp_path):
         assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 1
 
 
-def test_import_with_a_bad_line_writes_nothing(mem, db_path):
+def test_import_with_a_bad_line_writes_nothing(mem):
     lines = ['{"content": "good one"}', '{"content": "bad", "importance": 3}']
     with pytest.raises(ValidationError, match="line 2"):
         mem.import_jsonl(lines)
     with pytest.raises(ValidationError, match="line 1"):
         mem.import_jsonl(["not json"])
-    assert _rows(db_path) == 0
+    assert _rows(mem) == 0
 
 
 def test_session_neighbours_bring_the_answer_turn(mem):
@@ -375,21 +383,21 @@ def test_session_neighbours_bring_the_answer_turn(mem):
     assert "neighbors" in hits[1].explain
 
 
-def test_import_errors_name_the_line(mem, db_path):
+def test_import_errors_name_the_line(mem):
     with pytest.raises(ValidationError, match="line 2: unknown category 'bogus'"):
         mem.import_jsonl(['{"content": "fine"}', '{"content": "fine too", "category": "bogus"}'])
     with pytest.raises(ValidationError, match="line 1: content must not be empty"):
         mem.import_jsonl(['{"content": ""}'])
-    assert _rows(db_path) == 0
+    assert _rows(mem) == 0
 
 
-def test_reembed_adopts_the_new_model_only_after_success(db_path, tmp_path):
+def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
     import sys
 
-    with Memory.open(db_path) as m:
+    with Memory.open(db_target) as m:
         a = m.add("Sourdough needs a warm kitchen")
     failing = {"provider": "command", "command": [sys.executable, "-c", "import sys; sys.exit(3)"], "model": "broken", "dimensions": 8}
-    with Memory.open(db_path, check_embedding=False, embedding=failing) as m:
+    with Memory.open(db_target, check_embedding=False, embedding=failing) as m:
         with pytest.raises(Exception):
             m.reembed()
         assert m.stored_fingerprint().model == "all-MiniLM-L6-v2"
@@ -400,10 +408,10 @@ def test_reembed_adopts_the_new_model_only_after_success(db_path, tmp_path):
         "print(json.dumps([[float(len(t) % 7 + 1), 1.0, 0.5, 0.0] for t in req['texts']]))\n"
     )
     tiny = {"provider": "command", "command": [sys.executable, str(script)], "model": "tiny", "dimensions": 4}
-    with Memory.open(db_path, check_embedding=False, embedding=tiny) as m:
+    with Memory.open(db_target, check_embedding=False, embedding=tiny) as m:
         assert m.reembed() == 1
         assert str(m.stored_fingerprint()) == "command/tiny (4 dims)"
-    with Memory.open(db_path, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
+    with Memory.open(db_target, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
         assert m.search("Sourdough", mode="vector")[0].memory.id == a.id
         assert m.get(a.id).embedding_model == "command/tiny"
 

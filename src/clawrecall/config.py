@@ -115,15 +115,89 @@ class DedupConfig(_Section):
     threshold: float = Field(default=0.95, gt=0, le=1)
 
 
+class DatabaseConfig(_Section):
+    """Seed 000's `database` block: the parts of a PostgreSQL connection URL, spelled out."""
+
+    host: str = "localhost"
+    port: int = Field(default=5432, ge=1, le=65535)
+    database: str = "clawrecall"
+    user: str = "postgres"
+    password: str | None = Field(default=None, repr=False)
+    ssl: bool = False
+
+    def url(self) -> str:
+        from urllib.parse import quote
+
+        auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
+        query = "?sslmode=require" if self.ssl else ""
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}{query}"
+
+
+class PostgresConfig(_Section):
+    """Backend settings that only PostgreSQL has."""
+
+    text_search_config: str = Field(default="english", pattern=r"^[a-z_][a-z0-9_]*$")
+    pool_size: int = Field(default=10, ge=1, le=200)
+
+
+class RecallHookConfig(_Section):
+    """`before_prompt_build`: seed 002's auto-recall budgets, plus a time budget so a slow store never stalls a turn."""
+
+    enabled: bool = True
+    max_items: int = Field(default=3, ge=1, le=20)
+    max_chars: int = Field(default=600, ge=1)
+    per_item_max_chars: int = Field(default=180, ge=10)
+    min_repeat_turns: int = Field(default=8, ge=0)
+    timeout_ms: int = Field(default=2000, ge=1)
+    # Pipeline scores are relative to the query's candidates (the best hit is always near 1),
+    # so relevance is gated on the vector leg's cosine as well. 0.15 suits all-MiniLM-L6-v2.
+    min_score: float = Field(default=0.2, ge=0, le=1)
+    min_similarity: float = Field(default=0.15, ge=0, le=1)
+    min_length: int | None = Field(default=None, ge=1)
+
+
+class StartupHookConfig(_Section):
+    """Seed 001's startup identity injection."""
+
+    enabled: bool = True
+    mode: Literal["always", "first-run", "digest"] = "digest"
+    max_chars: int = Field(default=4000, ge=1)
+    max_chars_by_model: dict[str, int] = Field(default_factory=dict)
+    ttl_s: float = Field(default=600.0, gt=0)
+
+
+class CaptureHookConfig(_Section):
+    """`agent_end`: seeds 000/002's rule-based capture."""
+
+    enabled: bool = True
+    max_per_turn: int = Field(default=2, ge=0)
+    capture_assistant: bool = False
+    importance: float = Field(default=0.7, ge=0, le=1)
+    min_chars: int = Field(default=10, ge=1)
+    min_chars_cjk: int = Field(default=4, ge=1)
+    max_chars: int = Field(default=500, ge=1)
+
+
+class HooksConfig(_Section):
+    """The lifecycle hooks agent runtimes call (OpenClaw's before_prompt_build and agent_end)."""
+
+    recall: RecallHookConfig = RecallHookConfig()
+    startup: StartupHookConfig = StartupHookConfig()
+    capture: CaptureHookConfig = CaptureHookConfig()
+
+
 class Config(_Section):
     """Everything clawrecall can be told. Unknown keys are rejected, listing them."""
 
     db: str | None = None
+    database: DatabaseConfig | None = None
+    postgres: PostgresConfig = PostgresConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     writes: WritesConfig = WritesConfig()
     dedup: DedupConfig = DedupConfig()
     categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
+    hooks: HooksConfig = HooksConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":
@@ -180,10 +254,18 @@ def _unknown_keys(model: type[BaseModel], data: Mapping[str, Any], path: str = "
         if field is None:
             unknown.append(f"{path}{key}")
             continue
-        sub = field.annotation
-        if isinstance(value, Mapping) and isinstance(sub, type) and issubclass(sub, BaseModel):
+        sub = _model_of(field.annotation)
+        if isinstance(value, Mapping) and sub is not None:
             unknown.extend(_unknown_keys(sub, value, f"{path}{key}."))
     return unknown
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model class of a field annotated `Model` or `Model | None`."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

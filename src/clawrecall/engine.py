@@ -74,8 +74,8 @@ class Memory:
         and override the config file and `CLAWRECALL_*` environment variables.
         """
         cfg = load_config(config_path, overrides=config)
-        target = path_or_url or cfg.db or default_db_path()
-        store = open_store(target)
+        target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
+        store = open_store(target, text_search_config=cfg.postgres.text_search_config)
         try:
             return cls(store, cfg, check_embedding=check_embedding)
         except BaseException:
@@ -418,6 +418,8 @@ class Memory:
         done = 0
         batch: list[MemoryRecord] = []
         model = f"{self.embedder.provider}/{self.embedder.model}"
+        self.embedder.ensure_dimensions()  # a provider that cannot embed fails here, before anything changes
+        self.store.drop_vector_index()
 
         def flush() -> None:
             vectors = self.embedder.embed([r.content for r in batch], kind="passage")
@@ -439,6 +441,7 @@ class Memory:
             if progress:
                 progress(done, total)
         # Adopt the new model only once every vector is its own; a failure above leaves the old one in charge.
+        self.store.build_vector_index()
         self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
         self._fingerprint_ok = True
         return done

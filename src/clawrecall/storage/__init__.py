@@ -1,4 +1,4 @@
-"""Storage backends behind one interface (`Store`). SQLite is embedded; PostgreSQL comes next."""
+"""Storage backends behind one interface (`Store`): SQLite (embedded) and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,18 +8,25 @@ from ..errors import ConfigError
 from .base import Candidate, Filters, HistoryDraft, Store, StoreStats
 
 
-def open_store(target: str | Path) -> Store:
-    """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite."""
+def is_postgres_url(target: str | Path) -> bool:
+    return str(target).startswith(("postgres://", "postgresql://"))
+
+
+def open_store(target: str | Path, *, migrate: bool = True, text_search_config: str = "english") -> Store:
+    """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite,
+    `postgresql://…` is PostgreSQL."""
     text = str(target)
-    if text.startswith(("postgres://", "postgresql://")):
-        raise ConfigError("the postgres backend is not available in this version; use a SQLite path")
+    if is_postgres_url(text):
+        from .postgres import PostgresStore
+
+        return PostgresStore(text, migrate=migrate, text_search_config=text_search_config)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]
     elif "://" in text:
-        raise ConfigError(f"unsupported database URL {text!r}: use a file path or sqlite:///path")
+        raise ConfigError(f"unsupported database URL {text!r}: use a file path, sqlite:///path or postgresql://…")
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(text)
+    return SQLiteStore(text, migrate=migrate)
 
 
-__all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "open_store"]
+__all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "is_postgres_url", "open_store"]

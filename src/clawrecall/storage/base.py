@@ -140,6 +140,14 @@ class Store(ABC):
     def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
         """For each id, the memories just before and after it in its session (by creation time)."""
 
+    @abstractmethod
+    def drop_vector_index(self) -> None:
+        """Before re-embedding: forget any index tied to the old vectors' dimensions."""
+
+    @abstractmethod
+    def build_vector_index(self) -> None:
+        """After re-embedding: index the new vectors."""
+
     # -- startup identity (seed 001) -----------------------------------------------
     @abstractmethod
     def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
