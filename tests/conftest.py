@@ -10,7 +10,9 @@ set `CLAWRECALL_TEST_BACKENDS=sqlite` to skip PostgreSQL entirely.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -31,16 +33,22 @@ def _isolated_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
+def pg_server():
     """The URL of a PostgreSQL server with pgvector and pg_trgm."""
     if _PG_URL:
         yield _PG_URL
         return
+    import tempfile
+
     import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
+    # directory from under a server that another pytest session is still using.
+    home = Path(tempfile.mkdtemp(prefix="clawrecall-pg-"))
+    server = pgserver.get_server(home / "data", cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def with_database(url: str, name: str) -> str:
@@ -51,14 +59,27 @@ def with_database(url: str, name: str) -> str:
 @pytest.fixture
 def pg_url(pg_server):
     """A fresh, empty PostgreSQL database for one test."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    _admin(pg_server, f"CREATE DATABASE {name}")
+    yield with_database(pg_server, name)
+    _admin(pg_server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _admin(url: str, sql: str) -> None:
+    """Run one administrative statement, retrying once if the server was briefly unavailable."""
+    import time
+
     import psycopg
 
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield with_database(pg_server, name)
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    for attempt in (1, 2):
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(sql)
+            return
+        except psycopg.OperationalError:
+            if attempt == 2:
+                raise
+            time.sleep(1.0)
 
 
 @pytest.fixture(params=BACKENDS)

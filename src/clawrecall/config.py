@@ -128,9 +128,17 @@ class DatabaseConfig(_Section):
     def url(self) -> str:
         from urllib.parse import quote
 
+        from urllib.parse import urlencode
+
         auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
-        query = "?sslmode=require" if self.ssl else ""
-        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}{query}"
+        params = {"sslmode": "require"} if self.ssl else {}
+        if self.host.startswith("/"):  # a Unix socket directory
+            params |= {"host": self.host, "port": str(self.port)}
+            location = ""
+        else:
+            location = f"{self.host}:{self.port}"
+        query = f"?{urlencode(params)}" if params else ""
+        return f"postgresql://{auth}@{location}/{quote(self.database, safe='')}{query}"
 
 
 class PostgresConfig(_Section):
@@ -150,9 +158,9 @@ class RecallHookConfig(_Section):
     min_repeat_turns: int = Field(default=8, ge=0)
     timeout_ms: int = Field(default=2000, ge=1)
     # Pipeline scores are relative to the query's candidates (the best hit is always near 1),
-    # so relevance is gated on the vector leg's cosine as well. 0.15 suits all-MiniLM-L6-v2.
+    # so relevance is gated on the vector leg's cosine as well. 0.2 suits all-MiniLM-L6-v2.
     min_score: float = Field(default=0.2, ge=0, le=1)
-    min_similarity: float = Field(default=0.15, ge=0, le=1)
+    min_similarity: float = Field(default=0.2, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
 
 

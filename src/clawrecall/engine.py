@@ -198,10 +198,12 @@ class Memory:
         dedup: bool | None = None,
         progress: Progress | None = None,
         actor: str | None = None,
+        embeddings: np.ndarray | None = None,
     ) -> list[AddResult]:
         """Validate every item first (nothing is written if one is bad), embed in batches, insert in one transaction.
 
-        `user_id`/`agent_id` identify the caller and apply to items that name none.
+        `user_id`/`agent_id` identify the caller and apply to items that name none. `embeddings`
+        (one row per item, made by the configured model) skips embedding: the bulk-load path.
         """
         self._require_writes()
         now = utcnow()
@@ -211,7 +213,10 @@ class Memory:
         if not records:
             return []
         dedup = self.config.dedup.enabled if dedup is None else dedup
-        vectors = self._embed_in_batches([r.content for r in records], progress)
+        if embeddings is None:
+            vectors = self._embed_in_batches([r.content for r in records], progress)
+        else:
+            vectors = self._check_embeddings(embeddings, len(records))
         model = self.embedder.fingerprint
         results: list[AddResult] = []
         keep: list[int] = []
@@ -232,6 +237,17 @@ class Memory:
                     [HistoryDraft(r.id, "add", None, _public(r), actor or _actor(user_id, agent_id), now) for r in kept]
                 )
         return results
+
+    def _check_embeddings(self, embeddings: np.ndarray, n: int) -> np.ndarray:
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        dims = self.embedder.ensure_dimensions()
+        if vectors.shape != (n, dims):
+            raise ValidationError(f"embeddings must have shape ({n}, {dims}), got {vectors.shape}")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        if not np.all(np.isfinite(vectors)) or np.any(norms == 0):
+            raise ValidationError("embeddings must be finite, non-zero vectors")
+        self._remember_fingerprint()
+        return vectors / norms
 
     def _embed_in_batches(self, texts: list[str], progress: Progress | None) -> np.ndarray:
         step = max(self.config.embedding.batch_size, 1)

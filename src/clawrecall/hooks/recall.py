@@ -1,0 +1,135 @@
+"""`before_prompt_build`: the memories worth prepending to this turn, or nothing, and never late.
+
+Maps 1:1 onto OpenClaw's hook: the event's `prompt` and `messages` in, `{prependContext}` out.
+The answer is marked `ephemeral` because a recall block that stays in the transcript is recalled
+and re-injected on later turns until compaction loops (memory-lancedb-pro #345).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..config import RecallHookConfig
+from ..models import SearchHit
+from .context import HookContext, SessionLRU, message_text, read_scope, request_messages, request_str, session_key
+from .text import (
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, sanitize_for_context, skip_reason, strip_envelope,
+)
+
+if TYPE_CHECKING:
+    from ..engine import Memory
+
+log = logging.getLogger("clawrecall.hooks")
+
+MAX_QUERY_CHARS = 1000
+# Searches run here so the hook can stop waiting; a search that overruns finishes unobserved.
+_SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawrecall-recall")
+
+
+@dataclass
+class _Session:
+    turn: int = 0
+    injected: dict[str, int] = field(default_factory=dict)  # memory id → turn it was last injected
+
+
+_SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
+
+
+def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> dict[str, Any]:
+    """Recall for one turn. Request `{prompt, messages?}`; answer `{prependContext, ephemeral, memories, skipped}`."""
+    cfg = mem.config.hooks.recall
+    prompt = request_str(request, "prompt")
+    messages = request_messages(request)
+    if not cfg.enabled:
+        return _answer(skipped="disabled")
+    key = session_key(mem.store.location, ctx)
+    session = None if key is None else _SESSIONS.get(key, reset=messages == [])
+    if session is not None:
+        session.turn += 1
+    query = _query(prompt, messages)
+    reason = skip_reason(query, cfg.min_length)
+    if reason is not None:
+        return _answer(skipped=reason)
+
+    limit = min(cfg.max_items * 3 + (len(session.injected) if session else 0), 100)
+    future = _SEARCHES.submit(
+        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit, explain=True
+    )
+    try:
+        hits = future.result(timeout=cfg.timeout_ms / 1000)
+    except TimeoutError:
+        future.cancel()
+        log.warning("recall search overran its %d ms budget; nothing injected", cfg.timeout_ms)
+        return _answer(skipped="timeout")
+    except Exception:  # a failing recall must not fail the agent's turn
+        log.exception("recall search failed; nothing injected")
+        return _answer(skipped="error")
+
+    chosen, lines = _select(hits, cfg, session)
+    if not chosen:
+        return _answer(skipped="no_memories")
+    if session is not None:
+        for hit in chosen:
+            session.injected[hit.id] = session.turn
+        session.injected = {i: t for i, t in session.injected.items() if session.turn - t < cfg.min_repeat_turns}
+    block = "\n".join([RECALL_OPEN, RECALL_HEADER, *lines, RECALL_FOOTER, RECALL_CLOSE])
+    return _answer(block, [{"id": h.id, "score": round(h.score, 4)} for h in chosen])
+
+
+def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
+    """The turn's own user input: OpenClaw's `prompt`, not the last user message of `messages`.
+
+    `messages` is the history *before* this turn, so its last user message is the previous
+    turn's (openclaw PR #141521 fixed memory-lancedb recalling against it). It is used only
+    when a caller sends no prompt.
+    """
+    text = strip_envelope(prompt or "")
+    if not text and messages:
+        users = [m for m in messages if m.get("role") == "user"]
+        text = strip_envelope(message_text(users[-1])) if users else ""
+    return text[:MAX_QUERY_CHARS]
+
+
+def _select(
+    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None
+) -> tuple[list[SearchHit], list[str]]:
+    """Best hits first, within the item, total and per-item budgets, skipping memories injected lately."""
+    chosen: list[SearchHit] = []
+    lines: list[str] = []
+    used = 0
+    for hit in hits:
+        if len(chosen) == cfg.max_items:
+            break
+        if hit.score < cfg.min_score or not _relevant(hit, cfg.min_similarity):
+            continue
+        last = session.injected.get(hit.id) if session is not None else None
+        if last is not None and session.turn - last < cfg.min_repeat_turns:
+            continue
+        line = f"- [{hit.memory.category}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({hit.age})"
+        cost = len(line) + (1 if lines else 0)
+        if used + cost > cfg.max_chars:
+            continue
+        chosen.append(hit)
+        lines.append(line)
+        used += cost
+    return chosen, lines
+
+
+def _relevant(hit: SearchHit, min_similarity: float) -> bool:
+    """The pipeline's score only ranks hits against each other; the vector leg's cosine says if any is relevant.
+
+    A hit the vector leg did not return counts only if it matched keywords (BM25).
+    """
+    legs = (hit.explain or {}).get("legs", {})
+    if "vector" in legs:
+        return legs["vector"]["score"] >= min_similarity
+    return "bm25" in legs
+
+
+def _answer(
+    prepend: str | None = None, memories: list[dict[str, Any]] | None = None, *, skipped: str | None = None
+) -> dict[str, Any]:
+    return {"prependContext": prepend, "ephemeral": True, "memories": memories or [], "skipped": skipped}

@@ -1,0 +1,125 @@
+"""Startup identity (seed 001): the `startup` table, injected on a session's first turn within a per-model budget.
+
+Modes: `always` (every turn), `first-run` (once per session), `digest` (once, then again when the
+injected text changes or `ttl_s` has passed). A request whose `messages` is an empty list starts
+a fresh session (OpenClaw sends no history on the first turn and after `/new`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..config import StartupHookConfig
+from ..models import StartupEntry
+from .context import HookContext, SessionLRU, read_scope, request_messages, request_str, session_key
+from .text import STARTUP_CLOSE, STARTUP_OPEN
+
+if TYPE_CHECKING:
+    from ..engine import Memory
+
+SEPARATOR = "\n\n"
+# Same key in several scopes: the caller's own scope wins over a shared one.
+_SCOPE_RANK = {"global": 0, "project": 1, "custom": 1, "agent": 2, "user": 3}
+
+
+@dataclass
+class _Session:
+    injected_at: float | None = None  # time.monotonic() of the last injection
+    digest: str | None = None
+
+
+_SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
+
+
+def startup_context(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> dict[str, Any]:
+    """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`."""
+    cfg = mem.config.hooks.startup
+    model = request_str(request, "model")
+    messages = request_messages(request)
+    if not cfg.enabled:
+        return _answer(None, [], "disabled")
+    entries = _effective(mem.startup_list(user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx)))
+    if not entries:
+        return _answer(None, [], "no_entries")
+    body, keys = assemble(entries, model_budget(cfg, model))
+    if not keys:
+        return _answer(None, [], "over_budget")
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    key = session_key(mem.store.location, ctx)
+    if key is None:
+        reason: str | None = "no_session"  # nothing can be remembered, so every turn is a first turn
+    else:
+        session = _SESSIONS.get(key, reset=messages == [])
+        reason = _due(cfg, session, digest)
+        if reason is not None:
+            session.injected_at, session.digest = time.monotonic(), digest
+    if reason is None:
+        return _answer(None, [], "already_injected")
+    return _answer(f"{STARTUP_OPEN}\n{body}\n{STARTUP_CLOSE}", keys, reason)
+
+
+def _due(cfg: StartupHookConfig, session: _Session, digest: str) -> str | None:
+    """Why this turn injects (`always`, `first_turn`, `changed`, `ttl_expired`), or None."""
+    if cfg.mode == "always":
+        return "always"
+    if session.injected_at is None:
+        return "first_turn"
+    if cfg.mode == "digest":
+        if session.digest != digest:
+            return "changed"
+        if time.monotonic() - session.injected_at >= cfg.ttl_s:
+            return "ttl_expired"
+    return None
+
+
+def model_budget(cfg: StartupHookConfig, model: str | None) -> int:
+    """`max_chars_by_model`: the first key found in the model name (case-insensitive) wins; else `max_chars`."""
+    if model:
+        name = model.lower()
+        for fragment, budget in cfg.max_chars_by_model.items():
+            if fragment.lower() in name:
+                return budget
+    return cfg.max_chars
+
+
+def assemble(entries: list[StartupEntry], budget: int) -> tuple[str, list[str]]:
+    """Whole entries by priority until the next does not fit; only a P0 entry may be cut to fill what is left.
+
+    A lower-priority entry never appears when a higher one was left out.
+    """
+    parts: list[str] = []
+    keys: list[str] = []
+    used = 0
+    for entry in entries:
+        room = budget - used - (len(SEPARATOR) if parts else 0)
+        whole = len(entry.content) <= room
+        if not whole and (entry.priority != 0 or room < 2):
+            break
+        text = entry.content if whole else entry.content[: room - 1].rstrip() + "…"
+        parts.append(text)
+        keys.append(entry.key)
+        used += len(text) + (len(SEPARATOR) if len(parts) > 1 else 0)
+        if not whole:
+            break
+    return SEPARATOR.join(parts), keys
+
+
+def _effective(entries: list[StartupEntry]) -> list[StartupEntry]:
+    """One entry per key (the most specific scope's), ordered by priority then key."""
+    best: dict[str, StartupEntry] = {}
+    for entry in entries:
+        current = best.get(entry.key)
+        if current is None or _rank(entry) > _rank(current):
+            best[entry.key] = entry
+    return sorted(best.values(), key=lambda e: (e.priority, e.key))
+
+
+def _rank(entry: StartupEntry) -> int:
+    return _SCOPE_RANK.get(entry.scope.partition(":")[0], 1)
+
+
+def _answer(prepend: str | None, keys: list[str], reason: str) -> dict[str, Any]:
+    return {"prependContext": prepend, "entries": keys, "reason": reason}
