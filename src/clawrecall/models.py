@@ -89,6 +89,8 @@ class SearchHit(BaseModel):
     memory: MemoryRecord
     score: float
     age: str
+    similarity: float | None = None  # cosine to the query, when the vector leg found this memory
+    matched: list[str] = Field(default_factory=list)  # the candidate legs that found it
     explain: dict[str, Any] | None = None
 
     @property

@@ -56,7 +56,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookCont
 
     limit = min(cfg.max_items * 3 + (len(session.injected) if session else 0), 100)
     future = _SEARCHES.submit(
-        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit, explain=True
+        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit
     )
     try:
         hits = future.result(timeout=cfg.timeout_ms / 1000)
@@ -123,10 +123,9 @@ def _relevant(hit: SearchHit, min_similarity: float) -> bool:
 
     A hit the vector leg did not return counts only if it matched keywords (BM25).
     """
-    legs = (hit.explain or {}).get("legs", {})
-    if "vector" in legs:
-        return legs["vector"]["score"] >= min_similarity
-    return "bm25" in legs
+    if hit.similarity is not None:
+        return hit.similarity >= min_similarity
+    return "bm25" in hit.matched
 
 
 def _answer(

@@ -82,6 +82,8 @@ class RetrievalPipeline:
                 memory=s.memory,
                 score=round(s.score, 6),
                 age=age_string(s.memory.created_at, now),
+                similarity=s.legs["vector"]["score"] if "vector" in s.legs else None,
+                matched=list(s.legs),
                 explain={"legs": s.legs, **s.steps, "final": s.score} if explain else None,
             )
             for s in items[:limit]
