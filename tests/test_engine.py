@@ -273,7 +273,7 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
-    assert stats.schema_version == 2 and stats.backend == mem.store.backend
+    assert stats.schema_version == 3 and stats.backend == mem.store.backend
 
 
 def test_writes_disabled_by_config(db_target):
@@ -333,7 +333,7 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
     with Memory.open(db_target) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == "2"
+        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == "3"
 
 
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
@@ -429,3 +429,24 @@ def test_startup_entries_by_priority_and_scope(mem):
     mem.startup_delete("rules")
     with pytest.raises(NotFoundError):
         mem.startup_delete("rules")
+
+
+def test_old_sqlite_schema_is_migrated_forward_on_open(tmp_path):
+    from clawrecall.storage.sqlite import MIGRATIONS, SQLiteStore
+
+    path = tmp_path / "v1.db"
+    store = SQLiteStore(path, migrate=False)
+    with store.transaction():
+        for statement in MIGRATIONS[0][1]:
+            store._run(statement)
+        store._run("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+        store._run(
+            "INSERT INTO memories (id, content, category, importance, confidence, scope, created_at, updated_at) "
+            "VALUES ('11111111-1111-4111-8111-111111111111', 'from the first release', 'fact', 0.7, 1, 'global', "
+            "'2025-01-01T00:00:00+00:00', '2025-01-01T00:00:00+00:00')"
+        )
+    store.close()
+    with Memory.open(path) as mem:
+        assert mem.store.schema_version() == MIGRATIONS[-1][0]
+        assert mem.get("11111111").content == "from the first release"
+        assert mem.search("first release", mode="bm25")[0].memory.id.startswith("11111111")

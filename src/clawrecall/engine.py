@@ -38,7 +38,7 @@ from .models import (
     Visibility,
 )
 from .scopes import Caller, read_scopes, write_scope
-from .storage import Filters, HistoryDraft, Store, open_store
+from .storage import Candidate, Filters, HistoryDraft, Store, open_store
 
 Progress = Callable[[int, int], None]
 MAX_CONTENT_CHARS = 100_000
@@ -218,11 +218,12 @@ class Memory:
         else:
             vectors = self._check_embeddings(embeddings, len(records))
         model = self.embedder.fingerprint
+        stored = self._nearest_stored(records, vectors) if dedup else {}
         results: list[AddResult] = []
         keep: list[int] = []
         for i, record in enumerate(records):
             record.embedding_model = f"{model.provider}/{model.model}"
-            duplicate = self._find_duplicate(record, vectors[i], [(records[j], vectors[j]) for j in keep]) if dedup else None
+            duplicate = self._find_duplicate(i, records, vectors, keep, stored) if dedup else None
             if duplicate is not None:
                 existing, similarity = duplicate
                 results.append(AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4)))
@@ -258,18 +259,30 @@ class Memory:
                 progress(min(start + step, len(texts)), len(texts))
         return np.concatenate(parts)
 
+    def _nearest_stored(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, Candidate | None]:
+        """Each new record's nearest stored memory in its scope: one batched lookup per scope."""
+        by_scope: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            by_scope.setdefault(record.scope, []).append(i)
+        out: dict[int, Candidate | None] = {}
+        for scope, rows in by_scope.items():
+            out.update(zip(rows, self.store.nearest(vectors[rows], scope)))
+        return out
+
     def _find_duplicate(
-        self, record: MemoryRecord, vector: np.ndarray, pending: list[tuple[MemoryRecord, np.ndarray]]
+        self, i: int, records: list[MemoryRecord], vectors: np.ndarray, kept: list[int], stored: dict[int, Candidate | None]
     ) -> tuple[str, float] | None:
+        """A near-identical memory in the same scope: among this batch's kept items, else in the store."""
         threshold = self.config.dedup.threshold
-        for other, other_vec in pending:
-            if other.scope == record.scope:
-                sim = float(other_vec @ vector)
-                if sim >= threshold:
-                    return other.id, sim
-        hits = self.store.vector_candidates(vector, Filters(scopes=[record.scope]), 1)
-        if hits and hits[0].score >= threshold:
-            return hits[0].id, hits[0].score
+        same_scope = [j for j in kept if records[j].scope == records[i].scope]
+        if same_scope:
+            sims = vectors[same_scope] @ vectors[i]
+            best = int(np.argmax(sims))
+            if sims[best] >= threshold:
+                return records[same_scope[best]].id, float(sims[best])
+        hit = stored.get(i)
+        if hit is not None and hit.score >= threshold:
+            return hit.id, hit.score
         return None
 
     def _new_record(

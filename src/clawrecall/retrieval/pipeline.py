@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .._time import age_days, age_string, utcnow
 from ..config import RetrievalConfig
 from ..models import MemoryRecord, SearchHit
 from ..storage import Candidate, Filters, Store
+from ..storage.text import has_cjk, trigrams
 from .noise import is_noise
 from .rerank import Reranker
 
@@ -57,9 +58,11 @@ class RetrievalPipeline:
         cfg = self.cfg
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 5)
-        legs = self._run_legs(query, filters, pool, mode)
-        weights = {name: getattr(cfg, name).weight for name in legs}
+        legs = self._run_legs(query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
+        if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
+            legs["trigram"] = trigram_rescore(query, records.values())
+        weights = {name: getattr(cfg, name).weight for name in legs}
         items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k)
         if cfg.neighbor_weight > 0 and items:
             items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=pool)
@@ -89,7 +92,11 @@ class RetrievalPipeline:
             for s in items[:limit]
         ]
 
-    def _run_legs(self, query: str, filters: Filters, pool: int, mode: Mode) -> dict[str, list[Candidate]]:
+    def _run_legs(self, query: str, filters: Filters, pool: int, mode: Mode, limit: int) -> dict[str, list[Candidate]]:
+        """Run the candidate legs. In hybrid mode the trigram leg searches the whole store only when
+        the others cannot do its job — CJK text (no word breaks for BM25) or too few keyword hits
+        (typos) — and otherwise rescores the other legs' candidates (see `trigram_rescore`): an
+        OR of many trigrams over a large store costs more than every other stage together."""
         wanted = [name for name in LEGS if getattr(self.cfg, name).enabled] if mode == "hybrid" else [mode]
         out: dict[str, list[Candidate]] = {}
         for name in wanted:
@@ -97,7 +104,7 @@ class RetrievalPipeline:
                 out[name] = self.store.vector_candidates(self.embed_query(query), filters, pool)
             elif name == "bm25":
                 out[name] = self.store.text_candidates(query, filters, pool)
-            else:
+            elif mode != "hybrid" or has_cjk(query) or len(out.get("bm25", [])) < limit:
                 out[name] = self.store.fuzzy_candidates(query, filters, pool)
         return out
 
@@ -146,6 +153,21 @@ def fuse(
         item.steps["fused"] = item.score
     items.sort(key=lambda s: s.score, reverse=True)
     return items
+
+
+def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candidate]:
+    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains."""
+    grams = trigrams(query)
+    if not grams:
+        return []
+    scored = []
+    for record in records:
+        text = record.content.lower()
+        share = sum(g in text for g in grams) / len(grams)
+        if share > 0:
+            scored.append(Candidate(record.id, share))
+    scored.sort(key=lambda c: c.score, reverse=True)
+    return scored
 
 
 def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weight: float, top: int) -> list[Scored]:

@@ -164,6 +164,14 @@ class Store(ABC):
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         """Nearest memories by cosine similarity (score = cosine)."""
 
+    def nearest(self, vectors: np.ndarray, scope: str) -> list[Candidate | None]:
+        """For each vector, the most similar live memory of one scope (batch deduplication)."""
+        out: list[Candidate | None] = []
+        for vector in vectors:
+            hits = self.vector_candidates(vector, Filters(scopes=[scope]), 1)
+            out.append(hits[0] if hits else None)
+        return out
+
     @abstractmethod
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         """Full-text (BM25) matches (score = positive BM25)."""

@@ -127,6 +127,13 @@ def _migrations(ts_config: str) -> list[tuple[int, list[str]]]:
                 PRIMARY KEY (scope, key)
             )""",
         ]),
+        (3, [
+            "DROP INDEX idx_memories_deleted_at",
+            "DROP INDEX idx_memories_session_id",
+            "CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL",
+            "CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
+            "CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL",
+        ]),
     ]
 
 

@@ -228,20 +228,26 @@ class SQLStore(Store):
         return self._run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
     def stats(self) -> StoreStats:
+        """Counts from indexes only: all rows grouped, minus the (few) deleted or expired rows."""
         now = self._ts(utcnow())
         total, deleted, expired, users, oldest, newest = self._run(
-            "SELECT count(*), count(deleted_at), "
-            "coalesce(sum(CASE WHEN expires_at IS NOT NULL AND expires_at <= ? THEN 1 ELSE 0 END), 0), "
-            "count(DISTINCT user_id), min(created_at), max(created_at) FROM memories",
+            "SELECT (SELECT count(*) FROM memories), "
+            "(SELECT count(*) FROM memories WHERE deleted_at IS NOT NULL), "
+            "(SELECT count(*) FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?), "
+            "(SELECT count(DISTINCT user_id) FROM memories), "
+            "(SELECT min(created_at) FROM memories), (SELECT max(created_at) FROM memories)",
             (now,),
         )[0]
-        active = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
-        grouped = {
-            column: dict(self._run(
-                f"SELECT {column}, count(*) FROM memories WHERE {active} GROUP BY {column} ORDER BY 2 DESC, 1", (now,)
-            ))
-            for column in ("category", "scope")
-        }
+        # two conditions, each served by its own partial index (an OR of them would scan the table)
+        inactive = ("deleted_at IS NOT NULL", "expires_at IS NOT NULL AND expires_at <= ? AND deleted_at IS NULL")
+        grouped: dict[str, dict[str, int]] = {}
+        for column in ("category", "scope"):
+            counts = dict(self._run(f"SELECT {column}, count(*) FROM memories GROUP BY {column}"))
+            for condition in inactive:  # few rows: counted here, so no planner can trade the index for a sort
+                params = (now,) if "?" in condition else ()
+                for (name,) in self._run(f"SELECT {column} FROM memories WHERE {condition}", params):
+                    counts[name] -= 1
+            grouped[column] = dict(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
         return StoreStats(
             total=total, deleted=deleted, expired=int(expired), by_category=grouped["category"],
             by_scope=grouped["scope"], users=users, oldest=self._from_ts(oldest), newest=self._from_ts(newest),
@@ -271,12 +277,17 @@ class SQLStore(Store):
         out: dict[str, list[str]] = {}
         for chunk in _chunks(ids):
             marks = _marks(chunk)
+            sessions = [r[0] for r in self._run(
+                f"SELECT DISTINCT session_id FROM memories WHERE id IN ({marks}) AND session_id IS NOT NULL", chunk
+            )]
+            if not sessions:
+                continue
             rows = self._run(
                 "SELECT id, prev, next FROM (SELECT m.id, lag(m.id) OVER w AS prev, lead(m.id) OVER w AS next "
-                f"FROM memories m WHERE m.session_id IN (SELECT session_id FROM memories WHERE id IN ({marks})) "
-                f"AND {where} WINDOW w AS (PARTITION BY m.scope, m.session_id ORDER BY m.created_at, m.{self.order_column})"
+                f"FROM memories m WHERE m.session_id IN ({_marks(sessions)}) AND {where} "
+                f"WINDOW w AS (PARTITION BY m.scope, m.session_id ORDER BY m.created_at, m.{self.order_column})"
                 f") AS s WHERE id IN ({marks})",
-                (*chunk, *params, *chunk),
+                (*sessions, *params, *chunk),
             )
             for memory_id, prev, nxt in rows:
                 out[str(memory_id)] = [str(n) for n in (prev, nxt) if n is not None]

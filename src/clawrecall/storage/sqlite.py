@@ -118,6 +118,16 @@ _SCRIPTS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        3,
+        """
+        DROP INDEX idx_memories_deleted_at;
+        DROP INDEX idx_memories_session_id;
+        CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL;
+        CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL;
+        CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL;
+        """,
+    ),
 ]
 
 
@@ -171,6 +181,10 @@ class SQLiteStore(SQLStore):
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
+            try:
+                self._conn.execute("PRAGMA optimize")  # keeps the planner's statistics fresh, cheaply
+            except sqlite3.Error:
+                pass
             self._conn.close()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -236,9 +250,9 @@ class SQLiteStore(SQLStore):
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)
 
     def _after_insert(self) -> None:
-        last = self._run("SELECT max(seq) FROM changes")[0][0]
-        if last and last % 1000 == 0:
-            self._run("DELETE FROM changes WHERE seq <= ?", (last - _CHANGES_KEEP,))
+        lo, hi = self._run("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")[0]
+        if hi is not None and hi - lo > 2 * _CHANGES_KEEP:  # readers further behind reload the index
+            self._run("DELETE FROM changes WHERE seq <= ?", (hi - _CHANGES_KEEP,))
 
     def _size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
@@ -272,6 +286,13 @@ class SQLiteStore(SQLStore):
                 return out[:k]
             want *= 4
 
+    def nearest(self, vectors: np.ndarray, scope: str) -> list[Candidate | None]:
+        index = self._fresh_index()
+        if index is None:
+            return [None] * len(vectors)
+        found = index.nearest_many(np.asarray(vectors, dtype=np.float32), scope, utcnow().timestamp())
+        return [None if hit is None else Candidate(*hit) for hit in found]
+
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         terms = keywords(query)
         return self._fts("memories_fts", fts_or_query(terms), filters, k) if terms else []
@@ -300,7 +321,8 @@ class SQLiteStore(SQLStore):
     def _fresh_index(self) -> VectorIndex | None:
         """The in-memory index, first brought up to date with the `changes` log."""
         with self._lock:
-            lo, hi = self._conn.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+            # two subqueries: min() and max() together in one SELECT would scan the whole log
+            lo, hi = self._conn.execute("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
             index = self._index
             if index is None or (lo is not None and lo > index.last_seq + 1 and index.last_seq < hi):
                 return self._load_index(hi or 0)
@@ -327,8 +349,7 @@ class SQLiteStore(SQLStore):
         if row is None:
             self._index = None
             return None
-        count = self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        index = VectorIndex(row[0] // 4, capacity=max(1024, int(count * 1.25)))
+        index = VectorIndex(row[0] // 4)
         for r in self._conn.execute("SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories"):
             self._index_row(index, r)
         index.last_seq = seq
