@@ -312,7 +312,8 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
 
     Values are parsed as JSON when they are valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
-    skip = {"CLAWRECALL_HOME", "CLAWRECALL_CONFIG"}
+    # not config keys: where config lives, and who the stdio MCP server acts as
+    skip = {"CLAWRECALL_HOME", "CLAWRECALL_CONFIG", "CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION"}
     out: dict[str, Any] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX) or name in skip:

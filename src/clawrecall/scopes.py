@@ -33,10 +33,14 @@ class Caller:
     agent_id: str | None = None
 
     def may_access(self, scope: str) -> bool:
+        """An unidentified caller (the local administrator) may touch any scope; an identified one
+        only its own user and agent scopes, besides the shared global/project/custom ones."""
         kind, _, ident = scope.partition(":")
-        if kind == "user" and self.user_id is not None:
+        if self.user_id is None and self.agent_id is None:
+            return True
+        if kind == "user":
             return ident == self.user_id
-        if kind == "agent" and self.agent_id is not None:
+        if kind == "agent":
             return ident == self.agent_id
         return True
 

@@ -14,7 +14,8 @@ import click
 
 from .. import __version__
 from ..errors import ClawrecallError
-from .commands import COMMANDS, State
+from .commands import AGENT_COMMANDS, COMMANDS, State
+from .migrate import migrate
 from .output import report_error
 
 
@@ -57,7 +58,7 @@ def usage_message(exc: click.ClickException) -> str:
 
 @click.group("clawrecall", cls=ClawrecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="CLAWRECALL_DB", metavar="PATH|URL",
-              help="The store: a SQLite file or sqlite:///path. Default: memory.db in the data directory.")
+              help="The store: a SQLite file, sqlite:///path or postgresql://…. Default: memory.db in the data directory.")
 @click.option("--config", "config_path", envvar="CLAWRECALL_CONFIG", metavar="FILE",
               help="Config file (TOML or JSON). Default: config.toml in the data directory.")
 @click.option("--json", "as_json", is_flag=True, help="Answer in JSON, as if every command got --json.")
@@ -70,8 +71,9 @@ def cli(ctx: click.Context, db: str | None, config_path: str | None, as_json: bo
     ctx.obj = State(db=db, config=config_path, json=as_json)
 
 
-for _command in COMMANDS:
+for _command in COMMANDS + AGENT_COMMANDS:
     cli.add_command(_command)
+cli.add_command(migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -9,13 +9,14 @@ after the embedding model is changed, until `reembed`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
 import click
 from pydantic import BaseModel
@@ -26,6 +27,9 @@ from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError
 from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
 from . import output as out
+
+if TYPE_CHECKING:
+    from ..auth import TokenInfo, TokenStore
 
 
 @dataclass
@@ -577,3 +581,126 @@ def template_section(lines: list[str], section: BaseModel, name: str) -> None:
     for sub_name, sub in subsections:
         lines += ["", f"# [{sub_name}]"]
         template_section(lines, sub, sub_name)
+
+
+# -- serving agents: REST, MCP, hooks and their tokens -----------------------------------------
+# The caller's identity for `clawrecall mcp`; not configuration, though they share the prefix.
+IDENTITY_ENV = ("CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Any but loopback needs an API token to exist (`clawrecall token create`).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--db", metavar="PATH|URL", help="The store (the same as the global --db).")
+@click.option("--max-body", "max_body_bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
+              metavar="BYTES", help="Request bodies larger than this are refused with 413.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+@pass_state
+def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str) -> None:
+    """Serve the REST API, MCP (streamable HTTP at /mcp), the hook endpoints and an E5-compatible embedding API.
+
+    Requests need a bearer token once any token exists; a loopback server without tokens serves the
+    local user unauthenticated. Logs are JSON lines on stderr; /health says when the model is loaded.
+    """
+    from ..server import serve as run_server
+
+    state.db = db or state.db
+    run_server(state.open(embeds=True), host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level)
+
+
+@click.command("mcp")
+@click.option("--user", "user_id", envvar="CLAWRECALL_USER", metavar="ID",
+              help="Act as this user [env CLAWRECALL_USER].")
+@click.option("--agent", "agent_id", envvar="CLAWRECALL_AGENT", metavar="ID",
+              help="Act as this agent [env CLAWRECALL_AGENT].")
+@click.option("--session", "session_id", envvar="CLAWRECALL_SESSION", metavar="ID",
+              help="The conversation new memories belong to [env CLAWRECALL_SESSION].")
+@pass_state
+def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_id: str | None) -> None:
+    """Serve the memory tools over MCP on stdin/stdout (for Claude Desktop, Cursor, …) as the given user and agent.
+
+    Who is calling comes from these options, never from tool arguments. Logs go to stderr.
+    """
+    from ..auth import identity
+    from ..server.logs import configure_logging
+    from ..server.mcp import run_stdio
+    from ..tools import CallContext
+
+    for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
+        os.environ.pop(name, None)
+    caller = CallContext(**identity(user_id, agent_id, session_id))
+    configure_logging("warning")
+    run_stdio(state.open(embeds=True), caller)
+
+
+@click.group("token")
+def token_group() -> None:
+    """Create, list and revoke API tokens for `clawrecall serve` (only their hashes are stored)."""
+
+
+def open_tokens(state: State) -> TokenStore:
+    from ..auth import TokenStore
+
+    tokens = TokenStore.for_memory(state.open(embeds=False))
+    click.get_current_context().call_on_close(tokens.close)
+    return tokens
+
+
+@token_group.command("create")
+@click.option("--user", "user_id", metavar="ID", help="Bind the token to this user.")
+@click.option("--agent", "agent_id", metavar="ID", help="Bind the token to this agent.")
+@click.option("--scope", "scopes", multiple=True, metavar="SCOPE",
+              help="A scope the token may use (repeatable). Default: global and its own user:/agent: scopes.")
+@click.option("--service", is_flag=True,
+              help="A trusted service token (an agent runtime) that names user, agent and session per request "
+                   "in X-Clawrecall-User/-Agent/-Session headers.")
+@click.option("--name", help="A label to recognise the token by.")
+@json_option
+@pass_state
+def token_create(state: State, user_id: str | None, agent_id: str | None, scopes: tuple[str, ...], service: bool,
+                 name: str | None, as_json: bool) -> None:
+    """Create a token and print it, once: only its hash is stored."""
+    info, secret = open_tokens(state).create(
+        kind="service" if service else "user", user_id=user_id, agent_id=agent_id, scopes=list(scopes) or None,
+        name=name,
+    )
+    out.respond(as_json, {**info.model_dump(mode="json"), "token": secret},
+                f"{secret}\n\n{token_text(info)}\n\nStore the token now: it cannot be shown again.")
+
+
+@token_group.command("list")
+@click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
+@json_option
+@pass_state
+def token_list(state: State, include_revoked: bool, as_json: bool) -> None:
+    """List tokens: who each is bound to and what it may read (never the secret)."""
+    infos = open_tokens(state).list(include_revoked=include_revoked)
+    rows = [
+        [t.id, t.kind, t.user_id or "", t.agent_id or "", t.name or "", out.timestamp(t.created_at) or "",
+         "revoked" if t.revoked_at else "active", " ".join(t.scopes) if t.scopes is not None else "(per request)"]
+        for t in infos
+    ]
+    headers = ["ID", "KIND", "USER", "AGENT", "NAME", "CREATED", "STATE", "SCOPES"]
+    out.respond(as_json, infos, out.table(headers, rows) if rows else "No tokens.")
+
+
+@token_group.command("revoke")
+@click.argument("token_id", metavar="ID")
+@json_option
+@pass_state
+def token_revoke(state: State, token_id: str, as_json: bool) -> None:
+    """Revoke a token: requests carrying it are refused (401) from now on, also by a running server."""
+    info = open_tokens(state).revoke(token_id)
+    out.respond(as_json, info, f"Revoked token {info.id}.")
+
+
+def token_text(info: TokenInfo) -> str:
+    return out.key_values([
+        ("Id", info.id), ("Name", info.name), ("Kind", info.kind), ("User", info.user_id), ("Agent", info.agent_id),
+        ("Scopes", ", ".join(info.scopes) if info.scopes is not None else "named per request (service token)"),
+    ])
+
+
+AGENT_COMMANDS = [serve, mcp_stdio, token_group]

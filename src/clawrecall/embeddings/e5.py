@@ -18,7 +18,9 @@ class E5Embedder(HTTPEmbedder):
     default_base_url = "http://127.0.0.1:8765"
 
     def _embed_batch(self, texts: list[str], kind: Kind) -> list[list[float]]:
-        body = self._post("/batch", {"texts": texts, "type": kind})
+        # seed 000's server takes no key; `clawrecall serve` with tokens configured needs one
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        body = self._post("/batch", {"texts": texts, "type": kind}, headers=headers)
         return self._vectors(self._field(body, "embeddings"), len(texts))
 
     def health(self) -> dict[str, Any]:

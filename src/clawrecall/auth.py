@@ -1,0 +1,263 @@
+"""API tokens for `clawrecall serve`, and the one place a request's headers become a caller.
+
+A `user` token is bound to a user and/or agent and to the scopes it may use (by default the
+identity's own: global, user:<id>, agent:<id>). A `service` token is for a trusted agent runtime
+(the OpenClaw plugin) that authenticates its own users and names the user, agent and session of
+each request in `X-Clawrecall-User`, `X-Clawrecall-Agent` and `X-Clawrecall-Session`.
+
+A token (`cr_<id>_<secret>`) is shown once; the database keeps a salted SHA-256 of the secret.
+Tokens live in an `api_tokens` table of the store's SQLite file (a separate `tokens.db` in the data
+directory for other backends) until the Store interface has a place for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+import sqlite3
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+
+from pydantic import BaseModel
+
+from ._time import from_db, to_db, utcnow
+from .config import data_dir
+from .errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
+from .scopes import Caller, validate_scope
+from .tools import CallContext
+
+if TYPE_CHECKING:
+    from .engine import Memory
+
+TOKEN_PREFIX = "cr_"
+USER_HEADER = "x-clawrecall-user"
+AGENT_HEADER = "x-clawrecall-agent"
+SESSION_HEADER = "x-clawrecall-session"
+TokenKind = Literal["user", "service"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    kind TEXT NOT NULL CHECK (kind IN ('user', 'service')),
+    user_id TEXT,
+    agent_id TEXT,
+    scopes TEXT,
+    salt TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+)
+"""
+_COLUMNS = "id, name, kind, user_id, agent_id, scopes, created_at, revoked_at"
+
+
+class AuthError(ClawrecallError):
+    """No valid credentials: a missing, malformed, unknown or revoked token."""
+
+    code = "unauthenticated"
+
+
+class ForbiddenError(ClawrecallError, PermissionError):
+    """Valid credentials that do not allow this request."""
+
+    code = "forbidden"
+
+
+class TokenInfo(BaseModel):
+    """A token as listed: never its secret."""
+
+    id: str
+    name: str | None = None
+    kind: TokenKind
+    user_id: str | None = None
+    agent_id: str | None = None
+    scopes: list[str] | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class TokenStore:
+    """The `api_tokens` table. Thread-safe; every check reads the database, so a revocation counts at once."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute(_SCHEMA)
+
+    @classmethod
+    def for_memory(cls, mem: Memory) -> "TokenStore":
+        return cls(mem.store.location if mem.store.backend == "sqlite" else data_dir() / "tokens.db")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def create(
+        self, *, kind: TokenKind = "user", user_id: str | None = None, agent_id: str | None = None,
+        scopes: Sequence[str] | None = None, name: str | None = None,
+    ) -> tuple[TokenInfo, str]:
+        """A new token and its secret string, which is not stored and cannot be shown again."""
+        if kind == "service":
+            if user_id or agent_id or scopes:
+                raise ValidationError("a service token names no user, agent or scope: it names them per request")
+            allowed = None
+        else:
+            allowed = _user_token_scopes(user_id, agent_id, scopes)
+        info = TokenInfo(
+            id=secrets.token_hex(6), name=name, kind=kind, user_id=user_id, agent_id=agent_id, scopes=allowed,
+            created_at=utcnow(),
+        )
+        secret = secrets.token_urlsafe(32)
+        salt = secrets.token_hex(16)
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO api_tokens (id, name, kind, user_id, agent_id, scopes, salt, hash, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    info.id, name, kind, user_id, agent_id, _join(allowed), salt, _digest(salt, secret),
+                    to_db(info.created_at),
+                ),
+            )
+        return info, f"{TOKEN_PREFIX}{info.id}_{secret}"
+
+    def list(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+        where = "" if include_revoked else " WHERE revoked_at IS NULL"
+        with self._lock:
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM api_tokens{where} ORDER BY created_at").fetchall()
+        return [_info(row) for row in rows]
+
+    def revoke(self, token_id: str) -> TokenInfo:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (to_db(utcnow()), token_id)
+            )
+            row = self._conn.execute(f"SELECT {_COLUMNS} FROM api_tokens WHERE id = ?", (token_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no token with id {token_id!r} (see `clawrecall token list`)")
+        return _info(row)
+
+    def any_active(self) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
+        return row is not None
+
+    def verify(self, token: str) -> TokenInfo | None:
+        """The active token this string is, or None."""
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        token_id, sep, secret = token.removeprefix(TOKEN_PREFIX).partition("_")
+        if not sep:
+            return None
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS}, salt, hash FROM api_tokens WHERE id = ? AND revoked_at IS NULL", (token_id,)
+            ).fetchone()
+        if row is None or not hmac.compare_digest(_digest(row[-2], secret), row[-1]):
+            return None
+        return _info(row[:-2])
+
+
+class Authenticator:
+    """Headers → `CallContext`, for every door of the server (REST, MCP, hooks, embeddings).
+
+    Without any active token and with `allow_anonymous` (the server listens on loopback only),
+    requests need no token and act as the local administrator, or as the identity their
+    `X-Clawrecall-*` headers name; they must then be addressed to a loopback host name, so a web
+    page cannot reach the API through DNS rebinding.
+    """
+
+    def __init__(self, tokens: TokenStore, *, allow_anonymous: bool):
+        self.tokens = tokens
+        self.allow_anonymous = allow_anonymous
+
+    def authenticate(self, headers: Mapping[str, str]) -> CallContext:
+        named = _named_identity(headers)
+        authorization = headers.get("authorization")
+        if authorization is None:
+            if not self.allow_anonymous or self.tokens.any_active():
+                raise AuthError("this server needs a token: send 'Authorization: Bearer cr_…'")
+            if not is_loopback(_host_name(headers.get("host", ""))):
+                raise ForbiddenError("requests without a token must be addressed to localhost or a loopback address")
+            return CallContext(**named)
+        scheme, _, value = authorization.partition(" ")
+        token = self.tokens.verify(value.strip()) if scheme.lower() == "bearer" else None
+        if token is None:
+            raise AuthError("invalid or revoked token")
+        if token.kind == "service":
+            return CallContext(**named)
+        for key, bound in (("user_id", token.user_id), ("agent_id", token.agent_id)):
+            if named[key] is not None and named[key] != bound:
+                raise ForbiddenError(
+                    f"this token may not act as {key.removesuffix('_id')} {named[key]!r}: "
+                    "only a service token names the caller per request"
+                )
+        assert token.scopes is not None
+        return CallContext(token.user_id, token.agent_id, named["session_id"], tuple(token.scopes))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(host: str) -> str:
+    """`[::1]:8765` → `::1`, `localhost:8765` → `localhost`."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def identity(user_id: str | None, agent_id: str | None, session_id: str | None) -> dict[str, str | None]:
+    """Checked caller ids (a user or agent id must be usable in a scope name); empty means not given."""
+    for kind, value in (("user", user_id), ("agent", agent_id)):
+        if value:
+            validate_scope(f"{kind}:{value}")
+    if session_id and (len(session_id) > 200 or not session_id.strip()):
+        raise ValidationError("a session id is 1 to 200 characters")
+    return {"user_id": user_id or None, "agent_id": agent_id or None, "session_id": session_id or None}
+
+
+def _named_identity(headers: Mapping[str, str]) -> dict[str, str | None]:
+    return identity(*(headers.get(h) for h in (USER_HEADER, AGENT_HEADER, SESSION_HEADER)))
+
+
+def _user_token_scopes(user_id: str | None, agent_id: str | None, scopes: Sequence[str] | None) -> list[str]:
+    if not user_id and not agent_id:
+        raise ValidationError("a user token is bound to a user or an agent: give --user and/or --agent (or --service)")
+    identity(user_id, agent_id, None)
+    caller = Caller(user_id or None, agent_id or None)
+    allowed = list(dict.fromkeys(scopes)) if scopes else caller.own_scopes()
+    for scope in allowed:
+        validate_scope(scope)
+        if not caller.may_access(scope):
+            raise ScopeError(f"scope {scope!r} does not belong to this token's identity")
+    return allowed
+
+
+def _digest(salt: str, secret: str) -> str:
+    return hashlib.sha256(bytes.fromhex(salt) + secret.encode()).hexdigest()
+
+
+def _join(scopes: list[str] | None) -> str | None:
+    return None if scopes is None else json.dumps(scopes)
+
+
+def _info(row: tuple) -> TokenInfo:
+    token_id, name, kind, user_id, agent_id, scopes, created_at, revoked_at = row
+    return TokenInfo(
+        id=token_id, name=name, kind=kind, user_id=user_id, agent_id=agent_id,
+        scopes=None if scopes is None else json.loads(scopes), created_at=from_db(created_at),
+        revoked_at=from_db(revoked_at),
+    )

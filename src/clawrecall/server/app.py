@@ -1,0 +1,130 @@
+"""`clawrecall serve`: REST, MCP (streamable HTTP), hooks and E5-compatible embeddings in one process.
+
+    /v1/memories…, /v1/search, /v1/context, /v1/stats   REST over the engine (memories.py)
+    /v1/tools, /v1/tools/{name}                          the tool layer (tool_routes.py)
+    /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
+    /mcp                                                 MCP streamable HTTP (mcp.py)
+    /embed, /batch, /health                              seed 000's E5 server API (embed.py; /health here)
+    /openapi.json, /docs                                 the API's description
+
+Every request but `/health` and the API description is authenticated (auth.py); blocking engine
+calls run in the thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.routing import Route
+
+from .. import __version__, hooks
+from ..auth import Authenticator, TokenStore, is_loopback
+from ..engine import Memory
+from ..errors import ConfigError
+from . import embed, memories
+from .errors import install_error_handlers
+from .hooks import router as hooks_router
+from .logs import configure_logging
+from .mcp import mcp_http
+from .middleware import AccessLog, Authenticate, BodyLimit
+from .tool_routes import tool_router
+from .warmup import ModelWarmup
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765  # seed 000's E5 server port, so its clients find the embedding API where they expect it
+DEFAULT_MAX_BODY = 1 << 20
+CAPTURE_DRAIN_S = 10.0
+
+log = logging.getLogger("clawrecall.server")
+
+
+def create_app(
+    mem: Memory, *, tokens: TokenStore, allow_anonymous: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY
+) -> FastAPI:
+    """The whole server as one ASGI app over an open store.
+
+    `allow_anonymous` lets requests without a token in while no token exists (a loopback-only server).
+    """
+    warmup = ModelWarmup(mem)
+    mcp_endpoint, mcp_sessions = mcp_http(mem)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warmup.start()
+        async with mcp_sessions.run():
+            yield
+        if not hooks.drain(CAPTURE_DRAIN_S):
+            log.warning("capture writes still running at shutdown")
+
+    app = FastAPI(
+        title="clawrecall", version=__version__, lifespan=lifespan,
+        description="Long-term memory for AI agents: REST, agent tools, lifecycle hooks and embeddings.",
+    )
+    app.state.mem = mem
+    install_error_handlers(app)
+    app.include_router(memories.router)
+    app.include_router(tool_router(mem))
+    app.include_router(hooks_router)
+    app.include_router(embed.router)
+
+    @app.get("/health", tags=["embeddings"])
+    def health() -> JSONResponse:
+        """Liveness, E5-style (`status`, `model`, `dimension`) plus the provider, the store and the model's state."""
+        provider, model, dimension = mem.configured_fingerprint()
+        stored = mem.stored_fingerprint()  # reads the store: a broken database fails here
+        body: dict[str, Any] = {
+            "status": "ok" if warmup.state == "ready" else warmup.state,
+            "model": model,
+            "dimension": mem.embedder.dimensions or dimension,
+            "provider": provider,
+            "store": {"backend": mem.store.backend, "embedding": str(stored) if stored else None},
+            "writes": mem.config.writes.enabled,
+            "version": __version__,
+        }
+        if warmup.error:
+            body["error"] = warmup.error
+        return JSONResponse(body, status_code=503 if warmup.state == "failed" else 200)
+
+    app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
+    app.add_middleware(Authenticate, authenticator=Authenticator(tokens, allow_anonymous=allow_anonymous))
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(AccessLog)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, with the bearer token declared (every operation needs it but /health)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        schema["security"] = [{"bearer": []}]
+        schema["paths"]["/health"]["get"]["security"] = []
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def serve(
+    mem: Memory, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_body_bytes: int = DEFAULT_MAX_BODY,
+    log_level: str = "info",
+) -> None:
+    """Run the server until interrupted. Off loopback a token must exist: nothing public is served unauthenticated."""
+    import uvicorn
+
+    tokens = TokenStore.for_memory(mem)
+    loopback = is_loopback(host)
+    if not loopback and not tokens.any_active():
+        raise ConfigError(
+            f"refusing to listen on {host} without API tokens: create one with `clawrecall token create`, "
+            f"or listen on {DEFAULT_HOST}"
+        )
+    configure_logging(log_level)
+    app = create_app(mem, tokens=tokens, allow_anonymous=loopback, max_body_bytes=max_body_bytes)
+    auth = not loopback or tokens.any_active()
+    log.info("serving", extra={"host": host, "port": port, "db": mem.store.location, "auth": auth})
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)

@@ -1,0 +1,44 @@
+"""Seed 000's E5 embedding server API (`POST /embed`, `POST /batch`), serving whichever model is configured.
+
+Same request and response shapes as `e5-server.py`, so the `e5` embedding provider of another
+clawrecall (or the seed's plugin) can use this server; E5 models get their `query: `/`passage: `
+prefixes here, as there. `GET /health` (in app.py) answers `status`, `model` and `dimension`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ..engine import MAX_CONTENT_CHARS, Memory
+from .deps import memory
+
+MAX_BATCH = 2048
+Text = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
+Kind = Literal["query", "passage"]
+
+router = APIRouter(tags=["embeddings"])
+
+
+class EmbedIn(BaseModel):
+    text: Text
+    type: Kind = "passage"
+
+
+class BatchIn(BaseModel):
+    texts: list[Text] = Field(min_length=1, max_length=MAX_BATCH)
+    type: Kind = "passage"
+
+
+@router.post("/embed")
+def embed(body: EmbedIn, mem: Memory = Depends(memory)) -> dict[str, list[float]]:
+    """One text's embedding (L2-normalised)."""
+    return {"embedding": mem.embedder.embed_one(body.text, kind=body.type).tolist()}
+
+
+@router.post("/batch")
+def batch(body: BatchIn, mem: Memory = Depends(memory)) -> dict[str, list[list[float]]]:
+    """Embeddings of several texts, in order."""
+    return {"embeddings": mem.embedder.embed(body.texts, kind=body.type).tolist()}

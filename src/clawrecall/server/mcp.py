@@ -1,0 +1,79 @@
+"""The MCP door (official `mcp` SDK, low-level server): the tool layer's tools, listed and called.
+
+Served two ways: streamable HTTP at `/mcp` in `clawrecall serve` (the caller comes from the
+bearer token, like every route), and stdio for `clawrecall mcp` (the caller comes from its
+command line). Either way the handshake does not wait for the embedding model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+
+from .. import __version__
+from ..engine import Memory
+from ..tools import CallContext, run_tool, tools_for
+from .warmup import ModelWarmup
+
+INSTRUCTIONS = (
+    "Long-term memory across conversations. Recall (memory_recall or memory_search) before answering questions "
+    "that depend on earlier sessions: the user's preferences, past decisions, people, projects. Store durable facts "
+    "the user states (memory_store or memory_write) as short self-contained sentences."
+)
+
+Identify = Callable[[ServerRequestContext[Any, Any]], CallContext]
+
+
+def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
+    """A server offering this store's tools; `identify` says who is calling for each request."""
+    listed = [
+        types.Tool(
+            name=t.name, title=t.label, description=t.description, input_schema=t.input_schema(mem.config.categories),
+            annotations=types.ToolAnnotations(title=t.label, read_only_hint=not t.writes),
+        )
+        for t in tools_for(mem)
+    ]
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        result = await anyio.to_thread.run_sync(run_tool, mem, identify(ctx), params.name, params.arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(text=result.text)], structured_content=result.details, is_error=result.is_error
+        )
+
+    return Server(
+        "clawrecall", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
+    )
+
+
+def mcp_http(mem: Memory) -> tuple[StreamableHTTPASGIApp, StreamableHTTPSessionManager]:
+    """The `/mcp` endpoint and the session manager whose `run()` must span the server's lifetime.
+
+    Stateless: every request carries its own credentials (checked by the server's middleware, which
+    puts the caller in the request state), so no MCP session outlives, or is shared across, them.
+    """
+    server = mcp_server(mem, lambda ctx: ctx.request.state.caller)
+    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    return StreamableHTTPASGIApp(manager), manager
+
+
+def run_stdio(mem: Memory, caller: CallContext) -> None:
+    """Serve MCP on stdin/stdout as `caller` until the client closes stdin."""
+    ModelWarmup(mem).start()
+    server = mcp_server(mem, lambda ctx: caller)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)

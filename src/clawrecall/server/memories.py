@@ -1,0 +1,179 @@
+"""REST `/v1`: memories CRUD, history, search, context and stats.
+
+Like the CLI, a thin door over `Memory`: identity comes from the caller the authentication
+middleware established, never from the body, and a bound token's scopes apply through the same
+`CallContext` rules the tools use. `/v1/context` and `/v1/stats` answer with the `details` of the
+search_context and memory_stats tools.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..engine import Memory
+from ..models import Visibility
+from ..tools import CallContext, browse, recall
+from .deps import caller, memory
+
+router = APIRouter(prefix="/v1")
+Order = Literal["newest", "oldest", "updated"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryIn(_Body):
+    content: str = Field(min_length=1)
+    title: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = Field(None, ge=0, le=1)
+    scope: str | None = Field(None, description="Default: user:<caller>, else agent:<caller>, else global.")
+    visibility: Visibility | None = None
+    source_type: str | None = None
+    source_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = Field(None, description="When it was said (default: now), e.g. for an import.")
+    expires_at: datetime | None = None
+    dedup: bool | None = Field(None, description="Skip a near-duplicate in the same scope (default: config).")
+
+
+class MemoryPatch(_Body):
+    content: str | None = Field(None, min_length=1)
+    title: str | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    importance: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = Field(None, ge=0, le=1)
+    visibility: Visibility | None = None
+    metadata: dict[str, Any] | None = None
+    expires_at: datetime | None = None
+
+
+class SearchIn(_Body):
+    query: str = Field(min_length=1)
+    limit: int = Field(10, ge=1, le=100)
+    category: list[str] | None = None
+    tags: list[str] | None = None
+    scope: list[str] | None = None
+    session: str | None = Field(None, description="Only memories from this session.")
+    since: datetime | None = None
+    until: datetime | None = None
+    include_deleted: bool = False
+    mode: Literal["hybrid", "vector", "bm25", "trigram"] = "hybrid"
+    explain: bool = False
+
+
+@router.post(
+    "/memories", status_code=201, tags=["memories"], responses={200: {"description": "A near-duplicate exists"}}
+)
+def add_memory(
+    body: MemoryIn, response: Response, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+) -> dict[str, Any]:
+    """Store a memory; a near-duplicate in its scope is reported (200, `action: duplicate`) and not stored."""
+    fields = body.model_dump(exclude={"content", "scope", "dedup"}, exclude_none=True)
+    result = mem.add(
+        body.content, **fields, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(body.scope),
+        dedup=body.dedup,
+    )
+    if result.action == "duplicate":
+        response.status_code = 200
+    return result.model_dump(mode="json")
+
+
+@router.get("/memories", tags=["memories"])
+def list_memories(
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    category: list[str] | None = Query(None),
+    tag: list[str] | None = Query(None),
+    scope: list[str] | None = Query(None),
+    session: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    include_deleted: bool = False,
+    only_deleted: bool = False,
+    order: Order = "newest",
+    mem: Memory = Depends(memory),
+    ctx: CallContext = Depends(caller),
+) -> dict[str, Any]:
+    """Memories newest first (or oldest, or last updated), without searching."""
+    records = mem.list(
+        **ctx.caller, scope=ctx.read_scope(scope), category=category, tags=tag, session_id=session, since=since,
+        until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
+        order=order,
+    )
+    return {"memories": [r.model_dump(mode="json") for r in records], "count": len(records), "offset": offset}
+
+
+@router.get("/memories/{memory_id}", tags=["memories"])
+def get_memory(memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+    """One memory by id or unique prefix (8+ characters), deleted ones included."""
+    return ctx.fetch(mem, memory_id).model_dump(mode="json")
+
+
+@router.patch("/memories/{memory_id}", tags=["memories"])
+def update_memory(
+    memory_id: str, body: MemoryPatch, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+) -> dict[str, Any]:
+    """Change the given fields; new content is re-embedded and history keeps the old values."""
+    record = ctx.fetch(mem, memory_id)
+    return mem.update(record.id, **ctx.caller, **body.model_dump(exclude_none=True)).model_dump(mode="json")
+
+
+@router.delete("/memories/{memory_id}", tags=["memories"])
+def delete_memory(
+    memory_id: str,
+    hard: bool = Query(False, description="Erase for good (GDPR forget) instead of a reversible soft delete."),
+    mem: Memory = Depends(memory),
+    ctx: CallContext = Depends(caller),
+) -> dict[str, Any]:
+    record = ctx.fetch(mem, memory_id)
+    if hard:
+        return {"forgotten": mem.forget(record.id, **ctx.caller)}
+    return mem.delete(record.id, **ctx.caller).model_dump(mode="json")
+
+
+@router.post("/memories/{memory_id}/undelete", tags=["memories"])
+def undelete_memory(
+    memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+) -> dict[str, Any]:
+    return mem.undelete(ctx.fetch(mem, memory_id).id, **ctx.caller).model_dump(mode="json")
+
+
+@router.get("/memories/{memory_id}/history", tags=["memories"])
+def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+    """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
+    target = ctx.fetch(mem, memory_id).id if ctx.scopes is not None else memory_id
+    return {"history": [e.model_dump(mode="json") for e in mem.history(target, **ctx.caller)]}
+
+
+@router.post("/search", tags=["search"])
+def search(body: SearchIn, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+    """Hybrid search (vector, BM25, trigram) in the scopes the caller may read."""
+    hits = mem.search(
+        body.query, **ctx.caller, scope=ctx.read_scope(body.scope), limit=body.limit, category=body.category,
+        tags=body.tags, session_id=body.session, since=body.since, until=body.until,
+        include_deleted=body.include_deleted, mode=body.mode, explain=body.explain,
+    )
+    return {"results": [h.model_dump(mode="json") for h in hits]}
+
+
+@router.post("/context", tags=["search"])
+def context(
+    body: recall.ContextArgs, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+) -> dict[str, Any]:
+    """Seed 000's search_context: the most relevant items of everything stored, with source and similarity."""
+    return recall.search_context.invoke(mem, ctx, body.model_dump()).details
+
+
+@router.get("/stats", tags=["search"])
+def stats(mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+    """Counts of what the caller may read (memory_stats' details)."""
+    return browse.memory_stats.invoke(mem, ctx, {}).details

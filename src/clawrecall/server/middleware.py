@@ -1,0 +1,112 @@
+"""ASGI middleware around every route, the MCP endpoint included: access log, body size limit, authentication."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..auth import Authenticator
+from ..errors import ClawrecallError
+from .errors import PayloadTooLargeError, error_response
+
+access_log = logging.getLogger("clawrecall.access")
+
+# Readable without a token: liveness, and the API's own description.
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+
+
+class AccessLog:
+    """One structured line per request: method, path, status, milliseconds, and who asked."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = [500]
+
+        async def record_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            caller = scope.get("state", {}).get("caller")
+            access_log.log(
+                logging.DEBUG if scope["path"] == "/health" else logging.INFO,
+                "request",
+                extra={
+                    "method": scope["method"], "path": scope["path"], "status": status[0],
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                    "user": getattr(caller, "user_id", None), "agent": getattr(caller, "agent_id", None),
+                },
+            )
+
+
+class BodyLimit:
+    """413 for a body over `max_bytes`: at once from Content-Length, or as soon as a streamed body passes it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._too_large(scope, receive, send)
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise PayloadTooLargeError(self._message())
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except PayloadTooLargeError:
+            if started:
+                raise
+            await self._too_large(scope, receive, send)
+
+    def _message(self) -> str:
+        return f"request body is larger than the limit of {self.max_bytes} bytes"
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await error_response("payload_too_large", self._message())(scope, receive, send)
+
+
+class Authenticate:
+    """Turns the request's credentials into the `CallContext` every route and tool call uses."""
+
+    def __init__(self, app: ASGIApp, authenticator: Authenticator):
+        self.app = app
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            return await self.app(scope, receive, send)
+        try:
+            caller = self.authenticator.authenticate(Headers(scope=scope))
+        except ClawrecallError as exc:
+            return await error_response(exc.code, str(exc))(scope, receive, send)
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)

@@ -1,0 +1,83 @@
+"""Run `clawrecall serve` as a child process on a free loopback port and wait until it is ready.
+
+For the tests and benchmarks that must talk to a real server over real sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import httpx
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def records(self) -> list[dict[str, Any]]:
+        """The JSON log records written so far; a line still being written is left out."""
+        lines = self.log().splitlines(keepends=True)
+        return [json.loads(line) for line in lines if line.startswith("{") and line.endswith("\n")]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def spawn_server(
+    db: str | Path, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, log_path: Path | None = None,
+    timeout_s: float = 90.0,
+) -> Iterator[ServerProcess]:
+    """`clawrecall --db DB serve --port P ARGS…`, yielded once `/health` reports the model loaded; stopped on exit.
+
+    The server's output goes to `log_path` (default: `DB.serve.log` beside the database).
+    """
+    port = free_port()
+    log_path = log_path or Path(f"{db}.serve.log")
+    command = [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "serve", "--port", str(port), *args]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+    server = ServerProcess(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        _wait_ready(server, timeout_s)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_ready(server: ServerProcess, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"clawrecall serve exited with {server.process.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "ok":
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"clawrecall serve was not ready after {timeout_s:g}s:\n{server.log()}")

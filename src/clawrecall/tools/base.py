@@ -1,0 +1,203 @@
+"""What every tool shares: who is calling, what a tool is, and what it returns.
+
+A door (REST, MCP over HTTP or stdio) builds a `CallContext` from its authentication and hands
+it to `Tool.run`. Tool arguments never carry identity, so an agent cannot widen its own scope by
+naming another user: an argument such as `user_id` is rejected like any unknown argument.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
+from ..models import MemoryRecord
+from ..scopes import Caller, read_scopes, write_scope
+
+if TYPE_CHECKING:
+    from ..engine import Memory
+
+log = logging.getLogger("clawrecall.tools")
+
+# Arguments a model might use to pass an identity; the error names the rule instead of "extra input".
+_IDENTITY_ARGS = {"user_id", "userId", "user", "agent_id", "agentId", "agent", "session_id", "sessionId"}
+
+# Optional arguments accept null but advertise only their real type, which is what a model should send.
+OptionalStr = Annotated[str | None, WithJsonSchema({"type": "string"})]
+OptionalFloat01 = Annotated[float | None, WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1})]
+OptionalStrList = Annotated[list[str] | None, WithJsonSchema({"type": "array", "items": {"type": "string"}})]
+
+# Arguments naming a memory category; their schema lists the configured categories.
+CATEGORY_ARGS = ("type", "category")
+
+
+class UnknownToolError(ClawrecallError, LookupError):
+    """No tool of that name is offered (unknown, or a write tool while writes are disabled)."""
+
+    code = "unknown_tool"
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling, from the authenticated transport.
+
+    `scopes` is the allow-list of a token bound to a user or agent. `None` means whatever the
+    identity may read under the engine's scope rules: a trusted service naming the caller, the
+    local administrator (no identity at all), or an MCP stdio server started for one user.
+    """
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    scopes: tuple[str, ...] | None = None
+
+    @property
+    def caller(self) -> dict[str, str | None]:
+        """The engine's caller keywords."""
+        return {"user_id": self.user_id, "agent_id": self.agent_id}
+
+    def read_scope(self, requested: str | Sequence[str] | None = None) -> str | list[str] | None:
+        """The `scope` for an engine read: what was asked for, if this caller's token allows it."""
+        if self.scopes is None:
+            return requested if requested is None or isinstance(requested, str) else list(requested)
+        if requested is None:
+            return list(self.scopes)
+        names = [requested] if isinstance(requested, str) else list(requested)
+        for name in names:
+            self._allow(name)
+        return names
+
+    def write_scope(self, requested: str | None = None) -> str | None:
+        """The `scope` for an engine write; with a token allow-list, the engine's default must be on it."""
+        if self.scopes is None:
+            return requested
+        target = write_scope(Caller(self.user_id, self.agent_id), requested)
+        self._allow(target)
+        return target
+
+    def readable(self) -> list[str] | None:
+        """Every scope an unfiltered read touches; None means all of them."""
+        return read_scopes(Caller(self.user_id, self.agent_id), list(self.scopes) if self.scopes is not None else None)
+
+    def fetch(self, mem: Memory, memory_id: str) -> MemoryRecord:
+        """A memory by id or prefix, if this caller may see it; otherwise "not found", as the engine says."""
+        record = mem.get(memory_id, **self.caller)
+        if self.scopes is not None and record.scope not in self.scopes:
+            raise NotFoundError(f"no memory with id {memory_id!r}")
+        return record
+
+    def _allow(self, scope: str) -> None:
+        assert self.scopes is not None
+        if scope not in self.scopes:
+            raise ScopeError(f"scope {scope!r} is not among this token's scopes ({', '.join(self.scopes)})")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The OpenClaw/MCP tool result: text for the model, `details` for programs."""
+
+    text: str
+    details: dict[str, Any]
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, exc: ClawrecallError) -> "ToolResult":
+        message = " ".join(str(exc).split())
+        return cls(f"Error: {message}", {"error": {"code": exc.code, "message": message}}, is_error=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": self.text}], "details": self.details, "isError": self.is_error}
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown arguments (an identity among them) are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+Handler = Callable[["Memory", CallContext, Any], ToolResult]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool: what a model is told about it, its arguments' model, and the handler that runs it."""
+
+    name: str
+    label: str
+    description: str
+    args: type[ToolArgs]
+    handler: Handler
+    writes: bool = False
+
+    def input_schema(self, categories: Sequence[str]) -> dict[str, Any]:
+        """The arguments' JSON schema as a model reads it: no titles, no null defaults, categories listed."""
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        properties = schema.setdefault("properties", {})
+        for name, prop in properties.items():
+            prop.pop("title", None)
+            if "default" in prop and prop["default"] is None:
+                del prop["default"]
+            if name in CATEGORY_ARGS:
+                prop["enum"] = list(categories)
+        return schema
+
+    def parse(self, arguments: Mapping[str, Any] | None) -> ToolArgs:
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise ValidationError(f"{self.name}: arguments must be a JSON object")
+        arguments = dict(arguments or {})
+        named = sorted(_IDENTITY_ARGS & arguments.keys())
+        if named:
+            raise ValidationError(
+                f"{self.name} takes no {', '.join(named)}: who is calling comes from the connection, not from arguments"
+            )
+        try:
+            return self.args.model_validate(arguments)
+        except PydanticValidationError as exc:
+            raise ValidationError(f"{self.name}: {validation_message(exc)}") from None
+
+    def invoke(self, mem: Memory, ctx: CallContext, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Parse and run; deliberate failures raise `ClawrecallError` (for doors that map them to statuses)."""
+        return self.handler(mem, ctx, self.parse(arguments))
+
+    def run(self, mem: Memory, ctx: CallContext, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Parse and run; a deliberate failure becomes an error result the model can read and correct."""
+        started = time.perf_counter()
+        try:
+            result = self.invoke(mem, ctx, arguments)
+        except ClawrecallError as exc:
+            result = ToolResult.error(exc)
+        log.info(
+            "tool call",
+            extra={
+                "tool": self.name, "user": ctx.user_id, "agent": ctx.agent_id,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "error": result.details["error"]["code"] if result.is_error else None,
+            },
+        )
+        return result
+
+
+def tool(*, label: str, description: str, writes: bool = False) -> Callable[[Handler], Tool]:
+    """Declare a handler `(mem, ctx, args: SomeArgs) -> ToolResult` as the tool named after it."""
+
+    def declare(handler: Handler) -> Tool:
+        args = typing.get_type_hints(handler)["args"]
+        return Tool(handler.__name__, label, " ".join(description.split()), args, handler, writes)
+
+    return declare
+
+
+def validation_message(exc: PydanticValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)

@@ -1,0 +1,165 @@
+"""Seed 000's tools: memory_recall, memory_store, memory_forget, search_context."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from ..engine import Memory
+from ..errors import NotFoundError
+from ..models import SearchHit
+from .base import CallContext, OptionalStr, ToolArgs, ToolResult, tool
+from .render import LINE_CHARS, entry, line, memory_path, plural, short
+
+# memory_forget erases on its own only when one hit clearly is the memory meant: its vector
+# similarity to the query is high and the runner-up scores at most half as much. Pipeline scores
+# are relative (the best hit is always near 1), so the cosine is the absolute signal; it also
+# decides which hits are candidates at all (all-MiniLM-L6-v2 puts unrelated text below 0.3).
+FORGET_MIN_SIMILARITY = 0.7
+FORGET_MAX_RUNNER_UP = 0.5
+FORGET_CANDIDATE_SIMILARITY = 0.3
+FORGET_CANDIDATES = 5
+
+
+class RecallArgs(ToolArgs):
+    query: str = Field(min_length=1, description="What to look for, in natural language.")
+    limit: int = Field(5, ge=1, le=50, description="Most memories to return.")
+    type: OptionalStr = Field(None, description="Only memories of this category.")
+
+
+@tool(
+    label="Memory Recall",
+    description="""Search long-term memory for what is known about the user, their preferences, past decisions and
+    earlier conversations. Use it before answering anything that depends on earlier sessions. Each memory comes with
+    a relevance score and its age; old memories may be out of date.""",
+)
+def memory_recall(mem: Memory, ctx: CallContext, args: RecallArgs) -> ToolResult:
+    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.limit, category=args.type)
+    if not hits:
+        return ToolResult("No relevant memories found.", {"count": 0, "memories": []})
+    text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + "\n".join(
+        line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
+    )
+    return ToolResult(text, {"count": len(hits), "memories": [entry(h.memory, h.score) for h in hits]})
+
+
+class StoreArgs(ToolArgs):
+    content: str = Field(
+        min_length=1,
+        description="One self-contained statement to remember, e.g. 'The user prefers dark mode in every editor'.",
+    )
+    importance: float = Field(0.7, ge=0, le=1, description="How much it matters, 0 to 1.")
+    type: str = Field("other", description="The memory's category.")
+
+
+@tool(
+    label="Memory Store",
+    writes=True,
+    description="""Save one durable piece of information (a preference, fact, decision, person or to-do) in long-term
+    memory so that later conversations can recall it. Store a short, self-contained statement, not a transcript. If a
+    nearly identical memory already exists nothing is stored and the existing one is returned.""",
+)
+def memory_store(mem: Memory, ctx: CallContext, args: StoreArgs) -> ToolResult:
+    result = mem.add(
+        args.content, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(), category=args.type,
+        importance=args.importance, source_type="tool", source_id="memory_store",
+    )
+    if result.action == "duplicate":
+        existing = ctx.fetch(mem, result.id)
+        return ToolResult(
+            f'Similar memory already exists: "{short(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
+            {"action": "duplicate", "existingId": existing.id, "similarity": result.similarity},
+        )
+    assert result.memory is not None
+    return ToolResult(
+        f'Stored: "{short(result.memory.content, LINE_CHARS)}" (id {result.id[:8]})',
+        {"action": "created", "id": result.id, "path": memory_path(result.memory)},
+    )
+
+
+class ForgetArgs(ToolArgs):
+    query: OptionalStr = Field(None, description="Words to find the memory to erase.")
+    memoryId: OptionalStr = Field(
+        None, description="The id (or its first 8+ characters) of the memory to erase; wins over query."
+    )
+
+    @model_validator(mode="after")
+    def _one_given(self) -> "ForgetArgs":
+        if not (self.query or "").strip() and not (self.memoryId or "").strip():
+            raise ValueError("give query or memoryId")
+        return self
+
+
+@tool(
+    label="Memory Forget",
+    writes=True,
+    description="""Erase a memory for good (GDPR): its content, vector and history are gone and cannot be restored.
+    Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
+    otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
+)
+def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult:
+    if (args.memoryId or "").strip():
+        try:
+            record = ctx.fetch(mem, args.memoryId.strip())
+        except NotFoundError:
+            return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
+        return _forget(mem, ctx, record.id)
+    assert args.query is not None
+    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES)
+    hits = [h for h in hits if h.similarity is None or h.similarity >= FORGET_CANDIDATE_SIMILARITY]
+    if not hits:
+        return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
+    if _confident(hits):
+        return _forget(mem, ctx, hits[0].id)
+    text = f"Found {plural(len(hits), 'candidate', 'candidates')}. Specify memoryId:\n" + "\n".join(
+        line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
+    )
+    return ToolResult(
+        text, {"action": "candidates", "found": len(hits), "candidates": [entry(h.memory, h.score) for h in hits]}
+    )
+
+
+def _confident(hits: list[SearchHit]) -> bool:
+    runner_up = hits[1].score if len(hits) > 1 else 0.0
+    return (hits[0].similarity or 0.0) >= FORGET_MIN_SIMILARITY and runner_up <= FORGET_MAX_RUNNER_UP * hits[0].score
+
+
+def _forget(mem: Memory, ctx: CallContext, memory_id: str) -> ToolResult:
+    forgotten = mem.forget(memory_id, **ctx.caller)
+    text = f"Forgot {forgotten[:8]}: its content is erased for good."
+    return ToolResult(text, {"action": "deleted", "id": forgotten})
+
+
+class ContextArgs(ToolArgs):
+    query: str = Field(min_length=1, description="What to look for, in natural language.")
+    limit: int = Field(10, ge=1, le=50, description="Most items to return.")
+
+
+@tool(
+    label="Search Context",
+    description="""Search everything in long-term memory (facts, preferences, decisions, conversation summaries and
+    file excerpts) and return the most relevant items with their source and similarity. Use it for broad questions
+    about earlier work when memory_recall's few results are not enough.""",
+)
+def search_context(mem: Memory, ctx: CallContext, args: ContextArgs) -> ToolResult:
+    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.limit)
+    if not hits:
+        return ToolResult("No relevant context found.", {"count": 0, "results": []})
+    results = [
+        {
+            "source": _source(h), "content": h.content, "similarity": round(h.score, 4), "id": h.id,
+            "category": h.memory.category, "age": h.age,
+        }
+        for h in hits
+    ]
+    text = f"Found {plural(len(hits), 'context item', 'context items')}:\n\n" + "\n".join(
+        line(n, h.memory, h.score, label=_source(h)) for n, h in enumerate(hits, 1)
+    )
+    return ToolResult(text, {"count": len(hits), "results": results})
+
+
+def _source(hit: SearchHit) -> str:
+    """Seed 000's sources are memory, request, response and file; file chunks are the one we keep apart."""
+    return "file" if hit.memory.category == "file_chunk" else "memory"
+
+
+TOOLS = (memory_recall, memory_store, memory_forget, search_context)

@@ -1,0 +1,161 @@
+"""Seed 001's tools: memory_search and memory_get, and the gated writes memory_write, memory_update,
+memory_delete (soft, always reversible) and memory_undelete.
+
+memory_search's result mirrors OpenClaw memory-core's `MemorySearchResult` (as ShadowDB's does),
+so a runtime can show our hits where it shows its own.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from ..engine import Memory
+from ..errors import ValidationError
+from ..models import MemoryRecord
+from .base import CallContext, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
+from .render import SNIPPET_CHARS, line, memory_path
+
+PROVIDER = "clawrecall"
+
+
+class SearchArgs(ToolArgs):
+    query: str = Field(min_length=1, description="What to look for, in natural language or keywords.")
+    maxResults: int = Field(8, ge=1, le=50, description="Most results to return.")
+    minScore: OptionalFloat01 = Field(None, description="Drop results scoring below this (0 to 1).")
+    category: OptionalStr = Field(None, description="Only records of this category.")
+    tags: OptionalStrList = Field(None, description="Only records with at least one of these tags.")
+
+
+@tool(
+    label="Memory Search",
+    description="""Search long-term memory by meaning, keywords and fuzzy spelling at once. Returns ranked snippets,
+    each with its id, path, score and age; read a whole record with memory_get. Use it before answering questions
+    about prior work, decisions, dates, people, preferences or to-dos.""",
+)
+def memory_search(mem: Memory, ctx: CallContext, args: SearchArgs) -> ToolResult:
+    hits = mem.search(
+        args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.maxResults, category=args.category, tags=args.tags
+    )
+    if args.minScore is not None:
+        hits = [h for h in hits if h.score >= args.minScore]
+    provider, model, _ = mem.configured_fingerprint()
+    results = [
+        {
+            "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
+            "snippet": h.content[:SNIPPET_CHARS], "source": "memory", "citation": f"{PROVIDER}:memories#{h.id}",
+            "age": h.age, "category": h.memory.category,
+        }
+        for h in hits
+    ]
+    text = "\n".join(line(n, h.memory, h.score) for n, h in enumerate(hits, 1)) or "No matching records."
+    details = {
+        "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
+        "citations": "auto",
+    }
+    return ToolResult(text, details)
+
+
+class IdArgs(ToolArgs):
+    id: str = Field(
+        min_length=1, description="The record's id, its first 8+ characters, or its path from memory_search."
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _from_path(cls, value: str) -> str:
+        """`clawrecall/<category>/<id>` names the same record as `<id>`."""
+        return value.strip().rsplit("/", 1)[-1]
+
+
+@tool(
+    label="Memory Get",
+    description="""Read one long-term memory record in full: its content, category, tags, scope, importance, age and
+    whether it is deleted. Use it after memory_search when a snippet is not enough.""",
+)
+def memory_get(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
+    r = ctx.fetch(mem, args.id)
+    facts = [f"id {r.id}", r.age, f"scope {r.scope}", f"importance {r.importance:g}"]
+    if r.tags:
+        facts.append("tags " + ", ".join(r.tags))
+    if r.is_deleted:
+        facts.append("deleted (memory_undelete restores it)")
+    heading = f"[{r.category}] {r.title}" if r.title else f"[{r.category}]"
+    text = f"{heading}\n{r.content}\n\n({'; '.join(facts)})"
+    return ToolResult(text, {"memory": r.model_dump(mode="json"), "path": memory_path(r), "age": r.age})
+
+
+class WriteArgs(ToolArgs):
+    content: str = Field(min_length=1, description="The knowledge to store, self-contained.")
+    category: OptionalStr = Field(None, description="The record's category (default: other).")
+    title: OptionalStr = Field(None, description="A short human-readable label.")
+    tags: list[str] = Field(default_factory=list, description="Searchable tags.")
+    importance: OptionalFloat01 = Field(None, description="How much it matters, 0 to 1 (default 0.7).")
+
+
+@tool(
+    label="Memory Write",
+    writes=True,
+    description="""Create a new long-term memory record; it is searchable at once. Write one self-contained piece of
+    knowledge per record. To correct a record, use memory_update instead of writing a second one.""",
+)
+def memory_write(mem: Memory, ctx: CallContext, args: WriteArgs) -> ToolResult:
+    result = mem.add(
+        args.content, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(), category=args.category,
+        title=args.title, tags=args.tags, importance=args.importance, dedup=False,  # seed 001: no dedup on write
+        source_type="tool", source_id="memory_write",
+    )
+    assert result.memory is not None
+    return _done(result.memory, "created", f"Created {result.id[:8]} ({memory_path(result.memory)}).")
+
+
+class UpdateArgs(IdArgs):
+    content: OptionalStr = Field(None, description="New content; the record is re-embedded.")
+    title: OptionalStr = Field(None, description="New title.")
+    category: OptionalStr = Field(None, description="New category.")
+    tags: OptionalStrList = Field(None, description="New tags; they replace the old ones.")
+    importance: OptionalFloat01 = Field(None, description="New importance, 0 to 1.")
+
+
+@tool(
+    label="Memory Update",
+    writes=True,
+    description="""Change an existing long-term memory record. Only the fields you give change; everything else stays.
+    New content is re-embedded, and the previous values are kept in the record's history.""",
+)
+def memory_update(mem: Memory, ctx: CallContext, args: UpdateArgs) -> ToolResult:
+    changes = args.model_dump(exclude={"id"}, exclude_none=True)
+    if not changes:
+        raise ValidationError("memory_update: nothing to update; give content, title, category, tags or importance")
+    record = mem.update(ctx.fetch(mem, args.id).id, **ctx.caller, **changes)
+    return _done(record, "updated", f"Updated {record.id[:8]}.")
+
+
+@tool(
+    label="Memory Delete",
+    writes=True,
+    description="""Soft-delete a long-term memory record: it disappears from search at once but can be restored with
+    memory_undelete until the retention period ends. Use it for records that are wrong or obsolete; write the
+    correct version with memory_write.""",
+)
+def memory_delete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
+    record = mem.delete(ctx.fetch(mem, args.id).id, **ctx.caller)
+    days = mem.config.writes.retention_days
+    return _done(record, "deleted", f"Deleted {record.id[:8]}; memory_undelete restores it within {days:g} days.")
+
+
+@tool(
+    label="Memory Undelete",
+    writes=True,
+    description="Restore a long-term memory record deleted with memory_delete; it becomes searchable again.",
+)
+def memory_undelete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
+    record = mem.undelete(ctx.fetch(mem, args.id).id, **ctx.caller)
+    return _done(record, "restored", f"Restored {record.id[:8]}.")
+
+
+def _done(record: MemoryRecord, action: str, text: str) -> ToolResult:
+    """A write's details name the record only, so repeating a call reports the same thing."""
+    return ToolResult(text, {"action": action, "id": record.id, "path": memory_path(record)})
+
+
+TOOLS = (memory_search, memory_get, memory_write, memory_update, memory_delete, memory_undelete)

@@ -1,0 +1,61 @@
+"""How tools show memories: one line of text for the model, one JSON entry for programs.
+
+Texts carry score and age (seed 001: "the agent sees this and decides if it matters") and the
+short id a follow-up call (get, update, forget) needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ..models import MemoryRecord
+
+LINE_CHARS = 300
+SNIPPET_CHARS = 700
+
+
+def memory_path(record: MemoryRecord) -> str:
+    """Seed 001's virtual path of a record (`shadowdb/<category>/<id>`), in our namespace."""
+    return f"clawrecall/{record.category}/{record.id}"
+
+
+def short(text: str, limit: int) -> str:
+    """One line, at most `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def percent(score: float) -> str:
+    return f"{score * 100:.0f}%"
+
+
+def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str | None = None) -> str:
+    """`1. [preference] User prefers dark mode (85%, 3d ago, id 1a2b3c4d)`."""
+    facts = ([percent(score)] if score is not None else []) + [record.age, f"id {record.id[:8]}"]
+    deleted = " [deleted]" if record.is_deleted else ""
+    return f"{n}. [{label or record.category}]{deleted} {short(record.content, LINE_CHARS)} ({', '.join(facts)})"
+
+
+def entry(record: MemoryRecord, score: float | None = None) -> dict[str, Any]:
+    """A memory in a tool's `details` (seed 000's MemoryEntry, with our fields)."""
+    out: dict[str, Any] = {
+        "id": record.id,
+        "path": memory_path(record),
+        "content": record.content,
+        "category": record.category,
+        "scope": record.scope,
+        "tags": list(record.tags),
+        "importance": record.importance,
+        "createdAt": to_jsonable_python(record.created_at),
+        "age": record.age,
+        "deleted": record.is_deleted,
+    }
+    if score is not None:
+        out["score"] = round(score, 4)
+    return out

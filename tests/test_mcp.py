@@ -1,0 +1,257 @@
+"""The MCP door, driven by the official SDK's own client: streamable HTTP against a real `clawrecall serve`,
+and stdio against a real `clawrecall mcp` process, both on one store, compared call for call with REST.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, AsyncIterator, Iterator
+
+import httpx
+import httpx2
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from clawrecall._time import utcnow
+from clawrecall.auth import TokenStore
+from clawrecall.server.spawn import spawn_server
+
+ALICE_PREF = "Alice prefers dark mode in every code editor"
+BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
+WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_delete", "memory_undelete"}
+
+
+class RestDoor:
+    def __init__(self, http: httpx.Client):
+        self.http = http
+
+    def list(self) -> list[dict[str, Any]]:
+        return self.http.get("/v1/tools").json()["tools"]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = self.http.post(f"/v1/tools/{name}", json=arguments).json()
+        return {"text": body["content"][0]["text"], "details": body["details"], "isError": body["isError"]}
+
+
+class McpDoor:
+    """An SDK `Client` living in a background event loop, called synchronously from the tests."""
+
+    def __init__(self, portal: BlockingPortal, client: Client):
+        self.portal = portal
+        self.client = client
+        self.timings: dict[str, float] = {}
+
+    def list(self) -> list[dict[str, Any]]:
+        tools = self.portal.call(self.client.list_tools).tools
+        return [
+            {"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.input_schema}
+            for t in tools
+        ]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.portal.call(self.client.call_tool, name, arguments)
+        return {"text": result.content[0].text, "details": result.structured_content, "isError": result.is_error}
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as connected:
+            yield connected
+
+
+def stdio_client(db, home, *args: str, env: dict[str, str] | None = None) -> Client:
+    return Client(StdioServerParameters(
+        command=sys.executable, args=["-m", "clawrecall.cli", "--db", str(db), "mcp", *args],
+        env={**os.environ, "CLAWRECALL_HOME": str(home), **(env or {})},
+    ))
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[BlockingPortal]:
+    with start_blocking_portal() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return tmp_path_factory.mktemp("mcp")
+
+
+@pytest.fixture(scope="module")
+def db(home):
+    return home / "memory.db"
+
+
+@pytest.fixture(scope="module")
+def tokens(db) -> dict[str, str]:
+    store = TokenStore(db)
+    made = {"alice": store.create(user_id="alice", agent_id="main")[1], "bob": store.create(user_id="bob")[1]}
+    store.close()
+    return made
+
+
+@pytest.fixture(scope="module")
+def server(db, home, tokens):
+    with spawn_server(db, env={"CLAWRECALL_HOME": str(home / "home")}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def rest(server, tokens) -> Iterator[RestDoor]:
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=60) as http:
+        yield RestDoor(http)
+
+
+@pytest.fixture(scope="module")
+def seeded(server, tokens) -> dict[str, str]:
+    """Memories three and a half days old (so every door shows the same age), and their ids."""
+    when = (utcnow() - timedelta(days=3, hours=12)).isoformat()
+    rows = [
+        ("alice", ALICE_PREF, "preference"), ("alice", "Alice likes green tea in the afternoon", "preference"),
+        ("alice", "Alice drinks oolong tea when she codes late", "preference"),
+        ("alice", "Alice's team ships the mobile app every second Thursday", "decision"),
+        ("bob", BOB_SECRET, "fact"),
+    ]
+    ids = {}
+    for who, content, category in rows:
+        response = httpx.post(
+            f"{server.url}/v1/memories", json={"content": content, "category": category, "created_at": when},
+            headers={"Authorization": f"Bearer {tokens[who]}"},
+        )
+        ids[content] = response.json()["id"]
+    return ids
+
+
+@pytest.fixture(scope="module")
+def mcp_http(portal, server, tokens, seeded) -> Iterator[McpDoor]:
+    with portal.wrap_async_context_manager(http_client(server.url, tokens["alice"])) as connected:
+        yield McpDoor(portal, connected)
+
+
+@pytest.fixture(scope="module")
+def mcp_stdio(portal, db, home, seeded) -> Iterator[McpDoor]:
+    """A `clawrecall mcp` process; `timings` has how long its handshake and then its first search took."""
+    started = time.perf_counter()
+    with portal.wrap_async_context_manager(stdio_client(db, home, "--user", "alice", "--agent", "main")) as connected:
+        door = McpDoor(portal, connected)
+        door.timings["handshake"] = time.perf_counter() - started
+        started = time.perf_counter()
+        door.call("memory_recall", {"query": "editor theme"})
+        door.timings["first_search"] = time.perf_counter() - started
+        yield door
+
+
+def test_both_transports_list_the_tools_rest_lists(rest, mcp_http, mcp_stdio):
+    listed = rest.list()
+    assert [t["name"] for t in listed][:4] == ["memory_recall", "memory_store", "memory_forget", "search_context"]
+    assert mcp_http.list() == listed
+    assert mcp_stdio.list() == listed
+
+
+def test_every_tool_gives_the_same_details_through_every_door(rest, mcp_http, mcp_stdio, seeded):
+    pref = seeded[ALICE_PREF]
+    reads = [
+        ("memory_recall", {"query": "which theme for the code editor?"}),
+        ("memory_recall", {"query": "tea", "limit": 2, "type": "preference"}),
+        ("search_context", {"query": "when does the mobile app ship?"}),
+        ("memory_search", {"query": "dark mode", "maxResults": 3}),
+        ("memory_get", {"id": pref[:8]}),
+        ("memory_list", {"limit": 3}),
+        ("memory_stats", {}),
+        ("memory_get", {"id": str(uuid.uuid4())}),  # an error result, the same everywhere too
+    ]
+    writes = [  # each repeatable: the second and third door see what the first one left
+        ("memory_store", {"content": ALICE_PREF}),  # a duplicate
+        ("memory_forget", {"query": "tea"}),  # candidates: nothing erased
+        ("memory_forget", {"memoryId": str(uuid.uuid4())}),
+        ("memory_update", {"id": pref, "importance": 0.95}),
+        ("memory_delete", {"id": pref}),
+        ("memory_undelete", {"id": pref}),
+    ]
+    for name, arguments in reads + writes:
+        results = [door.call(name, arguments) for door in (rest, mcp_http, mcp_stdio)]
+        assert results[0]["details"] == results[1]["details"] == results[2]["details"], name
+        assert results[0]["text"] == results[1]["text"] == results[2]["text"], name
+        assert results[0]["isError"] == results[1]["isError"] == results[2]["isError"], name
+    assert rest.call("memory_forget", {"query": "tea"})["details"]["action"] == "candidates"
+
+    written = [door.call("memory_write", {"content": f"Alice's note via door {n}", "category": "fact"})
+               for n, door in enumerate((rest, mcp_http, mcp_stdio))]
+    assert len({w["details"]["id"] for w in written}) == 3
+    for w in written:  # the same but for the new memory's id
+        new_id = w["details"]["id"]
+        assert w["details"] == {"action": "created", "id": new_id, "path": f"clawrecall/fact/{new_id}"}
+
+
+@pytest.mark.parametrize("transport", ["mcp_http", "mcp_stdio"])
+def test_alice_never_sees_bobs_memories_whatever_the_arguments_say(request, transport, seeded):
+    door: McpDoor = request.getfixturevalue(transport)
+    secret = seeded[BOB_SECRET]
+    shown = [
+        door.call("memory_recall", {"query": "Bob's bank PIN zebra-lantern", "limit": 50}),
+        door.call("search_context", {"query": "Bob's bank PIN zebra-lantern", "limit": 50}),
+        door.call("memory_search", {"query": "Bob's bank PIN zebra-lantern", "maxResults": 50}),
+        door.call("memory_list", {"limit": 100, "includeDeleted": True}),
+        door.call("memory_stats", {}),
+        door.call("memory_get", {"id": secret}),
+        door.call("memory_recall", {"query": "bank PIN", "user_id": "bob"}),
+        door.call("memory_recall", {"query": "bank PIN", "userId": "bob", "agent_id": "helper"}),
+        door.call("memory_list", {"scope": "user:bob"}),
+        door.call("memory_delete", {"id": secret}),
+        door.call("memory_forget", {"memoryId": secret}),
+    ]
+    for n, result in enumerate(shown):
+        seen = json.dumps(result["details"]) + result["text"]
+        assert "zebra" not in seen and (secret not in seen or n in (5, 9, 10)), n  # 5, 9, 10 echo the id asked for
+    codes = [r["details"].get("error", {}).get("code") for r in shown[5:]]
+    assert codes == ["not_found", "invalid_input", "invalid_input", "scope_denied", "not_found", None]
+    assert shown[-1]["details"]["action"] == "not_found"
+
+
+def test_bobs_token_sees_his_own(portal, server, tokens, seeded):
+    with portal.wrap_async_context_manager(http_client(server.url, tokens["bob"])) as connected:
+        hits = McpDoor(portal, connected).call("memory_recall", {"query": "bank PIN"})["details"]["memories"]
+    assert [h["id"] for h in hits] == [seeded[BOB_SECRET]]
+
+
+def test_http_endpoint_refuses_a_missing_or_revoked_token(portal, server, db):
+    with pytest.raises(ExceptionGroup) as refused:
+        with portal.wrap_async_context_manager(http_client(server.url, None)):
+            pass
+    assert refused.group_contains(MCPError)
+    store = TokenStore(db)
+    info, token = store.create(user_id="carol")
+    with portal.wrap_async_context_manager(http_client(server.url, token)) as connected:
+        door = McpDoor(portal, connected)
+        assert door.call("memory_stats", {})["isError"] is False
+        store.revoke(info.id)
+        with pytest.raises(MCPError):
+            door.call("memory_stats", {})
+    store.close()
+
+
+def test_stdio_without_writes_offers_read_tools_only(portal, db, home, seeded):
+    env = {"CLAWRECALL_WRITES__ENABLED": "false", "CLAWRECALL_USER": "alice"}
+    with portal.wrap_async_context_manager(stdio_client(db, home, env=env)) as connected:
+        door = McpDoor(portal, connected)
+        names = {t["name"] for t in door.list()}
+        refused = door.call("memory_store", {"content": "anything"})
+        listed = door.call("memory_list", {"scope": "user:alice"})
+    assert names and not names & WRITE_TOOLS
+    assert refused["isError"] and refused["details"]["error"]["code"] == "unknown_tool"
+    assert listed["details"]["total"] >= 4  # CLAWRECALL_USER made it alice, not a config key
+
+
+def test_stdio_handshake_does_not_wait_for_the_model(mcp_stdio):
+    """Had the handshake waited for the model, the first search after it would be quick; it waits instead."""
+    assert mcp_stdio.timings["first_search"] > 0.3, mcp_stdio.timings

@@ -1,0 +1,319 @@
+"""The REST door against a real `clawrecall serve` process (uvicorn on a free loopback port), driven with httpx.
+
+One server per module, with tokens for alice (bound to user alice, agent main), bob, and a
+trusted service. Memories are seeded over HTTP as each of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from clawrecall import Memory
+from clawrecall._time import utcnow
+from clawrecall.auth import TokenStore
+from clawrecall.cli import cli
+from clawrecall.server import create_app
+from clawrecall.server.spawn import spawn_server
+
+ALICE_PREF = "Alice prefers dark mode in every code editor"
+BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
+GLOBAL_FACT = "The team deploys the API to a Kubernetes cluster in Frankfurt"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return tmp_path_factory.mktemp("rest")
+
+
+@pytest.fixture(scope="module")
+def db(home):
+    return home / "memory.db"
+
+
+@pytest.fixture(scope="module")
+def tokens(db) -> dict[str, str]:
+    store = TokenStore(db)
+    made = {
+        "alice": store.create(user_id="alice", agent_id="main")[1],
+        "bob": store.create(user_id="bob")[1],
+        "service": store.create(kind="service", name="plugin")[1],
+    }
+    store.close()
+    return made
+
+
+@pytest.fixture(scope="module")
+def server(db, home, tokens):
+    with spawn_server(db, env={"CLAWRECALL_HOME": str(home / "home")}) as running:
+        yield running
+
+
+def client(server, token: str | None = None, **headers: str) -> httpx.Client:
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.Client(base_url=server.url, headers=headers, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def alice(server, tokens):
+    with client(server, tokens["alice"]) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def bob(server, tokens):
+    with client(server, tokens["bob"]) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def seeded(alice, bob, server, tokens) -> dict[str, str]:
+    """Ids of alice's, bob's and a global memory, all three and a half days old."""
+    when = (utcnow() - timedelta(days=3, hours=12)).isoformat()
+    with client(server, tokens["service"]) as admin:
+        made = {
+            "alice": alice.post(
+                "/v1/memories", json={"content": ALICE_PREF, "category": "preference", "created_at": when}
+            ),
+            "bob": bob.post("/v1/memories", json={"content": BOB_SECRET, "category": "fact", "created_at": when}),
+            "global": admin.post("/v1/memories", json={"content": GLOBAL_FACT, "scope": "global", "created_at": when}),
+        }
+    assert all(r.status_code == 201 for r in made.values()), [r.text for r in made.values()]
+    return {who: r.json()["id"] for who, r in made.items()}
+
+
+def error_code(response: httpx.Response) -> str:
+    return response.json()["error"]["code"]
+
+
+# -- the server ---------------------------------------------------------------------------------
+def test_health_is_public_and_answers_like_the_e5_server(server):
+    health = httpx.get(f"{server.url}/health").json()
+    assert health["status"] == "ok" and health["model"] == "all-MiniLM-L6-v2" and health["dimension"] == 384
+    assert health["provider"] == "local" and health["store"]["backend"] == "sqlite" and health["writes"] is True
+
+
+def test_logs_are_json_lines(server, alice, seeded):
+    alice.get("/v1/stats", headers={"X-Clawrecall-Session": "log-check"})
+    deadline = time.monotonic() + 5  # the access line is written once the response is sent
+    while not any(r.get("path") == "/v1/stats" for r in server.records()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    records = server.records()
+    assert any(r["logger"] == "clawrecall.access" and r["path"] == "/v1/stats" and r["user"] == "alice" for r in records)
+    assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
+    complete = [line for line in server.log().splitlines(keepends=True) if line.endswith("\n")]
+    assert len(complete) >= len(records) and all(line.startswith("{") for line in complete)  # nothing but JSON
+
+
+def test_every_request_needs_a_valid_token(server):
+    for headers in ({}, {"Authorization": "Bearer cr_nope_nope"}, {"Authorization": "Basic YWxpY2U6eA=="}):
+        response = httpx.get(f"{server.url}/v1/stats", headers=headers)
+        assert response.status_code == 401 and error_code(response) == "unauthenticated"
+        assert response.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(f"{server.url}/openapi.json").status_code == 200
+
+
+# -- memories --------------------------------------------------------------------------------
+def test_memories_crud_with_history(alice):
+    created = alice.post("/v1/memories", json={"content": "Alice's standup is at 9:30", "tags": ["schedule"]})
+    assert created.status_code == 201 and created.json()["action"] == "created"
+    memory_id = created.json()["id"]
+    assert created.json()["memory"]["scope"] == "user:alice" and created.json()["memory"]["agent_id"] == "main"
+    duplicate = alice.post("/v1/memories", json={"content": "Alice's standup is at 9:30"})
+    assert duplicate.status_code == 200 and duplicate.json()["existing_id"] == memory_id
+
+    assert alice.get(f"/v1/memories/{memory_id[:8]}").json()["content"] == "Alice's standup is at 9:30"
+    change = {"content": "Alice's standup is at 10:00", "importance": 0.9}
+    patched = alice.patch(f"/v1/memories/{memory_id}", json=change)
+    assert patched.json()["content"] == "Alice's standup is at 10:00" and patched.json()["importance"] == 0.9
+    assert alice.delete(f"/v1/memories/{memory_id}").json()["deleted_at"] is not None
+    listed = alice.get("/v1/memories", params={"only_deleted": True}).json()["memories"]
+    assert [m["id"] for m in listed] == [memory_id]
+    assert alice.post(f"/v1/memories/{memory_id}/undelete").json()["deleted_at"] is None
+    history = alice.get(f"/v1/memories/{memory_id}/history").json()["history"]
+    assert [h["action"] for h in history] == ["add", "update", "delete", "undelete"]
+    assert history[1]["before"]["content"] == "Alice's standup is at 9:30"
+
+    assert alice.delete(f"/v1/memories/{memory_id}", params={"hard": True}).json() == {"forgotten": memory_id}
+    gone = alice.get(f"/v1/memories/{memory_id}")
+    assert gone.status_code == 404 and error_code(gone) == "not_found"
+
+
+def test_errors_are_json_with_stable_codes(alice, seeded):
+    cases = [
+        (alice.get("/v1/memories/not-an-id!"), 400, "invalid_input"),
+        (alice.get(f"/v1/memories/{uuid.uuid4()}"), 404, "not_found"),
+        (alice.post("/v1/memories", json={"content": "x", "scope": "user:bob"}), 403, "scope_denied"),
+        (alice.post("/v1/memories", json={"content": "x", "category": "nonsense"}), 400, "invalid_input"),
+        (alice.post("/v1/memories", json={"title": "no content"}), 422, "invalid_request"),
+        (alice.post("/v1/memories", json={"content": "x", "user_id": "bob"}), 422, "invalid_request"),
+        (alice.post("/v1/search", json={"query": "x", "limit": 0}), 422, "invalid_request"),
+        (alice.get("/v1/nowhere"), 404, "not_found"),
+        (alice.put("/v1/stats"), 405, "method_not_allowed"),
+        (alice.post("/v1/tools/memory_recall", content=b"{not json"), 400, "invalid_input"),
+        (alice.post("/v1/tools/no_such_tool", json={}), 404, "not_found"),
+    ]
+    for response, status, code in cases:
+        assert (response.status_code, error_code(response)) == (status, code), response.text
+        assert response.json()["error"]["message"]
+
+
+def test_oversized_bodies_get_413(alice):
+    big = {"content": "x" * (1 << 20)}
+    response = alice.post("/v1/memories", json=big)
+    assert response.status_code == 413 and error_code(response) == "payload_too_large"
+    streamed = alice.post("/v1/tools/memory_store", content=iter([b'{"content": "', b"y" * (1 << 20), b'"}']))
+    assert streamed.status_code == 413 and error_code(streamed) == "payload_too_large"
+    assert alice.post("/mcp", content=b"z" * (2 << 20)).status_code == 413
+
+
+def test_search_context_and_stats(alice, seeded):
+    results = alice.post("/v1/search", json={"query": "dark mode code editor", "explain": True}).json()["results"]
+    assert results[0]["memory"]["id"] == seeded["alice"] and results[0]["age"] == "3d ago"
+    assert "legs" in results[0]["explain"]
+    context = alice.post("/v1/context", json={"query": "where is the API deployed?"}).json()
+    tool = alice.post("/v1/tools/search_context", json={"query": "where is the API deployed?"}).json()
+    assert context == tool["details"]
+    assert context["results"][0]["id"] == seeded["global"]
+    assert alice.get("/v1/stats").json() == alice.post("/v1/tools/memory_stats", json={}).json()["details"]
+
+
+# -- tools ---------------------------------------------------------------------------------------
+def test_tools_are_listed_and_called_with_results_as_mcp_has_them(alice, seeded):
+    listed = alice.get("/v1/tools").json()["tools"]
+    assert len(listed) == 12 and all(t["inputSchema"]["type"] == "object" for t in listed)
+    result = alice.post("/v1/tools/memory_recall", json={"query": "editor theme"}).json()
+    assert result["isError"] is False and result["content"][0]["type"] == "text"
+    assert result["details"]["memories"][0]["id"] == seeded["alice"]
+    failed = alice.post("/v1/tools/memory_get", json={"id": str(uuid.uuid4())})
+    assert failed.status_code == 200 and failed.json()["isError"]
+    assert failed.json()["details"]["error"]["code"] == "not_found"
+    spec = alice.get("/openapi.json").json()["paths"]["/v1/tools/memory_recall"]["post"]
+    assert spec["requestBody"]["content"]["application/json"]["schema"]["required"] == ["query"]
+
+
+# -- scopes ------------------------------------------------------------------------------------------
+def test_alice_never_sees_bobs_memories_whatever_she_asks(alice, seeded):
+    secret = seeded["bob"]
+    shown = [
+        alice.post("/v1/search", json={"query": "Bob bank PIN zebra-lantern", "limit": 100}),
+        alice.get("/v1/memories", params={"limit": 1000, "include_deleted": True}),
+        alice.post("/v1/context", json={"query": "Bob bank PIN zebra-lantern", "limit": 50}),
+        alice.get("/v1/stats"),
+        alice.post("/v1/tools/memory_recall", json={"query": "Bob bank PIN zebra-lantern", "limit": 50}),
+        alice.post("/v1/tools/memory_search", json={"query": "Bob bank PIN zebra-lantern", "maxResults": 50}),
+        alice.post("/v1/tools/memory_recall", json={"query": "Bob bank PIN", "user_id": "bob"}),
+        alice.post("/v1/tools/memory_list", json={"scope": "user:bob"}),
+        alice.post("/v1/hooks/before_prompt_build", json={"prompt": "what is Bob's bank PIN zebra-lantern?"}),
+    ]
+    for response in shown:
+        assert response.status_code == 200 and secret not in response.text and "zebra" not in response.text
+    for response in (
+        alice.get(f"/v1/memories/{secret}"), alice.patch(f"/v1/memories/{secret}", json={"content": "hacked"}),
+        alice.delete(f"/v1/memories/{secret}", params={"hard": True}), alice.get(f"/v1/memories/{secret}/history"),
+    ):
+        assert response.status_code == 404 and error_code(response) == "not_found"
+    for response in (
+        alice.get("/v1/memories", params={"scope": "user:bob"}),
+        alice.post("/v1/search", json={"query": "PIN", "scope": ["user:bob"]}),
+        alice.get("/v1/stats", headers={"X-Clawrecall-User": "bob"}),
+        alice.post("/v1/tools/memory_recall", json={"query": "PIN"}, headers={"X-Clawrecall-User": "bob"}),
+    ):
+        assert response.status_code == 403 and error_code(response) in ("scope_denied", "forbidden")
+
+
+def test_a_service_token_names_the_caller_per_request(server, tokens, seeded):
+    with client(server, tokens["service"], **{"X-Clawrecall-User": "bob"}) as as_bob:
+        hits = as_bob.post("/v1/tools/memory_recall", json={"query": "bank PIN"}).json()["details"]["memories"]
+        assert hits[0]["id"] == seeded["bob"]
+    with client(server, tokens["service"], **{"X-Clawrecall-User": "alice"}) as as_alice:
+        assert seeded["bob"] not in as_alice.post("/v1/search", json={"query": "bank PIN", "limit": 50}).text
+    with client(server, tokens["service"]) as admin:
+        assert admin.get("/v1/stats").json()["byScope"].keys() >= {"user:alice", "user:bob", "global"}
+    with client(server, tokens["service"], **{"X-Clawrecall-User": "has space"}) as bad:
+        assert error_code(bad.get("/v1/stats")) == "invalid_input"
+
+
+# -- hooks and embeddings ---------------------------------------------------------------------------
+def test_hooks_run_as_the_authenticated_caller(alice, seeded):
+    session = {"X-Clawrecall-Session": "rest-hooks"}
+    recall = alice.post("/v1/hooks/before_prompt_build", json={"prompt": "Which theme should my code editor use?"},
+                        headers=session).json()
+    assert ALICE_PREF in recall["prependContext"] and recall["memories"][0]["id"] == seeded["alice"]
+    startup = alice.post("/v1/hooks/startup", json={"model": "sonnet"}, headers=session).json()
+    assert startup["prependContext"] is None and "reason" in startup
+    captured = alice.post("/v1/hooks/agent_end", json={
+        "success": True, "messages": [{"role": "user", "content": "Remember that I always deploy on Tuesdays"}],
+    }).json()
+    assert captured["queued"] == 1 and captured["candidates"][0]["text"] == "Remember that I always deploy on Tuesdays"
+    assert alice.post("/v1/hooks/agent_end", json={"messages": "nope"}).status_code == 400
+
+
+def test_e5_embedding_endpoints(alice):
+    one = alice.post("/embed", json={"text": "Search this content", "type": "query"}).json()["embedding"]
+    assert len(one) == 384 and abs(sum(x * x for x in one) - 1) < 1e-3
+    many = alice.post("/batch", json={"texts": ["Text 1", "Text 2", "Search this content"]}).json()["embeddings"]
+    assert len(many) == 3 and all(len(v) == 384 for v in many)
+    assert max(abs(a - b) for a, b in zip(many[2], one)) < 1e-4  # no prefixes for a non-E5 model: same vector
+    assert alice.post("/embed", json={"text": "x", "type": "document"}).status_code == 422
+    assert alice.post("/batch", json={"texts": []}).status_code == 422
+
+
+# -- tokens and binding ----------------------------------------------------------------------------
+def test_token_cli_create_list_revoke_against_the_running_server(server, db, seeded):
+    runner = CliRunner()
+    made = runner.invoke(cli, ["--db", str(db), "token", "create", "--user", "carol", "--name", "laptop", "--json"])
+    assert made.exit_code == 0, made.output
+    token = json.loads(made.output)
+    assert token["token"].startswith("cr_") and token["scopes"] == ["global", "user:carol"]
+    with client(server, token["token"]) as carol:
+        assert carol.get("/v1/stats").status_code == 200
+        listed = runner.invoke(cli, ["--db", str(db), "token", "list", "--json"])
+        assert token["id"] in {t["id"] for t in json.loads(listed.output)}
+        secret = token["token"].split("_", 2)[2].encode()
+        assert secret not in listed.output.encode()
+        assert not any(secret in f.read_bytes() for f in db.parent.glob("memory.db*"))  # stored hashed
+        revoked = runner.invoke(cli, ["--db", str(db), "token", "revoke", token["id"]])
+        assert revoked.exit_code == 0 and "Revoked" in revoked.output
+        response = carol.get("/v1/stats")
+        assert response.status_code == 401 and error_code(response) == "unauthenticated"
+    refused = runner.invoke(cli, ["--db", str(db), "token", "create", "--user", "carol", "--scope", "user:bob"])
+    assert refused.exit_code == 1 and "scope 'user:bob'" in refused.output
+
+
+def test_serve_refuses_a_public_address_without_tokens(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "clawrecall.cli", "--db", str(tmp_path / "fresh.db"), "serve", "--host", "0.0.0.0"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "CLAWRECALL_HOME": str(tmp_path / "home")},
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "Error: refusing to listen on 0.0.0.0 without API tokens: create one with `clawrecall token create`, "
+        "or listen on 127.0.0.1"
+    ]
+
+
+def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback_names(tmp_path):
+    """In process (no model needed): the no-token mode, and its guard against DNS rebinding."""
+    with Memory.open(tmp_path / "anon.db", check_embedding=False) as mem:
+        store = TokenStore.for_memory(mem)
+        app = create_app(mem, tokens=store, allow_anonymous=True)
+        local = TestClient(app, base_url="http://127.0.0.1:8765")
+        assert local.get("/v1/stats").json()["memories"] == 0
+        assert local.get("/v1/memories", headers={"X-Clawrecall-User": "dave"}).status_code == 200
+        rebound = TestClient(app, base_url="http://evil.example")
+        assert error_code(rebound.get("/v1/stats")) == "forbidden"
+        store.create(user_id="dave")
+        assert error_code(local.get("/v1/stats")) == "unauthenticated"
+        store.close()
