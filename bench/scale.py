@@ -420,7 +420,7 @@ def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_sample: int, 
     mem.store._fresh_index()  # type: ignore[attr-defined]
     info["index_load_s"] = time.perf_counter() - t
 
-    # What add_many's dedup costs per new memory at this size: one scoped nearest-neighbour lookup.
+    # One scoped nearest-neighbour lookup through the store (what dedup of a single new memory costs).
     from clawrecall.storage import Filters
 
     rows = mem.store._conn.execute(  # type: ignore[attr-defined]
@@ -547,7 +547,7 @@ def render(report: dict) -> str:
                          f"| {v['all_runs_p50_ms']:.1f}, {v['all_runs_p95_ms']:.1f} |")
     lines += [
         "",
-        "| size | stored (dups dropped) | build (s) | add/s last 10% | raw/s before, after | dedup check / memory | "
+        "| size | stored (dups dropped) | build (s) | add/s last 10% | raw/s before, after | scoped 1-NN lookup | "
         "query embed p50 | index load | model load | db size |",
         "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
