@@ -19,9 +19,10 @@ dedup=False)` in chunks, then measures:
   * the vector leg itself, `mem.store.vector_candidates(q, Filters(...), 10)` — the code
     path of every search — for `--queries` queries (a stored vector plus noise),
     unfiltered and filtered to the query's own scope (~2% of rows), at each ef_search of
-    `--ef` ("40" is what the engine sets for k=10: max(40, k)); p50/p95 latency and
+    `--ef` ("40" is what the engine sets for k=10: max(40, k)); p50/p95 latency,
     recall@10 against the exact top 10 (numpy float32 brute force over every loaded vector
-    the filter allows), and the plan PostgreSQL chose; plus the exact search in SQL (index
+    the filter allows), the similarity ratio (mean cosine of the 10 returned over that of
+    the exact 10: how much worse the misses are), and the plan PostgreSQL chose; plus the exact search in SQL (index
     scans off) for a few queries, as a check of the ground truth and as a latency point;
   * end-to-end `mem.search(text, mode=...)` with the real local embedding model (query
     embedding included, query cache off): hybrid and each leg alone, unscoped and scoped;
@@ -241,8 +242,8 @@ class Data:
         q = self.vectors[rows] + rng.standard_normal((count, DIMS)).astype(np.float32) * (self.args.query_noise / np.sqrt(DIMS))
         return q / np.linalg.norm(q, axis=1, keepdims=True), self.scopes[rows]
 
-    def exact(self, queries: np.ndarray, scopes: np.ndarray | None) -> list[set[str]]:
-        """The exact top K ids of each query (over the query's scope when `scopes` is given)."""
+    def exact(self, queries: np.ndarray, scopes: np.ndarray | None) -> list[tuple[set[str], float]]:
+        """The exact top K ids of each query (over the query's scope when `scopes` is given), and their mean similarity."""
         out = []
         step = 16
         for s in range(0, len(queries), step):
@@ -251,7 +252,7 @@ class Data:
                 if scopes is not None:
                     row = np.where(self.scopes == scopes[s + j], row, -np.inf)
                 top = np.argpartition(-row, K)[:K]
-                out.append({self.ids[i] for i in top})
+                out.append(({self.ids[i] for i in top}, float(row[top].mean())))
         return out
 
 
@@ -533,12 +534,14 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
         with ef_search(store, None if ef == 40 else ef, extra):
             for i in range(len(warm)):
                 store.vector_candidates(warm[i], filters(i, wscopes), K)
-            lat, rec = [], []
+            lat, rec, ratio = [], [], []
             for i in range(len(queries)):
                 t = time.perf_counter()
                 hits = store.vector_candidates(queries[i], filters(i), K)
                 lat.append((time.perf_counter() - t) * 1000)
-                rec.append(len({h.id for h in hits} & truth[flt][i]) / K)
+                ids, best = truth[flt][i]
+                rec.append(len({h.id for h in hits} & ids) / K)
+                ratio.append(sum(h.score for h in hits) / K / best)
         where, params = store.where(filters(0), "memories")
         plan = plan_of(
             store, f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
@@ -549,7 +552,8 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
         )
         row = {"ef_search": ef if not extra else f"{ef}, {'; '.join(extra)}", "filter": flt,
                "p50_ms": statistics.median(lat), "p95_ms": pct(lat, 95),
-               "recall@10": statistics.fmean(rec), "min_recall": min(rec), "plan": plan}
+               "recall@10": statistics.fmean(rec), "min_recall": min(rec), "sim_ratio": statistics.fmean(ratio),
+               "plan": plan}
         rows.append(row)
         log(f"vector leg ef={row['ef_search']} filter={flt}: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms, "
             f"recall@10 {row['recall@10']:.4f} ({plan})")
@@ -591,26 +595,30 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
             def filters(i: int, sc: np.ndarray, flt: str = flt) -> Filters:
                 return Filters() if flt == "none" else Filters(scopes=[data.scope_names[sc[i]]])
 
-            def search(q: np.ndarray, f: Filters) -> list[str]:
+            def search(q: np.ndarray, f: Filters) -> list[tuple[str, float]]:
                 where, params = store.where(f, "bench_part")
+                v = store._vector(q)
                 with store.transaction():  # exactly the engine's vector leg, on the partitioned copy
                     run(f"SET LOCAL hnsw.ef_search = {max(ef, K)}")
                     run("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    got = run(f"SELECT id FROM bench_part WHERE embedding IS NOT NULL AND {where} "
+                    got = run(f"SELECT id, 1 - ((embedding::vector({DIMS})) <=> ?::vector({DIMS})) FROM bench_part "
+                              f"WHERE embedding IS NOT NULL AND {where} "
                               f"ORDER BY (embedding::vector({DIMS})) <=> ?::vector({DIMS}) LIMIT ?",
-                              (*params, store._vector(q), K))
-                return [str(r[0]) for r in got]
+                              (v, *params, v, K))
+                return [(str(r[0]), float(r[1])) for r in got]
 
             for i in range(len(qs["warm"])):
                 search(qs["warm"][i], filters(i, qs["wscopes"]))
-            lat, rec = [], []
+            lat, rec, ratio = [], [], []
             for i in range(len(qs["queries"])):
                 t = time.perf_counter()
-                ids = search(qs["queries"][i], filters(i, qs["qscopes"]))
+                hits = search(qs["queries"][i], filters(i, qs["qscopes"]))
                 lat.append((time.perf_counter() - t) * 1000)
-                rec.append(len(set(ids) & qs["truth"][flt][i]) / K)
+                ids, best = qs["truth"][flt][i]
+                rec.append(len({h[0] for h in hits} & ids) / K)
+                ratio.append(sum(h[1] for h in hits) / K / best)
             rows.append({"ef_search": ef, "filter": flt, "p50_ms": statistics.median(lat), "p95_ms": pct(lat, 95),
-                         "recall@10": statistics.fmean(rec), "min_recall": min(rec)})
+                         "recall@10": statistics.fmean(rec), "min_recall": min(rec), "sim_ratio": statistics.fmean(ratio)})
             log(f"partitioned ({kind}) ef={ef} filter={flt}: p50 {rows[-1]['p50_ms']:.2f} ms, "
                 f"recall@10 {rows[-1]['recall@10']:.4f}")
     if not args.keep:
@@ -636,11 +644,11 @@ def exact_sql(mem: Memory, data: Data, queries: np.ndarray, qscopes: np.ndarray,
                     (*params, store._vector(queries[i])),
                 )
             lat.append((time.perf_counter() - t) * 1000)
-            agree.append(len({str(r[0]) for r in got} & truth[flt][i]) / K)
+            agree.append(len({str(r[0]) for r in got} & truth[flt][i][0]) / K)
         if lat:
             rows.append({"ef_search": "exact (SQL, no index scan)", "filter": flt, "p50_ms": statistics.median(lat),
                          "p95_ms": pct(lat, 95), "recall@10": statistics.fmean(agree), "min_recall": min(agree),
-                         "plan": f"{len(lat)} queries"})
+                         "sim_ratio": 1.0, "plan": f"{len(lat)} queries"})
             log(f"exact SQL filter={flt}: p50 {rows[-1]['p50_ms']:.1f} ms, agreement with numpy {rows[-1]['recall@10']:.4f}")
     return rows
 
@@ -751,6 +759,7 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
             raise SystemExit(f"{args.reuse} was loaded with other data options")
         if args.compare_build:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
+        if args.compare_build or args.rebuild:
             report["builds"].append({**build_index(mem, url, args.maintenance_work_mem, args.hnsw), "rows": n})
         report["footprint"] = footprint(mem)
         report["vector_leg"] = [] if args.skip_search else vector_leg(mem, data, args)
@@ -835,29 +844,29 @@ def print_markdown(report: dict) -> None:
                   f"{mb(b['leader_peak_rss_bytes'])} | {note} |")
     print()
     print("Vector leg, `store.vector_candidates(q, filters, 10)` (iterative_scan = relaxed_order), "
-          "recall@10 against exact search:")
+          "recall@10 against exact search; similarity ratio = mean cosine of the 10 returned / of the exact 10:")
     print()
-    print("| size | filter | ef_search | p50 ms | p95 ms | recall@10 | worst query | plan |")
-    print("|---:|---|---|---:|---:|---:|---:|---|")
+    print("| size | filter | ef_search | p50 ms | p95 ms | recall@10 | worst query | similarity ratio | plan |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---|")
     for r in report["sizes"]:
         for v in r["vector_leg"]:
             ef = f"{v['ef_search']} (engine default)" if v["ef_search"] == 40 else v["ef_search"]
             flt = "none" if v["filter"] == "none" else "one scope (~2%)"
             print(f"| {r['size']:,} | {flt} | {ef} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} | {v['recall@10']:.3f} | "
-                  f"{v['min_recall']:.1f} | {v['plan']} |")
+                  f"{v['min_recall']:.1f} | {v.get('sim_ratio', float('nan')):.4f} | {v['plan']} |")
     if any(r.get("partitioned") for r in report["sizes"]):
         print()
         print("The same vector-leg SQL on a copy partitioned by scope, one HNSW index per partition:")
         print()
-        print("| size | partitioning | insert s | HNSW build s | index MB | filter | ef_search | p50 ms | p95 ms | recall@10 |")
-        print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
+        print("| size | partitioning | insert s | HNSW build s | index MB | filter | ef_search | p50 ms | p95 ms | recall@10 | similarity ratio |")
+        print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
         for r in report["sizes"]:
             p = r.get("partitioned")
             for v in (p or {}).get("rows", []):
                 flt = "none" if v["filter"] == "none" else "one scope (~2%)"
                 print(f"| {r['size']:,} | {p['kind']} ({p['partitions']}) | {p['insert_s']:.1f} | {p['build_s']:.1f} | "
                       f"{mb(p['index_bytes'])} | {flt} | {v['ef_search']} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} | "
-                      f"{v['recall@10']:.3f} |")
+                      f"{v['recall@10']:.3f} | {v.get('sim_ratio', float('nan')):.4f} |")
     if any(r.get("search") for r in report["sizes"]):
         print()
         print("End to end, `mem.search(text, mode=..., limit=10)`, query embedding included (local model, cache off):")
@@ -926,6 +935,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors-from", help="SQLite store whose vectors and texts to use instead of synthetic ones")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the databases (only useful with --url)")
+    parser.add_argument("--rebuild", action="store_true", help="with --reuse: drop and rebuild the HNSW index (--hnsw)")
     parser.add_argument("--reuse", metavar="DATABASE",
                         help="measure search on a database kept by an earlier run with the same data options "
                         "(with --url; one size)")

@@ -548,15 +548,15 @@ def render(report: dict) -> str:
     lines += [
         "",
         "| size | stored (dups dropped) | build (s) | add/s last 10% | raw/s before, after | scoped 1-NN lookup | "
-        "query embed p50 | index load | model load | db size |",
-        "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|",
+        "query embed p50 | index load | db size |",
+        "|---:|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in report["sizes"]:
         lines.append(
             f"| {r['size']:,} | {r['created']:,} ({r['duplicates']}) | {r['build_s']:.0f}{' (cached)' if r['cached_build'] else ''} "
             f"| {r['add_per_s_last_10pct']:.0f} | {r['raw_embed_per_s_before']:.0f}, {r['raw_embed_per_s_after']:.0f} "
             f"| {r['dedup_check_p50_ms']:.2f} ms "
-            f"| {r['query_embed_p50_ms']:.1f} ms | {r['index_load_s'] * 1000:.0f} ms | {r['model_load_s']:.1f} s "
+            f"| {r['query_embed_p50_ms']:.1f} ms | {r['index_load_s'] * 1000:.0f} ms "
             f"| {r['db_bytes'] / 1e6:.0f} MB |"
         )
     if any("marginal" in r for r in report["sizes"]):

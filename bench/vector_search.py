@@ -1,8 +1,8 @@
 """Vector search methods for the SQLite backend, compared at 10k and 100k 384-d vectors.
 
-  * numpy: the exact in-memory matrix of `clawrecall.storage.vector_index.VectorIndex`
-    (boolean mask + matmul + argpartition), the class itself, unscoped and with a scope
-    mask selecting ~5% of the rows;
+  * numpy, exact: one flat matrix (boolean mask + matmul + argpartition, as vector_index.py
+    first did) and clawrecall's `VectorIndex` class as it is today (one matrix per scope),
+    each unscoped and with a scope filter selecting ~5% of the rows;
   * sqlite-vec (`vec0` through apsw): brute-force KNN `WHERE embedding MATCH ? AND k = ?`,
     unscoped, with the scope as a metadata column, and with the scope as a partition key;
   * hnswlib (M=16, ef_construction=200) at ef=64 and ef=128: unscoped, and scoped by
