@@ -273,7 +273,7 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
-    assert stats.schema_version == 3 and stats.backend == mem.store.backend
+    assert stats.schema_version == mem.store.migrations[-1][0] and stats.backend == mem.store.backend
 
 
 def test_writes_disabled_by_config(db_target):
@@ -333,7 +333,7 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
     with Memory.open(db_target) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == "3"
+        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == str(m.store.migrations[-1][0])
 
 
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):

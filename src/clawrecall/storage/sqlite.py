@@ -128,6 +128,40 @@ _SCRIPTS: list[tuple[int, str]] = [
         CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL;
         """,
     ),
+    (
+        4,
+        # The scope joins the full-text index, so a scoped keyword search intersects posting
+        # lists instead of ranking every match in the store and filtering afterwards.
+        """
+        DROP TRIGGER memories_ai;
+        DROP TRIGGER memories_ad;
+        DROP TRIGGER memories_au_text;
+        DROP TABLE memories_fts;
+        CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            title, content, tags, scope, content='memories', content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
+        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, title, content, tags, scope) VALUES (new.rowid, new.title, new.content, new.tags, new.scope);
+            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+            INSERT INTO changes (memory_id) VALUES (new.id);
+        END;
+        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope)
+                VALUES ('delete', old.rowid, old.title, old.content, old.tags, old.scope);
+            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO changes (memory_id) VALUES (old.id);
+        END;
+        CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope)
+                VALUES ('delete', old.rowid, old.title, old.content, old.tags, old.scope);
+            INSERT INTO memories_fts (rowid, title, content, tags, scope) VALUES (new.rowid, new.title, new.content, new.tags, new.scope);
+            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        """,
+    ),
 ]
 
 
@@ -295,7 +329,12 @@ class SQLiteStore(SQLStore):
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         terms = keywords(query)
-        return self._fts("memories_fts", fts_or_query(terms), filters, k) if terms else []
+        if not terms:
+            return []
+        match = "{title content tags} : (" + fts_or_query(terms) + ")"
+        if filters.scopes:  # narrows the match; the SQL filter on m.scope stays the exact check
+            match += " AND scope : (" + " OR ".join(fts_or_query([s]) for s in filters.scopes) + ")"
+        return self._fts("memories_fts", match, filters, k)
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         grams = trigrams(query)
@@ -303,9 +342,11 @@ class SQLiteStore(SQLStore):
 
     def _fts(self, table: str, match: str, filters: Filters, k: int) -> list[Candidate]:
         where, params = self.where(filters, "m")
+        # the scope column only filters: it must not add to the ranking
+        rank = f"bm25({table}, 1.0, 1.0, 1.0, 0.0)" if table == "memories_fts" else f"bm25({table})"
         rows = self._run(
-            f"SELECT m.id, -bm25({table}) AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND {where} ORDER BY bm25({table}) LIMIT ?",
+            f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+            f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
             (match, *params, k),
         )
         return [Candidate(r[0], float(r[1])) for r in rows]
