@@ -59,6 +59,11 @@ def test_variable_substitution(tmp_path):
         ({"dedup": {"threshold": 2}}, "dedup.threshold"),
         ({"retrieval": {"fusion": "magic"}}, "retrieval.fusion"),
         ({"categories": []}, "categories must not be empty"),
+        ({"postgres": {"hnsw_m": 32, "hnsw_ef_construction": 40}}, "hnsw_ef_construction must be at least 2 \\* hnsw_m"),
+        ({"postgres": {"hnsw_ef_search": 0}}, "postgres.hnsw_ef_search"),
+        ({"postgres": {"maintenance_work_mem": "lots"}}, "postgres.maintenance_work_mem"),
+        ({"postgres": {"maintenance_work_mem": "1GB; DROP TABLE memories"}}, "postgres.maintenance_work_mem"),
+        ({"postgres": {"exact_search_rows": -1}}, "postgres.exact_search_rows"),
     ],
 )
 def test_errors(data, message):

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from clawrecall import Memory, StorageError
+from clawrecall.storage import Filters
 from clawrecall.storage.postgres import _migrations
 
 pytestmark = pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
@@ -144,3 +145,157 @@ def test_database_block_in_config(pg_server, pg_url, monkeypatch):
 def test_unreachable_server_is_a_clear_error():
     with pytest.raises(StorageError, match="cannot open PostgreSQL database"):
         Memory.open("postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=1")
+
+
+# -- tuning, bulk loads and exact small-scope reads --------------------------------------------
+def _unit(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
+    v = rng.normal(size=(n, dims)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _index_def(store) -> str | None:
+    rows = store._run("SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_memories_embedding'")
+    return rows[0][0] if rows else None
+
+
+def test_hnsw_and_pool_settings_come_from_the_postgres_block(pg_url):
+    postgres = {"hnsw_m": 8, "hnsw_ef_construction": 40, "hnsw_ef_search": 77, "maintenance_work_mem": "96MB",
+                "pool_size": 3, "exact_search_rows": 0}
+    with Memory.open(pg_url, postgres=postgres) as mem:
+        assert mem.store._pool.max_size == 3
+        dims = mem.embedder.ensure_dimensions()
+        with mem.store.transaction():  # SET LOCAL lasts to the end of the outer transaction
+            mem.add_many([{"content": f"note {i}"} for i in range(50)], embeddings=_unit(np.random.default_rng(1), 50, dims))
+            assert mem.store._run("SHOW maintenance_work_mem")[0][0] == "96MB"
+        assert "m='8'" in _index_def(mem.store) and "ef_construction='40'" in _index_def(mem.store)
+        query = mem.embedder.embed_one("note")
+        for k, ef in ((10, 77), (300, 300), (5000, 1000)):
+            with mem.store.transaction():
+                mem.store.vector_candidates(query, Filters(), k)
+                assert mem.store._run("SHOW hnsw.ef_search")[0][0] == str(ef)
+    with Memory.open(pg_url, postgres={"exact_search_rows": 0}) as mem:  # defaults: m 24, ef_c 128, ef_search 100
+        mem.store.drop_vector_index()
+        mem.store.build_vector_index()
+        assert "m='24'" in _index_def(mem.store) and "ef_construction='128'" in _index_def(mem.store)
+        assert mem.store._pool.max_size == 10
+        with mem.store.transaction():
+            mem.store.vector_candidates(query, Filters(), 10)
+            assert mem.store._run("SHOW hnsw.ef_search")[0][0] == "100"
+
+
+def test_binary_copy_round_trips_every_column(pg_url):
+    from datetime import datetime, timezone
+
+    with Memory.open(pg_url) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        vectors = _unit(np.random.default_rng(2), 2, dims)
+        created = datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=timezone.utc)
+        full = {"content": "Zoë's café ☕ — \"quoted\", tab\there\nnew line \\ backslash", "title": "Tïtle",
+                "category": "preference", "tags": ["a b", "ü", "{brace}", "comma,tag"], "importance": 0.25,
+                "confidence": 0.5, "scope": "user:zoe", "session_id": "s-1", "visibility": "private",
+                "source_type": "chat", "source_id": "msg-9", "metadata": {"n": 1, "nested": {"x": [1, "two", None]}},
+                "created_at": created, "expires_at": datetime(2999, 1, 1, tzinfo=timezone.utc)}
+        bare = {"content": "plain"}
+        ids = [r.id for r in mem.add_many([full, bare], embeddings=vectors, dedup=False)]
+        got = mem.store.fetch(ids)
+        a, b = got[ids[0]], got[ids[1]]
+        for key in ("content", "title", "category", "tags", "importance", "confidence", "scope", "session_id",
+                    "source_type", "source_id", "metadata", "created_at", "expires_at"):
+            assert getattr(a, key) == full[key], key
+        assert a.visibility.value == "private" and b.title is None and b.tags == [] and b.metadata == {}
+        stored = mem.store.vectors(ids)
+        assert np.allclose(stored[ids[0]], vectors[0], atol=1e-6) and np.allclose(stored[ids[1]], vectors[1], atol=1e-6)
+        assert [h.memory.id for h in mem.search("café quoted", mode="bm25")] == [ids[0]]
+
+
+def test_deferred_vector_index_builds_once_after_a_bulk_load(pg_url):
+    rng = np.random.default_rng(3)
+    with Memory.open(pg_url) as mem, Memory.open(pg_url) as other:
+        dims = mem.embedder.ensure_dimensions()
+        with mem.deferred_vector_index():
+            mem.add_many([{"content": f"bulk {i}"} for i in range(300)], embeddings=_unit(rng, 300, dims), dedup=False)
+            other.add_many([{"content": "another process writes meanwhile"}], embeddings=_unit(rng, 1, dims))
+            assert not mem.store.has_vector_index()  # neither process built it
+            query = mem.store.vectors([other.list(limit=1)[0].id])
+            hits = other.store.vector_candidates(next(iter(query.values())), Filters(), 5)
+            assert hits[0].score == pytest.approx(1.0, abs=1e-5)  # exact meanwhile
+        assert mem.store.has_vector_index() and mem.store.get_meta("vector_index_deferred") is None
+        with mem.deferred_vector_index(rebuild=True):  # an existing index is dropped for the load
+            assert not mem.store.has_vector_index()
+            mem.add_many([{"content": "one more"}], embeddings=_unit(rng, 1, dims))
+        assert mem.store.has_vector_index()
+        with pytest.raises(RuntimeError), mem.deferred_vector_index(rebuild=True):
+            raise RuntimeError("the load failed half way")
+        assert mem.store.has_vector_index()  # what was loaded is indexed all the same
+        assert mem.count() == 302
+
+
+def test_import_defer_index_and_index_build_commands(pg_url, tmp_path):
+    from click.testing import CliRunner
+
+    from clawrecall.cli import cli
+
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps({"content": f"imported fact number {i}"}) + "\n" for i in range(40)))
+    runner = CliRunner()
+    with Memory.open(pg_url) as mem:
+        mem.add("already stored")
+        assert mem.store.has_vector_index()
+    result = runner.invoke(cli, ["--db", pg_url, "import", str(export), "--defer-index", "--json"])
+    assert result.exit_code == 0, result.output
+    with Memory.open(pg_url) as mem:
+        assert mem.count() == 41 and mem.store.has_vector_index()
+        with pytest.raises(KeyboardInterrupt), mem.deferred_vector_index(rebuild=True):
+            raise KeyboardInterrupt  # interrupted: nothing is built on the way out
+        assert not mem.store.has_vector_index()
+    result = runner.invoke(cli, ["--db", pg_url, "index", "build", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["built"] is True
+    with Memory.open(pg_url) as mem:
+        assert mem.store.has_vector_index() and mem.store.get_meta("vector_index_deferred") is None
+
+
+def test_small_scopes_are_read_exactly_and_large_ones_through_hnsw(pg_url):
+    rng = np.random.default_rng(4)
+    # A deliberately poor graph, so that anything read through it misses neighbours.
+    poor = {"hnsw_m": 2, "hnsw_ef_construction": 4, "hnsw_ef_search": 1}
+    with Memory.open(pg_url, postgres={**poor, "exact_search_rows": 1000}) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        big, small = _unit(rng, 3000, dims), _unit(rng, 400, dims)
+        mem.add_many([{"content": f"big {i}", "scope": "custom:big"} for i in range(3000)], embeddings=big, dedup=False)
+        ids = [r.id for r in mem.add_many([{"content": f"small {i}", "scope": "custom:small"} for i in range(400)],
+                                          embeddings=small, dedup=False)]
+        mem.store._run("ANALYZE memories")
+        queries = _unit(rng, 10, dims)
+
+        def recall(store, scope: str, vectors: np.ndarray, scope_ids: list[str] | None) -> float:
+            found = 0
+            for q in queries:
+                hits = store.vector_candidates(q, Filters(scopes=[scope]), 10)
+                if scope_ids is None:
+                    scope_ids = [str(r[0]) for r in store._run("SELECT id FROM memories WHERE scope = ? ORDER BY seq", (scope,))]
+                truth = {scope_ids[i] for i in np.argsort(-(vectors @ q))[:10]}
+                found += len({h.id for h in hits} & truth)
+            return found / (10 * len(queries))
+
+        assert recall(mem.store, "custom:small", small, ids) == 1.0
+        assert recall(mem.store, "custom:big", big, None) < 0.9  # through the (poor) graph
+    with Memory.open(pg_url, postgres={**poor, "exact_search_rows": 0}) as mem:
+        assert recall(mem.store, "custom:small", small, ids) < 0.9  # the same scope through the graph
+
+
+def test_a_reembed_to_other_dimensions_by_another_process_needs_no_restart(pg_url):
+    rng = np.random.default_rng(5)
+    with Memory.open(pg_url) as server, Memory.open(pg_url) as admin:
+        dims = server.embedder.ensure_dimensions()
+        server.add_many([{"content": f"fact {i}"} for i in range(20)], embeddings=_unit(rng, 20, dims), dedup=False)
+        assert len(server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)) == 5  # dims cached
+        # another process moves every vector to a 16-d model, as `reembed` does
+        admin.store.drop_vector_index()
+        with admin.store.transaction():
+            for record, _ in admin.store.iter_all(Filters()):
+                admin.store.update(record, _unit(rng, 1, 16)[0])
+        admin.store.build_vector_index()
+        hits = server.store.vector_candidates(_unit(rng, 1, 16)[0], Filters(), 5)
+        assert len(hits) == 5
+        with pytest.raises(StorageError, match="16 dimensions"):
+            server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)

@@ -146,6 +146,22 @@ class PostgresConfig(_Section):
 
     text_search_config: str = Field(default="english", pattern=r"^[a-z_][a-z0-9_]*$")
     pool_size: int = Field(default=10, ge=1, le=200)
+    # The HNSW graph (see docs/scaling.md for how these were chosen): links per node, and the
+    # candidate list while building it; changes apply to the next build (`reembed`, `index build`).
+    hnsw_m: int = Field(default=24, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=128, ge=4, le=1000)
+    # The candidate list of a search: at least this, and at least the retrieval candidate pool.
+    hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
+    # Memory for building the vector index (and other maintenance) in the building transaction.
+    maintenance_work_mem: str = Field(default="1GB", pattern=r"^[1-9][0-9]*\s*(kB|MB|GB|TB)$")
+    # Filters that leave at most this many rows read them exactly (recall 1.0) instead of through HNSW.
+    exact_search_rows: int = Field(default=20_000, ge=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _ef_construction_covers_m(self) -> "PostgresConfig":
+        if self.hnsw_ef_construction < 2 * self.hnsw_m:
+            raise ValueError("hnsw_ef_construction must be at least 2 * hnsw_m (a pgvector rule)")
+        return self
 
 
 class RecallHookConfig(_Section):

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .base import Candidate, Filters, HistoryDraft, Store, StoreStats
+
+if TYPE_CHECKING:
+    from ..config import PostgresConfig
 
 
 def is_postgres_url(target: str | Path) -> bool:
     return str(target).startswith(("postgres://", "postgresql://"))
 
 
-def open_store(target: str | Path, *, migrate: bool = True, text_search_config: str = "english") -> Store:
+def open_store(
+    target: str | Path, *, migrate: bool = True, text_search_config: str | None = None,
+    postgres: PostgresConfig | None = None,
+) -> Store:
     """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite,
-    `postgresql://…` is PostgreSQL."""
+    `postgresql://…` is PostgreSQL (tuned by the config's `postgres` block)."""
     text = str(target)
     if is_postgres_url(text):
         from .postgres import PostgresStore
 
-        return PostgresStore(text, migrate=migrate, text_search_config=text_search_config)
+        return PostgresStore(text, migrate=migrate, config=postgres, text_search_config=text_search_config)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]
     elif "://" in text:

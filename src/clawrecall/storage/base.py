@@ -8,7 +8,7 @@ validation, scopes, dedup, fusion, scoring — is shared by all backends.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Literal
@@ -146,7 +146,15 @@ class Store(ABC):
 
     @abstractmethod
     def build_vector_index(self) -> None:
-        """After re-embedding: index the new vectors."""
+        """After re-embedding or a deferred bulk load: index the vectors (now, if not yet done)."""
+
+    @contextmanager
+    def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
+        """Bulk loads: write without maintaining an on-disk vector index, build it once at the end.
+
+        `rebuild` drops an existing index first. Backends without such an index do nothing.
+        """
+        yield
 
     # -- startup identity (seed 001) -----------------------------------------------
     @abstractmethod
