@@ -299,3 +299,40 @@ def test_a_reembed_to_other_dimensions_by_another_process_needs_no_restart(pg_ur
         assert len(hits) == 5
         with pytest.raises(StorageError, match="16 dimensions"):
             server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)
+
+
+def test_api_tokens_live_in_the_database_and_every_server_shares_them(pg_url, tmp_path, monkeypatch):
+    import sqlite3
+
+    from clawrecall.auth import TokenStore
+
+    # a token an older version kept in this server's own tokens.db
+    home = tmp_path / "home"
+    monkeypatch.setenv("CLAWRECALL_HOME", str(home))
+    legacy = TokenStore(tmp_path / "old.db")
+    old_info, old_secret = legacy.create(user_id="carol", name="old")
+    gone, _ = legacy.create(kind="service")
+    legacy.revoke(gone.id)
+    legacy.close()
+    home.mkdir(parents=True, exist_ok=True)
+    src, dst = sqlite3.connect(tmp_path / "old.db"), sqlite3.connect(home / "tokens.db")
+    src.backup(dst)
+    src.close()
+    dst.close()
+
+    with Memory.open(pg_url) as one, Memory.open(pg_url) as two:
+        first, second = TokenStore.for_memory(one), TokenStore.for_memory(two)
+        assert not (home / "tokens.db").exists() and (home / "tokens.db.imported").exists()
+        assert first.verify(old_secret).id == old_info.id  # adopted, and the revoked one stays revoked
+        assert [t.id for t in second.list()] == [old_info.id]
+        assert {t.id for t in second.list(include_revoked=True)} == {old_info.id, gone.id}
+        info, secret = first.create(user_id="alice", name="laptop")
+        seen = second.verify(secret)
+        assert seen is not None and seen.user_id == "alice" and seen.scopes == ["global", "user:alice"]
+        assert seen.created_at == info.created_at.replace(microsecond=seen.created_at.microsecond)
+        assert second.any_active()
+        second.revoke(info.id)
+        assert first.verify(secret) is None  # a revocation counts at once, everywhere
+        assert first.verify(secret.replace(secret[-4:], "xxxx")) is None
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM api_tokens").fetchone()[0] == 3

@@ -6,8 +6,9 @@ identity's own: global, user:<id>, agent:<id>). A `service` token is for a trust
 each request in `X-Clawrecall-User`, `X-Clawrecall-Agent` and `X-Clawrecall-Session`.
 
 A token (`cr_<id>_<secret>`) is shown once; the database keeps a salted SHA-256 of the secret.
-Tokens live in an `api_tokens` table of the store's SQLite file (a separate `tokens.db` in the data
-directory for other backends) until the Store interface has a place for them.
+Tokens live in the store's own database (an `api_tokens` table, on SQLite and PostgreSQL alike),
+so every server on one database accepts the same tokens. Tokens that older versions kept in a
+`tokens.db` of the data directory (PostgreSQL stores) are moved into the database on first use.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import ipaddress
 import json
 import secrets
 import sqlite3
-import threading
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from ._time import from_db, to_db, utcnow
+from ._time import from_db, utcnow
 from .config import data_dir
 from .errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
 from .scopes import Caller, validate_scope
@@ -33,28 +33,14 @@ from .tools import CallContext
 
 if TYPE_CHECKING:
     from .engine import Memory
+    from .storage import Store
 
 TOKEN_PREFIX = "cr_"
 USER_HEADER = "x-clawrecall-user"
 AGENT_HEADER = "x-clawrecall-agent"
 SESSION_HEADER = "x-clawrecall-session"
 TokenKind = Literal["user", "service"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_tokens (
-    id TEXT PRIMARY KEY,
-    name TEXT,
-    kind TEXT NOT NULL CHECK (kind IN ('user', 'service')),
-    user_id TEXT,
-    agent_id TEXT,
-    scopes TEXT,
-    salt TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT
-)
-"""
-_COLUMNS = "id, name, kind, user_id, agent_id, scopes, created_at, revoked_at"
+_COLUMNS = "id, name, kind, user_id, agent_id, scopes, created_at, revoked_at"  # of an old tokens.db
 
 
 class AuthError(ClawrecallError):
@@ -83,22 +69,43 @@ class TokenInfo(BaseModel):
 
 
 class TokenStore:
-    """The `api_tokens` table. Thread-safe; every check reads the database, so a revocation counts at once."""
+    """The store's `api_tokens` table. Every check reads the database, so a revocation counts at once."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.execute(_SCHEMA)
+    def __init__(self, target: str | Path | Store):
+        """`target`: an open store (not closed by `close`), or a store's path or URL (opened here)."""
+        from .storage import Store, open_store
+
+        self._owned = not isinstance(target, Store)
+        self.store: Store = open_store(target) if self._owned else target
 
     @classmethod
     def for_memory(cls, mem: Memory) -> "TokenStore":
-        return cls(mem.store.location if mem.store.backend == "sqlite" else data_dir() / "tokens.db")
+        tokens = cls(mem.store)
+        legacy = data_dir() / "tokens.db"
+        if mem.store.backend != "sqlite" and legacy.exists():
+            tokens._adopt(legacy)
+        return tokens
+
+    def _adopt(self, path: Path) -> None:
+        """Move the tokens of an old per-server `tokens.db` into the database (once; the file is renamed)."""
+        conn = sqlite3.connect(str(path))
+        try:
+            rows = conn.execute(f"SELECT {_COLUMNS}, salt, hash FROM api_tokens").fetchall()
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+        with self.store.transaction():
+            for row in rows:
+                info = _info(row[:8])
+                self.store.put_token((*row[:6], row[8], row[9], info.created_at))
+                if info.revoked_at is not None:
+                    self.store.revoke_token(info.id, info.revoked_at)
+        path.rename(path.with_name(path.name + ".imported"))
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        if self._owned:
+            self.store.close()
 
     def create(
         self, *, kind: TokenKind = "user", user_id: str | None = None, agent_id: str | None = None,
@@ -117,37 +124,23 @@ class TokenStore:
         )
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_hex(16)
-        with self._lock:
-            self._conn.execute(
-                "INSERT INTO api_tokens (id, name, kind, user_id, agent_id, scopes, salt, hash, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    info.id, name, kind, user_id, agent_id, _join(allowed), salt, _digest(salt, secret),
-                    to_db(info.created_at),
-                ),
-            )
+        self.store.put_token(
+            (info.id, name, kind, user_id, agent_id, _join(allowed), salt, _digest(salt, secret), info.created_at)
+        )
         return info, f"{TOKEN_PREFIX}{info.id}_{secret}"
 
     def list(self, *, include_revoked: bool = False) -> list[TokenInfo]:
-        where = "" if include_revoked else " WHERE revoked_at IS NULL"
-        with self._lock:
-            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM api_tokens{where} ORDER BY created_at").fetchall()
-        return [_info(row) for row in rows]
+        return [_info(row) for row in self.store.tokens(include_revoked=include_revoked)]
 
     def revoke(self, token_id: str) -> TokenInfo:
-        with self._lock:
-            self._conn.execute(
-                "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (to_db(utcnow()), token_id)
-            )
-            row = self._conn.execute(f"SELECT {_COLUMNS} FROM api_tokens WHERE id = ?", (token_id,)).fetchone()
+        self.store.revoke_token(token_id, utcnow())
+        row = self.store.token(token_id, active_only=False)
         if row is None:
             raise NotFoundError(f"no token with id {token_id!r} (see `clawrecall token list`)")
-        return _info(row)
+        return _info(row[:-2])
 
     def any_active(self) -> bool:
-        with self._lock:
-            row = self._conn.execute("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
-        return row is not None
+        return self.store.any_active_token()
 
     def verify(self, token: str) -> TokenInfo | None:
         """The active token this string is, or None."""
@@ -156,10 +149,7 @@ class TokenStore:
         token_id, sep, secret = token.removeprefix(TOKEN_PREFIX).partition("_")
         if not sep:
             return None
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {_COLUMNS}, salt, hash FROM api_tokens WHERE id = ? AND revoked_at IS NULL", (token_id,)
-            ).fetchone()
+        row = self.store.token(token_id, active_only=True)
         if row is None or not hmac.compare_digest(_digest(row[-2], secret), row[-1]):
             return None
         return _info(row[:-2])
@@ -258,6 +248,11 @@ def _info(row: tuple) -> TokenInfo:
     token_id, name, kind, user_id, agent_id, scopes, created_at, revoked_at = row
     return TokenInfo(
         id=token_id, name=name, kind=kind, user_id=user_id, agent_id=agent_id,
-        scopes=None if scopes is None else json.loads(scopes), created_at=from_db(created_at),
-        revoked_at=from_db(revoked_at),
+        scopes=None if scopes is None else json.loads(scopes), created_at=_when(created_at),
+        revoked_at=_when(revoked_at),
     )
+
+
+def _when(value: datetime | str | None) -> datetime | None:
+    """A stored time: a datetime from a store, text from an old `tokens.db`."""
+    return from_db(value) if isinstance(value, str) else value

@@ -11,13 +11,14 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
 
 Order = Literal["newest", "oldest", "updated"]
+TOKEN_COLUMNS = ("id", "name", "kind", "user_id", "agent_id", "scopes", "created_at", "revoked_at")
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,25 @@ class Store(ABC):
 
     @abstractmethod
     def delete_startup(self, scope: str, key: str) -> bool: ...
+
+    # -- API tokens of `clawrecall serve` (auth.py): rows of TOKEN_COLUMNS, secrets only hashed ----------
+    @abstractmethod
+    def put_token(self, row: Sequence[Any]) -> None:
+        """Store a token: id, name, kind, user_id, agent_id, scopes (JSON text), salt, hash, created_at."""
+
+    @abstractmethod
+    def tokens(self, *, include_revoked: bool) -> list[tuple]:
+        """Every token (active ones unless `include_revoked`), oldest first, as TOKEN_COLUMNS rows."""
+
+    @abstractmethod
+    def token(self, token_id: str, *, active_only: bool) -> tuple | None:
+        """One token as a TOKEN_COLUMNS row plus its salt and hash."""
+
+    @abstractmethod
+    def revoke_token(self, token_id: str, at: datetime) -> None: ...
+
+    @abstractmethod
+    def any_active_token(self) -> bool: ...
 
     # -- candidate legs ----------------------------------------------------------
     @abstractmethod

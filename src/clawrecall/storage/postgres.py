@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ConfigError, StorageError
 from .base import Candidate, Filters
 from ..models import MemoryRecord
-from .sql import COLUMNS, SQLStore
+from .sql import COLUMNS, SQLStore, api_tokens_table
 from .text import keywords
 
 if TYPE_CHECKING:
@@ -150,6 +150,10 @@ def _migrations(ts_config: str) -> list[tuple[int, list[str]]]:
             "CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL",
             "CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
             "CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL",
+        ]),
+        (4, [
+            # API tokens live in the database, so every server on it shares them
+            api_tokens_table("TIMESTAMPTZ"),
         ]),
     ]
 
@@ -372,8 +376,10 @@ class PostgresStore(SQLStore):
         with self.transaction():
             self._lock_schema()
             self._run("DELETE FROM meta WHERE key = ?", (_INDEX_DEFERRED,))
+            self._indexed = False  # whatever this process believed: another one may have dropped it
             self._ensure_vector_index()
-            self._create_vector_index()
+            if not self._indexed:  # a deferral still open in this process: build it all the same
+                self._create_vector_index()
 
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
@@ -430,16 +436,25 @@ class PostgresStore(SQLStore):
         if dims != len(queries[0]):
             raise StorageError(f"the stored vectors have {dims} dimensions, the query {len(queries[0])}: "
                                "run `clawrecall reembed` or configure the stored embedding model")
-        expr, _ = self._vector_expr(dims)
-        kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
-        where, params = self.where(filters, "m")
-        candidates = (f"SELECT m.id, {expr} <=> ?::{kind}({dims}) AS d FROM memories m "
-                      f"WHERE m.embedding IS NOT NULL AND {where}")
+        candidates, params = self._vector_sql(dims, filters)
         try:
             return self._vector_query(candidates, params, queries, k)
         except self._psycopg.errors.DataException as exc:  # rows of other dimensions: a re-embed is under way
             self._dims = None
             raise StorageError(f"vector search failed: {_first_line(exc)} (is a re-embed under way?)") from None
+
+    def _vector_sql(self, dims: int, filters: Filters) -> tuple[str, list[Any]]:
+        """Every allowed row with its cosine distance `d` to the query (the first parameter)."""
+        expr, _ = self._vector_expr(dims)
+        kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
+        where, params = self.where(filters, "m")
+        return (f"SELECT m.id, {expr} <=> ?::{kind}({dims}) AS d FROM memories m "
+                f"WHERE m.embedding IS NOT NULL AND {where}"), params
+
+    def reads_exactly(self, filters: Filters) -> bool:
+        """Whether a vector search with these filters compares every allowed row (else: HNSW)."""
+        dims = self._vector_dims()
+        return dims is None or self._few_rows(*self._vector_sql(dims, filters))
 
     def _vector_query(self, candidates: str, params: list[Any], queries: list[np.ndarray], k: int) -> list[list[Candidate]]:
         with self.transaction():

@@ -18,7 +18,7 @@ import numpy as np
 from .._time import utcnow
 from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
-from .base import Filters, HistoryDraft, Order, Store, StoreStats
+from .base import TOKEN_COLUMNS, Filters, HistoryDraft, Order, Store, StoreStats
 
 COLUMNS = (
     "id", "content", "title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id",
@@ -26,6 +26,22 @@ COLUMNS = (
     "expires_at", "embedding_model",
 )
 _SELECT = ", ".join(f"m.{c}" for c in COLUMNS)
+
+
+def api_tokens_table(timestamp: str) -> str:
+    """The API tokens table (auth.py) in a backend's timestamp type; IF NOT EXISTS: older SQLite stores have it."""
+    return f"""CREATE TABLE IF NOT EXISTS api_tokens (
+        id TEXT PRIMARY KEY,
+        name TEXT,
+        kind TEXT NOT NULL CHECK (kind IN ('user', 'service')),
+        user_id TEXT,
+        agent_id TEXT,
+        scopes TEXT,
+        salt TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        revoked_at {timestamp}
+    )"""
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str]:
@@ -326,6 +342,39 @@ class SQLStore(Store):
     def delete_startup(self, scope: str, key: str) -> bool:
         with self.transaction():
             return self._rowcount("DELETE FROM startup WHERE scope = ? AND key = ?", (scope, key)) > 0
+
+    # -- API tokens ---------------------------------------------------------------------------
+    def put_token(self, row: Sequence[Any]) -> None:
+        *head, created_at = row
+        with self.transaction():
+            self._run(
+                "INSERT INTO api_tokens (id, name, kind, user_id, agent_id, scopes, salt, hash, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (*head, self._ts(created_at)),
+            )
+
+    def tokens(self, *, include_revoked: bool) -> list[tuple]:
+        where = "" if include_revoked else " WHERE revoked_at IS NULL"
+        rows = self._run(f"SELECT {', '.join(TOKEN_COLUMNS)} FROM api_tokens{where} ORDER BY created_at, id")
+        return [self._token_row(r) for r in rows]
+
+    def token(self, token_id: str, *, active_only: bool) -> tuple | None:
+        active = " AND revoked_at IS NULL" if active_only else ""
+        rows = self._run(f"SELECT {', '.join(TOKEN_COLUMNS)}, salt, hash FROM api_tokens WHERE id = ?{active}", (token_id,))
+        return self._token_row(rows[0]) if rows else None
+
+    def revoke_token(self, token_id: str, at: datetime) -> None:
+        with self.transaction():
+            self._run("UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (self._ts(at), token_id))
+
+    def any_active_token(self) -> bool:
+        return bool(self._run("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"))
+
+    def _token_row(self, row: Sequence[Any]) -> tuple:
+        created, revoked = TOKEN_COLUMNS.index("created_at"), TOKEN_COLUMNS.index("revoked_at")
+        out = list(row)
+        out[created], out[revoked] = self._from_ts(row[created]), self._from_ts(row[revoked])
+        return tuple(out)
 
     # -- filters and rows ----------------------------------------------------------------------
     def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:

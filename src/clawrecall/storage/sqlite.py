@@ -21,7 +21,7 @@ import numpy as np
 from .._time import as_utc, from_db, to_db, utcnow
 from ..errors import StorageError
 from .base import Candidate, Filters
-from .sql import SQLStore
+from .sql import SQLStore, api_tokens_table
 from .text import fts_or_query, keywords, trigrams
 from .vector_index import RowMeta, VectorIndex
 
@@ -161,6 +161,11 @@ _SCRIPTS: list[tuple[int, str]] = [
             INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
         END;
         """,
+    ),
+    (
+        5,
+        # API tokens, a store table on both backends (earlier versions created it here on first use)
+        api_tokens_table("TEXT") + ";",
     ),
 ]
 
