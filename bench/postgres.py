@@ -7,11 +7,11 @@ dedup=False)` in chunks, then measures:
 
   * ingest rate (memories/s), split into engine work (validation, records, history rows)
     and the two statements (COPY into `memories`, INSERT into `history`). Two load paths:
-    `deferred` (default) loads N - `--tail` rows with the lazy HNSW creation suppressed,
-    builds the index once (`CREATE INDEX`, timed, with `SET maintenance_work_mem`), then
-    loads the last `--tail` rows through the unmodified engine (index maintained per row);
-    `online` loads everything through the unmodified engine, whose first insert creates
-    the index (m=16, ef_construction=64) so every later row is inserted into the graph;
+    `deferred` (default) loads N - `--tail` rows inside `mem.deferred_vector_index()` (the
+    engine's bulk-load path), whose exit builds the index once (timed, with the engine's
+    `postgres.maintenance_work_mem`), then loads the last `--tail` rows with the index in
+    place (maintained per row); `online` loads everything without deferring, so the first
+    insert creates the index and every later row is inserted into the graph;
   * the HNSW build: seconds, index size, progress (pg_stat_progress_create_index), the
     "graph no longer fits into maintenance_work_mem" notice if any; `--compare-build`
     also rebuilds with the server's default maintenance_work_mem (what
@@ -19,7 +19,8 @@ dedup=False)` in chunks, then measures:
   * the vector leg itself, `mem.store.vector_candidates(q, Filters(...), 10)` — the code
     path of every search — for `--queries` queries (a stored vector plus noise),
     unfiltered and filtered to the query's own scope (~2% of rows), at each ef_search of
-    `--ef` ("40" is what the engine sets for k=10: max(40, k)); p50/p95 latency,
+    `--ef` ("engine" is what the engine sets: max(postgres.hnsw_ef_search, k)); a scope
+    the planner expects at most `--exact-rows` rows in is read exactly; p50/p95 latency,
     recall@10 against the exact top 10 (numpy float32 brute force over every loaded vector
     the filter allows), the similarity ratio (mean cosine of the 10 returned over that of
     the exact 10: how much worse the misses are), and the plan PostgreSQL chose; plus the exact search in SQL (index
@@ -43,7 +44,8 @@ e.g. the real MiniLM embeddings built by `bench/scale.py`, as a check of the syn
 
     python bench/postgres.py [--sizes 100000,1000000] [--url postgresql://USER@HOST/DB]
         [--load deferred|online] [--tail 20000] [--chunk 10000] [--maintenance-work-mem 4GB]
-        [--pg-setting shared_buffers=4GB ...] [--ef 40,64,100,200] [--queries 200]
+        [--hnsw-m 24 --hnsw-ef-construction 128] [--exact-rows 20000]
+        [--pg-setting shared_buffers=4GB ...] [--ef 64,200] [--queries 200]
         [--model-n 2000] [--compare-build] [--vectors-from PATH.db] [--keep] [--json]
 
 The 1M run needs about 6 GB of RAM in this process (vectors, ids, ground truth), ~6 GB on
@@ -310,13 +312,6 @@ class Timers:
 
 
 @contextmanager
-def no_lazy_index(store: Any) -> Iterator[None]:
-    """Load without the HNSW index: the engine creates it on the first insert (`_after_insert`)."""
-    with patched(store, "_after_insert", lambda: None):
-        yield
-
-
-@contextmanager
 def ef_search(store: Any, ef: int | None, extra: tuple[str, ...] = ()) -> Iterator[None]:
     """Run `vector_candidates` unchanged except for the ef_search it sets (None: the engine's own)
     and `extra` settings (e.g. "hnsw.max_scan_tuples = 100000") after its own."""
@@ -340,7 +335,7 @@ def ef_search(store: Any, ef: int | None, extra: tuple[str, ...] = ()) -> Iterat
 
 @contextmanager
 def hnsw_with(store: Any, params: str | None) -> Iterator[None]:
-    """Build the index with other HNSW parameters than the engine's (m = 16, ef_construction = 64)."""
+    """Build the index with other HNSW parameters than the engine's (any pgvector WITH list)."""
     if not params:
         yield
         return
@@ -352,35 +347,6 @@ def hnsw_with(store: Any, params: str | None) -> Iterator[None]:
         return original(sql, args)
 
     with patched(store, "_run", run):
-        yield
-
-
-_BINARY_TYPES = ["uuid", "text", "text", "text", "text[]", "real", "real", "text", "text", "text", "text", "text", "text",
-                 "text", "jsonb", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "text", "vector"]
-
-
-@contextmanager
-def binary_copy(store: Any, enabled: bool) -> Iterator[None]:
-    """PROTOTYPE of a proposed fix, not the engine's code: `PostgresStore.insert` with COPY ... (FORMAT BINARY).
-
-    The engine's text COPY spends most of its time in pgvector-python formatting 384 floats as text.
-    """
-    if not enabled:
-        yield
-        return
-    from clawrecall.storage.sql import COLUMNS
-
-    def insert(records: list, vectors: np.ndarray | None) -> None:
-        columns = ", ".join((*COLUMNS, "embedding"))
-        with store.transaction(), store._connection() as conn:
-            with conn.cursor().copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_BINARY_TYPES)
-                for i, record in enumerate(records):
-                    row = store._record_row(record)
-                    copy.write_row((uuid.UUID(row[0]), *row[1:], None if vectors is None else store._vector(vectors[i])))
-            store._after_insert()
-
-    with patched(store, "insert", insert):
         yield
 
 
@@ -458,15 +424,13 @@ def build_index(mem: Memory, url: str, maintenance_work_mem: str | None, params:
             notices.append(diag.message_primary)
 
         conn.add_notice_handler(on_notice)
-        if maintenance_work_mem:
-            store._run(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
-        mwm = store._run("SHOW maintenance_work_mem")[0][0]
+        mwm = maintenance_work_mem or store._run("SHOW maintenance_work_mem")[0][0]  # '' = the server's
         workers = store._run("SHOW max_parallel_maintenance_workers")[0][0]
         pid = store._run("SELECT pg_backend_pid()")[0][0]
         rss = RSSWatcher(pid)
         rss.start()
         t = time.perf_counter()
-        with hnsw_with(store, params):
+        with hnsw_with(store, params), patched(store, "config", store.config.model_copy(update={"maintenance_work_mem": mwm})):
             store.build_vector_index()
         seconds = time.perf_counter() - t
         rss.stop.set()
@@ -477,7 +441,7 @@ def build_index(mem: Memory, url: str, maintenance_work_mem: str | None, params:
     watcher.join()
     size = store._run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
     log(f"HNSW build: {seconds:.1f}s with maintenance_work_mem={mwm}, {workers} workers, notices {notices}")
-    return {"seconds": seconds, "hnsw": params or "m = 16, ef_construction = 64", "maintenance_work_mem": mwm, "parallel_workers": workers, "index_bytes": size,
+    return {"seconds": seconds, "hnsw": params or engine_hnsw(store), "maintenance_work_mem": mwm, "parallel_workers": workers, "index_bytes": size,
             "notices": notices, "progress": watcher.samples, "leader_peak_rss_bytes": peak_rss}
 
 
@@ -497,6 +461,10 @@ class RSSWatcher(threading.Thread):
                 self.peak = max(self.peak, proc.memory_info().rss)
         except Exception:
             pass
+
+
+def engine_hnsw(store: Any) -> str:
+    return f"m = {store.config.hnsw_m}, ef_construction = {store.config.hnsw_ef_construction}"
 
 
 def plan_of(store: Any, sql: str, params: tuple, settings: list[str]) -> str:
@@ -524,14 +492,14 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
     store = mem.store
     qs = query_set(data, args)
     queries, qscopes, warm, wscopes, truth = qs["queries"], qs["qscopes"], qs["warm"], qs["wscopes"], qs["truth"]
-    variants: list[tuple[int, str, tuple[str, ...]]] = [(ef, flt, ()) for ef in args.ef for flt in ("none", "scope")]
-    variants += [(40, "scope", tuple(x.strip() for x in args.scoped_extra.split(";")))] if args.scoped_extra else []
+    variants: list[tuple[int | None, str, tuple[str, ...]]] = [(ef, flt, ()) for ef in args.ef for flt in ("none", "scope")]
+    variants += [(None, "scope", tuple(x.strip() for x in args.scoped_extra.split(";")))] if args.scoped_extra else []
     rows = []
     for ef, flt, extra in variants:
         def filters(i: int, sc: np.ndarray = qscopes, flt: str = flt) -> Filters:
             return Filters() if flt == "none" else Filters(scopes=[data.scope_names[sc[i]]])
 
-        with ef_search(store, None if ef == 40 else ef, extra):
+        with ef_search(store, ef, extra):
             for i in range(len(warm)):
                 store.vector_candidates(warm[i], filters(i, wscopes), K)
             lat, rec, ratio = [], [], []
@@ -542,15 +510,21 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
                 ids, best = truth[flt][i]
                 rec.append(len({h.id for h in hits} & ids) / K)
                 ratio.append(sum(h.score for h in hits) / K / best)
-        where, params = store.where(filters(0), "memories")
-        plan = plan_of(
-            store, f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
-            f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT {K}",
-            (*params, queries[0]),
-            [f"SET LOCAL hnsw.ef_search = {ef}", "SET LOCAL hnsw.iterative_scan = relaxed_order",
-             *(f"SET LOCAL {x}" for x in extra)],
-        )
-        row = {"ef_search": ef if not extra else f"{ef}, {'; '.join(extra)}", "filter": flt,
+        engine_ef = max(store.config.hnsw_ef_search, K)
+        shown = f"{ef or engine_ef}" + ("" if ef else " (engine)")
+        if store.reads_exactly(filters(0)):
+            plan = "exact: every row of the filter (few rows)"
+            shown = "-"
+        else:
+            where, params = store.where(filters(0), "memories")
+            plan = plan_of(
+                store, f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
+                f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT {K}",
+                (*params, queries[0]),
+                [f"SET LOCAL hnsw.ef_search = {ef or engine_ef}", "SET LOCAL hnsw.iterative_scan = relaxed_order",
+                 *(f"SET LOCAL {x}" for x in extra)],
+            )
+        row = {"ef_search": shown if not extra else f"{shown}, {'; '.join(extra)}", "filter": flt,
                "p50_ms": statistics.median(lat), "p95_ms": pct(lat, 95),
                "recall@10": statistics.fmean(rec), "min_recall": min(rec), "sim_ratio": statistics.fmean(ratio),
                "plan": plan}
@@ -583,7 +557,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
             run(f"SET LOCAL maintenance_work_mem = '{args.maintenance_work_mem}'")
         t = time.perf_counter()
         run(f"CREATE INDEX bench_part_hnsw ON bench_part USING hnsw ((embedding::vector({DIMS})) vector_cosine_ops) "
-            f"WITH ({args.hnsw or 'm = 16, ef_construction = 64'})")
+            f"WITH ({args.hnsw or engine_hnsw(store)})")
         build_s = time.perf_counter() - t
     run("ANALYZE bench_part")
     size = run("SELECT sum(pg_relation_size(relid))::bigint FROM pg_partition_tree('bench_part_hnsw')")[0][0]
@@ -599,7 +573,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
                 where, params = store.where(f, "bench_part")
                 v = store._vector(q)
                 with store.transaction():  # exactly the engine's vector leg, on the partitioned copy
-                    run(f"SET LOCAL hnsw.ef_search = {max(ef, K)}")
+                    run(f"SET LOCAL hnsw.ef_search = {max(ef or store.config.hnsw_ef_search, K)}")
                     run("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     got = run(f"SELECT id, 1 - ((embedding::vector({DIMS})) <=> ?::vector({DIMS})) FROM bench_part "
                               f"WHERE embedding IS NOT NULL AND {where} "
@@ -695,6 +669,13 @@ def settings(url: str) -> dict:
 
 
 # -- one size ----------------------------------------------------------------------------------
+def open_memory(url: str, args: argparse.Namespace) -> Memory:
+    postgres = {"maintenance_work_mem": args.maintenance_work_mem or "1GB", "exact_search_rows": args.exact_rows}
+    if args.hnsw_m:
+        postgres |= {"hnsw_m": args.hnsw_m, "hnsw_ef_construction": args.hnsw_ef_construction or 2 * args.hnsw_m}
+    return Memory.open(url, embedding={"query_cache_size": 0}, postgres=postgres)
+
+
 def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
     if args.reuse:
         return reuse_size(server, n, args)
@@ -703,20 +684,28 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
     log(f"size {n:,}: database {name}, load {loadavg()}")
     data = Data(n, args)
     report: dict[str, Any] = {"size": n, "database": name, "load_before": loadavg(), "ingest": [], "builds": []}
-    mem = Memory.open(url, embedding={"query_cache_size": 0})
+    mem = open_memory(url, args)
     try:
         tail = min(args.tail, n) if args.load == "deferred" else n
         bulk = n - tail
-        copy_note = " [binary COPY prototype]" if args.binary_copy else ""
         if bulk:
-            with no_lazy_index(mem.store), binary_copy(mem.store, args.binary_copy):
-                report["ingest"].append(load(mem, data, 0, bulk, args.chunk, "add_many, no HNSW index (bulk load)" + copy_note))
-            report["builds"].append(build_index(mem, url, args.maintenance_work_mem, args.hnsw))
-            report["builds"][-1]["rows"] = bulk
+            deferred = mem.deferred_vector_index()
+            deferred.__enter__()
+            report["ingest"].append(load(mem, data, 0, bulk, args.chunk, "add_many in deferred_vector_index()"))
+            t = time.perf_counter()
+            with hnsw_with(mem.store, args.hnsw):
+                deferred.__exit__(None, None, None)  # builds the index
+            seconds = time.perf_counter() - t
+            size = mem.store._run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
+            log(f"HNSW build at the end of the deferred load: {seconds:.1f}s")
+            report["builds"].append({"seconds": seconds, "hnsw": args.hnsw or engine_hnsw(mem.store),
+                                     "maintenance_work_mem": mem.store.config.maintenance_work_mem,
+                                     "parallel_workers": mem.store._run("SHOW max_parallel_maintenance_workers")[0][0],
+                                     "index_bytes": size, "notices": [], "leader_peak_rss_bytes": None, "rows": bulk})
         if tail:
-            label = "add_many, HNSW maintained per row" + (f" (last {tail:,} rows)" if bulk else " (engine default)")
-            with binary_copy(mem.store, args.binary_copy), hnsw_with(mem.store, args.hnsw):
-                report["ingest"].append(load(mem, data, bulk, n, args.chunk, label + copy_note))
+            label = "add_many, HNSW maintained per row" + (f" (last {tail:,} rows)" if bulk else " (no deferral)")
+            with hnsw_with(mem.store, args.hnsw):
+                report["ingest"].append(load(mem, data, bulk, n, args.chunk, label))
         t = time.perf_counter()
         mem.store._run("VACUUM ANALYZE memories")
         report["vacuum_analyze_s"] = time.perf_counter() - t
@@ -745,7 +734,7 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
     parts = urlsplit(server.url)
     url = urlunsplit(parts._replace(path=f"/{args.reuse}"))
     data = Data(n, args)
-    mem = Memory.open(url, embedding={"query_cache_size": 0})
+    mem = open_memory(url, args)
     report: dict[str, Any] = {"size": n, "database": args.reuse, "load_before": loadavg(), "ingest": [], "builds": []}
     try:
         ids = [str(r[0]) for r in mem.store._run("SELECT id FROM memories ORDER BY seq")]
@@ -832,7 +821,7 @@ def print_markdown(report: dict) -> None:
         print(f"`add_many` without embeddings ({mo['model']}, batch {mo['batch_size']}): {mo['memories']:,} memories at "
               f"{mo['add_many_per_s']:.0f}/s; the model alone embeds {mo['raw_embed_per_s']:.0f} texts/s.")
     print()
-    print("HNSW build (`CREATE INDEX` through `store.build_vector_index()`; the engine uses m = 16, ef_construction = 64):")
+    print("HNSW build (`CREATE INDEX` through the engine: the end of `deferred_vector_index()` or `build_vector_index()`):")
     print()
     print("| size | rows | HNSW | maintenance_work_mem | parallel workers | seconds | rows/s | index MB | leader peak RSS MB | notice |")
     print("|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
@@ -841,7 +830,7 @@ def print_markdown(report: dict) -> None:
             note = "; ".join(b["notices"]) or "-"
             print(f"| {r['size']:,} | {b['rows']:,} | {b['hnsw']} | {b['maintenance_work_mem']} | {b['parallel_workers']} | "
                   f"{b['seconds']:.1f} | {b['rows'] / b['seconds']:,.0f} | {mb(b['index_bytes'])} | "
-                  f"{mb(b['leader_peak_rss_bytes'])} | {note} |")
+                  f"{mb(b.get('leader_peak_rss_bytes'))} | {note} |")
     print()
     print("Vector leg, `store.vector_candidates(q, filters, 10)` (iterative_scan = relaxed_order), "
           "recall@10 against exact search; similarity ratio = mean cosine of the 10 returned / of the exact 10:")
@@ -850,7 +839,7 @@ def print_markdown(report: dict) -> None:
     print("|---:|---|---|---:|---:|---:|---:|---:|---|")
     for r in report["sizes"]:
         for v in r["vector_leg"]:
-            ef = f"{v['ef_search']} (engine default)" if v["ef_search"] == 40 else v["ef_search"]
+            ef = v["ef_search"]
             flt = "none" if v["filter"] == "none" else "one scope (~2%)"
             print(f"| {r['size']:,} | {flt} | {ef} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} | {v['recall@10']:.3f} | "
                   f"{v['min_recall']:.1f} | {v.get('sim_ratio', float('nan')):.4f} | {v['plan']} |")
@@ -915,15 +904,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--maintenance-work-mem", default="4GB", help="SET for the HNSW build ('' = server default)")
     parser.add_argument("--compare-build", action="store_true",
                         help="also rebuild the index with the server's default maintenance_work_mem, then with ours")
-    parser.add_argument("--hnsw", help="other index parameters than the engine's, e.g. 'm = 24, ef_construction = 128'")
-    parser.add_argument("--binary-copy", action="store_true",
-                        help="load through a PROTOTYPE binary-COPY insert (a proposed fix; not the engine's code)")
+    parser.add_argument("--hnsw", help="any pgvector index parameters, e.g. 'm = 16, ef_construction = 64'")
+    parser.add_argument("--hnsw-m", type=int, help="postgres.hnsw_m for the engine (default: the engine's)")
+    parser.add_argument("--hnsw-ef-construction", type=int, help="postgres.hnsw_ef_construction (default 2 * m)")
+    parser.add_argument("--exact-rows", type=int, default=20_000,
+                        help="postgres.exact_search_rows: filters expected to leave at most this many rows read exactly")
     parser.add_argument("--partitioned", metavar="list|hash:N",
                         help="also search a copy of the vectors partitioned by scope, one HNSW index per partition")
-    parser.add_argument("--scoped-extra", default="hnsw.max_scan_tuples = 100000",
-                        help="';'-separated settings for one more scoped row at ef_search 40 ('' = none)")
+    parser.add_argument("--scoped-extra", default="",
+                        help="';'-separated settings for one more scoped row at the engine's ef_search ('' = none)")
     parser.add_argument("--skip-search", action="store_true", help="measure ingest and build only")
-    parser.add_argument("--ef", default="40,64,100,200", help="hnsw.ef_search values (40 = the engine's for k=10)")
+    parser.add_argument("--ef", default="64,200", help="more hnsw.ef_search values than the engine's own")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=10, help="queries checked by exact search in SQL")
     parser.add_argument("--hybrid-queries", type=int, default=100, help="end-to-end searches per mode (0: skip)")
@@ -941,9 +932,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(with --url; one size)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
-    args.ef = [int(x) for x in args.ef.split(",")]
-    if 40 not in args.ef:
-        args.ef.insert(0, 40)
+    args.ef = [None, *(int(x) for x in args.ef.split(",") if x)]  # None: the engine's own
 
     report: dict[str, Any] = {"machine": machine(), "args": vars(args), "sizes": []}
     report["data"] = (f"vectors of {args.vectors_from}" if args.vectors_from else
