@@ -336,3 +336,49 @@ def test_api_tokens_live_in_the_database_and_every_server_shares_them(pg_url, tm
         assert first.verify(secret.replace(secret[-4:], "xxxx")) is None
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM api_tokens").fetchone()[0] == 3
+
+
+def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
+    rng = np.random.default_rng(6)
+    with Memory.open(pg_url) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        for scope in ("custom:a", "custom:b"):
+            items = [{"content": f"alice planned the hiking budget at the cafe number {i}", "scope": scope} for i in range(500)]
+            mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem.store._run("ANALYZE memories")
+        issued: list[tuple[str, tuple]] = []
+        run = mem.store._run
+
+        def recording(sql: str, params=()):
+            if "ts_rank" in sql or "word_similarity(?" in sql:
+                issued.append((sql, tuple(params)))
+            return run(sql, params)
+
+        mem.store._run = recording
+        text = mem.store.text_candidates("alice hiking", Filters(scopes=["custom:a"]), 10)
+        fuzzy = mem.store.fuzzy_candidates("alice hikking", Filters(scopes=["custom:a"]), 10)
+        del mem.store._run
+        assert len(text) == 10 and len(fuzzy) == 10
+        assert {r.scope for r in mem.store.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
+    # On 1,000 rows the planner rightly reads a scope through its btree; without that index (and
+    # without sequential scans) the only way left to the scope must be the leg's own GIN index.
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("DROP INDEX idx_memories_scope")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
+        for (sql, params), index in zip(issued, ("idx_memories_fts_scope", "idx_memories_trgm_scope")):
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql.replace("?", "%s"), params))
+            assert f"Bitmap Index Scan on {index}" in plan, plan
+            assert "&&" in plan.split(index, 1)[1].splitlines()[1], plan  # the scope is in its Index Cond
+        conn.rollback()
+
+
+def test_keyword_ranking_weighs_rare_words_over_common_ones(pg_url):
+    with Memory.open(pg_url) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        common = [{"content": f"alice ran {i}"} for i in range(20)]
+        rare = {"content": "a zebra appeared near the old wooden bridge by the river yesterday evening"}
+        ids = [r.id for r in mem.add_many([*common, rare], embeddings=_unit(np.random.default_rng(8), 21, dims), dedup=False)]
+        hits = mem.store.text_candidates("alice zebra", Filters(), 5)
+        assert hits[0].id == ids[-1]  # plain ts_rank puts the short "alice" memories first
+        assert len(hits) == 5 and all(h.score > 0 for h in hits)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from ..errors import ConfigError, StorageError
-from .base import Candidate, Filters
+from .base import Candidate, Filters, HistoryDraft
 from ..models import MemoryRecord
 from .sql import COLUMNS, SQLStore, api_tokens_table
 from .text import keywords
@@ -45,7 +45,11 @@ _COPY_TYPES = (
 )
 
 
-def _migrations(ts_config: str) -> list[tuple[int, list[str]]]:
+FTS_SCOPE = "ARRAY[scope]"  # indexed with the tsvector; queried as `ARRAY[m.scope] && scopes`
+TRGM_SCOPE = "ARRAY['trgm:' || scope]"  # indexed with the trigrams
+
+
+def _migrations(ts_config: str, maintenance_work_mem: str = "1GB") -> list[tuple[int, list[str]]]:
     return [
         (1, [
             "CREATE EXTENSION IF NOT EXISTS vector",
@@ -155,6 +159,17 @@ def _migrations(ts_config: str) -> list[tuple[int, list[str]]]:
             # API tokens live in the database, so every server on it shares them
             api_tokens_table("TIMESTAMPTZ"),
         ]),
+        (5, [
+            # The scope joins the text indexes (a GIN array column, no btree_gin needed), so a scoped
+            # keyword or trigram search intersects posting lists instead of matching the whole store
+            # and filtering afterwards. Each index gets its own expression, so the planner cannot
+            # answer one leg's scope clause from the other leg's index.
+            f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
+            f"CREATE INDEX idx_memories_fts_scope ON memories USING gin (fts, ({FTS_SCOPE}))",
+            f"CREATE INDEX idx_memories_trgm_scope ON memories USING gin (content gin_trgm_ops, ({TRGM_SCOPE}))",
+            "DROP INDEX idx_memories_fts",
+            "DROP INDEX idx_memories_trgm",
+        ]),
     ]
 
 
@@ -182,7 +197,7 @@ class PostgresStore(SQLStore):
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.migrations = _migrations(cfg.text_search_config)
+        self.migrations = _migrations(cfg.text_search_config, cfg.maintenance_work_mem)
         self.location = _redact(url)
         self._local = threading.local()
         self._dims: int | None = None
@@ -313,6 +328,19 @@ class PostgresStore(SQLStore):
                     row = self._record_row(record)
                     copy.write_row((uuid.UUID(row[0]), *row[1:], None if vecs is None else vecs[i]))
             self._after_insert()
+
+    def add_history(self, entries: list[HistoryDraft]) -> None:
+        """Binary COPY as well: a bulk load writes one history row per memory."""
+        with self.transaction(), self._connection() as conn:
+            with conn.cursor().copy(
+                "COPY history (memory_id, action, before, after, actor, at) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(("uuid", "text", "jsonb", "jsonb", "text", "timestamptz"))
+                for e in entries:
+                    copy.write_row((
+                        uuid.UUID(e.memory_id), e.action, None if e.before is None else self._json(e.before),
+                        None if e.after is None else self._json(e.after), e.actor, e.at,
+                    ))
 
     def _after_insert(self) -> None:
         self._ensure_vector_index()
@@ -484,22 +512,42 @@ class PostgresStore(SQLStore):
         return plan[0]["Plan"]["Plan Rows"] <= limit
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
+        """Matches of any keyword, ranked BM25-like: each keyword's `ts_rank` (term frequency, length
+        normalised) weighted by its inverse document frequency among the matches, so a rare word
+        counts for more than one that most matches share (plain `ts_rank` weighs them alike)."""
         terms = keywords(query)
         if not terms:
             return []
-        where, params = self.where(filters, "m")
+        where, params = self._scoped_where(filters, "ARRAY[m.scope]", "")
+        cfg = self.ts_config
+        each = ", ".join(f"to_tsquery('{cfg}', ?) AS t{i}" for i in range(len(terms)))
+        score = " + ".join(
+            f"ts_rank(h.fts, q.t{i}, 1) * ln(1 + count(*) OVER () / "
+            f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
+            for i in range(len(terms))
+        )
         rows = self._run(
-            f"SELECT m.id, ts_rank(m.fts, q, 1) AS s FROM memories m, to_tsquery('{self.ts_config}', ?) q "
-            f"WHERE m.fts @@ q AND {where} ORDER BY s DESC, m.seq LIMIT ?",
-            (" | ".join(terms), *params, k),
+            f"WITH q AS (SELECT to_tsquery('{cfg}', ?) AS any_term, {each}) "
+            f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
+            f"(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.any_term AND {where}) h) r "
+            "ORDER BY s DESC, seq LIMIT ?",
+            (" | ".join(terms), *terms, *params, k),
         )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
+
+    def _scoped_where(self, filters: Filters, indexed: str, prefix: str) -> tuple[str, list[Any]]:
+        """The filters, plus the scopes in the form a text index holds them (see migration 5)."""
+        where, params = self.where(filters, "m")
+        if filters.scopes:
+            where += f" AND {indexed} && ?::text[]"
+            params.append([prefix + s for s in filters.scopes])
+        return where, params
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         text = " ".join(keywords(query))
         if len(text) < 3:
             return []
-        where, params = self.where(filters, "m")
+        where, params = self._scoped_where(filters, "ARRAY['trgm:' || m.scope]", "trgm:")
         with self.transaction():
             self._run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
             rows = self._run(
