@@ -44,7 +44,7 @@ e.g. the real MiniLM embeddings built by `bench/scale.py`, as a check of the syn
 
     python bench/postgres.py [--sizes 100000,1000000] [--url postgresql://USER@HOST/DB]
         [--load deferred|online] [--tail 20000] [--chunk 10000] [--maintenance-work-mem 4GB]
-        [--hnsw-m 24 --hnsw-ef-construction 128] [--exact-rows 20000]
+        [--hnsw-m 24 --hnsw-ef-construction 128] [--exact-rows 50000]
         [--pg-setting shared_buffers=4GB ...] [--ef 64,200] [--queries 200]
         [--model-n 2000] [--compare-build] [--vectors-from PATH.db] [--keep] [--json]
 
@@ -670,7 +670,9 @@ def settings(url: str) -> dict:
 
 # -- one size ----------------------------------------------------------------------------------
 def open_memory(url: str, args: argparse.Namespace) -> Memory:
-    postgres = {"maintenance_work_mem": args.maintenance_work_mem or "1GB", "exact_search_rows": args.exact_rows}
+    postgres: dict[str, Any] = {"maintenance_work_mem": args.maintenance_work_mem or "1GB"}
+    if args.exact_rows is not None:
+        postgres["exact_search_rows"] = args.exact_rows
     if args.hnsw_m:
         postgres |= {"hnsw_m": args.hnsw_m, "hnsw_ef_construction": args.hnsw_ef_construction or 2 * args.hnsw_m}
     return Memory.open(url, embedding={"query_cache_size": 0}, postgres=postgres)
@@ -907,8 +909,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hnsw", help="any pgvector index parameters, e.g. 'm = 16, ef_construction = 64'")
     parser.add_argument("--hnsw-m", type=int, help="postgres.hnsw_m for the engine (default: the engine's)")
     parser.add_argument("--hnsw-ef-construction", type=int, help="postgres.hnsw_ef_construction (default 2 * m)")
-    parser.add_argument("--exact-rows", type=int, default=20_000,
-                        help="postgres.exact_search_rows: filters expected to leave at most this many rows read exactly")
+    parser.add_argument("--exact-rows", type=int,
+                        help="postgres.exact_search_rows: filters expected to leave at most this many rows are "
+                        "read exactly (default: the engine's)")
     parser.add_argument("--partitioned", metavar="list|hash:N",
                         help="also search a copy of the vectors partitioned by scope, one HNSW index per partition")
     parser.add_argument("--scoped-extra", default="",

@@ -433,7 +433,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["delete", memory_id], ["undelete", memory_id], ["history", memory_id], ["count"], ["stats"],
         ["export", "--output", str(export)], ["import", str(export)], ["reembed"], ["doctor"], ["purge", "--yes"],
         ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"], ["token", "list"],
-        ["migrate", "status"],
+        ["migrate", "status"], ["index", "build"], ["import", str(export), "--defer-index"],
     ]
     seen = set()
     for step in steps:
