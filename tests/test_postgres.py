@@ -220,6 +220,8 @@ def test_deferred_vector_index_builds_once_after_a_bulk_load(pg_url):
             hits = other.store.vector_candidates(next(iter(query.values())), Filters(), 5)
             assert hits[0].score == pytest.approx(1.0, abs=1e-5)  # exact meanwhile
         assert mem.store.has_vector_index() and mem.store.get_meta("vector_index_deferred") is None
+        analyzed = "SELECT reltuples FROM pg_class WHERE relname = 'memories'"
+        assert mem.store._run(analyzed)[0][0] == 301  # the planner knows the new rows at once
         with mem.deferred_vector_index(rebuild=True):  # an existing index is dropped for the load
             assert not mem.store.has_vector_index()
             mem.add_many([{"content": "one more"}], embeddings=_unit(rng, 1, dims))

@@ -430,14 +430,20 @@ class PostgresStore(SQLStore):
             yield
         except Exception:
             self._deferring -= 1
-            self.build_vector_index()
+            self._after_bulk_load()
             raise
         except BaseException:
             self._deferring -= 1
             raise
         else:
             self._deferring -= 1
-            self.build_vector_index()
+            self._after_bulk_load()
+
+    def _after_bulk_load(self) -> None:
+        """Build the index, and give the planner statistics of the new rows (its scope estimates
+        decide between an exact read and HNSW) before autovacuum would."""
+        self.build_vector_index()
+        self._run("ANALYZE memories")
 
     # -- candidate legs ----------------------------------------------------------------------------
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
