@@ -645,6 +645,24 @@ def end_to_end(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def text_legs(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
+    """The keyword and trigram legs alone (`store.text_candidates` / `fuzzy_candidates`, pool 50), no embedding."""
+    texts = hybrid_queries(args.hybrid_queries, seed=args.seed + 7)
+    rows = []
+    for leg in ("text_candidates", "fuzzy_candidates"):
+        for scoped in (True, False):
+            lat = []
+            for i, q in enumerate(texts):
+                f = Filters(scopes=[data.scope_names[i % len(data.scope_names)]]) if scoped else Filters()
+                t = time.perf_counter()
+                getattr(mem.store, leg)(q, f, 50)
+                lat.append((time.perf_counter() - t) * 1000)
+            rows.append({"leg": leg, "scope": "one scope" if scoped else "all", "p50_ms": statistics.median(lat),
+                         "p95_ms": pct(lat, 95), "queries": len(lat)})
+            log(f"{leg} scoped={scoped}: p50 {rows[-1]['p50_ms']:.1f} ms p95 {rows[-1]['p95_ms']:.1f} ms")
+    return rows
+
+
 def footprint(mem: Memory) -> dict:
     run = mem.store._run
     sizes = {
@@ -715,10 +733,11 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
             report["builds"].append({**build_index(mem, url, args.maintenance_work_mem, args.hnsw), "rows": n})
         report["footprint"] = footprint(mem)
-        report["vector_leg"] = [] if args.skip_search else vector_leg(mem, data, args)
+        report["vector_leg"] = [] if args.skip_search or args.skip_vector else vector_leg(mem, data, args)
         if args.partitioned:
             report["partitioned"] = partitioned(mem, data, args)
         if args.hybrid_queries and not args.skip_search:
+            report["text_legs"] = text_legs(mem, data, args)
             report["search"] = end_to_end(mem, data, args)
         report["settings"] = settings(url)
     finally:
@@ -753,10 +772,11 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
         if args.compare_build or args.rebuild:
             report["builds"].append({**build_index(mem, url, args.maintenance_work_mem, args.hnsw), "rows": n})
         report["footprint"] = footprint(mem)
-        report["vector_leg"] = [] if args.skip_search else vector_leg(mem, data, args)
+        report["vector_leg"] = [] if args.skip_search or args.skip_vector else vector_leg(mem, data, args)
         if args.partitioned:
             report["partitioned"] = partitioned(mem, data, args)
         if args.hybrid_queries and not args.skip_search:
+            report["text_legs"] = text_legs(mem, data, args)
             report["search"] = end_to_end(mem, data, args)
         report["settings"] = settings(url)
     finally:
@@ -858,15 +878,10 @@ def print_markdown(report: dict) -> None:
                 print(f"| {r['size']:,} | {p['kind']} ({p['partitions']}) | {p['insert_s']:.1f} | {p['build_s']:.1f} | "
                       f"{mb(p['index_bytes'])} | {flt} | {v['ef_search']} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} | "
                       f"{v['recall@10']:.3f} | {v.get('sim_ratio', float('nan')):.4f} |")
-    if any(r.get("search") for r in report["sizes"]):
-        print()
-        print("End to end, `mem.search(text, mode=..., limit=10)`, query embedding included (local model, cache off):")
-        print()
-        print("| size | mode | scope | p50 ms | p95 ms |")
-        print("|---:|---|---|---:|---:|")
-        for r in report["sizes"]:
-            for s in r.get("search", []):
-                print(f"| {r['size']:,} | {s['mode']} | {s['scope']} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
+    latency_table(report, "text_legs", "leg",
+                  "Text legs alone, `store.text_candidates` / `store.fuzzy_candidates` (pool 50, no query embedding):")
+    latency_table(report, "search", "mode",
+                  "End to end, `mem.search(text, mode=..., limit=10)`, query embedding included (local model, cache off):")
     print()
     print("Storage (MB):")
     print()
@@ -877,6 +892,20 @@ def print_markdown(report: dict) -> None:
         print(f"| {r['size']:,} | {mb(f['heap_bytes'])} | {mb(f['toast_bytes'])} | {mb(f['hnsw_bytes'])} | "
               f"{mb(f['gin_fts_bytes'])} | {mb(f['gin_trgm_bytes'])} | {mb(f['all_indexes_bytes'])} | "
               f"{mb(f['history_bytes'])} | {mb(f['database_bytes'])} |")
+
+
+def latency_table(report: dict, key: str, what: str, title: str) -> None:
+    """A p50/p95 table of the `key` rows of every size (each row names its `what` and scope)."""
+    if not any(r.get(key) for r in report["sizes"]):
+        return
+    print()
+    print(title)
+    print()
+    print(f"| size | {what} | scope | p50 ms | p95 ms |")
+    print("|---:|---|---|---:|---:|")
+    for r in report["sizes"]:
+        for row in r.get(key, []):
+            print(f"| {r['size']:,} | {row[what]} | {row['scope']} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} |")
 
 
 def machine() -> dict:
@@ -917,6 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scoped-extra", default="",
                         help="';'-separated settings for one more scoped row at the engine's ef_search ('' = none)")
     parser.add_argument("--skip-search", action="store_true", help="measure ingest and build only")
+    parser.add_argument("--skip-vector", action="store_true", help="no vector-leg table (nor its exact ground truth)")
     parser.add_argument("--ef", default="64,200", help="more hnsw.ef_search values than the engine's own")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=10, help="queries checked by exact search in SQL")
