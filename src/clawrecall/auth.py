@@ -82,7 +82,7 @@ class TokenStore:
     def for_memory(cls, mem: Memory) -> "TokenStore":
         tokens = cls(mem.store)
         legacy = data_dir() / "tokens.db"
-        if mem.store.backend != "sqlite" and legacy.exists():
+        if mem.store.backend != "sqlite" and mem.config.writes.enabled and legacy.exists():  # not on a replica
             tokens._adopt(legacy)
         return tokens
 
