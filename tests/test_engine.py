@@ -450,3 +450,31 @@ def test_old_sqlite_schema_is_migrated_forward_on_open(tmp_path):
         assert mem.store.schema_version() == MIGRATIONS[-1][0]
         assert mem.get("11111111").content == "from the first release"
         assert mem.search("first release", mode="bm25")[0].memory.id.startswith("11111111")
+
+
+def test_session_neighbours_break_equal_times_by_insertion_order(mem):
+    t0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+    turns = ["Alice: Where did you park the camper van?", "Bob: Behind the old mill, by the river.",
+             "Alice: Great.", "Bob: Bring the spare key."]
+    mem.add_many([{"content": t, "session_id": "s1", "created_at": t0} for t in turns], dedup=False)
+    hits = mem.search("camper van park", limit=2, explain=True)
+    assert [h.memory.content for h in hits] == turns[:2]
+    assert "neighbors" in hits[1].explain
+
+
+def test_sqlite_fulltext_index_stays_consistent_through_every_write(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "fts.db"
+    with Memory.open(path) as m:
+        a = m.add("Kayak trip on the fjord", user_id="alice")
+        b = m.add("Quarterly budget review", scope="project:x")
+        m.update(a.id, content="Kayak trip on the fjord in June")
+        m.delete(b.id)
+        m.forget(a.id)
+        m.add("Piano lessons on Thursdays", user_id="bob")
+        assert [h.memory.content for h in m.search("piano", user_id="bob", mode="bm25")] == ["Piano lessons on Thursdays"]
+        assert m.search("piano", user_id="alice", mode="bm25") == []
+    with sqlite3.connect(path) as conn:  # FTS5 compares its index with the view it is built from
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+        assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'fjord'").fetchone()[0] == 0

@@ -97,6 +97,15 @@ def test_mmr_defers_near_duplicates():
     assert [s.memory.id for s in out] == ["a", "c", "b"]
 
 
+def test_mmr_stops_comparing_once_the_limit_is_kept():
+    v1 = np.array([1.0, 0.0]); v3 = np.array([0.0, 1.0])
+    items = scored((rec("a"), 0.9), (rec("b"), 0.8), (rec("c"), 0.7), (rec("d"), 0.6))
+    vectors = {"a": v1, "b": v1, "c": v3, "d": v3}
+    assert [s.memory.id for s in apply_mmr(items, vectors, threshold=0.95, limit=2)] == ["a", "c", "b", "d"]
+    assert "mmr_deferred" not in items[3].steps  # past the limit: left as it was
+    assert [s.memory.id for s in apply_mmr(items, vectors, threshold=0.95)] == ["a", "c", "b", "d"]
+
+
 def test_rerank_blends_and_falls_back():
     class Fixed:
         def __init__(self, scores):

@@ -38,6 +38,8 @@ class EmbeddingConfig(_Section):
     query_cache_size: int = Field(default=1024, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
     device: str = "cpu"
+    # local provider: `auto` runs plain encoders on ONNX Runtime (3x faster queries), others on PyTorch
+    runtime: Literal["auto", "onnx", "torch"] = "auto"
 
     @field_validator("provider")
     @classmethod

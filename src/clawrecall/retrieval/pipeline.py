@@ -57,7 +57,7 @@ class RetrievalPipeline:
     ) -> list[SearchHit]:
         cfg = self.cfg
         now = now or utcnow()
-        pool = max(cfg.candidates, limit * 5)
+        pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         legs = self._run_legs(query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
@@ -76,10 +76,10 @@ class RetrievalPipeline:
         )
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
-        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 3)
+        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 2)
         if cfg.mmr_threshold is not None and len(items) > 1:
             vectors = self.store.vectors([s.memory.id for s in items])
-            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold)
+            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         return [
             SearchHit(
                 memory=s.memory,
@@ -273,18 +273,26 @@ def apply_min_and_noise(items: list[Scored], *, min_score: float, noise: bool, k
     return out
 
 
-def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float) -> list[Scored]:
-    """Greedy diversity: a hit nearly identical (cosine > threshold) to one already kept is moved to the end."""
+def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float, limit: int | None = None) -> list[Scored]:
+    """Greedy diversity: a hit nearly identical (cosine > threshold) to one already kept is moved to the end.
+
+    Once `limit` hits are kept the rest cannot reach the result, so they are not compared.
+    """
     kept: list[Scored] = []
     deferred: list[Scored] = []
-    kept_vecs: list[np.ndarray] = []
-    for item in items:
+    dims = next((len(v) for v in vectors.values()), 0)
+    kept_vecs = np.empty((min(len(items), limit or len(items)), dims), dtype=np.float32)
+    n = 0
+    for pos, item in enumerate(items):
+        if limit is not None and len(kept) >= limit:
+            return kept + deferred + items[pos:]
         vec = vectors.get(item.memory.id)
-        if vec is not None and kept_vecs and float(np.max(np.stack(kept_vecs) @ vec)) > threshold:
+        if vec is not None and n and float(np.max(kept_vecs[:n] @ vec)) > threshold:
             item.steps["mmr_deferred"] = 1.0
             deferred.append(item)
             continue
         kept.append(item)
         if vec is not None:
-            kept_vecs.append(vec)
+            kept_vecs[n] = vec
+            n += 1
     return kept + deferred
