@@ -335,6 +335,7 @@ class Memory:
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
+        scope: str | list[str] | None = None,
         content: str | None = None,
         title: str | None = None,
         category: str | None = None,
@@ -347,8 +348,7 @@ class Memory:
     ) -> MemoryRecord:
         """Change the given fields only; a new content is re-embedded. History keeps the old values."""
         self._require_writes()
-        caller = Caller(user_id, agent_id)
-        old = self._resolve(memory_id, caller)
+        old = self._resolve(memory_id, Caller(user_id, agent_id), scope)
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = self._check_content(content)
@@ -385,16 +385,20 @@ class Memory:
             self.store.add_history([HistoryDraft(new.id, "update", before, after, _actor(user_id, agent_id), now)])
         return new
 
-    def delete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
+    def delete(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
         """Soft delete: hidden from search and lists, recoverable until purged (retention period)."""
-        return self._set_deleted(memory_id, Caller(user_id, agent_id), utcnow())
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), scope, utcnow())
 
-    def undelete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
-        return self._set_deleted(memory_id, Caller(user_id, agent_id), None)
+    def undelete(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), scope, None)
 
-    def _set_deleted(self, memory_id: str, caller: Caller, when: datetime | None) -> MemoryRecord:
+    def _set_deleted(self, memory_id: str, caller: Caller, scope: str | list[str] | None, when: datetime | None) -> MemoryRecord:
         self._require_writes()
-        old = self._resolve(memory_id, caller)
+        old = self._resolve(memory_id, caller, scope)
         if (old.deleted_at is None) == (when is None):
             return old
         now = utcnow()
@@ -409,11 +413,12 @@ class Memory:
             ])
         return new
 
-    def forget(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> str:
+    def forget(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> str:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
         self._require_writes()
-        caller = Caller(user_id, agent_id)
-        record = self._resolve(memory_id, caller)
+        record = self._resolve(memory_id, Caller(user_id, agent_id), scope)
         self._erase([record.id], "forget", _actor(user_id, agent_id))
         return record.id
 
@@ -506,9 +511,15 @@ class Memory:
         )
         return self.pipeline.search(query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain)  # type: ignore[arg-type]
 
-    def get(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
-        """A memory by id or unique id prefix (8+ hex characters), deleted ones included."""
-        return self._resolve(memory_id, Caller(user_id, agent_id))
+    def get(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
+        """A memory by id or unique id prefix (8+ hex characters), deleted ones included.
+
+        Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
+        would) and answers "not found" for a memory elsewhere.
+        """
+        return self._resolve(memory_id, Caller(user_id, agent_id), scope)
 
     def list(
         self,
@@ -551,11 +562,13 @@ class Memory:
         filters = self._filters(Caller(user_id, agent_id), scope, category=category, include_deleted=include_deleted)
         return self.store.count(filters)
 
-    def history(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> list[HistoryEntry]:
+    def history(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = Caller(user_id, agent_id)
         try:
-            record_id = self._resolve(memory_id, caller).id
+            record_id = self._resolve(memory_id, caller, scope).id
         except NotFoundError:
             full = memory_id.strip().lower()
             entries = self.store.history(full) if _is_uuid(full) else []
@@ -663,14 +676,14 @@ class Memory:
             include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         )
 
-    def _resolve(self, memory_id: str, caller: Caller) -> MemoryRecord:
-        """Id or unique prefix → record, in the caller's scopes. Other scopes' memories are "not found"."""
+    def _resolve(self, memory_id: str, caller: Caller, scope: str | list[str] | None = None) -> MemoryRecord:
+        """Id or unique prefix → record, in the scopes the caller reads. Other scopes' memories are "not found"."""
         if not isinstance(memory_id, str):
             raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
         prefix = memory_id.strip().lower()
         if not _ID_PREFIX.match(prefix) or len(prefix.replace("-", "")) < 8:
             raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
-        filters = Filters(scopes=read_scopes(caller, None), include_deleted=True, include_expired=True)
+        filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True)
         matches = self.store.ids_with_prefix(prefix, filters)
         if not matches:
             raise NotFoundError(f"no memory with id {memory_id!r}")
