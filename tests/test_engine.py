@@ -125,6 +125,21 @@ def test_add_many_is_one_batch_with_in_batch_dedup(mem):
     assert mem.get(results[2].id).scope == "user:bob"
 
 
+def test_in_batch_dedup_spans_blocks_and_keeps_scopes_apart(mem):
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(600, 384)).astype(np.float32)
+    vectors[550] = vectors[3] + 0.01 * rng.normal(size=384)  # same scope, far past the first block
+    vectors[551] = vectors[4]  # another scope: not a duplicate
+    vectors[552] = vectors[550]  # duplicate of a duplicate: points at what was kept
+    items = [{"content": f"memory number {i}", "scope": "user:bob" if i == 551 else "global"} for i in range(600)]
+    results = mem.add_many(items, embeddings=vectors)
+    dupes = {i: r.existing_id for i, r in enumerate(results) if r.action == "duplicate"}
+    assert dupes == {550: results[3].id, 552: results[3].id}
+    assert mem.count() == 598
+
+
 def test_scopes_are_hard_partitions(mem):
     secret = mem.add("Alice's bank PIN hint is her first cat", user_id="alice")
     mem.add("Bob's favourite editor is vim", user_id="bob")

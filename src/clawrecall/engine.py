@@ -46,6 +46,9 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _FINGERPRINT_KEY = "embedding_fingerprint"
 
 
+_DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
+
+
 class Memory:
     """Long-term memory on one store. Open with `Memory.open()`; close with `close()` or `with`."""
 
@@ -218,14 +221,13 @@ class Memory:
         else:
             vectors = self._check_embeddings(embeddings, len(records))
         model = self.embedder.fingerprint
-        stored = self._nearest_stored(records, vectors) if dedup else {}
+        duplicates = self._find_duplicates(records, vectors) if dedup else {}
         results: list[AddResult] = []
         keep: list[int] = []
         for i, record in enumerate(records):
             record.embedding_model = f"{model.provider}/{model.model}"
-            duplicate = self._find_duplicate(i, records, vectors, keep, stored) if dedup else None
-            if duplicate is not None:
-                existing, similarity = duplicate
+            if i in duplicates:
+                existing, similarity = duplicates[i]
                 results.append(AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4)))
             else:
                 keep.append(i)
@@ -259,31 +261,30 @@ class Memory:
                 progress(min(start + step, len(texts)), len(texts))
         return np.concatenate(parts)
 
-    def _nearest_stored(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, Candidate | None]:
-        """Each new record's nearest stored memory in its scope: one batched lookup per scope."""
+    def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
+        """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
+        batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
+        threshold = self.config.dedup.threshold
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):
             by_scope.setdefault(record.scope, []).append(i)
-        out: dict[int, Candidate | None] = {}
+        out: dict[int, tuple[str, float]] = {}
         for scope, rows in by_scope.items():
-            out.update(zip(rows, self.store.nearest(vectors[rows], scope)))
+            stored = self.store.nearest(vectors[rows], scope)
+            group = vectors[rows]
+            kept = np.zeros(len(rows), dtype=bool)
+            for start in range(0, len(rows), _DEDUP_BLOCK):
+                sims = group[start : start + _DEDUP_BLOCK] @ group[: start + _DEDUP_BLOCK].T
+                for p in range(start, min(start + _DEDUP_BLOCK, len(rows))):
+                    earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
+                    best = int(np.argmax(earlier)) if p else 0
+                    if p and earlier[best] >= threshold:
+                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                    elif stored[p] is not None and stored[p].score >= threshold:
+                        out[rows[p]] = stored[p].id, stored[p].score
+                    else:
+                        kept[p] = True
         return out
-
-    def _find_duplicate(
-        self, i: int, records: list[MemoryRecord], vectors: np.ndarray, kept: list[int], stored: dict[int, Candidate | None]
-    ) -> tuple[str, float] | None:
-        """A near-identical memory in the same scope: among this batch's kept items, else in the store."""
-        threshold = self.config.dedup.threshold
-        same_scope = [j for j in kept if records[j].scope == records[i].scope]
-        if same_scope:
-            sims = vectors[same_scope] @ vectors[i]
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                return records[same_scope[best]].id, float(sims[best])
-        hit = stored.get(i)
-        if hit is not None and hit.score >= threshold:
-            return hit.id, hit.score
-        return None
 
     def _new_record(
         self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, where: str
