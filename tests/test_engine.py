@@ -398,6 +398,20 @@ def test_session_neighbours_bring_the_answer_turn(mem):
     assert "neighbors" in hits[1].explain
 
 
+def test_vector_query_drops_words_most_memories_contain(mem):
+    mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
+    mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)
+    seen: list[str] = []
+    embed = mem.pipeline.embed_query
+    mem.pipeline.embed_query = lambda text: seen.append(text) or embed(text)
+    mem.search("What did Alice plant in the garden?", limit=3)
+    mem.search("Who is Alice?", limit=3)
+    mem.config.retrieval.vector_common_share = 0.0
+    mem.search("What did Alice plant in the garden?", limit=3)
+    # "alice", "note" and "number" are in more than 40% of the memories, "garden" in 25%
+    assert seen == ["What did plant in the garden?", "Who is Alice?", "What did Alice plant in the garden?"]
+
+
 def test_import_errors_name_the_line(mem):
     with pytest.raises(ValidationError, match="line 2: unknown category 'bogus'"):
         mem.import_jsonl(['{"content": "fine"}', '{"content": "fine too", "category": "bogus"}'])

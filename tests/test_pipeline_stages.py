@@ -21,7 +21,7 @@ from clawrecall.retrieval.pipeline import (
     fuse,
 )
 from clawrecall.storage import Candidate
-from clawrecall.storage.text import keywords, trigrams
+from clawrecall.storage.text import common_words, keywords, trigrams, without_words
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -136,3 +136,13 @@ def test_query_analysis():
     assert keywords("the of and") == ["the", "of", "and"]
     assert "ube" in trigrams("kubernetes") and trigrams("ab") == []
     assert trigrams("深色主题") == ["深色主", "色主题"]
+
+
+def test_common_words_leave_the_vector_query():
+    texts = ["Alice: I like tea", "Bob: Alice, tea or coffee?", "Alice: the pottery class", "Bob: nice"]
+    assert common_words(texts, 0.4) == {"alice", "bob", "tea"}  # stopwords are never "common"
+    assert without_words("What did Alice's friend Bob make at the pottery class?", {"alice", "bob"}) == (
+        "What did friend make at the pottery class?"
+    )
+    assert without_words("Who is Alice?", {"alice"}) == "Who is Alice?"  # nothing but stopwords would remain
+    assert without_words("Who is Alice?", set()) == "Who is Alice?"
