@@ -10,14 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from hook_helpers import ctx, user, assistant
+
 from clawrecall import Memory
 from clawrecall.config import CaptureHookConfig
 from clawrecall.errors import ValidationError
 from clawrecall.hooks import agent_end, capture, detect_category, drain, should_capture
-
-
-def ctx(user_id="alice", agent_id="main", session_id="s1"):
-    return SimpleNamespace(user_id=user_id, agent_id=agent_id, session_id=session_id)
 
 
 @pytest.fixture
@@ -26,14 +24,6 @@ def mem(tmp_path):
     yield m
     assert drain(30)
     m.close()
-
-
-def user(text):
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def assistant(text):
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 def stored(mem, user_id="alice"):

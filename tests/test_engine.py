@@ -125,6 +125,21 @@ def test_add_many_is_one_batch_with_in_batch_dedup(mem):
     assert mem.get(results[2].id).scope == "user:bob"
 
 
+def test_in_batch_dedup_spans_blocks_and_keeps_scopes_apart(mem):
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(600, 384)).astype(np.float32)
+    vectors[550] = vectors[3] + 0.01 * rng.normal(size=384)  # same scope, far past the first block
+    vectors[551] = vectors[4]  # another scope: not a duplicate
+    vectors[552] = vectors[550]  # duplicate of a duplicate: points at what was kept
+    items = [{"content": f"memory number {i}", "scope": "user:bob" if i == 551 else "global"} for i in range(600)]
+    results = mem.add_many(items, embeddings=vectors)
+    dupes = {i: r.existing_id for i, r in enumerate(results) if r.action == "duplicate"}
+    assert dupes == {550: results[3].id, 552: results[3].id}
+    assert mem.count() == 598
+
+
 def test_scopes_are_hard_partitions(mem):
     secret = mem.add("Alice's bank PIN hint is her first cat", user_id="alice")
     mem.add("Bob's favourite editor is vim", user_id="bob")
@@ -383,6 +398,20 @@ def test_session_neighbours_bring_the_answer_turn(mem):
     assert "neighbors" in hits[1].explain
 
 
+def test_vector_query_drops_words_most_memories_contain(mem):
+    mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
+    mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)
+    seen: list[str] = []
+    embed = mem.pipeline.embed_query
+    mem.pipeline.embed_query = lambda text: seen.append(text) or embed(text)
+    mem.search("What did Alice plant in the garden?", limit=3)
+    mem.search("Who is Alice?", limit=3)
+    mem.config.retrieval.vector_common_share = 0.0
+    mem.search("What did Alice plant in the garden?", limit=3)
+    # "alice", "note" and "number" are in more than 40% of the memories, "garden" in 25%
+    assert seen == ["What did plant in the garden?", "Who is Alice?", "What did Alice plant in the garden?"]
+
+
 def test_import_errors_name_the_line(mem):
     with pytest.raises(ValidationError, match="line 2: unknown category 'bogus'"):
         mem.import_jsonl(['{"content": "fine"}', '{"content": "fine too", "category": "bogus"}'])
@@ -450,3 +479,31 @@ def test_old_sqlite_schema_is_migrated_forward_on_open(tmp_path):
         assert mem.store.schema_version() == MIGRATIONS[-1][0]
         assert mem.get("11111111").content == "from the first release"
         assert mem.search("first release", mode="bm25")[0].memory.id.startswith("11111111")
+
+
+def test_session_neighbours_break_equal_times_by_insertion_order(mem):
+    t0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+    turns = ["Alice: Where did you park the camper van?", "Bob: Behind the old mill, by the river.",
+             "Alice: Great.", "Bob: Bring the spare key."]
+    mem.add_many([{"content": t, "session_id": "s1", "created_at": t0} for t in turns], dedup=False)
+    hits = mem.search("camper van park", limit=2, explain=True)
+    assert [h.memory.content for h in hits] == turns[:2]
+    assert "neighbors" in hits[1].explain
+
+
+def test_sqlite_fulltext_index_stays_consistent_through_every_write(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "fts.db"
+    with Memory.open(path) as m:
+        a = m.add("Kayak trip on the fjord", user_id="alice")
+        b = m.add("Quarterly budget review", scope="project:x")
+        m.update(a.id, content="Kayak trip on the fjord in June")
+        m.delete(b.id)
+        m.forget(a.id)
+        m.add("Piano lessons on Thursdays", user_id="bob")
+        assert [h.memory.content for h in m.search("piano", user_id="bob", mode="bm25")] == ["Piano lessons on Thursdays"]
+        assert m.search("piano", user_id="alice", mode="bm25") == []
+    with sqlite3.connect(path) as conn:  # FTS5 compares its index with the view it is built from
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+        assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'fjord'").fetchone()[0] == 0

@@ -21,7 +21,7 @@ from clawrecall.retrieval.pipeline import (
     fuse,
 )
 from clawrecall.storage import Candidate
-from clawrecall.storage.text import keywords, trigrams
+from clawrecall.storage.text import common_words, keywords, trigrams, without_words
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -97,6 +97,15 @@ def test_mmr_defers_near_duplicates():
     assert [s.memory.id for s in out] == ["a", "c", "b"]
 
 
+def test_mmr_stops_comparing_once_the_limit_is_kept():
+    v1 = np.array([1.0, 0.0]); v3 = np.array([0.0, 1.0])
+    items = scored((rec("a"), 0.9), (rec("b"), 0.8), (rec("c"), 0.7), (rec("d"), 0.6))
+    vectors = {"a": v1, "b": v1, "c": v3, "d": v3}
+    assert [s.memory.id for s in apply_mmr(items, vectors, threshold=0.95, limit=2)] == ["a", "c", "b", "d"]
+    assert "mmr_deferred" not in items[3].steps  # past the limit: left as it was
+    assert [s.memory.id for s in apply_mmr(items, vectors, threshold=0.95)] == ["a", "c", "b", "d"]
+
+
 def test_rerank_blends_and_falls_back():
     class Fixed:
         def __init__(self, scores):
@@ -127,3 +136,13 @@ def test_query_analysis():
     assert keywords("the of and") == ["the", "of", "and"]
     assert "ube" in trigrams("kubernetes") and trigrams("ab") == []
     assert trigrams("深色主题") == ["深色主", "色主题"]
+
+
+def test_common_words_leave_the_vector_query():
+    texts = ["Alice: I like tea", "Bob: Alice, tea or coffee?", "Alice: the pottery class", "Bob: nice"]
+    assert common_words(texts, 0.4) == {"alice", "bob", "tea"}  # stopwords are never "common"
+    assert without_words("What did Alice's friend Bob make at the pottery class?", {"alice", "bob"}) == (
+        "What did friend make at the pottery class?"
+    )
+    assert without_words("Who is Alice?", {"alice"}) == "Who is Alice?"  # nothing but stopwords would remain
+    assert without_words("Who is Alice?", set()) == "Who is Alice?"

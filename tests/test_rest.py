@@ -317,3 +317,26 @@ def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback
         store.create(user_id="dave")
         assert error_code(local.get("/v1/stats")) == "unauthenticated"
         store.close()
+
+
+def test_a_token_reaches_memories_by_id_in_every_scope_it_allows_and_no_other(server, db, seeded, alice):
+    store = TokenStore(db)
+    secret = store.create(user_id="alice", scopes=["user:alice", "project:apollo"], name="apollo")[1]
+    store.close()
+    with client(server, secret) as apollo:
+        made = apollo.post("/v1/memories", json={"content": "Apollo launch moved to May", "scope": "project:apollo"})
+        assert made.status_code == 201, made.text
+        memory_id = made.json()["id"]
+        assert apollo.get(f"/v1/memories/{memory_id[:10]}").json()["scope"] == "project:apollo"
+        changed = apollo.patch(f"/v1/memories/{memory_id}", json={"content": "Apollo launch moved to June"})
+        assert changed.status_code == 200 and changed.json()["content"] == "Apollo launch moved to June"
+        assert [e["action"] for e in apollo.get(f"/v1/memories/{memory_id}/history").json()["history"]] == ["add", "update"]
+        assert apollo.delete(f"/v1/memories/{memory_id}").status_code == 200
+        assert apollo.post(f"/v1/memories/{memory_id}/undelete").status_code == 200
+        # the token's own user scope, but not the global memory it was never given, nor bob's
+        assert apollo.get(f"/v1/memories/{seeded['alice']}").status_code == 200
+        for other in (seeded["global"], seeded["bob"]):
+            response = apollo.get(f"/v1/memories/{other}")
+            assert response.status_code == 404 and error_code(response) == "not_found"
+    # alice's default token does not list project:apollo, so the same id is "not found" to it
+    assert alice.get(f"/v1/memories/{memory_id}").status_code == 404

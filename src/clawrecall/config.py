@@ -38,6 +38,8 @@ class EmbeddingConfig(_Section):
     query_cache_size: int = Field(default=1024, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
     device: str = "cpu"
+    # local provider: `auto` runs plain encoders on ONNX Runtime (3x faster queries), others on PyTorch
+    runtime: Literal["auto", "onnx", "torch"] = "auto"
 
     @field_validator("provider")
     @classmethod
@@ -88,6 +90,8 @@ class RetrievalConfig(_Section):
 
     candidates: int = Field(default=50, ge=1, le=10_000)
     vector: LegConfig = LegConfig(weight=1.0)
+    # the vector leg's query leaves out words found in more than this share of the searched memories (0 = off)
+    vector_common_share: float = Field(default=0.4, ge=0, le=1)
     bm25: LegConfig = LegConfig(weight=1.0)
     trigram: LegConfig = LegConfig(weight=0.3)
     fusion: Literal["weighted", "rrf"] = "weighted"

@@ -47,6 +47,9 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _FINGERPRINT_KEY = "embedding_fingerprint"
 
 
+_DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
+
+
 class Memory:
     """Long-term memory on one store. Open with `Memory.open()`; close with `close()` or `with`."""
 
@@ -219,14 +222,13 @@ class Memory:
         else:
             vectors = self._check_embeddings(embeddings, len(records))
         model = self.embedder.fingerprint
-        stored = self._nearest_stored(records, vectors) if dedup else {}
+        duplicates = self._find_duplicates(records, vectors) if dedup else {}
         results: list[AddResult] = []
         keep: list[int] = []
         for i, record in enumerate(records):
             record.embedding_model = f"{model.provider}/{model.model}"
-            duplicate = self._find_duplicate(i, records, vectors, keep, stored) if dedup else None
-            if duplicate is not None:
-                existing, similarity = duplicate
+            if i in duplicates:
+                existing, similarity = duplicates[i]
                 results.append(AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4)))
             else:
                 keep.append(i)
@@ -260,31 +262,30 @@ class Memory:
                 progress(min(start + step, len(texts)), len(texts))
         return np.concatenate(parts)
 
-    def _nearest_stored(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, Candidate | None]:
-        """Each new record's nearest stored memory in its scope: one batched lookup per scope."""
+    def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
+        """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
+        batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
+        threshold = self.config.dedup.threshold
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):
             by_scope.setdefault(record.scope, []).append(i)
-        out: dict[int, Candidate | None] = {}
+        out: dict[int, tuple[str, float]] = {}
         for scope, rows in by_scope.items():
-            out.update(zip(rows, self.store.nearest(vectors[rows], scope)))
+            stored = self.store.nearest(vectors[rows], scope)
+            group = vectors[rows]
+            kept = np.zeros(len(rows), dtype=bool)
+            for start in range(0, len(rows), _DEDUP_BLOCK):
+                sims = group[start : start + _DEDUP_BLOCK] @ group[: start + _DEDUP_BLOCK].T
+                for p in range(start, min(start + _DEDUP_BLOCK, len(rows))):
+                    earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
+                    best = int(np.argmax(earlier)) if p else 0
+                    if p and earlier[best] >= threshold:
+                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                    elif stored[p] is not None and stored[p].score >= threshold:
+                        out[rows[p]] = stored[p].id, stored[p].score
+                    else:
+                        kept[p] = True
         return out
-
-    def _find_duplicate(
-        self, i: int, records: list[MemoryRecord], vectors: np.ndarray, kept: list[int], stored: dict[int, Candidate | None]
-    ) -> tuple[str, float] | None:
-        """A near-identical memory in the same scope: among this batch's kept items, else in the store."""
-        threshold = self.config.dedup.threshold
-        same_scope = [j for j in kept if records[j].scope == records[i].scope]
-        if same_scope:
-            sims = vectors[same_scope] @ vectors[i]
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                return records[same_scope[best]].id, float(sims[best])
-        hit = stored.get(i)
-        if hit is not None and hit.score >= threshold:
-            return hit.id, hit.score
-        return None
 
     def _new_record(
         self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, where: str
@@ -336,6 +337,7 @@ class Memory:
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
+        scope: str | list[str] | None = None,
         content: str | None = None,
         title: str | None = None,
         category: str | None = None,
@@ -348,8 +350,7 @@ class Memory:
     ) -> MemoryRecord:
         """Change the given fields only; a new content is re-embedded. History keeps the old values."""
         self._require_writes()
-        caller = Caller(user_id, agent_id)
-        old = self._resolve(memory_id, caller)
+        old = self._resolve(memory_id, Caller(user_id, agent_id), scope)
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = self._check_content(content)
@@ -386,16 +387,20 @@ class Memory:
             self.store.add_history([HistoryDraft(new.id, "update", before, after, _actor(user_id, agent_id), now)])
         return new
 
-    def delete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
+    def delete(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
         """Soft delete: hidden from search and lists, recoverable until purged (retention period)."""
-        return self._set_deleted(memory_id, Caller(user_id, agent_id), utcnow())
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), scope, utcnow())
 
-    def undelete(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
-        return self._set_deleted(memory_id, Caller(user_id, agent_id), None)
+    def undelete(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
+        return self._set_deleted(memory_id, Caller(user_id, agent_id), scope, None)
 
-    def _set_deleted(self, memory_id: str, caller: Caller, when: datetime | None) -> MemoryRecord:
+    def _set_deleted(self, memory_id: str, caller: Caller, scope: str | list[str] | None, when: datetime | None) -> MemoryRecord:
         self._require_writes()
-        old = self._resolve(memory_id, caller)
+        old = self._resolve(memory_id, caller, scope)
         if (old.deleted_at is None) == (when is None):
             return old
         now = utcnow()
@@ -410,11 +415,12 @@ class Memory:
             ])
         return new
 
-    def forget(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> str:
+    def forget(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> str:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
         self._require_writes()
-        caller = Caller(user_id, agent_id)
-        record = self._resolve(memory_id, caller)
+        record = self._resolve(memory_id, Caller(user_id, agent_id), scope)
         self._erase([record.id], "forget", _actor(user_id, agent_id))
         return record.id
 
@@ -524,9 +530,15 @@ class Memory:
         )
         return self.pipeline.search(query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain)  # type: ignore[arg-type]
 
-    def get(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> MemoryRecord:
-        """A memory by id or unique id prefix (8+ hex characters), deleted ones included."""
-        return self._resolve(memory_id, Caller(user_id, agent_id))
+    def get(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> MemoryRecord:
+        """A memory by id or unique id prefix (8+ hex characters), deleted ones included.
+
+        Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
+        would) and answers "not found" for a memory elsewhere.
+        """
+        return self._resolve(memory_id, Caller(user_id, agent_id), scope)
 
     def list(
         self,
@@ -569,11 +581,13 @@ class Memory:
         filters = self._filters(Caller(user_id, agent_id), scope, category=category, include_deleted=include_deleted)
         return self.store.count(filters)
 
-    def history(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> list[HistoryEntry]:
+    def history(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None
+    ) -> list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = Caller(user_id, agent_id)
         try:
-            record_id = self._resolve(memory_id, caller).id
+            record_id = self._resolve(memory_id, caller, scope).id
         except NotFoundError:
             full = memory_id.strip().lower()
             entries = self.store.history(full) if _is_uuid(full) else []
@@ -681,14 +695,14 @@ class Memory:
             include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         )
 
-    def _resolve(self, memory_id: str, caller: Caller) -> MemoryRecord:
-        """Id or unique prefix → record, in the caller's scopes. Other scopes' memories are "not found"."""
+    def _resolve(self, memory_id: str, caller: Caller, scope: str | list[str] | None = None) -> MemoryRecord:
+        """Id or unique prefix → record, in the scopes the caller reads. Other scopes' memories are "not found"."""
         if not isinstance(memory_id, str):
             raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
         prefix = memory_id.strip().lower()
         if not _ID_PREFIX.match(prefix) or len(prefix.replace("-", "")) < 8:
             raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
-        filters = Filters(scopes=read_scopes(caller, None), include_deleted=True, include_expired=True)
+        filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True)
         matches = self.store.ids_with_prefix(prefix, filters)
         if not matches:
             raise NotFoundError(f"no memory with id {memory_id!r}")

@@ -467,7 +467,9 @@ class Doctor:
         started = time.perf_counter()
         mem.embedder.embed(["clawrecall doctor"], kind="passage")
         fingerprint = mem.embedder.fingerprint
-        return fingerprint, f"{fingerprint} loaded and embedding ({time.perf_counter() - started:.1f} s)"
+        runtime = getattr(mem.embedder, "active_runtime", None)
+        on = f" on {'ONNX Runtime' if runtime == 'onnx' else 'PyTorch'}" if runtime else ""
+        return fingerprint, f"{fingerprint} loaded{on} and embedding ({time.perf_counter() - started:.1f} s)"
 
     def fingerprint(self, mem: Memory, configured: EmbeddingFingerprint) -> tuple[EmbeddingFingerprint, str]:
         stored = mem.stored_fingerprint()

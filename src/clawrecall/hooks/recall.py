@@ -54,7 +54,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookCont
     if reason is not None:
         return _answer(skipped=reason)
 
-    limit = min(cfg.max_items * 3 + (len(session.injected) if session else 0), 100)
+    # room for hits the budgets or the no-repeat rule drop, without widening every leg's pool
+    limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     future = _SEARCHES.submit(
         mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit
     )

@@ -12,6 +12,7 @@ candidates, so a stage can be tested, switched off or re-weighted on its own.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable, Literal
@@ -22,12 +23,14 @@ from .._time import age_days, age_string, utcnow
 from ..config import RetrievalConfig
 from ..models import MemoryRecord, SearchHit
 from ..storage import Candidate, Filters, Store
-from ..storage.text import has_cjk, trigrams
+from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
 from .rerank import Reranker
 
 Mode = Literal["hybrid", "vector", "bm25", "trigram"]
 LEGS = ("vector", "bm25", "trigram")
+# Common words: counted over the newest memories of the searched scopes, at most every 5 minutes per scope set.
+COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0
 
 
 @dataclass
@@ -50,6 +53,7 @@ class RetrievalPipeline:
         self.store = store
         self.embed_query = embed_query
         self.reranker = reranker
+        self._common: dict[tuple[str, ...] | None, tuple[float, set[str]]] = {}
 
     def search(
         self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
@@ -57,7 +61,7 @@ class RetrievalPipeline:
     ) -> list[SearchHit]:
         cfg = self.cfg
         now = now or utcnow()
-        pool = max(cfg.candidates, limit * 5)
+        pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         legs = self._run_legs(query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
@@ -76,10 +80,10 @@ class RetrievalPipeline:
         )
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
-        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 3)
+        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 2)
         if cfg.mmr_threshold is not None and len(items) > 1:
             vectors = self.store.vectors([s.memory.id for s in items])
-            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold)
+            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         return [
             SearchHit(
                 memory=s.memory,
@@ -101,12 +105,33 @@ class RetrievalPipeline:
         out: dict[str, list[Candidate]] = {}
         for name in wanted:
             if name == "vector":
-                out[name] = self.store.vector_candidates(self.embed_query(query), filters, pool)
+                out[name] = self.store.vector_candidates(self.embed_query(self._vector_query(query, filters)), filters, pool)
             elif name == "bm25":
                 out[name] = self.store.text_candidates(query, filters, pool)
             elif mode != "hybrid" or has_cjk(query) or len(out.get("bm25", [])) < limit:
                 out[name] = self.store.fuzzy_candidates(query, filters, pool)
         return out
+
+    def _vector_query(self, query: str, filters: Filters) -> str:
+        """The query the vector leg embeds: without the words most searched memories contain.
+
+        BM25 gives such a word (a name in every memory of a conversation, "user" in every note
+        about the user) almost no weight, but in a small embedding model a name can dominate
+        the query vector, which then finds any memory with that name instead of the one about
+        the question. Measured on LoCoMo in docs/retrieval.md."""
+        share = self.cfg.vector_common_share
+        if share <= 0:
+            return query
+        key = tuple(sorted(filters.scopes)) if filters.scopes is not None else None
+        now = time.monotonic()
+        cached = self._common.get(key)
+        if cached is None or now - cached[0] > COMMON_TTL_S:
+            sample = self.store.list(Filters(scopes=filters.scopes), limit=COMMON_SAMPLE, offset=0, order="newest")
+            words = common_words((m.content for m in sample), share) if len(sample) >= COMMON_MIN else set()
+            if len(self._common) >= 256:
+                self._common.clear()
+            cached = self._common[key] = (now, words)
+        return without_words(query, cached[1])
 
 
 # -- stages ------------------------------------------------------------------------------
@@ -273,18 +298,26 @@ def apply_min_and_noise(items: list[Scored], *, min_score: float, noise: bool, k
     return out
 
 
-def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float) -> list[Scored]:
-    """Greedy diversity: a hit nearly identical (cosine > threshold) to one already kept is moved to the end."""
+def apply_mmr(items: list[Scored], vectors: dict[str, np.ndarray], *, threshold: float, limit: int | None = None) -> list[Scored]:
+    """Greedy diversity: a hit nearly identical (cosine > threshold) to one already kept is moved to the end.
+
+    Once `limit` hits are kept the rest cannot reach the result, so they are not compared.
+    """
     kept: list[Scored] = []
     deferred: list[Scored] = []
-    kept_vecs: list[np.ndarray] = []
-    for item in items:
+    dims = next((len(v) for v in vectors.values()), 0)
+    kept_vecs = np.empty((min(len(items), limit or len(items)), dims), dtype=np.float32)
+    n = 0
+    for pos, item in enumerate(items):
+        if limit is not None and len(kept) >= limit:
+            return kept + deferred + items[pos:]
         vec = vectors.get(item.memory.id)
-        if vec is not None and kept_vecs and float(np.max(np.stack(kept_vecs) @ vec)) > threshold:
+        if vec is not None and n and float(np.max(kept_vecs[:n] @ vec)) > threshold:
             item.steps["mmr_deferred"] = 1.0
             deferred.append(item)
             continue
         kept.append(item)
         if vec is not None:
-            kept_vecs.append(vec)
+            kept_vecs[n] = vec
+            n += 1
     return kept + deferred

@@ -124,7 +124,7 @@ def update_memory(
 ) -> dict[str, Any]:
     """Change the given fields; new content is re-embedded and history keeps the old values."""
     record = ctx.fetch(mem, memory_id)
-    return mem.update(record.id, **ctx.caller, **body.model_dump(exclude_none=True)).model_dump(mode="json")
+    return mem.update(record.id, **ctx.by_id, **body.model_dump(exclude_none=True)).model_dump(mode="json")
 
 
 @router.delete("/memories/{memory_id}", tags=["memories"])
@@ -136,22 +136,21 @@ def delete_memory(
 ) -> dict[str, Any]:
     record = ctx.fetch(mem, memory_id)
     if hard:
-        return {"forgotten": mem.forget(record.id, **ctx.caller)}
-    return mem.delete(record.id, **ctx.caller).model_dump(mode="json")
+        return {"forgotten": mem.forget(record.id, **ctx.by_id)}
+    return mem.delete(record.id, **ctx.by_id).model_dump(mode="json")
 
 
 @router.post("/memories/{memory_id}/undelete", tags=["memories"])
 def undelete_memory(
     memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
 ) -> dict[str, Any]:
-    return mem.undelete(ctx.fetch(mem, memory_id).id, **ctx.caller).model_dump(mode="json")
+    return mem.undelete(ctx.fetch(mem, memory_id).id, **ctx.by_id).model_dump(mode="json")
 
 
 @router.get("/memories/{memory_id}/history", tags=["memories"])
 def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
     """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
-    target = ctx.fetch(mem, memory_id).id if ctx.scopes is not None else memory_id
-    return {"history": [e.model_dump(mode="json") for e in mem.history(target, **ctx.caller)]}
+    return {"history": [e.model_dump(mode="json") for e in mem.history(memory_id, **ctx.by_id)]}
 
 
 @router.post("/search", tags=["search"])

@@ -289,21 +289,22 @@ class SQLStore(Store):
         return [str(r[0]) for r in rows]
 
     def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
+        """The turns just before and after each memory in its scope and session that pass `filters`:
+        two index seeks per memory on (session_id, created_at), whatever the session's length."""
         where, params = self.where(filters, "m")
+        oc = self.order_column
+        same = "m.session_id = h.session_id AND m.scope = h.scope"
+        before = f"(m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
+        after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
         out: dict[str, list[str]] = {}
         for chunk in _chunks(ids):
-            marks = _marks(chunk)
-            sessions = [r[0] for r in self._run(
-                f"SELECT DISTINCT session_id FROM memories WHERE id IN ({marks}) AND session_id IS NOT NULL", chunk
-            )]
-            if not sessions:
-                continue
             rows = self._run(
-                "SELECT id, prev, next FROM (SELECT m.id, lag(m.id) OVER w AS prev, lead(m.id) OVER w AS next "
-                f"FROM memories m WHERE m.session_id IN ({_marks(sessions)}) AND {where} "
-                f"WINDOW w AS (PARTITION BY m.scope, m.session_id ORDER BY m.created_at, m.{self.order_column})"
-                f") AS s WHERE id IN ({marks})",
-                (*sessions, *params, *chunk),
+                f"SELECT h.id, (SELECT m.id FROM memories m WHERE {same} AND {before} AND {where} "
+                f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
+                f"(SELECT m.id FROM memories m WHERE {same} AND {after} AND {where} "
+                f"ORDER BY m.created_at, m.{oc} LIMIT 1) "
+                f"FROM memories h WHERE h.id IN ({_marks(chunk)}) AND h.session_id IS NOT NULL",
+                (*params, *params, *chunk),
             )
             for memory_id, prev, nxt in rows:
                 out[str(memory_id)] = [str(n) for n in (prev, nxt) if n is not None]

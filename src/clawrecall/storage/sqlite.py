@@ -164,6 +164,46 @@ _SCRIPTS: list[tuple[int, str]] = [
     ),
     (
         5,
+        # The scope is indexed as one token, hex(scope): "user:alice" was two tokens, so the
+        # posting list of "user" (nearly every row) had to be walked for each scoped search, and
+        # the query word "user" matched every row's scope. The view gives FTS5 the same values
+        # for 'rebuild' and integrity checks.
+        """
+        DROP TRIGGER memories_ai;
+        DROP TRIGGER memories_ad;
+        DROP TRIGGER memories_au_text;
+        DROP TABLE memories_fts;
+        CREATE VIEW memories_fts_source AS
+            SELECT rowid AS rid, title, content, tags, hex(scope) AS scope_key FROM memories;
+        CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            title, content, tags, scope_key, content='memories_fts_source', content_rowid='rid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
+        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
+                VALUES (new.rowid, new.title, new.content, new.tags, hex(new.scope));
+            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+            INSERT INTO changes (memory_id) VALUES (new.id);
+        END;
+        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+                VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
+            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO changes (memory_id) VALUES (old.id);
+        END;
+        CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+                VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
+            INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
+                VALUES (new.rowid, new.title, new.content, new.tags, hex(new.scope));
+            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        """,
+    ),
+    (
+        6,
         # API tokens, a store table on both backends (earlier versions created it here on first use)
         api_tokens_table("TEXT") + ";",
     ),
@@ -338,7 +378,7 @@ class SQLiteStore(SQLStore):
             return []
         match = "{title content tags} : (" + fts_or_query(terms) + ")"
         if filters.scopes:  # narrows the match; the SQL filter on m.scope stays the exact check
-            match += " AND scope : (" + " OR ".join(fts_or_query([s]) for s in filters.scopes) + ")"
+            match += " AND scope_key : (" + fts_or_query([s.encode().hex().upper() for s in filters.scopes]) + ")"
         return self._fts("memories_fts", match, filters, k)
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:

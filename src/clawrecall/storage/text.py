@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from typing import Iterable
 
 # A small English stopword list: enough that "what did alice say about the trip" searches
 # for "alice say trip", not for every "the".
@@ -17,6 +19,7 @@ STOPWORDS = frozenset(
 )
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)  # a word with its clitics: "Alice's"
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -44,3 +47,22 @@ def trigrams(query: str, limit: int = 48) -> list[str]:
 def fts_or_query(terms: list[str]) -> str:
     """An FTS5/tsquery-safe OR of quoted terms."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def common_words(texts: Iterable[str], share: float) -> set[str]:
+    """The words, stopwords aside, found in more than `share` of `texts` (lower-cased)."""
+    counts: Counter[str] = Counter()
+    n = 0
+    for text in texts:
+        n += 1
+        counts.update(set(_WORD.findall(text.lower())) - STOPWORDS)
+    return {w for w, c in counts.items() if c > share * n}
+
+
+def without_words(query: str, words: set[str]) -> str:
+    """The query less `words` ("Alice's" goes with "alice"); the query itself if only stopwords would remain."""
+    if not words:
+        return query
+    kept = _TOKEN.sub(lambda m: "" if _WORD.match(m.group()).group().lower() in words else m.group(), query)
+    kept = " ".join(kept.split())
+    return kept if any(w.lower() not in STOPWORDS for w in _WORD.findall(kept)) else query

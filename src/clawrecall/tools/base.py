@@ -85,12 +85,14 @@ class CallContext:
         """Every scope an unfiltered read touches; None means all of them."""
         return read_scopes(Caller(self.user_id, self.agent_id), list(self.scopes) if self.scopes is not None else None)
 
+    @property
+    def by_id(self) -> dict[str, Any]:
+        """The engine's keywords for a call by id: the caller, and a token's allow-list as the scopes to look in."""
+        return {**self.caller, "scope": self.read_scope()}
+
     def fetch(self, mem: Memory, memory_id: str) -> MemoryRecord:
         """A memory by id or prefix, if this caller may see it; otherwise "not found", as the engine says."""
-        record = mem.get(memory_id, **self.caller)
-        if self.scopes is not None and record.scope not in self.scopes:
-            raise NotFoundError(f"no memory with id {memory_id!r}")
-        return record
+        return mem.get(memory_id, **self.by_id)
 
     def _allow(self, scope: str) -> None:
         assert self.scopes is not None

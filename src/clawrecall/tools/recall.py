@@ -124,7 +124,7 @@ def _confident(hits: list[SearchHit]) -> bool:
 
 
 def _forget(mem: Memory, ctx: CallContext, memory_id: str) -> ToolResult:
-    forgotten = mem.forget(memory_id, **ctx.caller)
+    forgotten = mem.forget(memory_id, **ctx.by_id)
     text = f"Forgot {forgotten[:8]}: its content is erased for good."
     return ToolResult(text, {"action": "deleted", "id": forgotten})
 

@@ -126,7 +126,7 @@ def memory_update(mem: Memory, ctx: CallContext, args: UpdateArgs) -> ToolResult
     changes = args.model_dump(exclude={"id"}, exclude_none=True)
     if not changes:
         raise ValidationError("memory_update: nothing to update; give content, title, category, tags or importance")
-    record = mem.update(ctx.fetch(mem, args.id).id, **ctx.caller, **changes)
+    record = mem.update(ctx.fetch(mem, args.id).id, **ctx.by_id, **changes)
     return _done(record, "updated", f"Updated {record.id[:8]}.")
 
 
@@ -138,7 +138,7 @@ def memory_update(mem: Memory, ctx: CallContext, args: UpdateArgs) -> ToolResult
     correct version with memory_write.""",
 )
 def memory_delete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
-    record = mem.delete(ctx.fetch(mem, args.id).id, **ctx.caller)
+    record = mem.delete(ctx.fetch(mem, args.id).id, **ctx.by_id)
     days = mem.config.writes.retention_days
     return _done(record, "deleted", f"Deleted {record.id[:8]}; memory_undelete restores it within {days:g} days.")
 
@@ -149,7 +149,7 @@ def memory_delete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
     description="Restore a long-term memory record deleted with memory_delete; it becomes searchable again.",
 )
 def memory_undelete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
-    record = mem.undelete(ctx.fetch(mem, args.id).id, **ctx.caller)
+    record = mem.undelete(ctx.fetch(mem, args.id).id, **ctx.by_id)
     return _done(record, "restored", f"Restored {record.id[:8]}.")
 
 

@@ -1,0 +1,210 @@
+"""A sentence-transformers model run by ONNX Runtime instead of PyTorch.
+
+Why: a one-sentence query takes ~3.5 ms through ONNX Runtime on one CPU thread against
+~11 ms through `SentenceTransformer.encode`, and once the model is exported a process never
+imports torch (a CLI search starts seconds sooner). The vectors agree with PyTorch's to
+~1e-7, so stored embeddings stay valid whichever runtime made them.
+
+The model is exported once with PyTorch (`torch.onnx`) and cached under
+`$CLAWRECALL_MODEL_CACHE` (default `$XDG_CACHE_HOME/clawrecall/models`), keyed by the
+sha256 of the weights, so a changed model is never served from a stale export.
+Only plain encoders qualify: modules Transformer → Pooling (mean or CLS) → optional
+Normalize; anything else stays on PyTorch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EmbeddingError
+
+_EXPORT_VERSION = "1"  # bump when the exported graph changes shape
+_SMALL_BATCH = 4
+_SUB_BATCH = 16  # texts sorted by length, run in groups this size: less padding
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def cache_dir() -> Path:
+    if os.environ.get("CLAWRECALL_MODEL_CACHE"):
+        return Path(os.environ["CLAWRECALL_MODEL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "clawrecall" / "models"
+
+
+def available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plain_encoder(model_dir: Path) -> str | None:
+    """The pooling mode ("mean" or "cls") when `model_dir` is a plain encoder we can export, else None."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text())
+    except (OSError, ValueError):
+        return None
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    if not (model_dir / "tokenizer.json").exists() or not any((model_dir / f).exists() for f in _WEIGHT_FILES):
+        return None
+    try:
+        pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+    if modes == {"pooling_mode_mean_tokens"}:
+        return "mean"
+    if modes == {"pooling_mode_cls_token"}:
+        return "cls"
+    return None
+
+
+def weights_digest(model_dir: Path, known: str | None = None) -> str:
+    if known:
+        return known
+    weights = next(model_dir / f for f in _WEIGHT_FILES if (model_dir / f).exists())
+    digest = hashlib.sha256()
+    with weights.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export(model_dir: Path, target: Path) -> None:
+    """Export the transformer of `model_dir` to `target` (atomically: a crash leaves no half file)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(model_dir), device="cpu")
+    transformer = st[0].auto_model.eval()
+    sample = st.tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
+
+    class _Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *inputs):
+            return self.transformer(**dict(zip(names, inputs))).last_hidden_state
+
+    axes = {n: {0: "batch", 1: "tokens"} for n in names}
+    axes["hidden"] = {0: "batch", 1: "tokens"}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.part")
+    os.close(fd)
+    try:
+        import warnings
+
+        with warnings.catch_warnings(), torch.inference_mode():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                _Encoder(),
+                tuple(sample[n] for n in names),
+                tmp,
+                input_names=names,
+                output_names=["hidden"],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class OnnxEncoder:
+    """Tokenizer + ONNX session + pooling: texts in, unnormalised float32 vectors out."""
+
+    def __init__(self, model_dir: Path, onnx_path: Path, pooling: str) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.pooling = pooling
+        self._path = onnx_path
+        self._ort = ort
+        max_len = _max_seq_length(model_dir)
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_len)
+        # Queries run on one thread: as fast as two for a dozen tokens, and immune to
+        # stalls when another process holds the other cores. Bulk work gets every core.
+        self._query = self._session(1)
+        self._inputs = [i.name for i in self._query.get_inputs()]
+        self._bulk = None
+        self._lock = threading.Lock()
+
+    def _session(self, threads: int):
+        opts = self._ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            return self._ort.InferenceSession(str(self._path), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a truncated or foreign file: say which
+            raise EmbeddingError(f"cannot load exported model {self._path}: {exc}; delete it to re-export") from exc
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if len(texts) <= _SMALL_BATCH:
+            return self._run(self._query, texts)
+        with self._lock:
+            if self._bulk is None:
+                self._bulk = self._session(os.cpu_count() or 1)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = [self._run(self._bulk, [texts[i] for i in order[s : s + _SUB_BATCH]]) for s in range(0, len(order), _SUB_BATCH)]
+        result = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+        result[order] = np.concatenate(parts)
+        return result
+
+    @property
+    def dimensions(self) -> int:
+        return int(self._query.get_outputs()[0].shape[2])
+
+    def _run(self, session, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        hidden = session.run(None, {name: feed[name] for name in self._inputs})[0]
+        if self.pooling == "cls":
+            return hidden[:, 0, :]
+        weights = mask[:, :, None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+def _max_seq_length(model_dir: Path) -> int:
+    try:
+        return int(json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError):
+        return 512
+
+
+def load(model_dir: Path, *, known_digest: str | None = None) -> OnnxEncoder | None:
+    """The ONNX encoder for `model_dir` (exporting it on first use), or None if it does not qualify."""
+    pooling = plain_encoder(model_dir)
+    if pooling is None:
+        return None
+    digest = weights_digest(model_dir, known_digest)
+    target = cache_dir() / f"{model_dir.name}-{digest[:16]}-v{_EXPORT_VERSION}.onnx"
+    if not target.exists():
+        export(model_dir, target)
+    return OnnxEncoder(model_dir, target, pooling)
