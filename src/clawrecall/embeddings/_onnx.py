@@ -27,7 +27,7 @@ from ..errors import EmbeddingError
 
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
 _SMALL_BATCH = 4
-_SUB_BATCH = 16  # texts sorted by length, run in groups this size: less padding
+_SUB_BATCH = 16  # one run's texts: small groups of similar length are padded least
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -157,16 +157,13 @@ class OnnxEncoder:
             raise EmbeddingError(f"cannot load exported model {self._path}: {exc}; delete it to re-export") from exc
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """Texts (the Embedder hands them over sorted by length) → vectors, in groups of `_SUB_BATCH`."""
         if len(texts) <= _SMALL_BATCH:
             return self._run(self._query, texts)
         with self._lock:
             if self._bulk is None:
                 self._bulk = self._session(os.cpu_count() or 1)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        parts = [self._run(self._bulk, [texts[i] for i in order[s : s + _SUB_BATCH]]) for s in range(0, len(order), _SUB_BATCH)]
-        result = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
-        result[order] = np.concatenate(parts)
-        return result
+        return np.concatenate([self._run(self._bulk, texts[s : s + _SUB_BATCH]) for s in range(0, len(texts), _SUB_BATCH)])
 
     @property
     def dimensions(self) -> int:

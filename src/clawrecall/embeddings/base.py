@@ -54,6 +54,8 @@ class Embedder(ABC):
     """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
 
     provider: str = ""
+    # A model run here pads each batch to its longest text, so texts of similar length are batched together.
+    pads_batches: bool = False
 
     def __init__(self, model: str, *, dimensions: int | None = None, batch_size: int = 64, query_cache_size: int = 1024):
         self.model = model
@@ -128,9 +130,10 @@ class Embedder(ABC):
         return np.stack([cached[t] for t in texts])
 
     def _embed_uncached(self, texts: list[str], kind: Kind) -> np.ndarray:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i])) if self.pads_batches else list(range(len(texts)))
         parts = []
         for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
+            batch = [texts[i] for i in order[start : start + self.batch_size]]
             try:
                 raw = self._embed_batch(batch, kind)
             except EmbeddingError:
@@ -143,7 +146,9 @@ class Embedder(ABC):
                     f"{self.provider} embedding failed: expected {len(batch)} vectors, got shape {arr.shape}"
                 )
             parts.append(arr)
-        out = np.concatenate(parts)
+        joined = np.concatenate(parts)
+        out = np.empty_like(joined)
+        out[order] = joined
         dims = out.shape[1]
         if self._dimensions is None:
             self._dimensions = dims

@@ -56,6 +56,7 @@ def verify_bundled_model(model_dir: Path) -> None:
 
 class LocalEmbedder(Embedder):
     provider = "local"
+    pads_batches = True
     default_model = DEFAULT_MODEL
 
     @classmethod
