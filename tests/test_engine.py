@@ -507,3 +507,15 @@ def test_sqlite_fulltext_index_stays_consistent_through_every_write(tmp_path):
     with sqlite3.connect(path) as conn:  # FTS5 compares its index with the view it is built from
         conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
         assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'fjord'").fetchone()[0] == 0
+
+
+def test_list_and_purge_bounds_are_clear_errors(mem):
+    mem.add("Bounds are checked at the door")
+    for kwargs, message in (({"offset": 2**63}, "offset must be between 0"), ({"limit": 0}, "limit must be between 1"),
+                            ({"limit": 2**63}, "limit must be between 1")):
+        with pytest.raises(ValidationError, match=message):
+            mem.list(**kwargs)
+    for days in (-1, 1e12):
+        with pytest.raises(ValidationError, match="older_than_days must be between 0 and 365000"):
+            mem.purge(older_than_days=days)
+    assert mem.count() == 1

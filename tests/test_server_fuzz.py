@@ -43,7 +43,7 @@ def test_no_input_causes_a_server_error(live):
             def fuzz(case: schemathesis.Case) -> None:
                 response = case.call(headers=auth, timeout=60)
                 assert response.status_code < 500, f"{case.method} {case.formatted_path} ({mode}): " \
-                    f"{response.status_code} {response.text[:300]} from {case.body!r:.300}"
+                    f"{response.status_code} {response.text[:300]} from query {case.query!r:.300}, body {case.body!r:.300}"
 
             try:
                 fuzz()

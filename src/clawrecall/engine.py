@@ -47,6 +47,7 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _FINGERPRINT_KEY = "embedding_fingerprint"
 
 
+_MAX_ROWS = 1_000_000_000  # list limit/offset: beyond what a store holds, within a 64-bit SQL integer
 _DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
 
 
@@ -429,8 +430,8 @@ class Memory:
         """Hard-delete memories soft-deleted longer ago than the retention period (default 30 days)."""
         self._require_writes()
         days = self.config.writes.retention_days if older_than_days is None else older_than_days
-        if days < 0:
-            raise ValidationError(f"older_than_days must be ≥ 0, got {days}")
+        if not 0 <= days <= 365_000:  # a timedelta cannot reach further back
+            raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
         ids = self.store.purgeable(utcnow() - timedelta(days=days))
         scopes = read_scopes(Caller(user_id, agent_id), None)
         if scopes is not None:
@@ -558,10 +559,10 @@ class Memory:
         offset: int = 0,
         order: str = "newest",
     ) -> list[MemoryRecord]:
-        if not isinstance(limit, int) or limit < 1:
-            raise ValidationError(f"limit must be a positive integer, got {limit!r}")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValidationError(f"offset must be ≥ 0, got {offset!r}")
+        if not isinstance(limit, int) or not 1 <= limit <= _MAX_ROWS:
+            raise ValidationError(f"limit must be between 1 and {_MAX_ROWS:,}, got {limit!r}")
+        if not isinstance(offset, int) or not 0 <= offset <= _MAX_ROWS:
+            raise ValidationError(f"offset must be between 0 and {_MAX_ROWS:,}, got {offset!r}")
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
         filters = self._filters(
