@@ -125,6 +125,24 @@ def test_add_many_is_one_batch_with_in_batch_dedup(mem):
     assert mem.get(results[2].id).scope == "user:bob"
 
 
+def test_a_text_repeated_in_a_batch_is_embedded_once_and_stored_per_scope(mem):
+    calls: list[list[str]] = []
+    embed = mem.embedder.embed
+
+    def counting(texts, kind="passage"):
+        calls.append(list(texts))
+        return embed(texts, kind)
+
+    mem.embedder.embed = counting
+    results = mem.add_many([{"content": "Standup is at 9:30", "user_id": u} for u in ("ann", "ben", "ann")] +
+                           [{"content": "Retro is on Fridays", "user_id": "ann"}])
+    assert [r.action for r in results] == ["created", "created", "duplicate", "created"]
+    assert sorted(t for batch in calls for t in batch) == ["Retro is on Fridays", "Standup is at 9:30"]
+    ann, ben = (mem.list(user_id=u, scope=f"user:{u}") for u in ("ann", "ben"))
+    assert {r.content for r in ann} == {"Standup is at 9:30", "Retro is on Fridays"} and len(ben) == 1
+    assert mem.search("standup time", user_id="ben")[0].memory.content == "Standup is at 9:30"
+
+
 def test_in_batch_dedup_spans_blocks_and_keeps_scopes_apart(mem):
     import numpy as np
 

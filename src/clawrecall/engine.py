@@ -255,14 +255,17 @@ class Memory:
         return vectors / norms
 
     def _embed_in_batches(self, texts: list[str], progress: Progress | None) -> np.ndarray:
+        """One vector per text; a text repeated in the batch is embedded once."""
+        unique = list(dict.fromkeys(texts))
         # Large steps: the embedder groups texts of similar length within a step (less padding).
         step = max(self.config.embedding.batch_size, 1) * 16
         parts = []
-        for start in range(0, len(texts), step):
-            parts.append(self._embed_passages(texts[start : start + step]))
+        for start in range(0, len(unique), step):
+            parts.append(self._embed_passages(unique[start : start + step]))
             if progress:
-                progress(min(start + step, len(texts)), len(texts))
-        return np.concatenate(parts)
+                progress(min(start + step, len(unique)), len(unique))
+        row = {text: i for i, text in enumerate(unique)}
+        return np.concatenate(parts)[[row[t] for t in texts]]
 
     def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
