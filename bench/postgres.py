@@ -732,14 +732,7 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
         if args.compare_build:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
             report["builds"].append({**build_index(mem, url, args.maintenance_work_mem, args.hnsw), "rows": n})
-        report["footprint"] = footprint(mem)
-        report["vector_leg"] = [] if args.skip_search or args.skip_vector else vector_leg(mem, data, args)
-        if args.partitioned:
-            report["partitioned"] = partitioned(mem, data, args)
-        if args.hybrid_queries and not args.skip_search:
-            report["text_legs"] = text_legs(mem, data, args)
-            report["search"] = end_to_end(mem, data, args)
-        report["settings"] = settings(url)
+        report.update(measure_searches(mem, data, url, args))
     finally:
         mem.close()
         report["load_after"] = loadavg()
@@ -748,6 +741,19 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
         else:
             report["url"] = url
     return report
+
+
+def measure_searches(mem: Memory, data: Data, url: str, args: argparse.Namespace) -> dict:
+    """What every run measures on a loaded database: footprint, the legs, end-to-end search, settings."""
+    out: dict[str, Any] = {"footprint": footprint(mem)}
+    out["vector_leg"] = [] if args.skip_search or args.skip_vector else vector_leg(mem, data, args)
+    if args.partitioned:
+        out["partitioned"] = partitioned(mem, data, args)
+    if args.hybrid_queries and not args.skip_search:
+        out["text_legs"] = text_legs(mem, data, args)
+        out["search"] = end_to_end(mem, data, args)
+    out["settings"] = settings(url)
+    return out
 
 
 def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
@@ -771,14 +777,7 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
         if args.compare_build or args.rebuild:
             report["builds"].append({**build_index(mem, url, args.maintenance_work_mem, args.hnsw), "rows": n})
-        report["footprint"] = footprint(mem)
-        report["vector_leg"] = [] if args.skip_search or args.skip_vector else vector_leg(mem, data, args)
-        if args.partitioned:
-            report["partitioned"] = partitioned(mem, data, args)
-        if args.hybrid_queries and not args.skip_search:
-            report["text_legs"] = text_legs(mem, data, args)
-            report["search"] = end_to_end(mem, data, args)
-        report["settings"] = settings(url)
+        report.update(measure_searches(mem, data, url, args))
     finally:
         mem.close()
         report["load_after"] = loadavg()

@@ -20,9 +20,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from live_server import db, home, server  # noqa: F401 (fixtures)
+
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
-from clawrecall.server.spawn import spawn_server
 
 ALICE_PREF = "Alice prefers dark mode in every code editor"
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
@@ -82,27 +83,11 @@ def portal() -> Iterator[BlockingPortal]:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return tmp_path_factory.mktemp("mcp")
-
-
-@pytest.fixture(scope="module")
-def db(home):
-    return home / "memory.db"
-
-
-@pytest.fixture(scope="module")
 def tokens(db) -> dict[str, str]:
     store = TokenStore(db)
     made = {"alice": store.create(user_id="alice", agent_id="main")[1], "bob": store.create(user_id="bob")[1]}
     store.close()
     return made
-
-
-@pytest.fixture(scope="module")
-def server(db, home, tokens):
-    with spawn_server(db, env={"CLAWRECALL_HOME": str(home / "home")}) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -20,25 +20,16 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from clawrecall import Memory
+from live_server import db, home, server  # noqa: F401 (fixtures)
+
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.server import create_app
-from clawrecall.server.spawn import spawn_server
 
 ALICE_PREF = "Alice prefers dark mode in every code editor"
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
 GLOBAL_FACT = "The team deploys the API to a Kubernetes cluster in Frankfurt"
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return tmp_path_factory.mktemp("rest")
-
-
-@pytest.fixture(scope="module")
-def db(home):
-    return home / "memory.db"
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +42,6 @@ def tokens(db) -> dict[str, str]:
     }
     store.close()
     return made
-
-
-@pytest.fixture(scope="module")
-def server(db, home, tokens):
-    with spawn_server(db, env={"CLAWRECALL_HOME": str(home / "home")}) as running:
-        yield running
 
 
 def client(server, token: str | None = None, **headers: str) -> httpx.Client:
