@@ -89,3 +89,24 @@ def test_runtime_from_config_file(tmp_path):
     path.write_text('[embedding]\nruntime = "gpu"\n')
     with pytest.raises(ConfigError, match="runtime"):
         load_config(path)
+
+
+def test_auto_falls_back_to_torch_when_the_export_cannot_be_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAWRECALL_MODEL_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "broken-cache-model"
+    shutil.copytree(bundled_model_dir(), model)
+    exported = _onnx.cache_dir() / f"{model.name}-{_onnx.weights_digest(model)[:16]}-v{_onnx._EXPORT_VERSION}.onnx"
+    exported.parent.mkdir(parents=True)
+    exported.write_bytes(b"not an onnx model")
+    assert LocalEmbedder(str(model)).active_runtime == "torch"
+    with pytest.raises(EmbeddingError, match="cannot load exported model"):
+        LocalEmbedder(str(model), runtime="onnx").embed(["hi"])
+
+
+def test_the_export_is_readable_by_other_users(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAWRECALL_MODEL_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "shared-model"
+    shutil.copytree(bundled_model_dir(), model)
+    _onnx.load(model)
+    (exported,) = (tmp_path / "cache").iterdir()
+    assert exported.stat().st_mode & 0o044 == 0o044

@@ -111,6 +111,25 @@ def test_memory_forget_by_query_lists_close_candidates_and_erases_only_a_clear_m
     assert mem.history(doomed)[-1].action == "forget"
 
 
+def test_a_query_less_its_common_words_never_makes_another_memory_a_confident_match(tmp_path):
+    """The vector leg ranks with the query less the words most memories contain ("Alice" here),
+    but the similarity that memory_forget and the recall hook gate on is to the whole query."""
+    with Memory.open(tmp_path / "m.db") as m:
+        m.add_many([{"content": f"Alice went {a} on day {i}", "user_id": "u"} for i, a in
+                    enumerate(["hiking", "swimming", "to the cinema", "shopping", "to a concert", "climbing"] * 10)],
+                   dedup=False)
+        bob = m.add("Bob's birthday is on the 3rd of May", user_id="u").id
+        query = "Alice's birthday is on the 3rd of May"
+        reduced = m.search(query, user_id="u", limit=3)
+        m.config.retrieval.vector_common_share = 0
+        whole = {h.id: h.similarity for h in m.search(query, user_id="u", limit=3)}
+        assert reduced[0].id == bob and abs(reduced[0].similarity - whole[bob]) < 1e-4
+        m.config.retrieval.vector_common_share = 0.4
+        result = call(m, CallContext(user_id="u"), "memory_forget", query=query)
+        assert result.details["action"] == "candidates"
+        assert m.get(bob).content == "Bob's birthday is on the 3rd of May"
+
+
 def test_memory_forget_by_id(mem: Memory):
     doomed = mem.add("Alice once lived in Porto", user_id="alice").id
     assert call(mem, ALICE, "memory_forget", memoryId=doomed[:8]).details == {"action": "deleted", "id": doomed}

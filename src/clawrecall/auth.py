@@ -101,7 +101,10 @@ class TokenStore:
                 self.store.put_token((*row[:6], row[8], row[9], info.created_at))
                 if info.revoked_at is not None:
                     self.store.revoke_token(info.id, info.revoked_at)
-        path.rename(path.with_name(path.name + ".imported"))
+        try:
+            path.rename(path.with_name(path.name + ".imported"))
+        except FileNotFoundError:  # another server adopted it at the same time (token rows are idempotent)
+            pass
 
     def close(self) -> None:
         if self._owned:

@@ -119,6 +119,7 @@ def export(model_dir: Path, target: Path) -> None:
                 opset_version=17,
                 dynamo=False,
             )
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a shared cache must be readable by every user
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -153,10 +153,8 @@ def _onnx_encoder(model: str, path: Path, device: str, runtime: str, digest: str
     if why is None:
         try:
             return _onnx.load(path, known_digest=digest)
-        except EmbeddingError:
-            raise
-        except Exception as exc:  # export needs torch + onnx; a failure must not cost the user their model
-            why = f"exporting it failed: {exc}"
+        except Exception as exc:  # no torch/onnx to export, an unreadable cache file…: `auto` keeps PyTorch
+            why = f"exporting or loading it failed: {exc}"
     if runtime == "onnx":
         raise EmbeddingError(f"embedding.runtime is 'onnx' but model {model!r} cannot run on ONNX Runtime: {why}")
     log.info("local model %s runs on PyTorch: %s", model, why)

@@ -62,7 +62,8 @@ class RetrievalPipeline:
         cfg = self.cfg
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
-        legs = self._run_legs(query, filters, pool, mode, limit)
+        vector_query = self._vector_query(query, filters) if mode in ("hybrid", "vector") else query
+        legs = self._run_legs(query, vector_query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
             legs["trigram"] = trigram_rescore(query, records.values())
@@ -81,22 +82,43 @@ class RetrievalPipeline:
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
         items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 2)
+        vectors: dict[str, np.ndarray] | None = None
         if cfg.mmr_threshold is not None and len(items) > 1:
             vectors = self.store.vectors([s.memory.id for s in items])
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
+        items = items[:limit]
+        similarity = self._similarities(query, vector_query, items, vectors)
         return [
             SearchHit(
                 memory=s.memory,
                 score=round(s.score, 6),
                 age=age_string(s.memory.created_at, now),
-                similarity=s.legs["vector"]["score"] if "vector" in s.legs else None,
+                similarity=similarity.get(s.memory.id),
                 matched=list(s.legs),
                 explain={"legs": s.legs, **s.steps, "final": s.score} if explain else None,
             )
-            for s in items[:limit]
+            for s in items
         ]
 
-    def _run_legs(self, query: str, filters: Filters, pool: int, mode: Mode, limit: int) -> dict[str, list[Candidate]]:
+    def _similarities(
+        self, query: str, vector_query: str, items: list[Scored], vectors: dict[str, np.ndarray] | None
+    ) -> dict[str, float]:
+        """Each vector-leg hit's cosine to the whole query, which callers gate on (recall hook, memory_forget).
+
+        The vector leg may have ranked with a reduced query (`_vector_query`); its scores then say how
+        close a memory is to the query less its common words, which overrates a memory about someone
+        else ("Bob's birthday" for "Alice's birthday"), so the whole query is compared here."""
+        hits = [s.memory.id for s in items if "vector" in s.legs]
+        if vector_query == query or not hits:
+            return {s.memory.id: s.legs["vector"]["score"] for s in items if "vector" in s.legs}
+        missing = [i for i in hits if vectors is None or i not in vectors]
+        found = {**(vectors or {}), **(self.store.vectors(missing) if missing else {})}
+        full = self.embed_query(query)
+        return {i: round(float(found[i] @ full), 6) for i in hits if i in found}
+
+    def _run_legs(
+        self, query: str, vector_query: str, filters: Filters, pool: int, mode: Mode, limit: int
+    ) -> dict[str, list[Candidate]]:
         """Run the candidate legs. In hybrid mode the trigram leg searches the whole store only when
         the others cannot do its job — CJK text (no word breaks for BM25) or too few keyword hits
         (typos) — and otherwise rescores the other legs' candidates (see `trigram_rescore`): an
@@ -105,7 +127,7 @@ class RetrievalPipeline:
         out: dict[str, list[Candidate]] = {}
         for name in wanted:
             if name == "vector":
-                out[name] = self.store.vector_candidates(self.embed_query(self._vector_query(query, filters)), filters, pool)
+                out[name] = self.store.vector_candidates(self.embed_query(vector_query), filters, pool)
             elif name == "bm25":
                 out[name] = self.store.text_candidates(query, filters, pool)
             elif mode != "hybrid" or has_cjk(query) or len(out.get("bm25", [])) < limit:
