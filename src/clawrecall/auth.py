@@ -29,6 +29,7 @@ from ._time import from_db, utcnow
 from .config import data_dir
 from .errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
 from .scopes import Caller, validate_scope
+from .storage.base import TOKEN_COLUMNS
 from .tools import CallContext
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ USER_HEADER = "x-clawrecall-user"
 AGENT_HEADER = "x-clawrecall-agent"
 SESSION_HEADER = "x-clawrecall-session"
 TokenKind = Literal["user", "service"]
-_COLUMNS = "id, name, kind, user_id, agent_id, scopes, created_at, revoked_at"  # of an old tokens.db
 
 
 class AuthError(ClawrecallError):
@@ -90,7 +90,7 @@ class TokenStore:
         """Move the tokens of an old per-server `tokens.db` into the database (once; the file is renamed)."""
         conn = sqlite3.connect(str(path))
         try:
-            rows = conn.execute(f"SELECT {_COLUMNS}, salt, hash FROM api_tokens").fetchall()
+            rows = conn.execute(f"SELECT {', '.join(TOKEN_COLUMNS)}, salt, hash FROM api_tokens").fetchall()
         except sqlite3.Error:
             return
         finally:

