@@ -524,9 +524,18 @@ def test_sqlite_fulltext_index_stays_consistent_through_every_write(tmp_path):
         m.add("Piano lessons on Thursdays", user_id="bob")
         assert [h.memory.content for h in m.search("piano", user_id="bob", mode="bm25")] == ["Piano lessons on Thursdays"]
         assert m.search("piano", user_id="alice", mode="bm25") == []
-    with sqlite3.connect(path) as conn:  # FTS5 compares its index with the view it is built from
+        # new rows are indexed in bulk after the insert: also right when a forgotten rowid is reused
+        batch = m.add_many([{"content": f"Harbour crane number {i} needs grease"} for i in range(3)], dedup=False)
+        m.forget(batch[-1].id)
+        m.add_many([{"content": "Lighthouse keeper retires"}, {"content": "Lighthouse lamp replaced"}], dedup=False)
+        assert len(m.search("harbour crane", mode="bm25")) == 2
+    with sqlite3.connect(path) as conn:  # FTS5 compares its indexes with the tables they are built from
         conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+        conn.execute("INSERT INTO memories_trgm (memories_trgm, rank) VALUES ('integrity-check', 1)")
         assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'fjord'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH 'grease'").fetchone()[0] == 2
+        assert sorted(r[0] for r in conn.execute("SELECT content FROM memories_trgm WHERE memories_trgm MATCH 'ighthous'")) == [
+            "Lighthouse keeper retires", "Lighthouse lamp replaced"]
 
 
 def test_list_and_purge_bounds_are_clear_errors(mem):

@@ -36,6 +36,14 @@ def test_onnx_and_torch_give_the_same_vectors():
     assert np.abs(onnx.embed([TEXTS[0]])[0] - onnx.embed(TEXTS)[0]).max() < 1e-5
 
 
+def test_a_large_batch_keeps_its_order_through_sorting_and_parallel_runs():
+    onnx = LocalEmbedder(runtime="onnx", query_cache_size=0, batch_size=16)
+    texts = [f"{'very ' * (i % 9)}short note number {i}" for i in range(53)] + TEXTS
+    batch = onnx.embed(texts)
+    alone = np.stack([onnx.embed([t])[0] for t in texts])
+    assert np.abs(batch - alone).max() < 1e-5
+
+
 def test_auto_prefers_onnx_and_a_process_never_imports_torch_once_exported():
     assert LocalEmbedder().active_runtime == "onnx"
     code = (

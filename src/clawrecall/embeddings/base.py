@@ -97,6 +97,10 @@ class Embedder(ABC):
         assert self._dimensions is not None
         return self._dimensions
 
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Sort keys that group texts of similar padded length (providers that pad batches)."""
+        return [len(t) for t in texts]
+
     @abstractmethod
     def _embed_batch(self, texts: list[str], kind: Kind) -> Sequence[Sequence[float]] | np.ndarray:
         """Embed one batch (at most `batch_size` texts); return one vector per text, in order."""
@@ -130,7 +134,11 @@ class Embedder(ABC):
         return np.stack([cached[t] for t in texts])
 
     def _embed_uncached(self, texts: list[str], kind: Kind) -> np.ndarray:
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i])) if self.pads_batches else list(range(len(texts)))
+        if self.pads_batches:
+            lengths = self._lengths(texts)
+            order = sorted(range(len(texts)), key=lengths.__getitem__)
+        else:
+            order = list(range(len(texts)))
         parts = []
         for start in range(0, len(texts), self.batch_size):
             batch = [texts[i] for i in order[start : start + self.batch_size]]

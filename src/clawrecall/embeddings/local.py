@@ -83,6 +83,11 @@ class LocalEmbedder(Embedder):
         """`onnx` or `torch`: what actually runs the model (loads it)."""
         return "onnx" if isinstance(self._load(), _onnx.OnnxEncoder) else "torch"
 
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Token counts under ONNX (groups padded ~1 % instead of ~19 % when sorted by characters)."""
+        model = self._load()
+        return model.token_counts(texts) if isinstance(model, _onnx.OnnxEncoder) else super()._lengths(texts)
+
     def _embed_batch(self, texts: list[str], kind: Kind):
         model = self._load()
         texts = e5_prefix(self.model, texts, kind)

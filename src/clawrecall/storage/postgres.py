@@ -327,7 +327,7 @@ class PostgresStore(SQLStore):
                 for i, record in enumerate(records):
                     row = self._record_row(record)
                     copy.write_row((uuid.UUID(row[0]), *row[1:], None if vecs is None else vecs[i]))
-            self._after_insert()
+            self._after_insert(len(records))
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         """Binary COPY as well: a bulk load writes one history row per memory."""
@@ -342,7 +342,7 @@ class PostgresStore(SQLStore):
                         None if e.after is None else self._json(e.after), e.actor, e.at,
                     ))
 
-    def _after_insert(self) -> None:
+    def _after_insert(self, count: int) -> None:
         self._ensure_vector_index()
 
     def _size_bytes(self) -> int | None:

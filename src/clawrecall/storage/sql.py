@@ -162,10 +162,10 @@ class SQLStore(Store):
                 f"INSERT INTO memories ({', '.join(COLUMNS)}, embedding) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
                 rows,
             )
-            self._after_insert()
+            self._after_insert(len(rows))
 
-    def _after_insert(self) -> None:
-        """Backends hook maintenance here (log trimming, lazy index creation)."""
+    def _after_insert(self, count: int) -> None:
+        """Backends hook work on the `count` rows just inserted here (text indexing, lazy index creation)."""
 
     def update(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
         row = self._record_row(record)

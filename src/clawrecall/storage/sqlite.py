@@ -2,7 +2,8 @@
 
 FTS5 (porter) gives the BM25 leg, an FTS5 trigram table the fuzzy/CJK leg, and an exact
 in-memory matrix (`vector_index.py`) the vector leg. Triggers keep both full-text tables
-and the `changes` log in step with `memories`, so no write path can forget one.
+and the `changes` log in step with `memories` on update and delete; `insert` indexes its
+new rows itself, in bulk (see `_after_insert`).
 Everything that is plain SQL lives in `sql.py`, shared with PostgreSQL.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from .._time import as_utc, from_db, to_db, utcnow
 from ..errors import StorageError
 from .base import Candidate, Filters
+from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .sql import SQLStore, api_tokens_table
 from .text import fts_or_query, keywords, trigrams
 from .vector_index import RowMeta, VectorIndex
@@ -207,7 +209,22 @@ _SCRIPTS: list[tuple[int, str]] = [
         # API tokens, a store table on both backends (earlier versions created it here on first use)
         api_tokens_table("TEXT") + ";",
     ),
+    (
+        7,
+        # New rows are indexed by `SQLiteStore._after_insert`, one statement per table: 10x cheaper
+        # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
+        "DROP TRIGGER memories_ai;",
+    ),
 ]
+
+
+# Migration 7 moved these out of the insert trigger (see `SQLiteStore._after_insert`).
+_NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? ORDER BY rowid"
+_INDEX_NEW_ROWS = (
+    f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, content, tags, hex(scope) {_NEW_ROWS}",
+    f"INSERT INTO memories_trgm (rowid, content) SELECT rowid, content {_NEW_ROWS}",
+    f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS}",
+)
 
 
 def _split_sql(sql: str) -> list[str]:
@@ -248,9 +265,11 @@ class SQLiteStore(SQLStore):
         self._lock = threading.RLock()
         self._depth = 0
         self._index: VectorIndex | None = None
+        self._checkpointer = Checkpointer(self.path)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT}")
             if migrate:
                 self.migrate()
         except sqlite3.DatabaseError as exc:
@@ -259,6 +278,7 @@ class SQLiteStore(SQLStore):
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
+        self._checkpointer.close()
         with self._lock:
             try:
                 self._conn.execute("PRAGMA optimize")  # keeps the planner's statistics fresh, cheaply
@@ -303,6 +323,7 @@ class SQLiteStore(SQLStore):
                 raise
             else:
                 self._conn.execute("COMMIT")
+                self._checkpointer.committed()
             finally:
                 self._depth = 0
 
@@ -328,7 +349,15 @@ class SQLiteStore(SQLStore):
     def _from_vector(self, raw: Any) -> np.ndarray | None:
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)
 
-    def _after_insert(self) -> None:
+    def _after_insert(self, count: int) -> None:
+        """Index the new rows (the last `count` rowids: each insert took max(rowid) + 1) with one
+        statement per table, and trim the `changes` log.
+
+        Not a per-row trigger: FTS5 flushes its pending terms at every statement savepoint, and a
+        trigger's statements each take one, so a trigger wrote a segment per row and FTS5 then
+        merged them (~0.1 ms a memory at 100k; ~0.01 ms in one statement)."""
+        for sql in _INDEX_NEW_ROWS:
+            self._run(sql, (count,))
         lo, hi = self._run("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")[0]
         if hi is not None and hi - lo > 2 * _CHANGES_KEEP:  # readers further behind reload the index
             self._run("DELETE FROM changes WHERE seq <= ?", (hi - _CHANGES_KEEP,))

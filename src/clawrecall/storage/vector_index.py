@@ -18,6 +18,9 @@ from functools import lru_cache
 import numpy as np
 
 
+_BULK_QUERIES = 32  # from this many vectors at once, `nearest_many` uses every BLAS thread
+
+
 @lru_cache(maxsize=1)
 def _blas():
     """These products are small and memory-bound: one BLAS thread is as fast, and a second one
@@ -171,7 +174,8 @@ class VectorIndex:
 
     def nearest_many(self, queries: np.ndarray, scope: str, now: float) -> list[tuple[str, float] | None]:
         """For each query, its nearest live row in one scope (deduplication of a batch: one matmul)."""
-        with self._lock, _blas().limit(limits=1, user_api="blas"):
+        # A batch is a real matrix product, and nothing else runs meanwhile: every core helps.
+        with self._lock, _blas().limit(limits=None if len(queries) >= _BULK_QUERIES else 1, user_api="blas"):
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)

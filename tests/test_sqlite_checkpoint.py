@@ -1,0 +1,41 @@
+"""WAL checkpoints run on the store's own thread, never inside a commit, and stop with the store."""
+
+import threading
+import time
+
+from clawrecall import Memory
+from clawrecall.storage.checkpoint import WRITER_AUTOCHECKPOINT
+
+
+def _checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "clawrecall-checkpoint"]
+
+
+def test_writes_are_checkpointed_in_the_background_and_the_thread_stops_on_close(tmp_path):
+    path = tmp_path / "wal.db"
+    before = len(_checkpoint_threads())
+    mem = Memory.open(path)
+    assert path.stat().st_size < 50 * 1536
+    assert mem.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WRITER_AUTOCHECKPOINT
+    mem.add_many([{"content": f"Checkpointed note {i}"} for i in range(50)], dedup=False)
+    deadline = time.monotonic() + 10
+    while mem.store._checkpointer.runs == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mem.store._checkpointer.runs >= 1
+    # the pages reached the database file itself (before, all of them were in the WAL)
+    assert path.stat().st_size > 50 * 1536
+    mem.close()
+    assert len(_checkpoint_threads()) == before
+    assert not path.with_name("wal.db-wal").exists()  # the last close checkpointed and removed it
+    with Memory.open(path) as again:
+        assert again.count() == 50
+
+
+def test_a_store_that_only_reads_starts_no_thread(tmp_path):
+    path = tmp_path / "read.db"
+    with Memory.open(path) as mem:
+        mem.add("One memory")
+    before = len(_checkpoint_threads())
+    with Memory.open(path) as mem:
+        assert mem.count() == 1
+        assert len(_checkpoint_threads()) == before
