@@ -5,8 +5,11 @@ times a vocabulary, fixed seed; 20 user scopes plus `global`; created_at spread 
 years; sessions of about 20 turns) through `Memory.add_many` in chunks of 1000 with the
 real local model and the default dedup, then measures:
 
-  * add rate over the whole build, beside the raw embedding rate of the same model on a
-    2,000-text sample of the same texts (`embedder.embed(..., kind="passage")`);
+  * add rate over the whole build; every 5th chunk is also embedded alone
+    (`embedder.embed(..., kind="passage")`) right before or after it is added, and the
+    ratio of raw embedding time to add time over those pairs is the build ratio;
+  * the same on a copy of the built store: `--add-rounds` more chunks with dedup on, then
+    off, every one paired (the marginal cost of adding at that size);
   * the first search on a freshly opened store (vector index load included);
   * search latency p50/p95 over distinct natural queries, query embedding included
     (query cache off), limit 10: hybrid, vector-only and bm25-only, each in one user's
@@ -17,7 +20,8 @@ A built store (and its build timings) is kept in `--db-dir` (default: a fixed fo
 the system temp dir), so a re-run skips the build. `--profile` prints a cProfile of the
 scoped hybrid searches.
 
-    python bench/scale.py [--sizes 10000,100000] [--db-dir DIR] [--queries 200] [--repeat 3] [--profile] [--json]
+    python bench/scale.py [--sizes 10000,100000] [--db-dir DIR] [--queries 200] [--repeat 3]
+                         [--add-rounds 15] [--rebuild] [--profile] [--json]
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ SEED = 20240501
 USERS = [f"u{i:02d}" for i in range(1, 21)]
 GLOBAL_SHARE = 0.05
 CHUNK = 1000
-RAW_SAMPLE = 2000
+PAIR_EVERY = 5  # build: every 5th chunk is paired with a raw embedding of its texts
 START = datetime(2023, 6, 1, tzinfo=timezone.utc)
 SPAN_S = 730 * 86400
 DEFAULT_DB_DIR = Path(tempfile.gettempdir()) / "clawrecall-scale"
@@ -235,53 +239,94 @@ def raw_embed_rate(mem: Memory, texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
+def paired(raw_s: list[float], add_s: list[float], n_per_pair: int) -> dict:
+    """Rates and their ratio from paired timings (add and raw embedding of the same chunk), with a
+    bootstrap 95 % interval over the pairs. This machine's speed drifts by ±15 % over seconds; timing
+    both halves of a pair back to back (alternating which goes first) cancels the drift."""
+    rng = random.Random(SEED)
+    n = len(raw_s)
+    boot = sorted(
+        sum(raw_s[i] for i in idx) / sum(add_s[i] for i in idx)
+        for idx in ([rng.randrange(n) for _ in range(n)] for _ in range(2000))
+    )
+    return {
+        "pairs": n,
+        "add_per_s": n * n_per_pair / sum(add_s),
+        "raw_per_s": n * n_per_pair / sum(raw_s),
+        "ratio": sum(raw_s) / sum(add_s),
+        "ratio_lo": boot[int(0.025 * len(boot))],
+        "ratio_hi": boot[int(0.975 * len(boot)) - 1],
+    }
+
+
+def add_chunk(mem: Memory, chunk: list[dict], first_raw: bool, dedup: bool = True) -> tuple[float, float, list]:
+    """(raw embedding seconds, add seconds, add results) for one chunk, timed back to back."""
+    texts = [it["content"] for it in chunk]
+
+    def raw() -> float:
+        t = time.perf_counter()
+        mem.embedder.embed(texts, kind="passage")
+        return time.perf_counter() - t
+
+    raw_s = raw() if first_raw else 0.0
+    t = time.perf_counter()
+    results = mem.add_many(chunk, dedup=dedup)
+    add_s = time.perf_counter() - t
+    if not first_raw:
+        raw_s = raw()
+    return raw_s, add_s, results
+
+
 def build(path: Path, n: int, log) -> dict:
-    """Build the store with add_many in chunks; return the build timings (also saved beside the db)."""
+    """Build the store with add_many in chunks; every `PAIR_EVERY`th chunk is also embedded alone, to pair
+    its add time with the raw embedding time of the same texts. Returns the build timings."""
     items = synthetic_memories(n)
-    sample = [it["content"] for it in random.Random(SEED + 2).sample(items, min(RAW_SAMPLE, n))]
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     mem = Memory.open(path)
     mem.embedder.embed(["warm up"] * 64, kind="passage")  # model load is not add time
-    raw_before = raw_embed_rate(mem, sample)
-    log(f"  raw embedding (before build): {raw_before:.0f} texts/s")
     chunk_s: list[float] = []
+    raw_pairs: list[float] = []
+    add_pairs: list[float] = []
     created = duplicates = 0
-    start = time.perf_counter()
     for i in range(0, n, CHUNK):
-        t = time.perf_counter()
-        results = mem.add_many(items[i : i + CHUNK])
-        chunk_s.append(time.perf_counter() - t)
+        k = i // CHUNK
+        if k % PAIR_EVERY == 0:
+            raw_s, add_s, results = add_chunk(mem, items[i : i + CHUNK], first_raw=(k // PAIR_EVERY) % 2 == 0)
+            raw_pairs.append(raw_s)
+            add_pairs.append(add_s)
+        else:
+            t = time.perf_counter()
+            results = mem.add_many(items[i : i + CHUNK])
+            add_s = time.perf_counter() - t
+        chunk_s.append(add_s)
         created += sum(r.action == "created" for r in results)
         duplicates += sum(r.action == "duplicate" for r in results)
         if len(chunk_s) % 10 == 0:
-            done = i + CHUNK
-            log(f"  {done}/{n} added, {done / (time.perf_counter() - start):.0f}/s")
-    total = time.perf_counter() - start
-    raw_after = raw_embed_rate(mem, sample)
-    log(f"  raw embedding (after build): {raw_after:.0f} texts/s")
+            log(f"  {i + CHUNK}/{n} added, {(i + CHUNK) / sum(chunk_s):.0f}/s")
     mem.close()
     tail = chunk_s[-max(1, len(chunk_s) // 10):]
-    info = {
+    pairs = paired(raw_pairs, add_pairs, CHUNK)
+    log(f"  paired chunks: add {pairs['add_per_s']:.0f}/s vs raw {pairs['raw_per_s']:.0f}/s, ratio {pairs['ratio']:.3f}")
+    return {
         "size": n,
         "created": created,
         "duplicates": duplicates,
-        "build_s": total,
-        "add_per_s": n / total,
+        "build_s": sum(chunk_s),
+        "add_per_s": n / sum(chunk_s),
         "add_per_s_last_10pct": len(tail) * CHUNK / sum(tail),
-        "raw_embed_per_s_before": raw_before,
-        "raw_embed_per_s_after": raw_after,
-        "raw_embed_per_s": (raw_before + raw_after) / 2,
+        "raw_embed_per_s": pairs["raw_per_s"],
+        "ratio": pairs["ratio"],
+        "ratio_lo": pairs["ratio_lo"],
+        "ratio_hi": pairs["ratio_hi"],
+        "pairs": pairs["pairs"],
         "chunk_s": [round(c, 3) for c in chunk_s],
     }
-    info["ratio"] = info["add_per_s"] / info["raw_embed_per_s"]
-    return info
 
 
-def marginal_add(path: Path, n_items: int, log) -> dict:
-    """Add rate on top of the built store (a copy): `n_items` new memories with dedup on, then another
-    `n_items` with dedup off, beside the raw embedding rate of the same texts (mean of a run just before
-    and just after each add)."""
+def marginal_add(path: Path, rounds: int, log) -> dict:
+    """Add rate on top of the built store (a copy): `rounds` new chunks with dedup on, then `rounds` with
+    dedup off, each paired with the raw embedding of the same texts."""
     copy = path.with_name(path.stem + "-addtest.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -293,19 +338,17 @@ def marginal_add(path: Path, n_items: int, log) -> dict:
         mem = Memory.open(copy)
         mem.embedder.embed(["warm up"] * 64, kind="passage")
         mem.store._fresh_index()  # type: ignore[attr-defined]  # index load is not add time
-        with_dedup = synthetic_memories(n_items, seed=SEED + 11)
-        without = synthetic_memories(n_items, seed=SEED + 12)
-        out: dict[str, float] = {}
-        for key, items, dedup in (("dedup", with_dedup, True), ("no_dedup", without, False)):
-            texts = [it["content"] for it in items]
-            before = raw_embed_rate(mem, texts)
-            t = time.perf_counter()
-            for i in range(0, n_items, CHUNK):
-                mem.add_many(items[i : i + CHUNK], dedup=dedup)
-            out[f"add_per_s_{key}"] = n_items / (time.perf_counter() - t)
-            raw = out[f"raw_per_s_{key}"] = (before + raw_embed_rate(mem, texts)) / 2
-            out[f"ratio_{key}"] = out[f"add_per_s_{key}"] / raw
-            log(f"  add {n_items} more ({key}): {out[f'add_per_s_{key}']:.0f}/s vs raw {raw:.0f}/s on the same texts")
+        out: dict[str, dict] = {}
+        for key, seed, dedup in (("dedup", SEED + 11, True), ("no_dedup", SEED + 12, False)):
+            items = synthetic_memories(rounds * CHUNK, seed=seed)
+            raw_s, add_s = [], []
+            for r in range(rounds):
+                pair = add_chunk(mem, items[r * CHUNK : (r + 1) * CHUNK], first_raw=r % 2 == 0, dedup=dedup)
+                raw_s.append(pair[0])
+                add_s.append(pair[1])
+            out[key] = paired(raw_s, add_s, CHUNK)
+            log(f"  add {rounds} x {CHUNK} more ({key}): {out[key]['add_per_s']:.0f}/s vs raw {out[key]['raw_per_s']:.0f}/s, "
+                f"ratio {out[key]['ratio']:.3f} ({out[key]['ratio_lo']:.3f}-{out[key]['ratio_hi']:.3f})")
         mem.close()
         return out
     finally:
@@ -386,7 +429,7 @@ def stats_wall(path: Path, runs: int = 5) -> tuple[float, str]:
     return statistics.median(times), how
 
 
-def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_sample: int, profile: bool, log) -> dict:
+def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, profile: bool, log) -> dict:
     path = db_dir / f"scale-{n}.db"
     sidecar = db_dir / f"scale-{n}.json"
     cached = path.exists() and sidecar.exists()
@@ -400,8 +443,8 @@ def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_sample: int, 
         sidecar.write_text(json.dumps(info, indent=2))
     info["cached_build"] = cached
     info["db"] = str(path)
-    if add_sample:
-        info["marginal"] = marginal_add(path, add_sample, log)
+    if add_rounds:
+        info["marginal"] = marginal_add(path, add_rounds, log)
 
     queries = synthetic_queries(n_queries)
     # Query cache off so every search embeds its query, as a new question does.
@@ -547,14 +590,14 @@ def render(report: dict) -> str:
                          f"| {v['all_runs_p50_ms']:.1f}, {v['all_runs_p95_ms']:.1f} |")
     lines += [
         "",
-        "| size | stored (dups dropped) | build (s) | add/s last 10% | raw/s before, after | scoped 1-NN lookup | "
+        "| size | stored (dups dropped) | build (s) | add/s last 10% | build ratio, 95% interval (pairs) | scoped 1-NN lookup | "
         "query embed p50 | index load | db size |",
         "|---:|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in report["sizes"]:
         lines.append(
             f"| {r['size']:,} | {r['created']:,} ({r['duplicates']}) | {r['build_s']:.0f}{' (cached)' if r['cached_build'] else ''} "
-            f"| {r['add_per_s_last_10pct']:.0f} | {r['raw_embed_per_s_before']:.0f}, {r['raw_embed_per_s_after']:.0f} "
+            f"| {r['add_per_s_last_10pct']:.0f} | {r['ratio']:.3f}, {r['ratio_lo']:.3f}–{r['ratio_hi']:.3f} ({r['pairs']}) "
             f"| {r['dedup_check_p50_ms']:.2f} ms "
             f"| {r['query_embed_p50_ms']:.1f} ms | {r['index_load_s'] * 1000:.0f} ms "
             f"| {r['db_bytes'] / 1e6:.0f} MB |"
@@ -562,18 +605,21 @@ def render(report: dict) -> str:
     if any("marginal" in r for r in report["sizes"]):
         lines += [
             "",
-            "Adding to the built store (a copy), chunks of 1000; raw rate on the same texts, mean of just before and after:",
+            f"Adding to the built store (a copy), chunks of {CHUNK}, each timed back to back with the raw embedding "
+            "of the same texts (alternating which goes first); ratio = raw time / add time over all pairs, with a "
+            "bootstrap 95% interval:",
             "",
-            "| size | add/s, dedup on | raw/s | ratio | add/s, dedup off | raw/s | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "| size | dedup | pairs | add/s | raw embed/s | ratio | 95% interval |",
+            "|---:|---|---:|---:|---:|---:|---|",
         ]
         for r in report["sizes"]:
-            m = r.get("marginal")
-            if m:
-                lines.append(
-                    f"| {r['size']:,} | {m['add_per_s_dedup']:.0f} | {m['raw_per_s_dedup']:.0f} | {m['ratio_dedup']:.2f} "
-                    f"| {m['add_per_s_no_dedup']:.0f} | {m['raw_per_s_no_dedup']:.0f} | {m['ratio_no_dedup']:.2f} |"
-                )
+            for key, label in (("dedup", "on"), ("no_dedup", "off")):
+                m = r.get("marginal", {}).get(key)
+                if m:
+                    lines.append(
+                        f"| {r['size']:,} | {label} | {m['pairs']} | {m['add_per_s']:.0f} | {m['raw_per_s']:.0f} "
+                        f"| {m['ratio']:.3f}{mark(m['ratio'], TARGETS['ratio'], True)} | {m['ratio_lo']:.3f}–{m['ratio_hi']:.3f} |"
+                    )
     lines.append("")
     lines.append(f"stats timed as: {report['sizes'][0]['stats_how']} (median of 5 runs)" if report["sizes"] else "")
     return "\n".join(lines)
@@ -586,9 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="distinct queries per mode (≥ 200 recommended)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each query set; a query's latency is its best run (default 3)")
-    parser.add_argument("--add-sample", type=int, default=2000,
-                        help="memories added (twice: dedup on, off) to a copy of the built store to time add at that "
-                             "size, beside the raw embedding rate of the same texts; 0 skips (default 2000)")
+    parser.add_argument("--add-rounds", type=int, default=15,
+                        help=f"chunks of {CHUNK} added (with dedup on, then off) to a copy of the built store, each "
+                             "paired with the raw embedding of the same texts; 0 skips (default 15)")
     parser.add_argument("--rebuild", action="store_true", help="ignore a store built earlier")
     parser.add_argument("--profile", action="store_true", help="cProfile the scoped hybrid searches and print it")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -603,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             (db_dir / f"scale-{n}.json").unlink(missing_ok=True)
     report = {"machine": machine(), "sizes": []}
     for n in sizes:
-        report["sizes"].append(measure(n, db_dir, args.queries, args.repeat, args.add_sample, args.profile, log))
+        report["sizes"].append(measure(n, db_dir, args.queries, args.repeat, args.add_rounds, args.profile, log))
     report["machine"]["load_avg_end"] = os.getloadavg()
     if args.json:
         print(json.dumps(report, indent=2, default=str))
