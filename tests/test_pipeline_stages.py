@@ -46,6 +46,22 @@ def test_weighted_fusion_min_max_scales_each_leg():
     assert items[0].legs  # per-leg ranks kept for explain
 
 
+def test_a_leg_that_returned_every_match_scales_from_zero_not_from_its_weakest():
+    records = {i: rec(i) for i in "ab"}
+    legs = {"bm25": [Candidate("a", 6.0), Candidate("b", 2.0)]}
+    exhausted = {s.memory.id: s.score for s in fuse(legs, {"bm25": 1.0}, records, method="weighted", pool=20)}
+    assert exhausted == {"a": pytest.approx(1.0), "b": pytest.approx(2.0 / 6.0)}
+    full = {s.memory.id: s.score for s in fuse(legs, {"bm25": 1.0}, records, method="weighted", pool=2)}
+    assert full == {"a": pytest.approx(1.0), "b": pytest.approx(0.0)}  # a full pool: the weakest is the floor
+
+
+def test_single_leg_search_keeps_its_weaker_matches(mem):
+    mem.add("Lighthouse keeper retires", dedup=False)
+    mem.add("Lighthouse lamp replaced after the storm", dedup=False)
+    for mode in ("bm25", "trigram"):
+        assert len(mem.search("lighthouse lamp", mode=mode)) == 2
+
+
 def test_rrf_fusion_normalised_to_one():
     records = {i: rec(i) for i in "ab"}
     legs = {"vector": [Candidate("a", 0.9), Candidate("b", 0.5)], "bm25": [Candidate("a", 5.0)]}

@@ -68,7 +68,7 @@ class RetrievalPipeline:
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
             legs["trigram"] = trigram_rescore(query, records.values())
         weights = {name: getattr(cfg, name).weight for name in legs}
-        items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k)
+        items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
         if cfg.neighbor_weight > 0 and items:
             items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=pool)
         if mode == "hybrid" and self.reranker is not None:
@@ -166,12 +166,15 @@ def fuse(
     *,
     method: Literal["rrf", "weighted"] = "rrf",
     k: int = 60,
+    pool: int | None = None,
 ) -> list[Scored]:
     """Merge the legs into one score in [0, 1].
 
     Weighted (the default): Σ w·s / Σ w, where each leg's scores are min-max scaled over
     that leg's candidates for this query, so cosine and unbounded BM25 share one scale and a
-    leg's confidence (how far its best hit stands out) still counts.
+    leg's confidence (how far its best hit stands out) still counts. A leg that returned
+    fewer than `pool` candidates returned every match it has: it scales from 0 (no match),
+    not from its weakest match, which would otherwise score 0 and fall below any minimum.
     RRF: Σ w/(k + rank), divided by its best possible value Σ w/(k + 1).
     Both keep later stages (additive recency, hard minimum) on the same 0–1 scale.
     """
@@ -180,6 +183,8 @@ def fuse(
         w = weights[name]
         scores = [c.score for c in hits]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        if pool is not None and len(hits) < pool:
+            lo = min(lo, 0.0)
         for rank, cand in enumerate(hits, start=1):
             record = records.get(cand.id)
             if record is None:  # removed between the leg and the fetch
