@@ -322,6 +322,10 @@ class PostgresStore(SQLStore):
         columns = ", ".join((*COLUMNS, "embedding"))
         vecs = None if vectors is None else np.asarray(vectors, dtype=np.float32)
         with self.transaction(), self._connection() as conn:
+            if self._may_change_schema():
+                # Before any row lock: two first writers, each holding its new rows and waiting for
+                # the other's schema lock to create the index, would deadlock.
+                self._lock_schema()
             with conn.cursor().copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for i, record in enumerate(records):
@@ -359,6 +363,10 @@ class PostgresStore(SQLStore):
     def _vector_expr(self, dims: int) -> tuple[str, str]:
         kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
         return f"(embedding::{kind}({dims}))", f"{kind}_cosine_ops"
+
+    def _may_change_schema(self) -> bool:
+        """Whether an insert may record the vector dimensions or create the HNSW index."""
+        return self._vector_dims() is None or not (self._indexed or self._deferring)
 
     def _ensure_vector_index(self) -> None:
         """Record the dimensions when the first vectors arrive, and create the HNSW index unless deferred."""
