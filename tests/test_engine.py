@@ -223,6 +223,16 @@ def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
         ({"content": "x", "visibility": "public"}, "visibility"),
         ({"content": "x", "tags": [""]}, "invalid tag"),
         ({"content": "x", "metadata": {"when": object()}}, "JSON"),
+        # PostgreSQL cannot store NUL: neither backend takes it, anywhere in a memory
+        ({"content": "\x00"}, "content must not contain NUL"),
+        ({"content": "x", "title": "a\x00b"}, "title must not contain NUL"),
+        ({"content": "x", "tags": ["ok", "b\x00"]}, "a tag must not contain NUL"),
+        ({"content": "x", "metadata": {"k": ["v", "\x00"]}}, "metadata must not contain NUL"),
+        ({"content": "x", "metadata": {"\x00": 1}}, "metadata must not contain NUL"),
+        ({"content": "x", "session_id": "s\x00"}, "session_id must not contain NUL"),
+        ({"content": "x", "source_id": "\x00"}, "source_id must not contain NUL"),
+        ({"content": "x", "user_id": "bob\x00"}, "invalid user_id"),
+        ({"content": "x", "scope": "custom:a\x00b"}, "invalid scope"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(mem, kwargs, message):
@@ -230,6 +240,26 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(mem, kwargs, message):
         mem.add(**kwargs)
     assert _rows(mem) == 0
     assert _rows(mem, "SELECT count(*) FROM history") == 0
+
+
+def test_nul_characters_in_reads_and_updates_are_clear_errors(mem):
+    kept = mem.add("A memory that stays as it is")
+    for call, message in (
+        (lambda: mem.search("tea\x00"), "query must not contain NUL"),
+        (lambda: mem.search("tea", tags=["\x00"]), "a tag must not contain NUL"),
+        (lambda: mem.list(session_id="\x00"), "session_id must not contain NUL"),
+        (lambda: mem.search("tea", user_id="\x00"), "invalid user_id"),
+        (lambda: mem.update(kept.id, content="new\x00"), "content must not contain NUL"),
+        (lambda: mem.update(kept.id, title="\x00"), "title must not contain NUL"),
+        (lambda: mem.update(kept.id, metadata={"a": "\x00"}), "metadata must not contain NUL"),
+        (lambda: mem.startup_set("k\x00", "rules"), "key must not contain NUL"),
+        (lambda: mem.startup_set("k", "rules\x00"), "content must not contain NUL"),
+        (lambda: mem.startup_delete("k\x00"), "key must not contain NUL"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            call()
+    assert mem.get(kept.id).content == "A memory that stays as it is"
+    assert len(mem.history(kept.id)) == 1
 
 
 def test_add_many_with_one_bad_item_writes_nothing(mem):

@@ -308,6 +308,8 @@ class Memory:
     ) -> MemoryRecord:
         new = item if isinstance(item, NewMemory) else NewMemory.model_validate(dict(item))
         content = self._check_content(new.content)
+        for name in ("title", "session_id", "source_type", "source_id"):
+            _check_text(getattr(new, name), name)
         uid = new.user_id if new.user_id is not None else user_id
         aid = new.agent_id if new.agent_id is not None else agent_id
         if user_id is not None and uid != user_id:
@@ -360,6 +362,7 @@ class Memory:
         if content is not None:
             changes["content"] = self._check_content(content)
         if title is not None:
+            _check_text(title, "title")
             changes["title"] = title
         if category is not None:
             changes["category"] = self._check_category(category)
@@ -525,6 +528,7 @@ class Memory:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
+        _check_text(query, "query")
         if not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError(f"limit must be between 1 and 1000, got {limit!r}")
         if mode not in ("hybrid", "vector", "bm25", "trigram"):
@@ -619,6 +623,7 @@ class Memory:
         self._require_writes()
         caller = Caller(user_id, agent_id)
         target = write_scope(caller, scope) if scope is not None or user_id or agent_id else "global"
+        _check_text(key, "key")
         try:
             entry = StartupEntry(
                 scope=target, key=key, content=self._check_content(content), priority=priority, reinforce=reinforce,
@@ -634,6 +639,7 @@ class Memory:
 
     def startup_delete(self, key: str, *, scope: str = "global", user_id: str | None = None, agent_id: str | None = None) -> None:
         self._require_writes()
+        _check_text(key, "key")
         if not self.store.delete_startup(write_scope(Caller(user_id, agent_id), scope), key):
             raise NotFoundError(f"no startup entry {key!r} in scope {scope!r}")
 
@@ -694,6 +700,8 @@ class Memory:
         categories = None if category is None else ([category] if isinstance(category, str) else list(category))
         for c in categories or []:
             self._check_category(c)
+        _check_text(list(tags or []), "a tag")
+        _check_text(session_id, "session_id")
         return Filters(
             scopes=read_scopes(caller, scope), categories=categories, tags=list(tags) if tags else None,
             session_id=session_id, since=as_utc(since) if since else None, until=as_utc(until) if until else None,
@@ -723,6 +731,7 @@ class Memory:
     def _check_content(self, content: Any) -> str:
         if not isinstance(content, str) or not content.strip():
             raise ValidationError("content must not be empty")
+        _check_text(content, "content")
         if len(content) > MAX_CONTENT_CHARS:
             raise ValidationError(f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
         return content.strip()
@@ -736,6 +745,7 @@ class Memory:
         for tag in tags:
             if not isinstance(tag, str) or not tag.strip() or len(tag) > 100:
                 raise ValidationError(f"invalid tag {tag!r}: tags are non-empty strings of at most 100 characters")
+            _check_text(tag, "a tag")
         return list(dict.fromkeys(t.strip() for t in tags))
 
     def _check_new_id(self, memory_id: str) -> str:
@@ -763,7 +773,23 @@ def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         json.dumps(metadata)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+    _check_text(metadata, "metadata")
     return metadata
+
+
+def _check_text(value: Any, name: str) -> None:
+    """PostgreSQL stores no NUL (U+0000) in text or JSON, so neither backend accepts one: a store
+    must move between them, and the error is the caller's, not a server's 500. Walks JSON values."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError(f"{name} must not contain NUL characters")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, name)
+            _check_text(item, name)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_text(item, name)
 
 
 def _pydantic_message(exc: PydanticValidationError) -> str:

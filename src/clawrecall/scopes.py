@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from .errors import ScopeError, ValidationError
 
 SCOPE_KINDS = ("user", "agent", "project", "custom")
-_SCOPE = re.compile(r"^(global|(user|agent|project|custom):[^\s:][^\s]{0,199})$")
+_SCOPE = re.compile(r"^(global|(user|agent|project|custom):[^\s\x00-\x1f\x7f:][^\s\x00-\x1f\x7f]{0,199})$")
 ALL = "*"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def validate_scope(scope: str) -> str:
@@ -31,6 +32,11 @@ class Caller:
 
     user_id: str | None = None
     agent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("user_id", self.user_id), ("agent_id", self.agent_id)):
+            if value is not None and (not isinstance(value, str) or _CONTROL.search(value)):
+                raise ValidationError(f"invalid {name} {value!r}: ids are strings without control characters")
 
     def may_access(self, scope: str) -> bool:
         """An unidentified caller (the local administrator) may touch any scope; an identified one
