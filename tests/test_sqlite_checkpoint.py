@@ -39,3 +39,18 @@ def test_a_store_that_only_reads_starts_no_thread(tmp_path):
     with Memory.open(path) as mem:
         assert mem.count() == 1
         assert len(_checkpoint_threads()) == before
+
+
+def test_the_checkpoint_thread_follows_the_file_not_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    Memory.open("relative.db").close()  # created and migrated: opening it again writes nothing
+    mem = Memory.open("relative.db")
+    monkeypatch.chdir(tmp_path / "elsewhere")  # before the first write starts the thread
+    mem.add("Written after the working directory changed")
+    deadline = time.monotonic() + 10
+    while mem.store._checkpointer.runs == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    mem.close()
+    assert mem.store._checkpointer.runs >= 1
+    assert not (tmp_path / "elsewhere" / "relative.db").exists()

@@ -21,7 +21,7 @@ class Checkpointer:
     """One thread per open store, started by its first commit."""
 
     def __init__(self, path: Path, interval: float = 1.0) -> None:
-        self._path = path
+        self._path = path.resolve()  # the writer's file, whatever the working directory is later
         self._interval = interval
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -48,7 +48,10 @@ class Checkpointer:
 
     def _loop(self) -> None:
         try:
-            conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False, timeout=1.0)
+            # mode=rw: if the file went away, fail rather than create an empty one
+            conn = sqlite3.connect(
+                f"{self._path.as_uri()}?mode=rw", uri=True, isolation_level=None, check_same_thread=False, timeout=1.0
+            )
         except sqlite3.Error:
             return  # the writer's backstop threshold still bounds the WAL
         try:
