@@ -27,7 +27,7 @@ class Checkpointer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self.runs = 0  # checkpoints done (for `doctor` and the tests)
+        self.runs = 0  # checkpoints done so far
 
     def committed(self) -> None:
         """A write transaction committed: checkpoint within `interval`."""
