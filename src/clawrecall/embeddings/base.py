@@ -134,7 +134,7 @@ class Embedder(ABC):
         return np.stack([cached[t] for t in texts])
 
     def _embed_uncached(self, texts: list[str], kind: Kind) -> np.ndarray:
-        if self.pads_batches:
+        if self.pads_batches and len(texts) > 1:
             lengths = self._lengths(texts)
             order = sorted(range(len(texts)), key=lengths.__getitem__)
         else:
