@@ -233,12 +233,6 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s))) - 1))]
 
 
-def raw_embed_rate(mem: Memory, texts: list[str]) -> float:
-    start = time.perf_counter()
-    mem.embedder.embed(texts, kind="passage")
-    return len(texts) / (time.perf_counter() - start)
-
-
 def paired(raw_s: list[float], add_s: list[float], n_per_pair: int) -> dict:
     """Rates and their ratio from paired timings (add and raw embedding of the same chunk), with a
     bootstrap 95 % interval over the pairs. This machine's speed drifts by ±15 % over seconds; timing

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from .errors import ScopeError, ValidationError
 
 SCOPE_KINDS = ("user", "agent", "project", "custom")
-_SCOPE = re.compile(r"^(global|(user|agent|project|custom):[^\s\x00-\x1f\x7f:][^\s\x00-\x1f\x7f]{0,199})$")
+_CONTROL_CHARS = r"\x00-\x1f\x7f"  # never part of an id: NUL cannot even be stored on PostgreSQL
+_SCOPE = re.compile(rf"^(global|(user|agent|project|custom):[^\s{_CONTROL_CHARS}:][^\s{_CONTROL_CHARS}]{{0,199}})$")
 ALL = "*"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
 
 
 def validate_scope(scope: str) -> str:

@@ -147,6 +147,7 @@ class OnnxEncoder:
         # core taken by another process slows one run, not every operator of all of them).
         self._session = self._load_session()
         self._inputs = [i.name for i in self._session.get_inputs()]
+        self._workers = _usable_cpus()
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -161,13 +162,12 @@ class OnnxEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts (the Embedder hands them over sorted by length) → vectors, in groups of `_SUB_BATCH`."""
-        workers = _usable_cpus()
-        if len(texts) <= SMALL_BATCH or workers == 1:
-            return np.concatenate([self._run(texts[s : s + _SUB_BATCH]) for s in range(0, len(texts), _SUB_BATCH)])
+        groups = [texts[s : s + _SUB_BATCH] for s in range(0, len(texts), _SUB_BATCH)]
+        if len(texts) <= SMALL_BATCH or self._workers == 1:
+            return np.concatenate([self._run(group) for group in groups])
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="clawrecall-onnx")
-        groups = [texts[s : s + _SUB_BATCH] for s in range(0, len(texts), _SUB_BATCH)]
+                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="clawrecall-onnx")
         return np.concatenate(list(self._pool.map(self._run, groups)))
 
     def token_counts(self, texts: list[str]) -> list[int]:
