@@ -8,8 +8,10 @@ real local model and the default dedup, then measures:
   * add rate over the whole build; every 5th chunk is also embedded alone
     (`embedder.embed(..., kind="passage")`) right before or after it is added, and the
     ratio of raw embedding time to add time over those pairs is the build ratio;
-  * the same on a copy of the built store: `--add-rounds` more chunks with dedup on, then
-    off, every one paired (the marginal cost of adding at that size);
+  * the same on a copy of the built store: `--add-rounds` chunks of new memories (created
+    now, in new sessions) with dedup on, then off, every one paired (the marginal cost of
+    adding at that size); `--add-texts notes,sentences,paragraphs` adds rounds of shorter and
+    longer texts (with dedup on);
   * the first search on a freshly opened store (vector index load included);
   * search latency p50/p95 over distinct natural queries, query embedding included
     (query cache off), limit 10: hybrid, vector-only and bm25-only, each in one user's
@@ -21,7 +23,7 @@ the system temp dir), so a re-run skips the build. `--profile` prints a cProfile
 scoped hybrid searches.
 
     python bench/scale.py [--sizes 10000,100000] [--db-dir DIR] [--queries 200] [--repeat 3]
-                         [--add-rounds 15] [--rebuild] [--profile] [--json]
+                         [--add-rounds 15] [--add-texts sentences] [--rebuild] [--profile] [--json]
 """
 
 from __future__ import annotations
@@ -217,6 +219,29 @@ def synthetic_memories(n: int, seed: int = SEED) -> list[dict]:
     return out
 
 
+TEXT_KINDS = ("notes", "sentences", "paragraphs")
+PHRASES = sorted({p for words in V.values() for p in words})  # notes pair two of these: "Lisbon, green tea"
+
+
+def new_memories(n: int, seed: int, texts: str = "sentences") -> list[dict]:
+    """Memories as an agent adds them in use: created now, in new sessions of ~20 per scope (the
+    build imports two years of history instead, with its old times and sessions). `texts`: short
+    `notes` (two phrases), one-sentence memories (`sentences`, ~16 tokens), or `paragraphs` of five
+    sentences."""
+    items = synthetic_memories(n, seed=seed)
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    for it in items:
+        del it["created_at"]
+        if texts == "notes":  # 2-6 words, ~6 tokens: the cheapest texts to embed, so the hardest case
+            it["content"] = ", ".join(rng.sample(PHRASES, 2))
+        elif texts == "paragraphs":
+            it["content"] = " ".join(_fill(rng.choice(TEMPLATES)[1], rng) for _ in range(5))
+        k = counts[it["scope"]] = counts.get(it["scope"], 0) + 1
+        it["session_id"] = f"{it['user_id'] or 'global'}-new{seed}-{k // 20:04d}"
+    return items
+
+
 def synthetic_queries(n: int, seed: int = SEED + 1) -> list[tuple[str, str]]:
     """`n` distinct (query, user) pairs."""
     rng = random.Random(seed)
@@ -318,9 +343,10 @@ def build(path: Path, n: int, log) -> dict:
     }
 
 
-def marginal_add(path: Path, rounds: int, log) -> dict:
-    """Add rate on top of the built store (a copy): `rounds` new chunks with dedup on, then `rounds` with
-    dedup off, each paired with the raw embedding of the same texts."""
+def marginal_add(path: Path, rounds: int, texts: list[str], log) -> dict:
+    """Add rate on top of the built store (a copy): for each kind of text, `rounds` chunks of new
+    memories with dedup on, and for sentences `rounds` more with dedup off, each paired with the raw
+    embedding of the same texts."""
     copy = path.with_name(path.stem + "-addtest.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -333,8 +359,11 @@ def marginal_add(path: Path, rounds: int, log) -> dict:
         mem.embedder.embed(["warm up"] * 64, kind="passage")
         mem.store._fresh_index()  # type: ignore[attr-defined]  # index load is not add time
         out: dict[str, dict] = {}
-        for key, seed, dedup in (("dedup", SEED + 11, True), ("no_dedup", SEED + 12, False)):
-            items = synthetic_memories(rounds * CHUNK, seed=seed)
+        cases = [(f"{kind}/on", kind, True) for kind in texts]
+        if "sentences" in texts:
+            cases.insert(texts.index("sentences") + 1, ("sentences/off", "sentences", False))
+        for n, (key, kind, dedup) in enumerate(cases):
+            items = new_memories(rounds * CHUNK, seed=SEED + 11 + n, texts=kind)
             raw_s, add_s = [], []
             for r in range(rounds):
                 pair = add_chunk(mem, items[r * CHUNK : (r + 1) * CHUNK], first_raw=r % 2 == 0, dedup=dedup)
@@ -423,7 +452,8 @@ def stats_wall(path: Path, runs: int = 5) -> tuple[float, str]:
     return statistics.median(times), how
 
 
-def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, profile: bool, log) -> dict:
+def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, add_texts: list[str], profile: bool,
+            log) -> dict:
     path = db_dir / f"scale-{n}.db"
     sidecar = db_dir / f"scale-{n}.json"
     cached = path.exists() and sidecar.exists()
@@ -438,7 +468,7 @@ def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, 
     info["cached_build"] = cached
     info["db"] = str(path)
     if add_rounds:
-        info["marginal"] = marginal_add(path, add_rounds, log)
+        info["marginal"] = marginal_add(path, add_rounds, add_texts, log)
 
     queries = synthetic_queries(n_queries)
     # Query cache off so every search embeds its query, as a new question does.
@@ -599,21 +629,21 @@ def render(report: dict) -> str:
     if any("marginal" in r for r in report["sizes"]):
         lines += [
             "",
-            f"Adding to the built store (a copy), chunks of {CHUNK}, each timed back to back with the raw embedding "
+            f"Adding new memories (created now, in new sessions) to the built store (a copy), chunks of {CHUNK}, "
+            "each timed back to back with the raw embedding "
             "of the same texts (alternating which goes first); ratio = raw time / add time over all pairs, with a "
             "bootstrap 95% interval:",
             "",
-            "| size | dedup | pairs | add/s | raw embed/s | ratio | 95% interval |",
-            "|---:|---|---:|---:|---:|---:|---|",
+            "| size | texts | dedup | pairs | add/s | raw embed/s | ratio | 95% interval |",
+            "|---:|---|---|---:|---:|---:|---:|---|",
         ]
         for r in report["sizes"]:
-            for key, label in (("dedup", "on"), ("no_dedup", "off")):
-                m = r.get("marginal", {}).get(key)
-                if m:
-                    lines.append(
-                        f"| {r['size']:,} | {label} | {m['pairs']} | {m['add_per_s']:.0f} | {m['raw_per_s']:.0f} "
-                        f"| {m['ratio']:.3f}{mark(m['ratio'], TARGETS['ratio'], True)} | {m['ratio_lo']:.3f}–{m['ratio_hi']:.3f} |"
-                    )
+            for key, m in r.get("marginal", {}).items():
+                kind, dedup = key.split("/")
+                lines.append(
+                    f"| {r['size']:,} | {kind} | {dedup} | {m['pairs']} | {m['add_per_s']:.0f} | {m['raw_per_s']:.0f} "
+                    f"| {m['ratio']:.3f}{mark(m['ratio'], TARGETS['ratio'], True)} | {m['ratio_lo']:.3f}–{m['ratio_hi']:.3f} |"
+                )
     lines.append("")
     lines.append(f"stats timed as: {report['sizes'][0]['stats_how']} (median of 5 runs)" if report["sizes"] else "")
     return "\n".join(lines)
@@ -629,6 +659,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-rounds", type=int, default=15,
                         help=f"chunks of {CHUNK} added (with dedup on, then off) to a copy of the built store, each "
                              "paired with the raw embedding of the same texts; 0 skips (default 15)")
+    parser.add_argument("--add-texts", default="sentences",
+                        help=f"comma-separated kinds of text added in those rounds, of {', '.join(TEXT_KINDS)}: short "
+                             "notes (two phrases), one sentence (~16 tokens), five sentences (default sentences)")
     parser.add_argument("--rebuild", action="store_true", help="ignore a store built earlier")
     parser.add_argument("--profile", action="store_true", help="cProfile the scoped hybrid searches and print it")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -638,12 +671,17 @@ def main(argv: list[str] | None = None) -> int:
     db_dir.mkdir(parents=True, exist_ok=True)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    add_texts = [t.strip() for t in args.add_texts.split(",") if t.strip()]
+    if unknown := sorted(set(add_texts) - set(TEXT_KINDS)):
+        parser.error(f"unknown --add-texts {', '.join(unknown)}: use {', '.join(TEXT_KINDS)}")
     if args.rebuild:
         for n in sizes:
             (db_dir / f"scale-{n}.json").unlink(missing_ok=True)
     report = {"machine": machine(), "sizes": []}
     for n in sizes:
-        report["sizes"].append(measure(n, db_dir, args.queries, args.repeat, args.add_rounds, args.profile, log))
+        report["sizes"].append(
+            measure(n, db_dir, args.queries, args.repeat, args.add_rounds, add_texts, args.profile, log)
+        )
     report["machine"]["load_avg_end"] = os.getloadavg()
     if args.json:
         print(json.dumps(report, indent=2, default=str))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 
 
 def utcnow() -> datetime:
@@ -17,7 +18,13 @@ def as_utc(value: datetime) -> datetime:
 
 
 def to_db(value: datetime | None) -> str | None:
-    return None if value is None else as_utc(value).isoformat(timespec="microseconds")
+    return None if value is None else _iso(value)
+
+
+@lru_cache(maxsize=256)
+def _iso(value: datetime) -> str:
+    """Cached: a batch of new memories stores one time (created, updated, history) a few times a row."""
+    return as_utc(value).isoformat(timespec="microseconds")
 
 
 def from_db(value: str | None) -> datetime | None:

@@ -239,7 +239,7 @@ class Memory:
             with self.store.transaction():
                 self.store.insert(kept, vectors[keep])
                 self.store.add_history(
-                    [HistoryDraft(r.id, "add", None, _public(r), actor or _actor(user_id, agent_id), now) for r in kept]
+                    [HistoryDraft(r.id, "add", None, r.model_dump_json(), actor or _actor(user_id, agent_id), now) for r in kept]
                 )
         return results
 
@@ -276,18 +276,24 @@ class Memory:
             by_scope.setdefault(record.scope, []).append(i)
         out: dict[int, tuple[str, float]] = {}
         for scope, rows in by_scope.items():
-            stored = self.store.nearest(vectors[rows], scope)
             group = vectors[rows]
+            stored = self.store.nearest(group, scope, threshold)
             kept = np.zeros(len(rows), dtype=bool)
             for start in range(0, len(rows), _DEDUP_BLOCK):
-                sims = group[start : start + _DEDUP_BLOCK] @ group[: start + _DEDUP_BLOCK].T
-                for p in range(start, min(start + _DEDUP_BLOCK, len(rows))):
-                    earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
-                    best = int(np.argmax(earlier)) if p else 0
-                    if p and earlier[best] >= threshold:
-                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
-                    elif stored[p] is not None and stored[p].score >= threshold:
-                        out[rows[p]] = stored[p].id, stored[p].score
+                stop = min(start + _DEDUP_BLOCK, len(rows))
+                sims = group[start:stop] @ group[:stop].T
+                sims[np.arange(start, stop)[:, None] <= np.arange(stop)] = -np.inf  # earlier items only
+                close = (sims >= threshold).any(axis=1)
+                for p in range(start, stop):
+                    if close[p - start]:  # rare: only then does which earlier items were kept matter
+                        earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
+                        best = int(np.argmax(earlier))
+                        if earlier[best] >= threshold:
+                            out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                            continue
+                    hit = stored[p]
+                    if hit is not None:
+                        out[rows[p]] = hit.id, hit.score
                     else:
                         kept[p] = True
         return out
@@ -388,8 +394,8 @@ class Memory:
         if vector is not None:
             fp = self.embedder.fingerprint
             new.embedding_model = f"{fp.provider}/{fp.model}"
-        before = {k: _jsonable(getattr(old, k)) for k in changes}
-        after = {k: _jsonable(getattr(new, k)) for k in changes}
+        before = json.dumps({k: _jsonable(getattr(old, k)) for k in changes})
+        after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
         with self.store.transaction():
             self.store.update(new, vector)
             self.store.add_history([HistoryDraft(new.id, "update", before, after, _actor(user_id, agent_id), now)])
@@ -417,8 +423,8 @@ class Memory:
             self.store.update(new, None)
             self.store.add_history([
                 HistoryDraft(
-                    new.id, "delete" if when else "undelete", {"deleted_at": _jsonable(old.deleted_at)},
-                    {"deleted_at": _jsonable(when)}, _actor(caller.user_id, caller.agent_id), now,
+                    new.id, "delete" if when else "undelete", json.dumps({"deleted_at": _jsonable(old.deleted_at)}),
+                    json.dumps({"deleted_at": _jsonable(when)}), _actor(caller.user_id, caller.agent_id), now,
                 )
             ])
         return new
@@ -770,7 +776,8 @@ def _check_visibility(value: str) -> Visibility:
 
 def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     try:
-        json.dumps(metadata)
+        if metadata:
+            json.dumps(metadata)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
     _check_text(metadata, "metadata")
@@ -809,10 +816,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Visibility):
         return value.value
     return value
-
-
-def _public(record: MemoryRecord) -> dict[str, Any]:
-    return record.model_dump(mode="json")
 
 
 def _actor(user_id: str | None, agent_id: str | None) -> str:

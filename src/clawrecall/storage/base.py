@@ -50,8 +50,8 @@ class Candidate:
 class HistoryDraft:
     memory_id: str
     action: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
+    before: str | None  # JSON text (a snapshot is serialised once, by pydantic: the add path's biggest cost)
+    after: str | None
     actor: str | None
     at: datetime
 
@@ -192,12 +192,13 @@ class Store(ABC):
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         """Nearest memories by cosine similarity (score = cosine)."""
 
-    def nearest(self, vectors: np.ndarray, scope: str) -> list[Candidate | None]:
-        """For each vector, the most similar live memory of one scope (batch deduplication)."""
+    def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
+        """For each vector, the most similar live memory of one scope if its cosine reaches
+        `min_score`, else None (batch deduplication)."""
         out: list[Candidate | None] = []
         for vector in vectors:
             hits = self.vector_candidates(vector, Filters(scopes=[scope]), 1)
-            out.append(hits[0] if hits else None)
+            out.append(hits[0] if hits and hits[0].score >= min_score else None)
         return out
 
     @abstractmethod

@@ -331,7 +331,7 @@ class PostgresStore(SQLStore):
                 for i, record in enumerate(records):
                     row = self._record_row(record)
                     copy.write_row((uuid.UUID(row[0]), *row[1:], None if vecs is None else vecs[i]))
-            self._after_insert(len(records))
+            self._after_insert(records, vectors)
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         """Binary COPY as well: a bulk load writes one history row per memory."""
@@ -342,11 +342,10 @@ class PostgresStore(SQLStore):
                 copy.set_types(("uuid", "text", "jsonb", "jsonb", "text", "timestamptz"))
                 for e in entries:
                     copy.write_row((
-                        uuid.UUID(e.memory_id), e.action, None if e.before is None else self._json(e.before),
-                        None if e.after is None else self._json(e.after), e.actor, e.at,
+                        uuid.UUID(e.memory_id), e.action, _jsonb_text(e.before), _jsonb_text(e.after), e.actor, e.at,
                     ))
 
-    def _after_insert(self, count: int) -> None:
+    def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         self._ensure_vector_index()
 
     def _size_bytes(self) -> int | None:
@@ -464,10 +463,10 @@ class PostgresStore(SQLStore):
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         return self._vector_search([query], filters, k)[0]
 
-    def nearest(self, vectors: np.ndarray, scope: str) -> list[Candidate | None]:
+    def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
         """Batch deduplication: one transaction and one exact-or-HNSW decision for every vector."""
         found = self._vector_search(list(vectors), Filters(scopes=[scope]), 1)
-        return [hits[0] if hits else None for hits in found]
+        return [hits[0] if hits and hits[0].score >= min_score else None for hits in found]
 
     def _vector_search(self, queries: list[np.ndarray], filters: Filters, k: int) -> list[list[Candidate]]:
         if not queries:
@@ -570,6 +569,13 @@ class PostgresStore(SQLStore):
                 (text, text, *params, k),
             )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
+
+
+def _jsonb_text(text: str | None) -> Any:
+    """Already-serialised JSON for a jsonb column of a COPY (as is: not serialised again as a string)."""
+    from psycopg.types.json import Jsonb
+
+    return None if text is None else Jsonb(text, dumps=str)
 
 
 def _redact(url: str) -> str:

@@ -85,7 +85,7 @@ class SQLStore(Store):
         return raw
 
     def _json(self, value: Any) -> Any:
-        return json.dumps(value, default=str)
+        return json.dumps(value, default=str) if value != {} else "{}"
 
     def _from_json(self, raw: Any) -> Any:
         return json.loads(raw) if isinstance(raw, str) else raw
@@ -162,10 +162,10 @@ class SQLStore(Store):
                 f"INSERT INTO memories ({', '.join(COLUMNS)}, embedding) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
                 rows,
             )
-            self._after_insert(len(rows))
+            self._after_insert(records, vectors)
 
-    def _after_insert(self, count: int) -> None:
-        """Backends hook work on the `count` rows just inserted here (text indexing, lazy index creation)."""
+    def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+        """Backends hook work on the rows just inserted (text indexing, lazy index creation)."""
 
     def update(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
         row = self._record_row(record)
@@ -183,8 +183,7 @@ class SQLStore(Store):
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         rows = [
-            (e.memory_id, e.action, None if e.before is None else self._json(e.before),
-             None if e.after is None else self._json(e.after), e.actor, self._ts(e.at))
+            (e.memory_id, e.action, e.before, e.after, e.actor, self._ts(e.at))
             for e in entries
         ]
         with self.transaction():

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._time import as_utc, from_db, to_db, utcnow
 from ..errors import StorageError
+from ..models import MemoryRecord
 from .base import Candidate, Filters
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .sql import SQLStore, api_tokens_table
@@ -265,6 +266,7 @@ class SQLiteStore(SQLStore):
         self._lock = threading.RLock()
         self._depth = 0
         self._index: VectorIndex | None = None
+        self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see _after_insert
         self._checkpointer = Checkpointer(self.path)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -319,10 +321,12 @@ class SQLiteStore(SQLStore):
             try:
                 yield
             except BaseException:
+                self._at_commit.clear()
                 self._conn.execute("ROLLBACK")
                 raise
             else:
                 self._conn.execute("COMMIT")
+                self._apply_at_commit()
                 self._checkpointer.committed()
             finally:
                 self._depth = 0
@@ -335,7 +339,7 @@ class SQLiteStore(SQLStore):
         return from_db(raw)
 
     def _tags(self, tags: list[str]) -> Any:
-        return json.dumps(tags)
+        return json.dumps(tags) if tags else "[]"
 
     def _from_tags(self, raw: Any) -> list[str]:
         return json.loads(raw)
@@ -349,18 +353,38 @@ class SQLiteStore(SQLStore):
     def _from_vector(self, raw: Any) -> np.ndarray | None:
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)
 
-    def _after_insert(self, count: int) -> None:
-        """Index the new rows (the last `count` rowids: each insert took max(rowid) + 1) with one
-        statement per table, and trim the `changes` log.
+    def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+        """Index the new rows (the last len(records) rowids: each insert took max(rowid) + 1) with
+        one statement per table, trim the `changes` log, and have the vector index take the new
+        vectors at COMMIT when nothing else changed since it last looked (no re-reading them).
 
         Not a per-row trigger: FTS5 flushes its pending terms at every statement savepoint, and a
         trigger's statements each take one, so a trigger wrote a segment per row and FTS5 then
         merged them (~0.1 ms a memory at 100k; ~0.01 ms in one statement)."""
+        count = len(records)
         for sql in _INDEX_NEW_ROWS:
             self._run(sql, (count,))
         lo, hi = self._run("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")[0]
         if hi is not None and hi - lo > 2 * _CHANGES_KEEP:  # readers further behind reload the index
             self._run("DELETE FROM changes WHERE seq <= ?", (hi - _CHANGES_KEEP,))
+        index = self._index
+        if (index is not None and vectors is not None and count and vectors.shape[1] == index.dims
+                and index.last_seq == hi - count):
+            self._at_commit.append((index, records, vectors, hi))
+
+    def _apply_at_commit(self) -> None:
+        """Put this transaction's new rows in the vector index, as `_fresh_index` would have."""
+        for index, records, vectors, seq in self._at_commit:
+            if index is not self._index or index.last_seq != seq - len(records):
+                break
+            index.upsert_many([r.id for r in records], vectors, [
+                RowMeta(scope=r.scope, category=r.category, created=as_utc(r.created_at).timestamp(),
+                        deleted=r.deleted_at is not None,
+                        expires=float("inf") if r.expires_at is None else as_utc(r.expires_at).timestamp())
+                for r in records
+            ])
+            index.last_seq = seq
+        self._at_commit.clear()
 
     def _size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
@@ -394,11 +418,11 @@ class SQLiteStore(SQLStore):
                 return out[:k]
             want *= 4
 
-    def nearest(self, vectors: np.ndarray, scope: str) -> list[Candidate | None]:
+    def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
         index = self._fresh_index()
         if index is None:
             return [None] * len(vectors)
-        found = index.nearest_many(np.asarray(vectors, dtype=np.float32), scope, utcnow().timestamp())
+        found = index.nearest_many(np.asarray(vectors, dtype=np.float32), scope, utcnow().timestamp(), min_score)
         return [None if hit is None else Candidate(*hit) for hit in found]
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
@@ -451,9 +475,8 @@ class SQLiteStore(SQLStore):
                     f"WHERE id IN ({', '.join('?' * len(chunk))})",
                     chunk,
                 ).fetchall()
-                for r in rows:
-                    if not self._index_row(index, r):  # other dimensions: the store was re-embedded
-                        return self._load_index(hi)
+                if not self._index_rows(index, rows):  # other dimensions: the store was re-embedded
+                    return self._load_index(hi)
                 for gone in set(chunk) - {r[0] for r in rows}:
                     index.remove(gone)
             index.last_seq = hi
@@ -465,25 +488,28 @@ class SQLiteStore(SQLStore):
             self._index = None
             return None
         index = VectorIndex(row[0] // 4)
-        for r in self._conn.execute("SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories"):
-            self._index_row(index, r)
+        cursor = self._conn.execute("SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories")
+        while rows := cursor.fetchmany(5000):
+            self._index_rows(index, rows)
         index.last_seq = seq
         self._index = index
         return index
 
     @staticmethod
-    def _index_row(index: VectorIndex, r: tuple) -> bool:
-        """Put one row in the index; False when its vector has other dimensions than the index."""
-        memory_id, blob, scope, category, created, deleted, expires = r
-        if blob is None or len(blob) != index.dims * 4:
-            index.remove(memory_id)
-            return blob is None
-        index.upsert(
-            memory_id,
-            np.frombuffer(blob, dtype=np.float32),
-            RowMeta(
-                scope=scope, category=category, created=from_db(created).timestamp(), deleted=deleted is not None,
-                expires=from_db(expires).timestamp() if expires else float("inf"),
-            ),
-        )
-        return True
+    def _index_rows(index: VectorIndex, rows: list[tuple]) -> bool:
+        """Put rows (id, embedding, scope, category, created_at, deleted_at, expires_at) in the index;
+        False when some vector has other dimensions than the index (those rows are left out)."""
+        size = index.dims * 4
+        fits = [r for r in rows if r[1] is not None and len(r[1]) == size]
+        misfits = [r for r in rows if r[1] is None or len(r[1]) != size]
+        for r in misfits:
+            index.remove(r[0])
+        if fits:
+            index.upsert_many(
+                [r[0] for r in fits],
+                np.frombuffer(b"".join(r[1] for r in fits), dtype=np.float32).reshape(len(fits), index.dims),
+                [RowMeta(scope=scope, category=category, created=from_db(created).timestamp(), deleted=deleted is not None,
+                         expires=from_db(expires).timestamp() if expires else float("inf"))
+                 for _, _, scope, category, created, deleted, expires in fits],
+            )
+        return all(r[1] is None for r in misfits)

@@ -4,7 +4,7 @@ Why exact and in memory: a matrix-vector product is memory-bound, so its cost is
 it reads; scopes are hard partitions and nearly every search names one or a few, so one
 matrix per scope means a search reads only the rows it may return (no row copying, no
 filtering after the fact), and recall is 1.0 by construction. Every write — by this
-process or another — appends to the `changes` log through triggers, so before a search
+process or another — appends to the `changes` log, so before a search
 the index applies only the rows changed since it last looked (see `sqlite.py`).
 """
 
@@ -19,6 +19,10 @@ import numpy as np
 
 
 _BULK_QUERIES = 32  # from this many vectors at once, `nearest_many` uses every BLAS thread
+_AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
+_PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full product is as cheap)
+_BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
+_SLACK = 1e-3  # float32 rounding allowance on the bound
 
 
 @lru_cache(maxsize=1)
@@ -51,6 +55,8 @@ class _Partition:
 
     def _alloc(self, capacity: int) -> None:
         self.mat = np.zeros((capacity, self.dims), dtype=np.float32)
+        self.low = np.zeros((capacity, _AXES), dtype=np.float32)  # coordinates on the index's main axes
+        self.rest = np.zeros(capacity, dtype=np.float32)  # length of the part of the row off those axes
         self.ids: list[str | None] = [None] * capacity
         self.alive = np.zeros(capacity, dtype=bool)
         self.deleted = np.zeros(capacity, dtype=bool)
@@ -59,12 +65,19 @@ class _Partition:
         self.expires = np.full(capacity, np.inf, dtype=np.float64)
 
     def _grow(self) -> None:
-        old = (self.mat, self.ids, self.alive, self.deleted, self.category, self.created, self.expires)
-        n = len(self.ids)
+        arrays = ("mat", "low", "rest", "alive", "deleted", "category", "created", "expires")
+        old = [getattr(self, name) for name in arrays]
+        ids, n = self.ids, len(self.ids)
         self._alloc(n * 2)
-        self.mat[:n], self.ids[:n] = old[0], old[1]
-        for new, prev in zip((self.alive, self.deleted, self.category, self.created, self.expires), old[2:]):
-            new[:n] = prev
+        self.ids[:n] = ids
+        for name, prev in zip(arrays, old):
+            getattr(self, name)[:n] = prev
+
+    def project(self, basis: np.ndarray | None, rows: slice | list[int]) -> None:
+        if basis is not None:
+            mat = self.mat[rows]
+            low = self.low[rows] = mat @ basis
+            self.rest[rows] = np.sqrt(np.maximum(np.einsum("...i,...i", mat, mat) - np.einsum("...i,...i", low, low), 0.0))
 
     def slot(self) -> int:
         if self.free:
@@ -100,6 +113,8 @@ class VectorIndex:
         self._parts: dict[str, _Partition] = {}
         self._pos: dict[str, tuple[str, int]] = {}
         self._codes: dict[str, int] = {}
+        self._basis: np.ndarray | None = None  # dims x _AXES, orthonormal columns
+        self._basis_rows = 0  # rows the index held when the axes were computed
         self.last_seq = 0
 
     def __len__(self) -> int:
@@ -108,24 +123,33 @@ class VectorIndex:
     def _code(self, name: str) -> int:
         return self._codes.setdefault(name, len(self._codes) + 1)
 
-    def upsert(self, memory_id: str, vector: np.ndarray, meta: RowMeta) -> None:
+    def upsert_many(self, ids: list[str], vectors: np.ndarray, metas: list[RowMeta]) -> None:
+        """Insert or replace rows (`vectors` has one row per id): one array write per scope."""
         with self._lock:
-            where = self._pos.get(memory_id)
-            if where is not None and where[0] != meta.scope:
-                self.remove(memory_id)
-                where = None
-            part = self._parts.get(meta.scope)
-            if part is None:
-                part = self._parts[meta.scope] = _Partition(self.dims)
-            slot = part.slot() if where is None else where[1]
-            self._pos[memory_id] = (meta.scope, slot)
-            part.ids[slot] = memory_id
-            part.mat[slot] = vector
-            part.alive[slot] = True
-            part.deleted[slot] = meta.deleted
-            part.category[slot] = self._code(meta.category)
-            part.created[slot] = meta.created
-            part.expires[slot] = meta.expires
+            placed: dict[str, tuple[list[int], list[int]]] = {}  # scope -> (positions in the batch, slots)
+            for n, (memory_id, meta) in enumerate(zip(ids, metas)):
+                where = self._pos.get(memory_id)
+                if where is not None and where[0] != meta.scope:
+                    self.remove(memory_id)
+                    where = None
+                part = self._parts.get(meta.scope)
+                if part is None:
+                    part = self._parts[meta.scope] = _Partition(self.dims)
+                slot = part.slot() if where is None else where[1]
+                self._pos[memory_id] = (meta.scope, slot)
+                part.ids[slot] = memory_id
+                rows, slots = placed.setdefault(meta.scope, ([], []))
+                rows.append(n)
+                slots.append(slot)
+            for scope, (rows, slots) in placed.items():
+                part = self._parts[scope]
+                part.mat[slots] = vectors[rows]
+                part.project(self._basis, slots)
+                part.alive[slots] = True
+                part.deleted[slots] = [metas[n].deleted for n in rows]
+                part.category[slots] = [self._code(metas[n].category) for n in rows]
+                part.created[slots] = [metas[n].created for n in rows]
+                part.expires[slots] = [metas[n].expires for n in rows]
 
     def remove(self, memory_id: str) -> None:
         with self._lock:
@@ -172,17 +196,67 @@ class VectorIndex:
             found.sort(key=lambda x: -x[0])
             return [(memory_id, score) for score, memory_id in found[:k]]
 
-    def nearest_many(self, queries: np.ndarray, scope: str, now: float) -> list[tuple[str, float] | None]:
-        """For each query, its nearest live row in one scope (deduplication of a batch: one matmul)."""
+    def nearest_many(
+        self, queries: np.ndarray, scope: str, now: float, min_score: float
+    ) -> list[tuple[str, float] | None]:
+        """For each query, its most similar live row in one scope if that reaches `min_score` (the
+        deduplication of a batch), else None.
+
+        Exact, and cheap in a large scope: a row is compared in full only when an upper bound of
+        its dot product with the query, from their coordinates on the stored vectors' main axes,
+        reaches `min_score`. For u = a + a' and v = b + b' (parts on and off the axes),
+        u·v = a·b + a'·b' <= a·b + |a'||b'|. Near-duplicates pass it; few other rows do."""
         # A batch is a real matrix product, and nothing else runs meanwhile: every core helps.
         with self._lock, _blas().limit(limits=None if len(queries) >= _BULK_QUERIES else 1, user_api="blas"):
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
+            n = part.size
             live = part.mask(None, None, None, False, False, False, now)
-            if not live.any():
-                return [None] * len(queries)
-            sims = queries @ part.mat[: part.size].T
-            sims[:, ~live] = -np.inf
-            best = np.argmax(sims, axis=1)
-            return [(part.ids[b], float(sims[i, b])) for i, b in enumerate(best)]  # type: ignore[misc]
+            out: list[tuple[str, float] | None] = [None] * len(queries)
+            basis = self._axes() if n >= _PRUNE_FROM and len(queries) >= _BULK_QUERIES else None
+            if basis is None:
+                sims = queries @ part.mat[:n].T
+                sims[:, ~live] = -np.inf
+                best = np.argmax(sims, axis=1)
+                for i, b in enumerate(best):
+                    if sims[i, b] >= min_score:
+                        out[i] = (part.ids[b], float(sims[i, b]))  # type: ignore[assignment]
+                return out
+            low = queries @ basis
+            rest = np.sqrt(np.maximum(np.einsum("ij,ij->i", queries, queries) - np.einsum("ij,ij->i", low, low), 0.0))
+            bound = low @ part.low[:n].T + np.outer(rest, part.rest[:n])
+            floor = min_score - _SLACK
+            for q in np.flatnonzero(bound.max(axis=1) >= floor):  # a scan per query that has a candidate
+                rows = np.flatnonzero(bound[q] >= floor)
+                rows = rows[live[rows]]
+                if len(rows):
+                    sims = part.mat[rows] @ queries[q]
+                    b = int(np.argmax(sims))
+                    if sims[b] >= min_score:
+                        out[q] = (part.ids[rows[b]], float(sims[b]))  # type: ignore[assignment]
+            return out
+
+    def _axes(self) -> np.ndarray | None:
+        """The main axes of the stored vectors (top eigenvectors of their second-moment matrix, from
+        a sample), computed on first need and again whenever the index has grown 4x since. Any
+        orthonormal axes keep the bound exact; these keep it tight (a handful of rows per query)."""
+        total = len(self)
+        if self.dims <= 2 * _AXES:
+            return None
+        if self._basis is None or total > 4 * self._basis_rows:
+            if total < _AXES * 4:
+                return None
+            rng = np.random.default_rng(0)
+            share = min(1.0, _BASIS_SAMPLE / total)
+            sample = np.concatenate([
+                p.mat[rng.choice(live, int(np.ceil(share * len(live))), replace=False)]
+                for p in self._parts.values()
+                if len(live := np.flatnonzero(p.alive[: p.size]))
+            ])
+            values, vectors = np.linalg.eigh((sample.T @ sample).astype(np.float64))
+            self._basis = np.ascontiguousarray(vectors[:, np.argsort(values)[::-1][:_AXES]], dtype=np.float32)
+            self._basis_rows = total
+            for p in self._parts.values():
+                p.project(self._basis, slice(0, p.size))
+        return self._basis

@@ -1,0 +1,126 @@
+"""The in-memory vector index of the SQLite backend: batch nearest-neighbour lookups (dedup)
+must equal a brute-force scan, in small scopes (full product) and large ones (pruned by a
+bound on the main axes)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from clawrecall.storage.vector_index import _PRUNE_FROM, RowMeta, VectorIndex
+
+DIMS = 384
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Anisotropic vectors around a few centres, like sentence embeddings."""
+    centres = rng.standard_normal((12, DIMS)) * np.linspace(3, 0.2, DIMS)
+    return _unit(centres[rng.integers(0, 12, n)] + rng.standard_normal((n, DIMS)) * 0.6)
+
+
+def _fill(index: VectorIndex, scope: str, vectors: np.ndarray, *, deleted: set[int] = frozenset()) -> list[str]:
+    ids = [f"{scope}-{i}" for i in range(len(vectors))]
+    index.upsert_many(ids, vectors, [RowMeta(scope, "fact", 0.0, i in deleted, math.inf) for i in range(len(ids))])
+    return ids
+
+
+def _brute(queries: np.ndarray, stored: np.ndarray, ids: list[str], alive: np.ndarray, min_score: float):
+    sims = queries @ stored.T
+    sims[:, ~alive] = -np.inf
+    out = []
+    for row in sims:
+        b = int(np.argmax(row))
+        out.append((ids[b], float(row[b])) if row[b] >= min_score else None)
+    return out
+
+
+def _near_copies(rng: np.random.Generator, stored: np.ndarray, n: int, noise: float) -> np.ndarray:
+    return _unit(stored[rng.integers(0, len(stored), n)] + rng.standard_normal((n, DIMS)) * noise)
+
+
+@pytest.mark.parametrize("size", [300, _PRUNE_FROM * 3])
+@pytest.mark.parametrize("min_score", [0.95, 0.8])
+def test_nearest_many_equals_a_full_scan(size, min_score):
+    rng = np.random.default_rng(size)
+    index = VectorIndex(DIMS)
+    stored = _clustered(rng, size)
+    deleted = set(rng.choice(size, size // 10, replace=False).tolist())
+    ids = _fill(index, "user:a", stored, deleted=deleted)
+    _fill(index, "user:b", _clustered(rng, 500))  # another scope is never consulted
+    alive = np.array([i not in deleted for i in range(size)])
+    queries = np.concatenate([
+        _near_copies(rng, stored, 40, 0.005),  # near-duplicates, some of deleted rows
+        _near_copies(rng, stored, 40, 0.03),  # around the threshold
+        _clustered(rng, 40),  # unrelated
+    ])
+    got = index.nearest_many(queries, "user:a", now=0.0, min_score=min_score)
+    assert (index._basis is not None) == (size >= _PRUNE_FROM)  # the large scope took the pruned path
+    want = _brute(queries, stored, ids, alive, min_score)
+    assert [g and g[0] for g in got] == [w and w[0] for w in want]
+    for g, w in zip(got, want):
+        if w is not None:
+            assert g[1] == pytest.approx(w[1], abs=1e-5)
+    assert sum(w is not None for w in want) >= 30  # the case is not vacuous
+    assert sum(w is None for w in want) >= 30
+
+
+def test_nearest_many_stays_exact_after_the_index_grows_past_its_axes():
+    """The axes come from the rows present when first needed; rows added later, from elsewhere
+    in the space, are still found (the bound holds for any axes)."""
+    rng = np.random.default_rng(7)
+    index = VectorIndex(DIMS)
+    first = _clustered(rng, _PRUNE_FROM)
+    _fill(index, "global", first)
+    index.nearest_many(first[:3], "global", now=0.0, min_score=0.95)  # computes the axes
+    later = _unit(rng.standard_normal((_PRUNE_FROM, DIMS)))  # isotropic: far from those axes
+    for i, v in enumerate(later):  # one at a time, as single adds arrive
+        index.upsert_many([f"late-{i}"], v[None, :], [RowMeta("global", "fact", 0.0, False, math.inf)])
+    queries = _near_copies(rng, later, 40, 0.01)
+    got = index.nearest_many(queries, "global", now=0.0, min_score=0.95)
+    stored = np.concatenate([first, later])
+    ids = [f"global-{i}" for i in range(len(first))] + [f"late-{i}" for i in range(len(later))]
+    assert got == [
+        (w[0], pytest.approx(w[1], abs=1e-5)) if w else None
+        for w in _brute(queries, stored, ids, np.ones(len(stored), bool), 0.95)
+    ]
+    assert all(g is not None for g in got)
+
+
+def test_nearest_many_in_an_unknown_or_empty_scope_finds_nothing():
+    index = VectorIndex(DIMS)
+    q = _unit(np.ones((2, DIMS)))
+    assert index.nearest_many(q, "user:nobody", now=0.0, min_score=0.5) == [None, None]
+    index.upsert_many(["x"], q[:1], [RowMeta("user:a", "fact", 0.0, False, math.inf)])
+    index.remove("x")
+    assert index.nearest_many(q, "user:a", now=0.0, min_score=0.5) == [None, None]
+
+
+def test_a_writer_puts_its_own_rows_in_its_index_at_commit_and_still_sees_other_writers(tmp_path):
+    from clawrecall import Memory
+
+    a, b = Memory.open(tmp_path / "m.db"), Memory.open(tmp_path / "m.db")
+    try:
+        a.add("The sailing club meets on Tuesdays")
+        a.search("sailing", mode="vector")  # loads a's index
+        mine = a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Canoe paddles hang by the door"}])
+        index = a.store._index
+        assert all(index.vector(r.id) is not None for r in mine)  # taken at commit, not re-read later
+        theirs = b.add("The harbour master is called Ines")
+        after = a.add("Life jackets are checked every spring", dedup=False)  # (dedup would catch up first)
+        assert a.store._index.vector(after.id) is None  # b wrote in between: a re-reads the log instead
+        assert a.search("who is the harbour master?", mode="vector")[0].memory.id == theirs.id
+        assert a.search("life jackets", mode="vector")[0].memory.id == after.id
+        with pytest.raises(RuntimeError), a.store.transaction():
+            gone = a.add("Rolled back: the boathouse key is under the mat")
+            raise RuntimeError
+        assert a.store._index.vector(gone.id) is None
+        assert all(h.memory.id != gone.id for h in a.search("boathouse key", mode="vector"))
+    finally:
+        a.close()
+        b.close()
