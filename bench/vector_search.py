@@ -151,8 +151,9 @@ def worker_numpy(vectors, scopes, queries, qscopes, tmp) -> list[dict]:
     kw = {"capacity": max(1024, int(n * 1.25))} if "capacity" in inspect.signature(VectorIndex).parameters else {}
     index = VectorIndex(vectors.shape[1], **kw)
     names = [f"s{s}" for s in range(int(scopes.max()) + 1)]
-    for i, (v, s) in enumerate(zip(vectors, scopes)):
-        index.upsert(str(i), v, RowMeta(scope=names[s], category="fact", created=0.0, deleted=False, expires=float("inf")))
+    index.upsert_many([str(i) for i in range(len(vectors))], vectors, [
+        RowMeta(scope=names[s], category="fact", created=0.0, deleted=False, expires=float("inf")) for s in scopes
+    ])
     build = time.perf_counter() - t
     mem = rss_mb() - rss0
     common = dict(categories=None, since=None, until=None, include_deleted=False, only_deleted=False,

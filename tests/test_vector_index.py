@@ -5,6 +5,7 @@ bound on the main axes)."""
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import numpy as np
 import pytest
@@ -77,12 +78,18 @@ def test_nearest_many_stays_exact_after_the_index_grows_past_its_axes():
     index = VectorIndex(DIMS)
     first = _clustered(rng, _PRUNE_FROM)
     _fill(index, "global", first)
-    index.nearest_many(first[:3], "global", now=0.0, min_score=0.95)  # computes the axes
+    index.nearest_many(first[:40], "global", now=0.0, min_score=0.95)  # a batch: computes the axes
+    axes = index._basis
+    assert axes is not None
+    index.remove("global-5")  # its slot is reused below, after the axes exist
+    first[5] = _unit(rng.standard_normal((1, DIMS)))[0]
+    index.upsert_many(["global-5"], first[5:6], [RowMeta("global", "fact", 0.0, False, math.inf)])
     later = _unit(rng.standard_normal((_PRUNE_FROM, DIMS)))  # isotropic: far from those axes
-    for i, v in enumerate(later):  # one at a time, as single adds arrive
+    for i, v in enumerate(later):  # one at a time, as single adds arrive (the partition grows)
         index.upsert_many([f"late-{i}"], v[None, :], [RowMeta("global", "fact", 0.0, False, math.inf)])
-    queries = _near_copies(rng, later, 40, 0.01)
+    queries = np.concatenate([_near_copies(rng, later, 40, 0.01), first[5:6]])
     got = index.nearest_many(queries, "global", now=0.0, min_score=0.95)
+    assert index._basis is axes  # 2x growth: the same axes still serve
     stored = np.concatenate([first, later])
     ids = [f"global-{i}" for i in range(len(first))] + [f"late-{i}" for i in range(len(later))]
     assert got == [
@@ -121,6 +128,67 @@ def test_a_writer_puts_its_own_rows_in_its_index_at_commit_and_still_sees_other_
             raise RuntimeError
         assert a.store._index.vector(gone.id) is None
         assert all(h.memory.id != gone.id for h in a.search("boathouse key", mode="vector"))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_expired_rows_are_never_a_duplicate_on_the_pruned_path():
+    rng = np.random.default_rng(3)
+    index = VectorIndex(DIMS)
+    stored = _clustered(rng, _PRUNE_FROM)
+    ids = [f"m{i}" for i in range(len(stored))]
+    index.upsert_many(ids, stored, [RowMeta("global", "fact", 0.0, False, 100.0 if i < 40 else math.inf)
+                                    for i in range(len(ids))])
+    got = index.nearest_many(stored[:40], "global", now=200.0, min_score=0.95)  # the first 40 expired at 100
+    assert index._basis is not None
+    assert all(g is None or g[0] not in ids[:40] for g in got)
+    assert index.nearest_many(stored[:40], "global", now=50.0, min_score=0.95) == [
+        (i, pytest.approx(1.0, abs=1e-5)) for i in ids[:40]
+    ]
+
+
+class _CommitFails:
+    """The store's real connection, except that COMMIT fails (as on a full disk)."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_a_failed_commit_or_a_rollback_leaves_the_index_true_to_the_database(tmp_path):
+    from clawrecall import Memory
+
+    a, b = Memory.open(tmp_path / "m.db"), Memory.open(tmp_path / "m.db")
+    try:
+        a.add("The sailing club meets on Tuesdays")
+        a.search("sailing", mode="vector")
+        real = a.store._conn
+        a.store._conn = _CommitFails(real)
+        with pytest.raises(Exception, match="disk is full"):
+            lost = a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Oars hang by the door"}])
+        a.store._conn = real
+        assert a.count() == 1
+        a.add("Sails are patched in the loft")
+        assert len(a.store._index) == a.count() == 2  # the failed batch never reached the index
+        # A search inside a transaction reads its uncommitted rows; the rollback must drop them too.
+        with pytest.raises(RuntimeError), a.store.transaction():
+            ghost = a.add("The ghost rowboat is moored at pier nine")
+            a.add("Pier nine has a blue crane")  # its dedup check reads the index, ghost included
+            raise RuntimeError
+        theirs = b.add("The harbour master is called Ines")  # takes the sequence numbers just rolled back
+        mine = a.add("Life jackets are checked every spring")
+        hits = {h.memory.id for h in a.search("harbour master, life jackets, rowboat, kayaks", mode="vector", limit=10)}
+        assert {theirs.id, mine.id} <= hits
+        assert all(a.store._index.vector(x) is None for x in (ghost.id,))
+        assert a.count() == 4
     finally:
         a.close()
         b.close()

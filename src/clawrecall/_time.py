@@ -18,13 +18,14 @@ def as_utc(value: datetime) -> datetime:
 
 
 def to_db(value: datetime | None) -> str | None:
-    return None if value is None else _iso(value)
+    return None if value is None else _iso(as_utc(value))
 
 
 @lru_cache(maxsize=256)
 def _iso(value: datetime) -> str:
-    """Cached: a batch of new memories stores one time (created, updated, history) a few times a row."""
-    return as_utc(value).isoformat(timespec="microseconds")
+    """Cached: a batch of new memories stores one time (created, updated, history) a few times a row.
+    (Keyed by the UTC value: two local times that differ only in `fold` compare equal.)"""
+    return value.isoformat(timespec="microseconds")
 
 
 def from_db(value: str | None) -> datetime | None:

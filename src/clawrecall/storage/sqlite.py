@@ -318,14 +318,19 @@ class SQLiteStore(SQLStore):
                 return
             self._conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
+            index = self._index
+            seen = None if index is None else index.last_seq
             try:
                 yield
+                self._conn.execute("COMMIT")
             except BaseException:
                 self._at_commit.clear()
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if self._index is not index or (index is not None and index.last_seq != seen):
+                    self._index = None  # it read rows of this transaction (a search inside it): reload
                 raise
             else:
-                self._conn.execute("COMMIT")
                 self._apply_at_commit()
                 self._checkpointer.committed()
             finally:
@@ -374,17 +379,20 @@ class SQLiteStore(SQLStore):
 
     def _apply_at_commit(self) -> None:
         """Put this transaction's new rows in the vector index, as `_fresh_index` would have."""
-        for index, records, vectors, seq in self._at_commit:
-            if index is not self._index or index.last_seq != seq - len(records):
-                break
-            index.upsert_many([r.id for r in records], vectors, [
-                RowMeta(scope=r.scope, category=r.category, created=as_utc(r.created_at).timestamp(),
-                        deleted=r.deleted_at is not None,
-                        expires=float("inf") if r.expires_at is None else as_utc(r.expires_at).timestamp())
-                for r in records
-            ])
-            index.last_seq = seq
-        self._at_commit.clear()
+        pending, self._at_commit = self._at_commit, []
+        try:
+            for index, records, vectors, seq in pending:
+                if index is not self._index or index.last_seq != seq - len(records):
+                    break
+                index.upsert_many([r.id for r in records], vectors, [
+                    RowMeta(scope=r.scope, category=r.category, created=as_utc(r.created_at).timestamp(),
+                            deleted=r.deleted_at is not None,
+                            expires=float("inf") if r.expires_at is None else as_utc(r.expires_at).timestamp())
+                    for r in records
+                ])
+                index.last_seq = seq
+        except Exception:  # the rows are committed: never report a failed write; the next search reloads
+            self._index = None
 
     def _size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())

@@ -23,6 +23,7 @@ _AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 ma
 _PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full product is as cheap)
 _BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
 _SLACK = 1e-3  # float32 rounding allowance on the bound
+_QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any batch size
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +43,12 @@ class RowMeta:
     created: float  # epoch seconds
     deleted: bool
     expires: float  # epoch seconds, inf when it never expires
+
+
+def _off_axes(rows: np.ndarray, low: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Length of each row's part off the axes (`low` = its coordinates on them), computed directly:
+    sqrt(|v|² - |low|²) cancels badly for a row lying almost on the axes."""
+    return np.linalg.norm(rows - low @ basis.T, axis=-1)
 
 
 class _Partition:
@@ -77,7 +84,7 @@ class _Partition:
         if basis is not None:
             mat = self.mat[rows]
             low = self.low[rows] = mat @ basis
-            self.rest[rows] = np.sqrt(np.maximum(np.einsum("...i,...i", mat, mat) - np.einsum("...i,...i", low, low), 0.0))
+            self.rest[rows] = _off_axes(mat, low, basis)
 
     def slot(self) -> int:
         if self.free:
@@ -124,7 +131,7 @@ class VectorIndex:
         return self._codes.setdefault(name, len(self._codes) + 1)
 
     def upsert_many(self, ids: list[str], vectors: np.ndarray, metas: list[RowMeta]) -> None:
-        """Insert or replace rows (`vectors` has one row per id): one array write per scope."""
+        """Insert or replace rows (distinct ids; `vectors` has one row per id): one array write per scope."""
         with self._lock:
             placed: dict[str, tuple[list[int], list[int]]] = {}  # scope -> (positions in the batch, slots)
             for n, (memory_id, meta) in enumerate(zip(ids, metas)):
@@ -161,8 +168,9 @@ class VectorIndex:
                 part.free.append(where[1])
 
     def vector(self, memory_id: str) -> np.ndarray | None:
-        where = self._pos.get(memory_id)
-        return None if where is None else self._parts[where[0]].mat[where[1]].copy()
+        with self._lock:
+            where = self._pos.get(memory_id)
+            return None if where is None else self._parts[where[0]].mat[where[1]].copy()
 
     def search(
         self,
@@ -211,30 +219,11 @@ class VectorIndex:
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
-            n = part.size
             live = part.mask(None, None, None, False, False, False, now)
-            out: list[tuple[str, float] | None] = [None] * len(queries)
-            basis = self._axes() if n >= _PRUNE_FROM and len(queries) >= _BULK_QUERIES else None
-            if basis is None:
-                sims = queries @ part.mat[:n].T
-                sims[:, ~live] = -np.inf
-                best = np.argmax(sims, axis=1)
-                for i, b in enumerate(best):
-                    if sims[i, b] >= min_score:
-                        out[i] = (part.ids[b], float(sims[i, b]))  # type: ignore[assignment]
-                return out
-            low = queries @ basis
-            rest = np.sqrt(np.maximum(np.einsum("ij,ij->i", queries, queries) - np.einsum("ij,ij->i", low, low), 0.0))
-            bound = low @ part.low[:n].T + np.outer(rest, part.rest[:n])
-            floor = min_score - _SLACK
-            for q in np.flatnonzero(bound.max(axis=1) >= floor):  # a scan per query that has a candidate
-                rows = np.flatnonzero(bound[q] >= floor)
-                rows = rows[live[rows]]
-                if len(rows):
-                    sims = part.mat[rows] @ queries[q]
-                    b = int(np.argmax(sims))
-                    if sims[b] >= min_score:
-                        out[q] = (part.ids[rows[b]], float(sims[b]))  # type: ignore[assignment]
+            basis = self._axes() if part.size >= _PRUNE_FROM and len(queries) >= _BULK_QUERIES else None
+            out: list[tuple[str, float] | None] = []
+            for start in range(0, len(queries), _QUERY_BLOCK):
+                out += _nearest(part, live, queries[start : start + _QUERY_BLOCK], basis, min_score)
             return out
 
     def _axes(self) -> np.ndarray | None:
@@ -258,5 +247,33 @@ class VectorIndex:
             self._basis = np.ascontiguousarray(vectors[:, np.argsort(values)[::-1][:_AXES]], dtype=np.float32)
             self._basis_rows = total
             for p in self._parts.values():
-                p.project(self._basis, slice(0, p.size))
+                for start in range(0, p.size, 8192):
+                    p.project(self._basis, slice(start, min(start + 8192, p.size)))
         return self._basis
+
+
+def _nearest(
+    part: _Partition, live: np.ndarray, queries: np.ndarray, basis: np.ndarray | None, min_score: float
+) -> list[tuple[str, float] | None]:
+    """`VectorIndex.nearest_many` for one block of queries: a full product without `basis`."""
+    n = part.size
+    out: list[tuple[str, float] | None] = [None] * len(queries)
+    if basis is None:
+        sims = queries @ part.mat[:n].T
+        sims[:, ~live] = -np.inf
+        for i, b in enumerate(np.argmax(sims, axis=1)):
+            if sims[i, b] >= min_score:
+                out[i] = (part.ids[b], float(sims[i, b]))  # type: ignore[assignment]
+        return out
+    low = queries @ basis
+    bound = low @ part.low[:n].T + np.outer(_off_axes(queries, low, basis), part.rest[:n])
+    floor = min_score - _SLACK
+    for q in np.flatnonzero(bound.max(axis=1) >= floor):  # a scan per query that has a candidate
+        rows = np.flatnonzero(bound[q] >= floor)
+        rows = rows[live[rows]]
+        if len(rows):
+            sims = part.mat[rows] @ queries[q]
+            b = int(np.argmax(sims))
+            if sims[b] >= min_score:
+                out[q] = (part.ids[rows[b]], float(sims[b]))  # type: ignore[assignment]
+    return out
