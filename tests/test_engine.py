@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -578,3 +579,13 @@ def test_list_and_purge_bounds_are_clear_errors(mem):
         with pytest.raises(ValidationError, match="older_than_days must be between 0 and 365000"):
             mem.purge(older_than_days=days)
     assert mem.count() == 1
+
+
+def test_new_ids_are_distinct_version_4_uuids():
+    from clawrecall.engine import _uuid4s
+
+    ids = _uuid4s(20_000)
+    assert len(set(ids)) == len(ids)
+    parsed = [uuid.UUID(i) for i in ids]
+    assert all(str(p) == i and p.version == 4 and p.variant == uuid.RFC_4122 for p, i in zip(parsed, ids))
+    assert {i[19] for i in ids} == set("89ab")  # every variant nibble occurs: the bits are random

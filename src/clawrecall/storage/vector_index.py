@@ -36,7 +36,7 @@ def _blas():
     return ThreadpoolController()
 
 
-@dataclass
+@dataclass(slots=True)
 class RowMeta:
     scope: str
     category: str
