@@ -792,8 +792,7 @@ def _check_visibility(value: str) -> Visibility:
 
 def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     try:
-        if metadata:
-            json.dumps(metadata)
+        json.dumps(metadata)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
     _check_text(metadata, "metadata")

@@ -192,14 +192,10 @@ class Store(ABC):
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         """Nearest memories by cosine similarity (score = cosine)."""
 
+    @abstractmethod
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
         """For each vector, the most similar live memory of one scope if its cosine reaches
         `min_score`, else None (batch deduplication)."""
-        out: list[Candidate | None] = []
-        for vector in vectors:
-            hits = self.vector_candidates(vector, Filters(scopes=[scope]), 1)
-            out.append(hits[0] if hits and hits[0].score >= min_score else None)
-        return out
 
     @abstractmethod
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:

@@ -250,6 +250,12 @@ def _epoch(value: datetime | None) -> float | None:
     return None if value is None else as_utc(value).timestamp()
 
 
+def _row_meta(scope: str, category: str, created: datetime, deleted: bool, expires: datetime | None) -> RowMeta:
+    """What the vector index keeps of a row besides its vector (times as epoch seconds)."""
+    return RowMeta(scope=scope, category=category, created=as_utc(created).timestamp(), deleted=deleted,
+                   expires=float("inf") if expires is None else as_utc(expires).timestamp())
+
+
 class SQLiteStore(SQLStore):
     backend = "sqlite"
     order_column = "rowid"
@@ -385,10 +391,7 @@ class SQLiteStore(SQLStore):
                 if index is not self._index or index.last_seq != seq - len(records):
                     break
                 index.upsert_many([r.id for r in records], vectors, [
-                    RowMeta(scope=r.scope, category=r.category, created=as_utc(r.created_at).timestamp(),
-                            deleted=r.deleted_at is not None,
-                            expires=float("inf") if r.expires_at is None else as_utc(r.expires_at).timestamp())
-                    for r in records
+                    _row_meta(r.scope, r.category, r.created_at, r.deleted_at is not None, r.expires_at) for r in records
                 ])
                 index.last_seq = seq
         except Exception:  # the rows are committed: never report a failed write; the next search reloads
@@ -516,8 +519,7 @@ class SQLiteStore(SQLStore):
             index.upsert_many(
                 [r[0] for r in fits],
                 np.frombuffer(b"".join(r[1] for r in fits), dtype=np.float32).reshape(len(fits), index.dims),
-                [RowMeta(scope=scope, category=category, created=from_db(created).timestamp(), deleted=deleted is not None,
-                         expires=from_db(expires).timestamp() if expires else float("inf"))
+                [_row_meta(scope, category, from_db(created), deleted is not None, from_db(expires))
                  for _, _, scope, category, created, deleted, expires in fits],
             )
         return all(r[1] is None for r in misfits)
