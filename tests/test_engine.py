@@ -589,3 +589,16 @@ def test_new_ids_are_distinct_version_4_uuids():
     parsed = [uuid.UUID(i) for i in ids]
     assert all(str(p) == i and p.version == 4 and p.variant == uuid.RFC_4122 for p, i in zip(parsed, ids))
     assert {i[19] for i in ids} == set("89ab")  # every variant nibble occurs: the bits are random
+    # one call's ids share their first byte (index locality); the rest of the prefix is random
+    assert {i[:2] for i in ids} == {ids[0][:2]}
+    assert len({i[2:8] for i in ids}) > 19_950
+    assert len({_uuid4s(1)[0][:2] for _ in range(200)}) > 100  # single adds spread over the key space
+
+
+def test_a_batch_ids_share_a_first_byte_and_prefixes_still_resolve(mem):
+    results = mem.add_many([{"content": f"fact number {n} about the batch", "user_id": "alice"} for n in range(40)],
+                           dedup=False)
+    ids = [r.id for r in results]
+    assert len({i[:2] for i in ids}) == 1
+    for memory_id in ids:
+        assert mem.get(memory_id[:8], user_id="alice").id == memory_id  # 6 random hex digits tell them apart

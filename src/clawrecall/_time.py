@@ -12,6 +12,8 @@ def utcnow() -> datetime:
 
 def as_utc(value: datetime) -> datetime:
     """Naive datetimes are taken to be UTC (what users mean when they omit a zone)."""
+    if value.tzinfo is timezone.utc:  # nearly every call: times this package made or read back
+        return value
     if value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc)

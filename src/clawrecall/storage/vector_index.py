@@ -18,8 +18,8 @@ from functools import lru_cache
 import numpy as np
 
 
-_BULK_QUERIES = 32  # from this many vectors at once, `nearest_many` uses every BLAS thread
-_AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
+_AXES = 32  # `nearest_many` first compares a batch of 32+ vectors on the stored vectors' 32 main axes ...
+_BULK_QUERIES = 32
 _PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full product is as cheap)
 _BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
 _SLACK = 1e-3  # float32 rounding allowance on the bound
@@ -28,8 +28,9 @@ _QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any
 
 @lru_cache(maxsize=1)
 def _blas():
-    """These products are small and memory-bound: one BLAS thread is as fast, and a second one
-    stalls for milliseconds whenever another process holds the other core. (Built on first
+    """These products are small and memory-bound: one BLAS thread is as fast. A second one stalls
+    for milliseconds whenever another process holds the other core, and afterwards spins idle for
+    up to 0.1 s (OpenBLAS), taking a core from the embedding model that runs next. (Built on first
     search: inspecting the loaded libraries takes a while, and `stats` never searches.)"""
     from threadpoolctl import ThreadpoolController
 
@@ -214,8 +215,7 @@ class VectorIndex:
         its dot product with the query, from their coordinates on the stored vectors' main axes,
         reaches `min_score`. For u = a + a' and v = b + b' (parts on and off the axes),
         u·v = a·b + a'·b' <= a·b + |a'||b'|. Near-duplicates pass it; few other rows do."""
-        # A batch is a real matrix product, and nothing else runs meanwhile: every core helps.
-        with self._lock, _blas().limit(limits=None if len(queries) >= _BULK_QUERIES else 1, user_api="blas"):
+        with self._lock, _blas().limit(limits=1, user_api="blas"):
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
