@@ -511,8 +511,10 @@ class SQLiteStore(SQLStore):
         """Put rows (id, embedding, scope, category, created_at, deleted_at, expires_at) in the index;
         False when some vector has other dimensions than the index (those rows are left out)."""
         size = index.dims * 4
-        fits = [r for r in rows if r[1] is not None and len(r[1]) == size]
-        misfits = [r for r in rows if r[1] is None or len(r[1]) != size]
+        fits: list[tuple] = []
+        misfits: list[tuple] = []
+        for r in rows:
+            (fits if r[1] is not None and len(r[1]) == size else misfits).append(r)
         for r in misfits:
             index.remove(r[0])
         if fits:
