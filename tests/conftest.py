@@ -100,3 +100,19 @@ def mem(db_target):
     m = Memory.open(db_target)
     yield m
     m.close()
+
+
+@pytest.fixture
+def model_runs(monkeypatch):
+    """`model_runs(embedder)`: a list that gets the number of texts of every run of the local ONNX
+    model from now on, with the worker pool in use even on a one-CPU machine."""
+
+    def count(embedder) -> list[int]:
+        encoder = embedder._load()
+        monkeypatch.setattr(encoder, "_workers", 2)
+        runs: list[int] = []
+        infer = encoder._infer
+        monkeypatch.setattr(encoder, "_infer", lambda feed: runs.append(len(feed["input_ids"])) or infer(feed))
+        return runs
+
+    return count

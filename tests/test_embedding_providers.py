@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from embedding_stub_server import StubEmbeddingServer, fake_embed
 
+from clawrecall import Memory
 from clawrecall.config import EmbeddingConfig
 from clawrecall.embeddings import configured_model, create_embedder
-from clawrecall.errors import ConfigError, EmbeddingError
+from clawrecall.errors import ConfigError, EmbeddingError, ValidationError
 
 SECRET = "sk-test-SECRET-0123456789"
 TEXTS = ["alpha bravo", "charlie delta echo", "foxtrot", "golf hotel india juliet", "kilo lima"]
@@ -153,6 +154,26 @@ def test_batches_are_split_by_batch_size(stub):
     out = emb.embed(TEXTS)
     assert [len(r.body["input"]) for r in stub.posts()] == [2, 2, 1]
     assert np.allclose(out, np.stack([unit(fake_embed(t)) for t in TEXTS]), atol=1e-5)
+
+
+def test_a_remote_stream_calls_the_provider_only_as_it_is_read(stub):
+    emb = create_embedder(compat(stub, batch_size=2))
+    stream = emb.stream(["a", "b", "c"])
+    assert stub.posts() == []
+    positions, vectors = next(stream)
+    assert positions == [0, 1] and vectors.shape == (2, 8) and len(stub.posts()) == 1
+    stream.close()
+    assert len(stub.posts()) == 1
+
+
+def test_a_batch_that_fails_validation_never_reaches_a_remote_provider(stub, tmp_path):
+    embedding = {"provider": "openai-compatible", "base_url": stub.url + "/v1", "model": "stub-embed", "dimensions": 8}
+    with Memory.open(tmp_path / "remote.db", embedding=embedding) as mem:
+        with pytest.raises(ValidationError, match="item 2: unknown category"):
+            mem.add_many([{"content": "fine"}, {"content": "also fine", "category": "nope"}])
+        assert stub.posts() == [] and mem.count() == 0
+        assert [r.action for r in mem.add_many([{"content": "fine"}, {"content": "also fine"}])] == ["created"] * 2
+        assert len(stub.posts()) == 1
 
 
 def test_query_cache_avoids_a_second_request(stub):

@@ -128,13 +128,13 @@ def test_add_many_is_one_batch_with_in_batch_dedup(mem):
 
 def test_a_text_repeated_in_a_batch_is_embedded_once_and_stored_per_scope(mem):
     calls: list[list[str]] = []
-    embed = mem.embedder.embed
+    stream = mem.embedder.stream
 
     def counting(texts, kind="passage"):
         calls.append(list(texts))
-        return embed(texts, kind)
+        return stream(texts, kind)
 
-    mem.embedder.embed = counting
+    mem.embedder.stream = counting
     results = mem.add_many([{"content": "Standup is at 9:30", "user_id": u} for u in ("ann", "ben", "ann")] +
                            [{"content": "Retro is on Fridays", "user_id": "ann"}])
     assert [r.action for r in results] == ["created", "created", "duplicate", "created"]
@@ -266,6 +266,18 @@ def test_nul_characters_in_reads_and_updates_are_clear_errors(mem):
 def test_add_many_with_one_bad_item_writes_nothing(mem):
     with pytest.raises(ValidationError, match="item 2"):
         mem.add_many([{"content": "fine"}, {"content": "bad", "importance": 2}])
+    assert _rows(mem) == 0
+
+
+def test_a_batch_rejected_by_validation_stops_its_embedding(mem, model_runs):
+    from clawrecall.embeddings import _onnx
+
+    runs = model_runs(mem.embedder)
+    items = [{"content": f"Note {i} on topic {i % 17}"} for i in range(3000)]
+    items[2500]["category"] = "no-such-category"
+    with pytest.raises(ValidationError, match="item 2501: unknown category"):
+        mem.add_many(items)
+    assert sum(runs) <= _onnx._AHEAD + mem.embedder.batch_size  # started while validating, then dropped
     assert _rows(mem) == 0
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -42,6 +43,25 @@ def test_a_large_batch_keeps_its_order_through_sorting_and_parallel_runs():
     batch = onnx.embed(texts)
     alone = np.stack([onnx.embed([t])[0] for t in texts])
     assert np.abs(batch - alone).max() < 1e-5
+
+
+def test_a_stream_starts_at_once_reads_batches_in_order_and_stops_when_closed(model_runs):
+    onnx = LocalEmbedder(runtime="onnx", query_cache_size=0, batch_size=32)
+    runs = model_runs(onnx)
+    texts = [f"note {i}: {'and more words ' * (i % 7)}" for i in range(2000)]
+    stream = onnx.stream(texts)
+    deadline = time.monotonic() + 10
+    while not runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runs  # the model works before anything is read
+    positions, first = next(stream)
+    lengths = onnx._lengths(texts)
+    assert len(positions) == 32 and max(lengths[p] for p in positions) <= min(
+        lengths[p] for p in range(len(texts)) if p not in positions
+    )  # the shortest texts first
+    stream.close()
+    assert sum(runs) <= 32 + _onnx._AHEAD + 32  # the batch read, the look-ahead, one batch over
+    assert np.abs(first - onnx.embed([texts[p] for p in positions])).max() < 1e-5
 
 
 def test_auto_prefers_onnx_and_a_process_never_imports_torch_once_exported():

@@ -10,14 +10,15 @@ import json
 import os
 import re
 import uuid
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
+from ._blas import one_blas_thread
 from ._time import as_utc, utcnow
 from .config import Config, default_db_path, load_config
 from .errors import (
@@ -41,6 +42,9 @@ from .models import (
 )
 from .scopes import Caller, read_scopes, write_scope
 from .storage import Candidate, Filters, HistoryDraft, Store, open_store
+
+if TYPE_CHECKING:
+    from .embeddings.base import EmbeddingStream
 
 Progress = Callable[[int, int], None]
 MAX_CONTENT_CHARS = 100_000
@@ -206,7 +210,7 @@ class Memory:
         actor: str | None = None,
         embeddings: np.ndarray | None = None,
     ) -> list[AddResult]:
-        """Validate every item first (nothing is written if one is bad), embed in batches, insert in one transaction.
+        """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction.
 
         `user_id`/`agent_id` identify the caller and apply to items that name none. `embeddings`
         (one row per item, made by the configured model) skips embedding: the bulk-load path.
@@ -214,39 +218,63 @@ class Memory:
         self._require_writes()
         now = utcnow()
         items = list(items)
-        label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
-        ids = _uuid4s(len(items))
-        records = [
-            self._new_record(item, now, user_id, agent_id, label(n), ids[n - 1]) for n, item in enumerate(items, start=1)
-        ]
-        if not records:
-            return []
+        stream = self._start_embedding(items) if embeddings is None else None
+        with closing(stream) if stream is not None else nullcontext():
+            label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
+            ids = _uuid4s(len(items))
+            records = [
+                self._new_record(item, now, user_id, agent_id, label(n), ids[n - 1]) for n, item in enumerate(items, start=1)
+            ]
+            if not records:
+                return []
+            fingerprint = self.embedder.fingerprint
+            model = f"{fingerprint.provider}/{fingerprint.model}"
+            for record in records:
+                record.embedding_model = model
+            # While a local model embeds: what history keeps and what the caller gets (a duplicate's go unused).
+            after = [r.model_dump_json() for r in records]
+            created = [AddResult(action="created", id=r.id, memory=r) for r in records]
+            if embeddings is None:
+                vectors = self._collect(stream, [r.content for r in records], progress)
+            else:
+                vectors = self._check_embeddings(embeddings, len(records))
         dedup = self.config.dedup.enabled if dedup is None else dedup
-        if embeddings is None:
-            vectors = self._embed_in_batches([r.content for r in records], progress)
-        else:
-            vectors = self._check_embeddings(embeddings, len(records))
-        fingerprint = self.embedder.fingerprint
-        model = f"{fingerprint.provider}/{fingerprint.model}"
         duplicates = self._find_duplicates(records, vectors) if dedup else {}
-        results: list[AddResult] = []
+        results = created
         keep: list[int] = []
-        for i, record in enumerate(records):
-            record.embedding_model = model
+        for i in range(len(records)):
             if i in duplicates:
                 existing, similarity = duplicates[i]
-                results.append(AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4)))
+                results[i] = AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4))
             else:
                 keep.append(i)
-                results.append(AddResult(action="created", id=record.id, memory=record))
         if keep:
-            kept = [records[i] for i in keep]
+            actor = actor or _actor(user_id, agent_id)
             with self.store.transaction():
-                self.store.insert(kept, vectors[keep])
-                self.store.add_history(
-                    [HistoryDraft(r.id, "add", None, r.model_dump_json(), actor or _actor(user_id, agent_id), now) for r in kept]
-                )
+                self.store.insert([records[i] for i in keep], vectors[keep])
+                self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
         return results
+
+    def _start_embedding(self, items: Sequence[NewMemory | Mapping[str, Any]]) -> EmbeddingStream | None:
+        """Start embedding the items' distinct contents, before the rest of each item is validated, so
+        that validation overlaps a local model. None when an item has no valid content: validating
+        it says what is wrong, in the words it always uses."""
+        texts = []
+        for item in items:
+            content = item.content if isinstance(item, NewMemory) else item.get("content") if isinstance(item, Mapping) else None
+            if not isinstance(content, str) or not (text := content.strip()) or len(text) > MAX_CONTENT_CHARS:
+                return None
+            texts.append(text)
+        return self.embedder.stream(list(dict.fromkeys(texts)), "passage") if texts else None
+
+    def _collect(self, stream: EmbeddingStream | None, texts: list[str], progress: Progress | None) -> np.ndarray:
+        """One vector per text, from `stream` if one was started on the distinct texts, else a new one."""
+        stream = stream or self.embedder.stream(list(dict.fromkeys(texts)), "passage")
+        with closing(stream):
+            vectors = stream.collect(progress)
+        self._remember_fingerprint()
+        row = {text: i for i, text in enumerate(stream.texts)}
+        return vectors[[row[t] for t in texts]]
 
     def _check_embeddings(self, embeddings: np.ndarray, n: int) -> np.ndarray:
         vectors = np.asarray(embeddings, dtype=np.float32)
@@ -258,19 +286,6 @@ class Memory:
             raise ValidationError("embeddings must be finite, non-zero vectors")
         self._remember_fingerprint()
         return vectors / norms
-
-    def _embed_in_batches(self, texts: list[str], progress: Progress | None) -> np.ndarray:
-        """One vector per text; a text repeated in the batch is embedded once."""
-        unique = list(dict.fromkeys(texts))
-        # Large steps: the embedder groups texts of similar length within a step (less padding).
-        step = max(self.config.embedding.batch_size, 1) * 16
-        parts = []
-        for start in range(0, len(unique), step):
-            parts.append(self._embed_passages(unique[start : start + step]))
-            if progress:
-                progress(min(start + step, len(unique)), len(unique))
-        row = {text: i for i, text in enumerate(unique)}
-        return np.concatenate(parts)[[row[t] for t in texts]]
 
     def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
@@ -286,7 +301,8 @@ class Memory:
             kept = np.zeros(len(rows), dtype=bool)
             for start in range(0, len(rows), _DEDUP_BLOCK):
                 stop = min(start + _DEDUP_BLOCK, len(rows))
-                sims = group[start:stop] @ group[:stop].T
+                with one_blas_thread():
+                    sims = group[start:stop] @ group[:stop].T
                 sims[np.arange(start, stop)[:, None] <= np.arange(stop)] = -np.inf  # earlier items only
                 close = (sims >= threshold).any(axis=1)
                 for p in range(start, stop):

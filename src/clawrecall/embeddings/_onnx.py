@@ -19,8 +19,10 @@ import json
 import os
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from ..errors import EmbeddingError
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
 SMALL_BATCH = 4  # texts embedded on the calling thread alone (a query)
 _SUB_BATCH = 16  # one run's texts: small groups of similar length are padded least
+_AHEAD = 256  # texts a bulk call keeps queued on the worker pool
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -160,15 +163,16 @@ class OnnxEncoder:
         except Exception as exc:  # a truncated or foreign file: say which
             raise EmbeddingError(f"cannot load exported model {self._path}: {exc}; delete it to re-export") from exc
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Texts (the Embedder hands them over sorted by length) → vectors, in groups of `_SUB_BATCH`."""
-        groups = [texts[s : s + _SUB_BATCH] for s in range(0, len(texts), _SUB_BATCH)]
-        if len(texts) <= SMALL_BATCH or self._workers == 1:
-            return np.concatenate([self._run(group) for group in groups])
+    def start(self, batches: list[list[str]]) -> Iterator[np.ndarray]:
+        """Vectors of each batch (texts sorted by length), in order. A bulk call keeps the worker pool
+        fed `_AHEAD` texts beyond the batch being read, across batch boundaries: no worker waits for
+        the caller between batches, and a caller's work between reads runs while the model does."""
+        if sum(map(len, batches)) <= SMALL_BATCH or self._workers == 1:
+            return (np.concatenate([self._run(g) for g in _groups(batch)]) for batch in batches)
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="clawrecall-onnx")
-        return np.concatenate(list(self._pool.map(self._run, groups)))
+        return _Queued(self, batches)
 
     def token_counts(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
@@ -178,6 +182,11 @@ class OnnxEncoder:
         return int(self._session.get_outputs()[0].shape[2])
 
     def _run(self, texts: list[str]) -> np.ndarray:
+        feed = self._feed(texts)
+        return self._pooled(self._infer(feed), feed)
+
+    def _feed(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """The model's inputs for one group: token ids, attention mask and token types, padded."""
         encodings = self._tokenizer.encode_batch(texts)
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
@@ -188,12 +197,64 @@ class OnnxEncoder:
             ids[row, :n] = enc.ids
             mask[row, :n] = 1
             types[row, :n] = enc.type_ids
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        hidden = self._session.run(None, {name: feed[name] for name in self._inputs})[0]
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+    def _infer(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """The transformer's last hidden states: all a worker thread runs (ONNX Runtime releases the GIL)."""
+        return self._session.run(None, {name: feed[name] for name in self._inputs})[0]
+
+    def _pooled(self, hidden: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
         if self.pooling == "cls":
             return hidden[:, 0, :]
-        weights = mask[:, :, None].astype(np.float32)
+        weights = feed["attention_mask"][:, :, None].astype(np.float32)
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+class _Queued:
+    """Batches on the worker pool, submitted `_AHEAD` texts ahead of the reader; `close()` cancels the
+    ones not started (a bounded queue also lets another caller's batch in within ~`_AHEAD` texts).
+
+    The reading thread tokenises and pools; a worker only runs the model. A worker that needed the
+    GIL between its steps waited up to the interpreter's 5 ms switch interval each time the caller
+    was busy in Python, so work the caller did between reads slowed the model instead of overlapping it."""
+
+    def __init__(self, encoder: OnnxEncoder, batches: list[list[str]]) -> None:
+        self._encoder = encoder
+        self._batches = batches
+        self._queued: deque[list[tuple[dict[str, np.ndarray], Future]]] = deque()
+        self._submitted = 0
+        self._top_up()
+
+    def _top_up(self) -> None:
+        ahead = sum(len(b) for b in self._batches[self._submitted - len(self._queued) : self._submitted])
+        pool, encoder = self._encoder._pool, self._encoder
+        assert pool is not None
+        while self._submitted < len(self._batches) and ahead < _AHEAD:
+            batch = self._batches[self._submitted]
+            feeds = [encoder._feed(group) for group in _groups(batch)]
+            self._queued.append([(feed, pool.submit(encoder._infer, feed)) for feed in feeds])
+            self._submitted += 1
+            ahead += len(batch)
+
+    def __iter__(self) -> _Queued:
+        return self
+
+    def __next__(self) -> np.ndarray:
+        if not self._queued:
+            raise StopIteration
+        runs = self._queued.popleft()
+        self._top_up()
+        return np.concatenate([self._encoder._pooled(future.result(), feed) for feed, future in runs])
+
+    def close(self) -> None:
+        self._submitted = len(self._batches)
+        while self._queued:
+            for _, future in self._queued.popleft():
+                future.cancel()
+
+
+def _groups(texts: list[str]) -> list[list[str]]:
+    return [texts[s : s + _SUB_BATCH] for s in range(0, len(texts), _SUB_BATCH)]
 
 
 def _usable_cpus() -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class Embedder(ABC):
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
         if kind == "query" and self._cache_size:
             return self._embed_queries(texts)
-        return self._embed_uncached(texts, kind)
+        return self.stream(texts, kind).collect()
 
     def embed_one(self, text: str, kind: Kind = "query") -> np.ndarray:
         return self.embed([text], kind)[0]
@@ -124,7 +124,7 @@ class Embedder(ABC):
                 self._cache.move_to_end(t)
         missing = list(dict.fromkeys(t for t in texts if t not in cached))
         if missing:
-            fresh = self._embed_uncached(missing, "query")
+            fresh = self.stream(missing, "query").collect()
             with self._lock:
                 for t, v in zip(missing, fresh):
                     cached[t] = v
@@ -133,40 +133,91 @@ class Embedder(ABC):
                     self._cache.popitem(last=False)
         return np.stack([cached[t] for t in texts])
 
-    def _embed_uncached(self, texts: list[str], kind: Kind) -> np.ndarray:
+    def stream(self, texts: Sequence[str], kind: Kind = "passage") -> EmbeddingStream:
+        """Embed `texts` batch by batch; the stream yields (positions in `texts`, unit vectors) per batch.
+
+        A model run here starts on the first batches at once, so the caller's own work overlaps the
+        embedding; a remote provider is called only as the stream is read (nothing is spent on a
+        batch the caller rejects first). Close a stream that is not read to the end."""
+        texts = list(texts)
         if self.pads_batches and len(texts) > 1:
             lengths = self._lengths(texts)
             order = sorted(range(len(texts)), key=lengths.__getitem__)
         else:
             order = list(range(len(texts)))
-        parts = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = [texts[i] for i in order[start : start + self.batch_size]]
-            try:
-                raw = self._embed_batch(batch, kind)
-            except EmbeddingError:
-                raise
-            except Exception as exc:  # provider libraries raise anything; callers get one class
-                raise EmbeddingError(f"{self.provider} embedding failed: {exc}") from exc
-            arr = np.asarray(raw, dtype=np.float32)
-            if arr.ndim != 2 or arr.shape[0] != len(batch):
-                raise EmbeddingError(
-                    f"{self.provider} embedding failed: expected {len(batch)} vectors, got shape {arr.shape}"
-                )
-            parts.append(arr)
-        joined = np.concatenate(parts)
-        out = np.empty_like(joined)
-        out[order] = joined
-        dims = out.shape[1]
+        positions = [order[start : start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
+        raw = self._start_batches([[texts[i] for i in batch] for batch in positions], kind)
+        return EmbeddingStream(self, texts, positions, raw)
+
+    def _start_batches(self, batches: list[list[str]], kind: Kind) -> Iterator[Any]:
+        """One raw result per batch, in order. A model run here overrides this to queue batches ahead."""
+        return (self._embed_batch(batch, kind) for batch in batches)
+
+    def _checked(self, raw: Any, expected: int) -> np.ndarray:
+        """A provider's raw batch as unit float32 vectors, after checking their count and dimensions."""
+        arr = np.asarray(raw, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] != expected:
+            raise EmbeddingError(f"{self.provider} embedding failed: expected {expected} vectors, got shape {arr.shape}")
+        dims = arr.shape[1]
         if self._dimensions is None:
             self._dimensions = dims
         elif dims != self._dimensions:
             raise EmbeddingError(
                 f"{self.provider}/{self.model} returned {dims}-dimensional vectors, expected {self._dimensions}"
             )
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return out / norms
+        return arr / norms
+
+
+class EmbeddingStream:
+    """The vectors of one `Embedder.stream` call, a batch at a time (texts of similar length together).
+
+    Provider errors of any kind surface as `EmbeddingError`; after one, or on `close()`, batches
+    not yet started are dropped."""
+
+    def __init__(self, embedder: Embedder, texts: list[str], positions: list[list[int]], raw: Iterator[Any]) -> None:
+        self.texts = texts
+        self.done = 0  # texts embedded so far
+        self._embedder = embedder
+        self._positions = positions
+        self._raw = raw
+        self._next = 0
+
+    def __iter__(self) -> EmbeddingStream:
+        return self
+
+    def __next__(self) -> tuple[list[int], np.ndarray]:
+        if self._next == len(self._positions):
+            raise StopIteration
+        positions = self._positions[self._next]
+        try:
+            vectors = self._embedder._checked(next(self._raw), len(positions))
+        except EmbeddingError:
+            self.close()
+            raise
+        except Exception as exc:  # provider libraries raise anything; callers get one class
+            self.close()
+            raise EmbeddingError(f"{self._embedder.provider} embedding failed: {exc}") from exc
+        self._next += 1
+        self.done += len(positions)
+        return positions, vectors
+
+    def collect(self, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Every vector, in the order of the texts; `progress(done, total)` after each batch."""
+        out: np.ndarray | None = None
+        for positions, vectors in self:
+            if progress:
+                progress(self.done, len(self.texts))
+            if out is None:
+                out = np.empty((len(self.texts), vectors.shape[1]), dtype=np.float32)
+            out[positions] = vectors
+        return out if out is not None else np.zeros((0, self._embedder.dimensions or 0), dtype=np.float32)
+
+    def close(self) -> None:
+        close = getattr(self._raw, "close", None)
+        if close is not None:
+            close()
 
 
 def e5_prefix(model: str, texts: list[str], kind: Kind) -> list[str]:

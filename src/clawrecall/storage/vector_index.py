@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from functools import lru_cache
-
 import numpy as np
+
+from .._blas import one_blas_thread
 
 
 _AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
@@ -24,21 +24,6 @@ _PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full
 _BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
 _SLACK = 1e-3  # float32 rounding allowance on the bound
 _QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any batch size
-
-
-def _one_blas_thread():
-    """These products are small and memory-bound: one BLAS thread is as fast. A second one stalls
-    for milliseconds whenever another process holds the other core, and afterwards spins idle for
-    up to 0.1 s (OpenBLAS), taking a core from the embedding model that runs next."""
-    return _threadpools().limit(limits=1, user_api="blas")
-
-
-@lru_cache(maxsize=1)
-def _threadpools():
-    """Built on first search: inspecting the loaded libraries takes a while, and `stats` never searches."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 @dataclass(slots=True)
@@ -137,7 +122,7 @@ class VectorIndex:
 
     def upsert_many(self, ids: list[str], vectors: np.ndarray, metas: list[RowMeta]) -> None:
         """Insert or replace rows (distinct ids; `vectors` has one row per id): one array write per scope."""
-        with self._lock:
+        with self._lock, one_blas_thread():
             placed: dict[str, tuple[list[int], list[int]]] = {}  # scope -> (positions in the batch, slots)
             for n, (memory_id, meta) in enumerate(zip(ids, metas)):
                 where = self._pos.get(memory_id)
@@ -192,7 +177,7 @@ class VectorIndex:
         now: float,
     ) -> list[tuple[str, float]]:
         """The k nearest rows passing the filters, best first, as (id, cosine)."""
-        with self._lock, _one_blas_thread():
+        with self._lock, one_blas_thread():
             if k <= 0:
                 return []
             names = list(self._parts) if scopes is None else [s for s in scopes if s in self._parts]
@@ -219,7 +204,7 @@ class VectorIndex:
         its dot product with the query, from their coordinates on the stored vectors' main axes,
         reaches `min_score`. For u = a + a' and v = b + b' (parts on and off the axes),
         u·v = a·b + a'·b' <= a·b + |a'||b'|. Near-duplicates pass it; few other rows do."""
-        with self._lock, _one_blas_thread():
+        with self._lock, one_blas_thread():
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
