@@ -99,6 +99,30 @@ def test_nearest_many_stays_exact_after_the_index_grows_past_its_axes():
     assert all(g is not None for g in got)
 
 
+def test_once_the_axes_exist_a_single_query_is_pruned_and_exact(monkeypatch):
+    """A single add's dedup takes the pruned path too (at 4.6k rows: 0.04 ms instead of 0.3)."""
+    from clawrecall.storage import vector_index
+
+    rng = np.random.default_rng(11)
+    index = VectorIndex(DIMS)
+    stored = _clustered(rng, _PRUNE_FROM * 2)
+    ids = _fill(index, "global", stored)
+    queries = np.concatenate([_near_copies(rng, stored, 20, 0.005), _clustered(rng, 20)])
+    bases = []
+    nearest = vector_index._nearest
+    monkeypatch.setattr(vector_index, "_nearest", lambda part, live, q, basis, m: bases.append(basis) or nearest(part, live, q, basis, m))
+    assert index.nearest_many(queries[:1], "global", now=0.0, min_score=0.95) is not None
+    assert bases == [None]  # no axes yet: one query does not pay for them
+    index.nearest_many(queries, "global", now=0.0, min_score=0.95)  # a batch makes them
+    assert index._basis is not None
+    bases.clear()
+    got = [index.nearest_many(q[None, :], "global", now=0.0, min_score=0.95)[0] for q in queries]
+    assert len(bases) == len(queries) and all(b is index._basis for b in bases)
+    want = _brute(queries, stored, ids, np.ones(len(stored), bool), 0.95)
+    assert got == [(w[0], pytest.approx(w[1], abs=1e-5)) if w else None for w in want]
+    assert sum(w is not None for w in want) == 20
+
+
 def test_nearest_many_in_an_unknown_or_empty_scope_finds_nothing():
     index = VectorIndex(DIMS)
     q = _unit(np.ones((2, DIMS)))

@@ -19,7 +19,7 @@ from .._blas import one_blas_thread
 
 
 _AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
-_BULK_QUERIES = 32  # ... when it holds at least this many vectors ...
+_BULK_QUERIES = 32  # ... when it holds at least this many vectors (or the axes exist) ...
 _PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full product is as cheap)
 _BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
 _SLACK = 1e-3  # float32 rounding allowance on the bound
@@ -209,7 +209,9 @@ class VectorIndex:
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
             live = part.mask(None, None, None, False, False, False, now)
-            basis = self._axes() if part.size >= _PRUNE_FROM and len(queries) >= _BULK_QUERIES else None
+            # Once a batch has made the axes, pruning pays for a single query too; one never makes them.
+            prune = part.size >= _PRUNE_FROM and (len(queries) >= _BULK_QUERIES or self._basis is not None)
+            basis = self._axes() if prune else None
             out: list[tuple[str, float] | None] = []
             for start in range(0, len(queries), _QUERY_BLOCK):
                 out += _nearest(part, live, queries[start : start + _QUERY_BLOCK], basis, min_score)
