@@ -231,16 +231,15 @@ class Memory:
             model = f"{fingerprint.provider}/{fingerprint.model}"
             for record in records:
                 record.embedding_model = model
-            # While a local model embeds: what history keeps and what the caller gets (a duplicate's go unused).
+            # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
-            created = [AddResult(action="created", id=r.id, memory=r) for r in records]
+            results = [AddResult(action="created", id=r.id, memory=r) for r in records]
             if embeddings is None:
                 vectors = self._collect(stream, [r.content for r in records], progress)
             else:
                 vectors = self._check_embeddings(embeddings, len(records))
         dedup = self.config.dedup.enabled if dedup is None else dedup
         duplicates = self._find_duplicates(records, vectors) if dedup else {}
-        results = created
         keep: list[int] = []
         for i in range(len(records)):
             if i in duplicates:
@@ -262,9 +261,10 @@ class Memory:
         texts = []
         for item in items:
             content = item.content if isinstance(item, NewMemory) else item.get("content") if isinstance(item, Mapping) else None
-            if not isinstance(content, str) or not (text := content.strip()) or len(text) > MAX_CONTENT_CHARS:
+            try:
+                texts.append(self._check_content(content))
+            except ValidationError:
                 return None
-            texts.append(text)
         return self.embedder.stream(list(dict.fromkeys(texts)), "passage") if texts else None
 
     def _collect(self, stream: EmbeddingStream | None, texts: list[str], progress: Progress | None) -> np.ndarray:
