@@ -75,8 +75,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from clawrecall import Memory
-from clawrecall.storage import Filters
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale import pct  # noqa: E402
+
+from clawrecall import Memory  # noqa: E402
+from clawrecall.storage import Filters  # noqa: E402
 
 DIMS = 384
 K = 10
@@ -348,11 +352,6 @@ def hnsw_with(store: Any, params: str | None) -> Iterator[None]:
 
     with patched(store, "_run", run):
         yield
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, max(0, int(round(p / 100 * len(values))) - 1))]
 
 
 def load(mem: Memory, data: Data, start: int, stop: int, chunk: int, label: str) -> dict:

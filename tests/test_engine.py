@@ -159,6 +159,37 @@ def test_in_batch_dedup_spans_blocks_and_keeps_scopes_apart(mem):
     assert mem.count() == 598
 
 
+def test_in_batch_and_stored_duplicates_resolve_in_item_order(mem):
+    """An item close to an earlier one that was kept is a duplicate of that item, even when it is also
+    close to a stored memory; close only to earlier items that were themselves duplicates, it is a
+    duplicate of the stored memory it matches."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+
+    def unit(v):
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    def near(v, noise=0.005):
+        return unit(v + noise * rng.normal(size=384))
+
+    s, w, r, g = (unit(rng.normal(size=384)) for _ in range(4))
+    z = unit(0.92 * w + np.sqrt(1 - 0.92**2) * unit(g - (g @ w) * w))  # cos(w, z) = 0.92: not duplicates,
+    assert float(unit(w + z) @ w) > 0.95 and float(unit(w + z) @ z) > 0.95  # yet their mean is close to both
+    stored = mem.add_many([{"content": "stored s"}, {"content": "stored z"}], embeddings=np.stack([s, z]))
+    batch = np.stack([
+        near(s),  # 0: stored duplicate of s
+        near(s),  # 1: close to 0, which was not kept: duplicate of stored s
+        r,  # 2: new
+        near(r),  # 3: duplicate of 2
+        w,  # 4: new (cos with stored z ≈ 0.92)
+        unit(w + z),  # 5: close to 4 (kept) and to stored z: the batch item wins
+    ])
+    results = mem.add_many([{"content": f"item {i}"} for i in range(6)], embeddings=batch)
+    assert [r.action for r in results] == ["duplicate", "duplicate", "created", "duplicate", "created", "duplicate"]
+    assert [r.existing_id for r in results] == [stored[0].id, stored[0].id, None, results[2].id, None, results[4].id]
+
+
 def test_scopes_are_hard_partitions(mem):
     secret = mem.add("Alice's bank PIN hint is her first cat", user_id="alice")
     mem.add("Bob's favourite editor is vim", user_id="bob")
@@ -184,6 +215,28 @@ def test_scopes_are_hard_partitions(mem):
     # an unidentified local administrator sees everything; alice sees her own
     assert mem.get(secret.id).id == secret.id
     assert mem.search("bank PIN", user_id="alice")[0].memory.id == secret.id
+
+
+def test_each_item_of_a_batch_is_scoped_on_its_own_and_a_refusal_is_never_remembered(mem):
+    """Scopes are resolved once per (caller, scope) pair in a batch; the answer must still be per item."""
+    results = mem.add_many([
+        {"content": "Alice waters the ferns on Sundays", "user_id": "alice"},
+        {"content": "Bob keeps his bicycle in the cellar", "user_id": "bob"},
+        {"content": "Alice learns the cello in the evenings", "user_id": "alice"},
+        {"content": "The team retro moved to Thursday afternoons"},
+        {"content": "Bob reviews the roadmap for project apollo", "user_id": "bob", "scope": "project:apollo"},
+    ])
+    assert [mem.get(r.id).scope for r in results] == ["user:alice", "user:bob", "user:alice", "global", "project:apollo"]
+    count = mem.count()
+    for _ in range(2):  # the same refusal twice: an error is not cached as an answer
+        with pytest.raises(ScopeError, match="^item 2: "):
+            mem.add_many([
+                {"content": "Bob likes strong coffee", "user_id": "bob"},
+                {"content": "Bob writes into Alice's memory", "user_id": "bob", "scope": "user:alice"},
+            ])
+    with pytest.raises(ValidationError, match="invalid user_id"):
+        mem.add_many([{"content": "Nobody can say who wrote this"}], user_id=["not", "text"])
+    assert mem.count() == count
 
 
 def test_global_memories_are_visible_to_every_user_but_not_writable_into_other_users(mem):
@@ -506,6 +559,13 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
     with Memory.open(db_target, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
         assert m.search("Sourdough", mode="vector")[0].memory.id == a.id
         assert m.get(a.id).embedding_model == "command/tiny"
+
+
+def test_a_record_names_the_model_that_embedded_it_whatever_the_item_says(mem):
+    made = mem.add_many([{"content": "Tea is served at four", "embedding_model": "openai/text-embedding-3-small"}])[0]
+    here = f"{mem.embedder.provider}/{mem.embedder.model}"
+    assert here == "local/all-MiniLM-L6-v2"
+    assert made.memory.embedding_model == mem.get(made.id).embedding_model == here
 
 
 def test_startup_entries_by_priority_and_scope(mem):

@@ -45,7 +45,7 @@ def _near_copies(rng: np.random.Generator, stored: np.ndarray, n: int, noise: fl
     return _unit(stored[rng.integers(0, len(stored), n)] + rng.standard_normal((n, DIMS)) * noise)
 
 
-@pytest.mark.parametrize("size", [300, _PRUNE_FROM * 3])
+@pytest.mark.parametrize("size", [_PRUNE_FROM // 2, _PRUNE_FROM * 3])
 @pytest.mark.parametrize("min_score", [0.95, 0.8])
 def test_nearest_many_equals_a_full_scan(size, min_score):
     rng = np.random.default_rng(size)

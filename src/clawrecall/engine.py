@@ -40,7 +40,7 @@ from .models import (
     Stats,
     Visibility,
 )
-from .scopes import Caller, read_scopes, write_scope
+from .scopes import Caller, new_memory_scope, read_scopes, write_scope
 from .storage import Candidate, Filters, HistoryDraft, Store, open_store
 
 if TYPE_CHECKING:
@@ -222,15 +222,13 @@ class Memory:
         with closing(stream) if stream is not None else nullcontext():
             label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
             ids = _uuid4s(len(items))
+            model = f"{self.embedder.provider}/{self.embedder.model}"
             records = [
-                self._new_record(item, now, user_id, agent_id, label(n), ids[n - 1]) for n, item in enumerate(items, start=1)
+                self._new_record(item, now, user_id, agent_id, label(n), ids[n - 1], model)
+                for n, item in enumerate(items, start=1)
             ]
             if not records:
                 return []
-            fingerprint = self.embedder.fingerprint
-            model = f"{fingerprint.provider}/{fingerprint.model}"
-            for record in records:
-                record.embedding_model = model
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
@@ -298,44 +296,42 @@ class Memory:
         for scope, rows in by_scope.items():
             group = vectors[rows]
             stored = self.store.nearest(group, scope, threshold)
-            kept = np.zeros(len(rows), dtype=bool)
+            kept = np.array([hit is None for hit in stored])  # final for every item not close to an earlier one
             for start in range(0, len(rows), _DEDUP_BLOCK):
                 stop = min(start + _DEDUP_BLOCK, len(rows))
                 with one_blas_thread():
                     sims = group[start:stop] @ group[:stop].T
                 sims[np.arange(start, stop)[:, None] <= np.arange(stop)] = -np.inf  # earlier items only
-                close = (sims >= threshold).any(axis=1)
-                for p in range(start, stop):
-                    if close[p - start]:  # rare: only then does which earlier items were kept matter
-                        earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
-                        best = int(np.argmax(earlier))
-                        if earlier[best] >= threshold:
-                            out[rows[p]] = records[rows[best]].id, float(earlier[best])
-                            continue
-                    hit = stored[p]
-                    if hit is not None:
-                        out[rows[p]] = hit.id, hit.score
-                    else:
-                        kept[p] = True
+                for p in np.flatnonzero((sims >= threshold).any(axis=1)) + start:
+                    # rare, and in order: which earlier items were kept decides
+                    earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
+                    best = int(np.argmax(earlier))
+                    if earlier[best] >= threshold:
+                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                        kept[p] = False
+            for p, hit in enumerate(stored):
+                if hit is not None and rows[p] not in out:
+                    out[rows[p]] = hit.id, hit.score
         return out
 
     def _new_record(
         self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, where: str,
-        fresh_id: str,
+        fresh_id: str, embedding_model: str | None = None,
     ) -> MemoryRecord:
         """Validate one item into a record (with `fresh_id` unless it names its own); errors start with
         `where` ("item 3: ", "line 7: ")."""
         try:
-            return self._build_record(item, now, user_id, agent_id, fresh_id)
+            return self._build_record(item, now, user_id, agent_id, fresh_id, embedding_model)
         except PydanticValidationError as exc:
             raise ValidationError(f"{where}{_pydantic_message(exc)}") from None
         except (ValidationError, ScopeError) as exc:
             raise type(exc)(f"{where}{exc}") from None
 
     def _build_record(
-        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, fresh_id: str
+        self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, fresh_id: str,
+        embedding_model: str | None,
     ) -> MemoryRecord:
-        new = item if isinstance(item, NewMemory) else NewMemory.model_validate(dict(item))
+        new = item if isinstance(item, NewMemory) else NewMemory.model_validate(item if type(item) is dict else dict(item))
         content = self._check_content(new.content)
         for name in ("title", "session_id", "source_type", "source_id"):
             if (value := getattr(new, name)) is not None:
@@ -344,7 +340,7 @@ class Memory:
         aid = new.agent_id if new.agent_id is not None else agent_id
         if user_id is not None and uid != user_id:
             raise ScopeError(f"user_id {uid!r} differs from the caller's {user_id!r}")
-        scope = write_scope(Caller(user_id=uid, agent_id=aid), new.scope)
+        scope = new_memory_scope(uid, aid, new.scope)
         created = as_utc(new.created_at) if new.created_at else now
         return MemoryRecord(
             id=self._check_new_id(new.id) if new.id else fresh_id,
@@ -366,6 +362,7 @@ class Memory:
             updated_at=as_utc(new.updated_at) if new.updated_at else max(created, now) if new.id else now,
             deleted_at=as_utc(new.deleted_at) if new.deleted_at else None,
             expires_at=as_utc(new.expires_at) if new.expires_at else None,
+            embedding_model=embedding_model,
         )
 
     def update(
@@ -772,6 +769,8 @@ class Memory:
         return category
 
     def _check_tags(self, tags: list[str]) -> list[str]:
+        if not tags:
+            return []
         for tag in tags:
             if not isinstance(tag, str) or not tag.strip() or len(tag) > 100:
                 raise ValidationError(f"invalid tag {tag!r}: tags are non-empty strings of at most 100 characters")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import ScopeError, ValidationError
 
@@ -73,6 +74,23 @@ def write_scope(caller: Caller, scope: str | None) -> str:
     if not caller.may_access(scope):
         raise ScopeError(f"scope {scope!r} is not accessible to {_who(caller)}")
     return scope
+
+
+def new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None) -> str:
+    """`write_scope` for a caller given by its ids. Memoised for text ids: the items of a batch name
+    a handful of (caller, scope) pairs, and checking each again cost more than the rest of its record."""
+    if _text_or_none(user_id) and _text_or_none(agent_id) and _text_or_none(scope):
+        return _new_memory_scope(user_id, agent_id, scope)
+    return write_scope(Caller(user_id=user_id, agent_id=agent_id), scope)  # raises the usual error
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+@lru_cache(maxsize=4096)
+def _new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None) -> str:
+    return write_scope(Caller(user_id=user_id, agent_id=agent_id), scope)
 
 
 def read_scopes(caller: Caller, scope: str | list[str] | None) -> list[str] | None:

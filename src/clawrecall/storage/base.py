@@ -38,7 +38,7 @@ class Filters:
     now: datetime | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One hit from one candidate leg: the memory id and the leg's raw score (higher is better)."""
 
@@ -46,7 +46,7 @@ class Candidate:
     score: float
 
 
-@dataclass
+@dataclass(slots=True)
 class HistoryDraft:
     memory_id: str
     action: str

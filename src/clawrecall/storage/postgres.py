@@ -21,7 +21,7 @@ import threading
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -271,7 +271,7 @@ class PostgresStore(SQLStore):
                 raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
             return cur.fetchall() if cur.description else []
 
-    def _run_many(self, sql: str, rows: list[Sequence[Any]]) -> None:
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection() as conn:
             conn.cursor().executemany(sql.replace("?", "%s"), rows)
 

@@ -11,7 +11,7 @@ import json
 import uuid
 from abc import abstractmethod
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class SQLStore(Store):
         """Execute one statement (joining the current transaction if any); rows for a query, else []."""
 
     @abstractmethod
-    def _run_many(self, sql: str, rows: list[Sequence[Any]]) -> None: ...
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
     @abstractmethod
     def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int: ...
@@ -154,9 +154,10 @@ class SQLStore(Store):
 
     # -- writes -------------------------------------------------------------------------
     def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        rows = [
+        # generators: each row is bound and dropped, not kept (a batch's tuples kept the garbage collector busy)
+        rows = (
             (*self._record_row(r), None if vectors is None else self._vector(vectors[i])) for i, r in enumerate(records)
-        ]
+        )
         with self.transaction():
             self._run_many(
                 f"INSERT INTO memories ({', '.join(COLUMNS)}, embedding) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
@@ -182,10 +183,7 @@ class SQLStore(Store):
             self._run_many("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
-        rows = [
-            (e.memory_id, e.action, e.before, e.after, e.actor, self._ts(e.at))
-            for e in entries
-        ]
+        rows = ((e.memory_id, e.action, e.before, e.after, e.actor, self._ts(e.at)) for e in entries)
         with self.transaction():
             self._run_many(
                 "INSERT INTO history (memory_id, action, before, after, actor, at) VALUES (?, ?, ?, ?, ?, ?)", rows

@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -298,7 +298,7 @@ class SQLiteStore(SQLStore):
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
-    def _run_many(self, sql: str, rows: list[Sequence[Any]]) -> None:
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._lock:
             self._conn.executemany(sql, rows)
 

@@ -20,7 +20,7 @@ from .._blas import one_blas_thread
 
 _AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
 _BULK_QUERIES = 32  # ... when it holds at least this many vectors (or the axes exist) ...
-_PRUNE_FROM = 2048  # ... in a scope of at least this many rows (below, the full product is as cheap)
+_PRUNE_FROM = 384  # ... in a scope of at least this many rows (below, the full product is as cheap)
 _BASIS_SAMPLE = 5_000  # rows the axes are computed from (more makes them no better for this)
 _SLACK = 1e-3  # float32 rounding allowance on the bound
 _QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any batch size
