@@ -233,6 +233,7 @@ class Memory:
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
             if embeddings is None:
+                assert stream is not None  # None only for an item with invalid content, and validating it raised
                 vectors = self._collect(stream, [r.content for r in records], progress)
             else:
                 vectors = self._check_embeddings(embeddings, len(records))
@@ -265,11 +266,9 @@ class Memory:
                 return None
         return self.embedder.stream(list(dict.fromkeys(texts)), "passage") if texts else None
 
-    def _collect(self, stream: EmbeddingStream | None, texts: list[str], progress: Progress | None) -> np.ndarray:
-        """One vector per text, from `stream` if one was started on the distinct texts, else a new one."""
-        stream = stream or self.embedder.stream(list(dict.fromkeys(texts)), "passage")
-        with closing(stream):
-            vectors = stream.collect(progress)
+    def _collect(self, stream: EmbeddingStream, texts: list[str], progress: Progress | None) -> np.ndarray:
+        """One vector per text, from the stream `_start_embedding` began on the distinct texts."""
+        vectors = stream.collect(progress)
         self._remember_fingerprint()
         row = {text: i for i, text in enumerate(stream.texts)}
         return vectors[[row[t] for t in texts]]
