@@ -99,6 +99,35 @@ def test_nearest_many_stays_exact_after_the_index_grows_past_its_axes():
     assert all(g is not None for g in got)
 
 
+def test_a_batch_written_after_the_axes_exist_is_found_in_each_of_its_scopes():
+    """One upsert, once the axes exist, of rows interleaved across scopes, replacing a row in
+    place and moving one to another scope: each row's bound is the one of its own vector."""
+    rng = np.random.default_rng(13)
+    index = VectorIndex(DIMS)
+    a, b = _clustered(rng, _PRUNE_FROM), _clustered(rng, _PRUNE_FROM)
+    _fill(index, "user:a", a)
+    _fill(index, "user:b", b)
+    index.nearest_many(a[:40], "user:a", now=0.0, min_score=0.95)  # a batch: computes the axes
+    assert index._basis is not None
+    batch = _clustered(rng, 60)
+    ids = [f"new-{i}" for i in range(58)] + ["user:a-3", "user:a-7"]  # a-3 replaced in place, a-7 moves to b
+    scopes = ["user:a" if i % 3 else "user:b" for i in range(58)] + ["user:a", "user:b"]
+    index.upsert_many(ids, batch, [RowMeta(s, "fact", 0.0, False, math.inf) for s in scopes])
+    expected = {scope: {f"{scope}-{i}": v for i, v in enumerate(old)} for scope, old in (("user:a", a), ("user:b", b))}
+    for memory_id, scope, v in zip(ids, scopes, batch):
+        for rows in expected.values():
+            rows.pop(memory_id, None)
+        expected[scope][memory_id] = v
+    for scope, rows in expected.items():
+        stored, stored_ids = np.stack(list(rows.values())), list(rows)
+        mine = batch[[i for i, s in enumerate(scopes) if s == scope]]
+        queries = np.concatenate([_near_copies(rng, mine, 30, 0.005), _near_copies(rng, stored, 10, 0.005)])
+        got = index.nearest_many(queries, scope, now=0.0, min_score=0.95)
+        want = _brute(queries, stored, stored_ids, np.ones(len(stored), bool), 0.95)
+        assert got == [(w[0], pytest.approx(w[1], abs=1e-5)) if w else None for w in want]
+        assert sum(w is not None and w[0] in ids for w in want) >= 25  # the new rows are the ones found
+
+
 def test_once_the_axes_exist_a_single_query_is_pruned_and_exact(monkeypatch):
     """A single add's dedup takes the pruned path too (at 4.6k rows: 0.04 ms instead of 0.3)."""
     from clawrecall.storage import vector_index

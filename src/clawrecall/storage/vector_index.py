@@ -35,10 +35,14 @@ class RowMeta:
     expires: float  # epoch seconds, inf when it never expires
 
 
-def _off_axes(rows: np.ndarray, low: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """Length of each row's part off the axes (`low` = its coordinates on them), computed directly:
-    sqrt(|v|² - |low|²) cancels badly for a row lying almost on the axes."""
-    return np.linalg.norm(rows - low @ basis.T, axis=-1)
+def _bounds(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Each row's coordinates on the axes, then the length of its part off them (computed directly:
+    sqrt(|v|² - |low|²) cancels badly for a row lying almost on the axes). The dot product of two
+    such rows is the bound `nearest_many` prunes with, so one matrix product gives all the bounds."""
+    out = np.empty((len(rows), _AXES + 1), dtype=np.float32)
+    low = out[:, :_AXES] = rows @ basis
+    out[:, _AXES] = np.linalg.norm(rows - low @ basis.T, axis=-1)
+    return out
 
 
 class _Partition:
@@ -52,8 +56,7 @@ class _Partition:
 
     def _alloc(self, capacity: int) -> None:
         self.mat = np.zeros((capacity, self.dims), dtype=np.float32)
-        self.low = np.zeros((capacity, _AXES), dtype=np.float32)  # coordinates on the index's main axes
-        self.rest = np.zeros(capacity, dtype=np.float32)  # length of the part of the row off those axes
+        self.bounds = np.zeros((capacity, _AXES + 1), dtype=np.float32)  # `_bounds` of each row
         self.ids: list[str | None] = [None] * capacity
         self.alive = np.zeros(capacity, dtype=bool)
         self.deleted = np.zeros(capacity, dtype=bool)
@@ -62,7 +65,7 @@ class _Partition:
         self.expires = np.full(capacity, np.inf, dtype=np.float64)
 
     def _grow(self) -> None:
-        arrays = ("mat", "low", "rest", "alive", "deleted", "category", "created", "expires")
+        arrays = ("mat", "bounds", "alive", "deleted", "category", "created", "expires")
         old = [getattr(self, name) for name in arrays]
         ids, n = self.ids, len(self.ids)
         self._alloc(n * 2)
@@ -70,11 +73,8 @@ class _Partition:
         for name, prev in zip(arrays, old):
             getattr(self, name)[:n] = prev
 
-    def project(self, basis: np.ndarray | None, rows: slice | list[int]) -> None:
-        if basis is not None:
-            mat = self.mat[rows]
-            low = self.low[rows] = mat @ basis
-            self.rest[rows] = _off_axes(mat, low, basis)
+    def project(self, basis: np.ndarray, rows: slice) -> None:
+        self.bounds[rows] = _bounds(self.mat[rows], basis)
 
     def slot(self) -> int:
         if self.free:
@@ -123,6 +123,7 @@ class VectorIndex:
     def upsert_many(self, ids: list[str], vectors: np.ndarray, metas: list[RowMeta]) -> None:
         """Insert or replace rows (distinct ids; `vectors` has one row per id): one array write per scope."""
         with self._lock, one_blas_thread():
+            bounds = None if self._basis is None else _bounds(vectors, self._basis)  # one product for the batch
             placed: dict[str, tuple[list[int], list[int]]] = {}  # scope -> (positions in the batch, slots)
             for n, (memory_id, meta) in enumerate(zip(ids, metas)):
                 where = self._pos.get(memory_id)
@@ -141,7 +142,8 @@ class VectorIndex:
             for scope, (rows, slots) in placed.items():
                 part = self._parts[scope]
                 part.mat[slots] = vectors[rows]
-                part.project(self._basis, slots)
+                if bounds is not None:
+                    part.bounds[slots] = bounds[rows]
                 part.alive[slots] = True
                 part.deleted[slots] = [metas[n].deleted for n in rows]
                 part.category[slots] = [self._code(metas[n].category) for n in rows]
@@ -256,8 +258,7 @@ def _nearest(
             if sims[i, b] >= min_score:
                 out[i] = (part.ids[b], float(sims[i, b]))  # type: ignore[assignment]
         return out
-    low = queries @ basis
-    bound = low @ part.low[:n].T + np.outer(_off_axes(queries, low, basis), part.rest[:n])
+    bound = _bounds(queries, basis) @ part.bounds[:n].T
     floor = min_score - _SLACK
     for q in np.flatnonzero(bound.max(axis=1) >= floor):  # a scan per query that has a candidate
         rows = np.flatnonzero(bound[q] >= floor)
