@@ -158,6 +158,11 @@ class Memory:
         self._fingerprint_ok = True
 
     @property
+    def _embedding_model(self) -> str:
+        """What a record embedded by the configured embedder names as its `embedding_model`."""
+        return f"{self.embedder.provider}/{self.embedder.model}"
+
+    @property
     def pipeline(self):
         if self._pipeline is None:
             from .retrieval.pipeline import RetrievalPipeline
@@ -222,7 +227,7 @@ class Memory:
         with closing(stream) if stream is not None else nullcontext():
             label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
             ids = _uuid4s(len(items))
-            model = f"{self.embedder.provider}/{self.embedder.model}"
+            model = self._embedding_model
             records = [
                 self._new_record(item, now, user_id, agent_id, label(n), ids[n - 1], model)
                 for n, item in enumerate(items, start=1)
@@ -412,8 +417,7 @@ class Memory:
         new = old.model_copy(update={**changes, "updated_at": now})
         vector = self._embed_passages([new.content])[0] if "content" in changes else None
         if vector is not None:
-            fp = self.embedder.fingerprint
-            new.embedding_model = f"{fp.provider}/{fp.model}"
+            new.embedding_model = self._embedding_model
         before = json.dumps({k: _jsonable(getattr(old, k)) for k in changes})
         after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
         with self.store.transaction():
@@ -487,7 +491,7 @@ class Memory:
         total = self.store.count(filters)
         done = 0
         batch: list[MemoryRecord] = []
-        model = f"{self.embedder.provider}/{self.embedder.model}"
+        model = self._embedding_model
         self.embedder.ensure_dimensions()  # a provider that cannot embed fails here, before anything changes
         self.store.drop_vector_index()
 
