@@ -674,3 +674,38 @@ def test_a_batch_ids_share_a_first_byte_and_prefixes_still_resolve(mem):
     assert len({i[:2] for i in ids}) == 1
     for memory_id in ids:
         assert mem.get(memory_id[:8], user_id="alice").id == memory_id  # 6 random hex digits tell them apart
+
+
+def test_keyword_legs_return_the_best_matches_that_pass_the_filters(mem):
+    """A keyword leg ranks its matches first and filters the best few: when the filters reject all
+    of those, it must still find the best matches that pass, exactly as filtering every match would."""
+    import numpy as np
+
+    from clawrecall.storage import Filters
+
+    dims = mem.embedder.ensure_dimensions()
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(301, dims)).astype(np.float32)
+    # One "kiwi" in each, in ever longer texts: every memory ranks on its own, shorter first. Two
+    # of the best 40 and the 50 worst are decisions, the rest facts; one other memory says "zebra".
+    decision = [i in (20, 35) or i >= 250 for i in range(300)]
+    items = [
+        {"content": "kiwi " + " ".join(["lorem"] * (i + 1)), "category": "decision" if decision[i] else "fact"}
+        for i in range(300)
+    ]
+    ids = [r.id for r in mem.add_many([*items, {"content": "zebra crossing"}], embeddings=vectors, dedup=False)]
+    for memory_id in ids[:10]:
+        mem.delete(memory_id)
+    legs = {"bm25": mem.store.text_candidates, "trigram": mem.store.fuzzy_candidates}
+    for name, leg in legs.items():
+        everything = [c.id for c in leg("kiwi", Filters(include_deleted=True), 400)]
+        assert len(everything) == 300, name
+        categories = {i: ("decision" if decision[n] else "fact") for n, i in enumerate(ids[:300])}
+        cases = [
+            (Filters(), [i for i in everything if i not in ids[:10]][:10]),  # the 10 best are deleted
+            (Filters(categories=["decision"]), [i for i in everything if categories[i] == "decision"][:10]),
+            (Filters(categories=["decision"], only_deleted=True), []),
+        ]
+        for filters, expected in cases:
+            assert [c.id for c in leg("kiwi", filters, 10)] == expected, (name, filters)
+    assert [c.id for c in mem.store.text_candidates("zebra", Filters(), 10)] == [ids[-1]]  # fewer matches than asked

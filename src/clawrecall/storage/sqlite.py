@@ -244,6 +244,7 @@ def _split_sql(sql: str) -> list[str]:
 
 MIGRATIONS = [(number, _split_sql(script)) for number, script in _SCRIPTS]
 _CHANGES_KEEP = 20_000
+_FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
 
 
 def _epoch(value: datetime | None) -> float | None:
@@ -450,14 +451,26 @@ class SQLiteStore(SQLStore):
         return self._fts("memories_trgm", fts_or_query(grams), filters, k) if grams else []
 
     def _fts(self, table: str, match: str, filters: Filters, k: int) -> list[Candidate]:
+        """The k best matches passing the filters. FTS5 first ranks its matches alone and only its best
+        `_FTS_WIDEN` x k are looked up in `memories` and filtered: joined row by row, every match of a
+        common word read its row before the sort (100k memories, unscoped: 22 ms a query against 11).
+        When fewer than k of those pass, the joined query runs: the answer is the same either way."""
         where, params = self.where(filters, "m")
         # the scope column only filters: it must not add to the ranking
         rank = f"bm25({table}, 1.0, 1.0, 1.0, 0.0)" if table == "memories_fts" else f"bm25({table})"
+        wide = _FTS_WIDEN * k
         rows = self._run(
-            f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
-            f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
-            (match, *params, k),
+            f"WITH t AS MATERIALIZED (SELECT rowid AS r, -{rank} AS s FROM {table} WHERE {table} MATCH ? "
+            f"ORDER BY {rank} LIMIT ?) SELECT m.id, t.s, (SELECT count(*) FROM t) FROM t "
+            f"JOIN memories m ON m.rowid = t.r WHERE {where} ORDER BY t.s DESC LIMIT ?",
+            (match, wide, *params, k),
         )
+        if len(rows) < k and (not rows or rows[0][2] == wide):  # matches beyond the best `wide` may pass
+            rows = self._run(
+                f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+                f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
+                (match, *params, k),
+            )
         return [Candidate(r[0], float(r[1])) for r in rows]
 
     def drop_vector_index(self) -> None:
