@@ -217,8 +217,10 @@ def test_delete_and_undelete(store: Path) -> None:
     assert run_json(store, "search", "billing service", "--scope", "project:delete") == []
     assert [r["id"] for r in run_json(store, "list", "--scope", "project:delete", "--deleted")] == [memory_id]
     assert "[deleted]" in run(store, "list", "--scope", "project:delete", "--include-deleted").stdout
-    assert "undelete" in run(store, "delete", memory_id).stdout
+    short = memory_id[:8]
+    assert run(store, "delete", memory_id).stdout == f"{short} was already deleted. Restore it with: clawrecall undelete {short}\n"
     assert run_json(store, "undelete", memory_id[:8])["deleted_at"] is None
+    assert run(store, "undelete", memory_id).stdout == f"{short} is not deleted: nothing to restore.\n"
     assert run_json(store, "search", "billing service", "--scope", "project:delete")[0]["memory"]["id"] == memory_id
     assert [e["action"] for e in run_json(store, "history", memory_id)] == ["add", "delete", "undelete"]
 
@@ -318,12 +320,28 @@ def test_progress_bars_go_to_stderr(fresh: Path, tmp_path: Path, monkeypatch: py
         (["get", "xyz"], None, 1, "invalid memory id"),
         (["get", "0123456789"], None, 1, "no memory with id"),
         (["frobnicate"], None, 2, "No such command"),
+        # bytes that are not UTF-8 reach Python as lone surrogates
+        (["add", "caf\udce9 au lait"], None, 1, "content is not valid Unicode text"),
+        (["add", "Tagged", "--tag", "\udcff"], None, 1, "a tag is not valid Unicode text"),
+        (["add", "Titled", "--title", "\udcff"], None, 1, "title is not valid Unicode text"),
+        (["search", "caf\udce9"], None, 1, "query is not valid Unicode text"),
+        (["list", "--since", "9999-12-31T23:59:59-12:00"], None, 2, "9999-12-31T23:59:59-12:00 is out of range in UTC"),
+        (["search", "x", "--until", "0001-01-01T00:00:00+05:00"], None, 2, "is out of range in UTC"),
+        (["list", "--user", ""], None, 1, "invalid user_id '': ids are strings of 1–200 characters"),
+        (["count", "--user", ""], None, 1, "invalid user_id ''"),
+        (["add", "Empty category", "--category", ""], None, 1, "unknown category ''"),
+        (["add", "NaN metadata", "--metadata", '{"a": NaN}'], None, 1, "Out of range float values are not JSON compliant"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(store: Path, args, stdin, code, message) -> None:
     before = active(store)
     assert message in fails(store, *args, code=code, input=stdin)
     assert active(store) == before
+
+
+def test_an_empty_db_option_is_an_error_not_the_default_store() -> None:
+    assert fails(None, "--db", " ", "count") == (
+        "Error: the database path is empty: give a SQLite file, sqlite:///path or postgresql://…")
 
 
 def test_errors_as_json(store: Path) -> None:
@@ -372,10 +390,12 @@ def test_init_creates_config_and_store(tmp_path: Path, monkeypatch: pytest.Monke
     assert (home / "memory.db").exists()
     text = (home / "config.toml").read_text()
     assert load_config(home / "config.toml", env={}) == Config()
-    # Uncommented, the template is a valid config equal to the defaults.
+    # Uncommented, every setting line is valid TOML and the whole a config equal to the defaults;
+    # keys with no default are named without an assignment.
     settings = [line[2:] for line in text.splitlines() if re.match(r"^# (\[[\w.]+\]$|\w+ = )", line)]
+    assert "# api_key: not set by default" in text.splitlines()
     live = tmp_path / "live.toml"
-    live.write_text("\n".join(line for line in settings if "(not set)" not in line))
+    live.write_text("\n".join(settings))
     assert load_config(live, env={}).model_dump(exclude={"db"}) == Config().model_dump(exclude={"db"})
     again = run(None, "init").stdout
     assert "already there" in again and (home / "config.toml").read_text() == text

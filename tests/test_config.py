@@ -40,6 +40,15 @@ def test_env_db_and_values_parsed_as_json_or_text():
         "db": "/data/m.db", "categories": ["a", "b"]}
 
 
+def test_documented_non_config_variables_are_not_read_as_keys():
+    env = {name: "x" for name in ("CLAWRECALL_HOME", "CLAWRECALL_CONFIG", "CLAWRECALL_MODEL_CACHE",
+                                  "CLAWRECALL_TORCH", "CLAWRECALL_USER", "CLAWRECALL_AGENT",
+                                  "CLAWRECALL_SESSION", "CLAWRECALL_TEST_PG_URL")}
+    assert env_overrides({**env, "CLAWRECALL_DB": "/m.db"}) == {"db": "/m.db"}
+    with pytest.raises(ConfigError, match="unknown keys: dbb"):
+        build_config(env_overrides({"CLAWRECALL_DBB": "/m.db"}))
+
+
 def test_variable_substitution(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[embedding]\nprovider = "openai"\napi_key = "${MY_KEY}"\nbase_url = "http://${HOST}:8000/v1"\n')
@@ -59,6 +68,8 @@ def test_variable_substitution(tmp_path):
         ({"dedup": {"threshold": 2}}, "dedup.threshold"),
         ({"retrieval": {"fusion": "magic"}}, "retrieval.fusion"),
         ({"categories": []}, "categories must not be empty"),
+        ({"categories": ["a", ""]}, "categories must be names without surrounding spaces, got ''"),
+        ({"categories": ["a", "b", "a", "b"]}, "categories repeat a, b"),
         ({"postgres": {"hnsw_m": 32, "hnsw_ef_construction": 40}}, "hnsw_ef_construction must be at least 2 \\* hnsw_m"),
         ({"postgres": {"hnsw_ef_search": 0}}, "postgres.hnsw_ef_search"),
         ({"postgres": {"maintenance_work_mem": "lots"}}, "postgres.maintenance_work_mem"),

@@ -24,6 +24,13 @@ def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
     return mem.store._run(sql, params)[0][0]
 
 
+def _nested(depth: int) -> dict:
+    top = node = {}
+    for _ in range(depth):
+        node["a"] = node = {}
+    return top
+
+
 def _text_left_anywhere(mem, word: str) -> int:
     """Rows that still hold `word`: the memories and history tables, and SQLite's full-text tables."""
     like = f"%{word}%"
@@ -287,6 +294,25 @@ def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
         ({"content": "x", "source_id": "\x00"}, "source_id must not contain NUL"),
         ({"content": "x", "user_id": "bob\x00"}, "invalid user_id"),
         ({"content": "x", "scope": "custom:a\x00b"}, "invalid scope"),
+        # what Python makes of bytes that are not UTF-8 (argv, surrogateescape) is not stored anywhere
+        ({"content": "caf\udce9"}, "content is not valid Unicode text"),
+        ({"content": "x", "title": "\ud800"}, "title is not valid Unicode text"),
+        ({"content": "x", "tags": ["\udcff"]}, "a tag is not valid Unicode text"),
+        ({"content": "x", "metadata": {"k\udcff": 1}}, "metadata is not valid Unicode text"),
+        ({"content": "x", "session_id": "\udcff"}, "session_id is not valid Unicode text"),
+        ({"content": "x", "user_id": "b\udcff"}, "invalid user_id"),
+        # wrong types are named, never coerced
+        ({"content": b"bytes"}, "content: Input should be a valid string"),
+        ({"content": "x", "tags": "abc"}, "tags: Input should be a valid list"),
+        ({"content": "x", "importance": True}, "importance: Input should be a valid number"),
+        ({"content": "x", "importance": "0.5"}, "importance: Input should be a valid number"),
+        ({"content": "x", "metadata": [1]}, "metadata: Input should be a valid dictionary"),
+        ({"content": "x", "metadata": {"score": float("nan")}}, "metadata must be JSON-serialisable: Out of range float"),
+        ({"content": "x", "metadata": _nested(5000)}, "metadata is nested too deeply"),
+        ({"content": "x", "metadata": {"blob": "y" * 100_000}}, "metadata is 100012 characters as JSON; the limit is 100000"),
+        ({"content": "x", "category": ""}, "unknown category ''"),
+        ({"content": "x", "created_at": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))}, "created_at: .* out of range"),
+        ({"content": "x", "expires_at": "soon"}, "expires_at: Input should be a valid datetime"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(mem, kwargs, message):
@@ -319,7 +345,35 @@ def test_nul_characters_in_reads_and_updates_are_clear_errors(mem):
 def test_add_many_with_one_bad_item_writes_nothing(mem):
     with pytest.raises(ValidationError, match="item 2"):
         mem.add_many([{"content": "fine"}, {"content": "bad", "importance": 2}])
+    for items, kwargs, message in (
+        ("abc", {}, "^add_many takes a list of items, got str$"),
+        ({"content": "one"}, {}, "^add_many takes a list of items, got dict$"),
+        ([{"content": "fine"}, "text"], {}, "^item 2: expected a mapping or a NewMemory, got str$"),
+        ([{"content": "a"}, {"content": "b"}], {"embeddings": [["x"] * 384] * 2}, "^embeddings must be numbers"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            mem.add_many(items, **kwargs)
     assert _rows(mem) == 0
+
+
+def test_read_arguments_of_the_wrong_kind_are_clear_errors(mem):
+    mem.add("Tea at five", created_at=datetime(2026, 3, 1, tzinfo=timezone.utc))
+    assert len(mem.search("tea", since="2026-02-01")) == 1  # ISO text is a time too
+    assert mem.list(until="2026-02-01T00:00:00Z") == []
+    for call, message in (
+        (lambda: mem.search("tea", limit=True), "^limit must be between 1 and 1,000, got True$"),
+        (lambda: mem.list(offset=False), "^offset must be between 0 and"),
+        (lambda: mem.search("tea", since=5), "^since must be a datetime or ISO-8601 text, got int$"),
+        (lambda: mem.list(since="last week"), "^since: not an ISO-8601 date or time: 'last week'$"),
+        (lambda: mem.list(until="0001-01-01T00:00:00+05:00"), "^until: 0001-01-01T00:00:00\\+05:00 is out of range in UTC$"),
+        (lambda: mem.search("caf\udce9"), "^query is not valid Unicode text"),
+        (lambda: mem.update(mem.list()[0].id, importance=True), "^importance must be between 0 and 1, got True$"),
+        (lambda: mem.list(user_id=""), "^invalid user_id '': ids are strings of 1–200 characters"),
+        (lambda: mem.count(agent_id="a" * 201), "^invalid agent_id 'a{76}\\.\\.\\.: ids are strings of 1–200"),
+        (lambda: mem.search("tea", scope="custom:" + "x" * 100_000), "^invalid scope 'custom:x{69}\\.\\.\\.: use global.*1–200 characters"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            call()
 
 
 def test_a_batch_rejected_by_validation_stops_its_embedding(mem, model_runs):
@@ -534,6 +588,30 @@ def test_import_errors_name_the_line(mem):
     with pytest.raises(ValidationError, match="line 1: content must not be empty"):
         mem.import_jsonl(['{"content": ""}'])
     assert _rows(mem) == 0
+
+
+def test_import_rejects_repeated_ids_before_writing_and_matches_ids_in_any_case(mem):
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    lines = [f'{{"id": "{a}", "content": "first"}}'] + [f'{{"content": "filler {i}"}}' for i in range(600)]
+    lines.append(f'{{"id": "{a.upper()}", "content": "again"}}')
+    with pytest.raises(ValidationError, match=f"^line 602: id {a} repeats line 1$"):
+        mem.import_jsonl(lines, chunk=100)  # the repeat is chunks away from the first: still nothing written
+    assert _rows(mem) == 0
+    assert mem.import_jsonl([f'{{"id": "{b.upper()}", "content": "upper case id"}}'])["created"] == 1
+    assert mem.get(b).content == "upper case id"
+    assert mem.import_jsonl([f'{{"id": "{b}", "content": "upper case id"}}'])["skipped"] == 1
+    assert _rows(mem) == 1
+
+
+def test_add_many_rejects_ids_repeated_or_taken(mem):
+    a = str(uuid.uuid4())
+    with pytest.raises(ValidationError, match=f"^item 2: id {a} repeats item 1$"):
+        mem.add_many([{"id": a, "content": "one"}, {"id": a.upper(), "content": "two"}], dedup=False)
+    mem.add_many([{"id": a, "content": "one"}])
+    mem.delete(a)
+    with pytest.raises(ValidationError, match=f"^item 2: a memory with id {a} already exists$"):
+        mem.add_many([{"content": "fresh"}, {"id": a.upper(), "content": "two"}])
+    assert _rows(mem) == 1
 
 
 def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):

@@ -244,3 +244,25 @@ def test_stdio_handshake_does_not_wait_for_the_model(portal, db, home, seeded):
         door.call("memory_recall", {"query": "editor theme"})
         first_search = time.perf_counter() - started
     assert first_search > 0.5 and handshake < 10, (handshake, first_search)
+
+
+def test_stdio_answers_a_line_that_is_not_a_message_and_goes_on(db, home):
+    """JSON-RPC 2.0: unparsable input gets -32700 and a malformed request -32600, both with id null."""
+    import subprocess
+
+    lines = [
+        "not json",
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": 5}),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "mcp", "--user", "alice"],
+        input="".join(line + "\n" for line in lines), capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CLAWRECALL_HOME": str(home)},
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert replies[0] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert replies[1] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}
+    assert replies[2]["id"] == 1 and replies[2]["result"]["serverInfo"]["name"] == "clawrecall"
+    assert done.returncode == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -273,6 +274,8 @@ def test_token_cli_create_list_revoke_against_the_running_server(server, db, see
         assert revoked.exit_code == 0 and "Revoked" in revoked.output
         response = carol.get("/v1/stats")
         assert response.status_code == 401 and error_code(response) == "unauthenticated"
+        again = runner.invoke(cli, ["--db", str(db), "token", "revoke", token["id"]])
+        assert again.exit_code == 0 and again.output == f"Token {token['id']} was already revoked.\n"
     refused = runner.invoke(cli, ["--db", str(db), "token", "create", "--user", "carol", "--scope", "user:bob"])
     assert refused.exit_code == 1 and "scope 'user:bob'" in refused.output
 
@@ -287,6 +290,19 @@ def test_serve_refuses_a_public_address_without_tokens(tmp_path):
         "Error: refusing to listen on 0.0.0.0 without API tokens: create one with `clawrecall token create`, "
         "or listen on 127.0.0.1"
     ]
+
+
+def test_serve_on_a_taken_port_is_one_error_line_plain_or_json(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        base = [sys.executable, "-m", "clawrecall.cli", "--db", str(tmp_path / "fresh.db"), "serve", "--port", str(port)]
+        env = {**os.environ, "CLAWRECALL_HOME": str(tmp_path / "home")}
+        plain = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
+        as_json = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert plain.returncode == 1 and plain.stdout == ""
+    assert plain.stderr.strip().splitlines() == [f"Error: cannot listen on 127.0.0.1:{port}: Address already in use"]
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["error"]["message"] == f"cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
 def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback_names(tmp_path):

@@ -143,6 +143,9 @@ def test_search_context_names_sources(mem: Memory):
     result = call(mem, ALICE, "search_context", query="where is the API deployed?")
     first = result.details["results"][0]
     assert first["source"] == "memory" and "Frankfurt" in first["content"] and 0 < first["similarity"] <= 1
+    hit = mem.search("where is the API deployed?", user_id="alice", limit=1)[0]
+    assert first["similarity"] == round(hit.similarity, 4) and first["score"] == round(hit.score, 4)
+    assert first["similarity"] != first["score"]  # a cosine, not the fused score
     assert result.details["count"] == len(result.details["results"])
     assert "[memory]" in result.text
 
@@ -257,6 +260,8 @@ def test_arguments_of_the_wrong_shape_are_error_results(mem: Memory):
         ("memory_store", {"content": "x", "importance": 2}), ("memory_list", {"offset": -1}),
         ("memory_get", {"id": "nothex!!"}), ("memory_search", {"query": "x", "tags": "not-a-list"}),
         ("memory_stats", {"verbose": True}),
+        ("memory_search", {"query": "x", "minScore": float("nan")}), ("memory_search", {"query": "x", "minScore": 5}),
+        ("memory_update", {"id": "0" * 8, "importance": 1.5}), ("memory_store", {"content": "caf\udce9"}),
     ]:
         result = run_tool(mem, ALICE, name, args)
         assert result.is_error and result.details["error"]["code"] == "invalid_input", (name, args)

@@ -37,9 +37,18 @@ def from_db(value: str | None) -> datetime | None:
 def parse_when(text: str) -> datetime:
     """Parse a user-given time: ISO-8601 date or datetime (naive = UTC)."""
     try:
-        return as_utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
+    return checked_utc(value)
+
+
+def checked_utc(value: datetime) -> datetime:
+    """`as_utc` for a caller's time, which may lie outside what UTC can hold (year 1 at +05:00)."""
+    try:
+        return as_utc(value)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is out of range in UTC") from None
 
 
 def age_days(created: datetime, now: datetime | None = None) -> float:

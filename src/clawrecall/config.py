@@ -231,6 +231,11 @@ class Config(_Section):
     def _categories_nonempty(self) -> "Config":
         if not self.categories:
             raise ValueError("categories must not be empty")
+        if blank := [c for c in self.categories if not c.strip() or c != c.strip()]:
+            raise ValueError(f"categories must be names without surrounding spaces, got {blank[0]!r}")
+        if len(set(self.categories)) < len(self.categories):
+            repeated = sorted({c for c in self.categories if self.categories.count(c) > 1})
+            raise ValueError(f"categories repeat {', '.join(repeated)}")
         return self
 
 
@@ -327,16 +332,22 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
+# Documented variables that are not config keys: where config and models live, the torch
+# build the installer picks, who the stdio MCP server acts as; `CLAWRECALL_TEST_*` is the
+# test suite's.
+NON_CONFIG_ENV = frozenset(
+    f"{ENV_PREFIX}{name}" for name in ("HOME", "CONFIG", "MODEL_CACHE", "TORCH", "USER", "AGENT", "SESSION")
+)
+
+
 def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """`CLAWRECALL_DB=…`, `CLAWRECALL_EMBEDDING__PROVIDER=openai`: `__` separates sections.
 
     Values are parsed as JSON when they are valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
-    # not config keys: where config lives, and who the stdio MCP server acts as
-    skip = {"CLAWRECALL_HOME", "CLAWRECALL_CONFIG", "CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION"}
     out: dict[str, Any] = {}
     for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or name in skip:
+        if not name.startswith(ENV_PREFIX) or name in NON_CONFIG_ENV or name.startswith(ENV_PREFIX + "TEST_"):
             continue
         parts = name[len(ENV_PREFIX) :].lower().split("__")
         try:

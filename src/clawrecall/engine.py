@@ -19,10 +19,11 @@ import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from ._blas import one_blas_thread
-from ._time import as_utc, utcnow
+from ._time import checked_utc, parse_when, utcnow
 from .config import Config, default_db_path, load_config
 from .errors import (
     AmbiguousIdError,
+    ConfigError,
     ScopeError,
     EmbeddingMismatchError,
     NotFoundError,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]
 MAX_CONTENT_CHARS = 100_000
+MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
 _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _FINGERPRINT_KEY = "embedding_fingerprint"
 
@@ -83,6 +85,8 @@ class Memory:
         Keyword arguments are config keys (`embedding={"provider": "openai"}`, `writes={"enabled": False}`)
         and override the config file and `CLAWRECALL_*` environment variables.
         """
+        if path_or_url is not None and not str(path_or_url).strip():
+            raise ConfigError("the database path is empty: give a SQLite file, sqlite:///path or postgresql://…")
         cfg = load_config(config_path, overrides=config)
         target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
         store = open_store(target, postgres=cfg.postgres)
@@ -198,9 +202,9 @@ class Memory:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing."""
         item = dict(
             content=content, user_id=user_id, agent_id=agent_id, session_id=session_id, scope=scope,
-            category=category, title=title, tags=list(tags or []), importance=importance, confidence=confidence,
+            category=category, title=title, tags=[] if tags is None else tags, importance=importance, confidence=confidence,
             visibility=visibility, source_type=source_type, source_id=source_id,
-            metadata=dict(metadata) if metadata is not None else None, created_at=created_at, expires_at=expires_at,
+            metadata=metadata, created_at=created_at, expires_at=expires_at,
         )
         return self.add_many([item], dedup=dedup)[0]
 
@@ -222,6 +226,8 @@ class Memory:
         """
         self._require_writes()
         now = utcnow()
+        if isinstance(items, (str, bytes, Mapping, NewMemory)):
+            raise ValidationError(f"add_many takes a list of items, got {type(items).__name__}")
         items = list(items)
         stream = self._start_embedding(items) if embeddings is None else None
         with closing(stream) if stream is not None else nullcontext():
@@ -234,6 +240,8 @@ class Memory:
             ]
             if not records:
                 return []
+            if named := [i for i, r in enumerate(records) if r.id != ids[i]]:  # only imports name their ids
+                self._check_named_ids([(label(i + 1), records[i].id) for i in named])
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
@@ -279,7 +287,10 @@ class Memory:
         return vectors[[row[t] for t in texts]]
 
     def _check_embeddings(self, embeddings: np.ndarray, n: int) -> np.ndarray:
-        vectors = np.asarray(embeddings, dtype=np.float32)
+        try:
+            vectors = np.asarray(embeddings, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"embeddings must be numbers: {exc}") from None
         dims = self.embedder.ensure_dimensions()
         if vectors.shape != (n, dims):
             raise ValidationError(f"embeddings must have shape ({n}, {dims}), got {vectors.shape}")
@@ -288,6 +299,17 @@ class Memory:
             raise ValidationError("embeddings must be finite, non-zero vectors")
         self._remember_fingerprint()
         return vectors / norms
+
+    def _check_named_ids(self, named: list[tuple[str, str]]) -> None:
+        """Ids an item names must be new: not repeated in the batch, not stored (deleted ones included)."""
+        first: dict[str, str] = {}
+        for where, memory_id in named:
+            if memory_id in first:
+                raise ValidationError(f"{where}id {memory_id} repeats {first[memory_id]}")
+            first[memory_id] = where.removesuffix(": ")
+        if taken := self.store.fetch(list(first)):
+            where, memory_id = next((w, i) for w, i in named if i in taken)
+            raise ValidationError(f"{where}a memory with id {memory_id} already exists")
 
     def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
@@ -335,7 +357,12 @@ class Memory:
         self, item: NewMemory | Mapping[str, Any], now: datetime, user_id: str | None, agent_id: str | None, fresh_id: str,
         embedding_model: str | None,
     ) -> MemoryRecord:
-        new = item if isinstance(item, NewMemory) else NewMemory.model_validate(item if type(item) is dict else dict(item))
+        if isinstance(item, NewMemory):
+            new = item
+        elif type(item) is dict or isinstance(item, Mapping):
+            new = NewMemory.model_validate(item if type(item) is dict else dict(item))
+        else:
+            raise ValidationError(f"expected a mapping or a NewMemory, got {type(item).__name__}")
         content = self._check_content(new.content)
         for name in ("title", "session_id", "source_type", "source_id"):
             if (value := getattr(new, name)) is not None:
@@ -345,12 +372,12 @@ class Memory:
         if user_id is not None and uid != user_id:
             raise ScopeError(f"user_id {uid!r} differs from the caller's {user_id!r}")
         scope = new_memory_scope(uid, aid, new.scope)
-        created = as_utc(new.created_at) if new.created_at else now
+        created = _check_when(new.created_at, "created_at") if new.created_at else now
         return MemoryRecord(
             id=self._check_new_id(new.id) if new.id else fresh_id,
             content=content,
             title=new.title,
-            category=self._check_category(new.category or "other"),
+            category=self._check_category("other" if new.category is None else new.category),
             tags=self._check_tags(new.tags),
             importance=0.7 if new.importance is None else new.importance,
             confidence=1.0 if new.confidence is None else new.confidence,
@@ -363,9 +390,9 @@ class Memory:
             source_id=new.source_id,
             metadata=_check_metadata(new.metadata) if new.metadata else {},
             created_at=created,
-            updated_at=as_utc(new.updated_at) if new.updated_at else max(created, now) if new.id else now,
-            deleted_at=as_utc(new.deleted_at) if new.deleted_at else None,
-            expires_at=as_utc(new.expires_at) if new.expires_at else None,
+            updated_at=_check_when(new.updated_at, "updated_at") if new.updated_at else max(created, now) if new.id else now,
+            deleted_at=_check_when(new.deleted_at, "deleted_at") if new.deleted_at else None,
+            expires_at=_check_when(new.expires_at, "expires_at") if new.expires_at else None,
             embedding_model=embedding_model,
         )
 
@@ -401,7 +428,7 @@ class Memory:
             changes["tags"] = self._check_tags(list(tags))
         for name, value in (("importance", importance), ("confidence", confidence)):
             if value is not None:
-                if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
                     raise ValidationError(f"{name} must be between 0 and 1, got {value!r}")
                 changes[name] = float(value)
         if visibility is not None:
@@ -409,7 +436,7 @@ class Memory:
         if metadata is not None:
             changes["metadata"] = _check_metadata(dict(metadata))
         if expires_at is not None:
-            changes["expires_at"] = as_utc(expires_at)
+            changes["expires_at"] = _check_when(expires_at, "expires_at")
         changes = {k: v for k, v in changes.items() if getattr(old, k) != v}
         if not changes:
             return old
@@ -559,8 +586,7 @@ class Memory:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
         _check_text(query, "query")
-        if not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise ValidationError(f"limit must be between 1 and 1000, got {limit!r}")
+        _check_int(limit, "limit", 1, 1000)
         if mode not in ("hybrid", "vector", "bm25", "trigram"):
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
         filters = self._filters(
@@ -596,10 +622,8 @@ class Memory:
         offset: int = 0,
         order: str = "newest",
     ) -> list[MemoryRecord]:
-        if not isinstance(limit, int) or not 1 <= limit <= _MAX_ROWS:
-            raise ValidationError(f"limit must be between 1 and {_MAX_ROWS:,}, got {limit!r}")
-        if not isinstance(offset, int) or not 0 <= offset <= _MAX_ROWS:
-            raise ValidationError(f"offset must be between 0 and {_MAX_ROWS:,}, got {offset!r}")
+        _check_int(limit, "limit", 1, _MAX_ROWS)
+        _check_int(offset, "offset", 0, _MAX_ROWS)
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
         filters = self._filters(
@@ -707,9 +731,15 @@ class Memory:
                 raise ValidationError(f"line {n}: {detail}") from None
         items = [item for _, item in items_by_line]
         now = utcnow()
+        seen: dict[str, int] = {}
         for (n, item), fresh in zip(items_by_line, _uuid4s(len(items_by_line))):  # validation, nothing written yet
-            self._new_record(item, now, user_id, agent_id, f"line {n}: ", fresh)
-        existing = set(self.store.fetch([i.id for i in items if i.id]))
+            record = self._new_record(item, now, user_id, agent_id, f"line {n}: ", fresh)
+            if item.id:
+                if record.id in seen:
+                    raise ValidationError(f"line {n}: id {record.id} repeats line {seen[record.id]}")
+                seen[record.id] = n
+                item.id = record.id
+        existing = set(self.store.fetch(list(seen)))
         todo = [i for i in items if not (i.id and i.id in existing)]
         created = duplicates = 0
         for start in range(0, len(todo), chunk):
@@ -734,7 +764,8 @@ class Memory:
         _check_text(session_id, "session_id")
         return Filters(
             scopes=read_scopes(caller, scope), categories=categories, tags=list(tags) if tags else None,
-            session_id=session_id, since=as_utc(since) if since else None, until=as_utc(until) if until else None,
+            session_id=session_id, since=_check_when(since, "since") if since is not None else None,
+            until=_check_when(until, "until") if until is not None else None,
             include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         )
 
@@ -808,6 +839,23 @@ def _is_uuid(text: str) -> bool:
         return False
 
 
+def _check_int(value: Any, name: str, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValidationError(f"{name} must be between {lo:,} and {hi:,}, got {value!r}")
+
+
+def _check_when(value: Any, name: str) -> datetime:
+    """A caller's time in UTC: a datetime (naive = UTC) or ISO-8601 text, within what UTC can hold."""
+    try:
+        if isinstance(value, str):
+            return parse_when(value)
+        if isinstance(value, datetime):
+            return checked_utc(value)
+    except ValueError as exc:
+        raise ValidationError(f"{name}: {exc}") from None
+    raise ValidationError(f"{name} must be a datetime or ISO-8601 text, got {type(value).__name__}")
+
+
 def _check_visibility(value: str) -> Visibility:
     try:
         return Visibility(value)
@@ -817,19 +865,30 @@ def _check_visibility(value: str) -> Visibility:
 
 def _check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     try:
-        json.dumps(metadata)
+        size = len(json.dumps(metadata, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise ValidationError("metadata is nested too deeply") from None
+    if size > MAX_METADATA_CHARS:
+        raise ValidationError(f"metadata is {size} characters as JSON; the limit is {MAX_METADATA_CHARS}")
     _check_text(metadata, "metadata")
     return metadata
 
 
 def _check_text(value: Any, name: str) -> None:
     """PostgreSQL stores no NUL (U+0000) in text or JSON, so neither backend accepts one: a store
-    must move between them, and the error is the caller's, not a server's 500. Walks JSON values."""
+    must move between them, and the error is the caller's, not a server's 500. Lone surrogates
+    (how Python hands over bytes that are not UTF-8, e.g. in argv) cannot be stored or embedded.
+    Walks JSON values."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValidationError(f"{name} must not contain NUL characters")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError(f"{name} is not valid Unicode text (bytes that are not UTF-8?)") from None
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key, name)

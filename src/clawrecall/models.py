@@ -148,12 +148,12 @@ class NewMemory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str
+    content: str = Field(strict=True)  # not bytes
     title: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
-    importance: float | None = Field(default=None, ge=0, le=1)
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    importance: float | None = Field(default=None, ge=0, le=1, strict=True)  # not True, not "0.5"
+    confidence: float | None = Field(default=None, ge=0, le=1, strict=True)
     scope: str | None = None
     user_id: str | None = None
     agent_id: str | None = None

@@ -14,18 +14,28 @@ from functools import lru_cache
 from .errors import ScopeError, ValidationError
 
 SCOPE_KINDS = ("user", "agent", "project", "custom")
-_CONTROL_CHARS = r"\x00-\x1f\x7f"  # never part of an id: NUL cannot even be stored on PostgreSQL
-_SCOPE = re.compile(rf"^(global|(user|agent|project|custom):[^\s{_CONTROL_CHARS}:][^\s{_CONTROL_CHARS}]{{0,199}})$")
+# never part of an id: control characters (NUL cannot even be stored on PostgreSQL) and lone
+# surrogates (bytes that were not UTF-8)
+_FORBIDDEN = r"\x00-\x1f\x7f\ud800-\udfff"
+MAX_ID_CHARS = 200
+_SCOPE = re.compile(rf"^(global|(user|agent|project|custom):[^\s{_FORBIDDEN}:][^\s{_FORBIDDEN}]{{0,{MAX_ID_CHARS - 1}}})$")
 ALL = "*"
-_CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
+_ID = re.compile(rf"^[^{_FORBIDDEN}]{{1,{MAX_ID_CHARS}}}$")
 
 
 def validate_scope(scope: str) -> str:
     if not isinstance(scope, str) or not _SCOPE.match(scope):
         raise ValidationError(
-            f"invalid scope {scope!r}: use global, user:<id>, agent:<id>, project:<id> or custom:<name>"
+            f"invalid scope {_show(scope)}: use global, user:<id>, agent:<id>, project:<id> or custom:<name>"
+            f" (an id of 1–{MAX_ID_CHARS} characters, no spaces or control characters)"
         )
     return scope
+
+
+def _show(value: object) -> str:
+    """A caller's value in an error, cut short: the message must stay one line, not echo 100k characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 @dataclass(frozen=True)
@@ -37,8 +47,10 @@ class Caller:
 
     def __post_init__(self) -> None:
         for name, value in (("user_id", self.user_id), ("agent_id", self.agent_id)):
-            if value is not None and (not isinstance(value, str) or _CONTROL.search(value)):
-                raise ValidationError(f"invalid {name} {value!r}: ids are strings without control characters")
+            if value is not None and (not isinstance(value, str) or not _ID.match(value)):
+                raise ValidationError(
+                    f"invalid {name} {_show(value)}: ids are strings of 1–{MAX_ID_CHARS} characters without control characters"
+                )
 
     def may_access(self, scope: str) -> bool:
         """An unidentified caller (the local administrator) may touch any scope; an identified one

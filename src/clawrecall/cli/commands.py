@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 import click
 from pydantic import BaseModel
 
-from .._time import parse_when
+from .._time import parse_when, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError
@@ -100,6 +100,10 @@ def _json_default(ctx: click.Context, param: click.Parameter, value: bool) -> bo
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_json_default, help="Print JSON on stdout (errors too) instead of text."
+)
+# The servers' output is JSON already (log lines; MCP messages): `--json` makes a start-up error JSON too.
+json_stream_option = click.option(
+    "--json", "as_json", is_flag=True, help="Report a start-up error as JSON (logs are JSON lines already)."
 )
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
@@ -255,17 +259,23 @@ def update(state: State, memory_id: str, as_json: bool, user_id: str | None, age
 @by_id
 def delete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Soft-delete a memory: hidden from search and lists, restorable with `undelete` until purged."""
-    record = state.open(embeds=False).delete(memory_id, **caller)
+    mem = state.open(embeds=False)
+    already = mem.get(memory_id, **caller).deleted_at is not None
+    record = mem.delete(memory_id, **caller)
     short = out.short_id(record.id)
-    out.respond(as_json, record, f"Deleted {short}. Restore it with: clawrecall undelete {short}")
+    done = f"{short} was already deleted." if already else f"Deleted {short}."
+    out.respond(as_json, record, f"{done} Restore it with: clawrecall undelete {short}")
 
 
 @click.command()
 @by_id
 def undelete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Bring back a soft-deleted memory."""
-    record = state.open(embeds=False).undelete(memory_id, **caller)
-    out.respond(as_json, record, f"Restored {out.short_id(record.id)}.")
+    mem = state.open(embeds=False)
+    deleted = mem.get(memory_id, **caller).deleted_at is not None
+    record = mem.undelete(memory_id, **caller)
+    short = out.short_id(record.id)
+    out.respond(as_json, record, f"Restored {short}." if deleted else f"{short} is not deleted: nothing to restore.")
 
 
 @click.command()
@@ -598,7 +608,7 @@ def template_section(lines: list[str], section: BaseModel, name: str) -> None:
         if isinstance(value, BaseModel):
             subsections.append((f"{name}.{key}" if name else key, value))
         elif not (key == "db" and not name):
-            lines.append(f"# {key} = {json.dumps(value)}" if value is not None else f"# {key} =   (not set)")
+            lines.append(f"# {key} = {json.dumps(value)}" if value is not None else f"# {key}: not set by default")
     for sub_name, sub in subsections:
         lines += ["", f"# [{sub_name}]"]
         template_section(lines, sub, sub_name)
@@ -618,8 +628,9 @@ IDENTITY_ENV = ("CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION")
               metavar="BYTES", help="Request bodies larger than this are refused with 413.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@json_stream_option
 @pass_state
-def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str) -> None:
+def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str, as_json: bool) -> None:
     """Serve the REST API, MCP (streamable HTTP at /mcp), the hook endpoints and an E5-compatible embedding API.
 
     Requests need a bearer token once any token exists; a loopback server without tokens serves the
@@ -638,8 +649,9 @@ def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: in
               help="Act as this agent [env CLAWRECALL_AGENT].")
 @click.option("--session", "session_id", envvar="CLAWRECALL_SESSION", metavar="ID",
               help="The conversation new memories belong to [env CLAWRECALL_SESSION].")
+@json_stream_option
 @pass_state
-def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_id: str | None) -> None:
+def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_id: str | None, as_json: bool) -> None:
     """Serve the memory tools over MCP on stdin/stdout (for Claude Desktop, Cursor, …) as the given user and agent.
 
     Who is calling comes from these options, never from tool arguments. Logs go to stderr.
@@ -713,8 +725,10 @@ def token_list(state: State, include_revoked: bool, as_json: bool) -> None:
 @pass_state
 def token_revoke(state: State, token_id: str, as_json: bool) -> None:
     """Revoke a token: requests carrying it are refused (401) from now on, also by a running server."""
+    asked = utcnow()
     info = open_tokens(state).revoke(token_id)
-    out.respond(as_json, info, f"Revoked token {info.id}.")
+    already = info.revoked_at is not None and info.revoked_at < asked
+    out.respond(as_json, info, f"Token {info.id} was already revoked." if already else f"Revoked token {info.id}.")
 
 
 def token_text(info: TokenInfo) -> str:

@@ -14,6 +14,8 @@ calls run in the thread pool.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -123,8 +125,14 @@ def serve(
             f"refusing to listen on {host} without API tokens: create one with `clawrecall token create`, "
             f"or listen on {DEFAULT_HOST}"
         )
+    try:  # bound here, not by uvicorn, so that a taken port is one clear error and exit 1
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
     configure_logging(log_level)
     app = create_app(mem, tokens=tokens, allow_anonymous=loopback, max_body_bytes=max_body_bytes)
     auth = not loopback or tokens.any_active()
-    log.info("serving", extra={"host": host, "port": port, "db": mem.store.location, "auth": auth})
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)
+    log.info("serving", extra={"host": host, "port": sock.getsockname()[1], "db": mem.store.location, "auth": auth})
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])

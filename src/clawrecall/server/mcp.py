@@ -15,6 +15,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError as PydanticValidationError
 
 from .. import __version__
 from ..engine import Memory
@@ -74,6 +76,23 @@ def run_stdio(mem: Memory, caller: CallContext) -> None:
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            send, receive = anyio.create_memory_object_stream[Any](0)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_answer_unreadable_lines, read, send, write)
+                await server.run(receive, write, server.create_initialization_options())
 
     anyio.run(serve)
+
+
+async def _answer_unreadable_lines(read: Any, forward: Any, write: Any) -> None:
+    """Relay the client's messages; a line that is not one gets JSON-RPC's error reply (id null)
+    instead of silence, so a client never waits for an answer that will not come."""
+    async with forward:
+        async for item in read:
+            if not isinstance(item, Exception):
+                await forward.send(item)
+                continue
+            parse = isinstance(item, PydanticValidationError) and any(e["type"] == "json_invalid" for e in item.errors())
+            code, message = (types.PARSE_ERROR, "Parse error") if parse else (types.INVALID_REQUEST, "Invalid Request")
+            error = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
+            await write.send(SessionMessage(error))

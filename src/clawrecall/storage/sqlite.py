@@ -257,6 +257,11 @@ def _row_meta(scope: str, category: str, created: datetime, deleted: bool, expir
                    expires=float("inf") if expires is None else as_utc(expires).timestamp())
 
 
+# What a write can meet that is not clawrecall's fault: a read-only file or folder, a full disk,
+# an I/O error, a lock held past the busy timeout.
+_REFUSALS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
+
+
 class SQLiteStore(SQLStore):
     backend = "sqlite"
     order_column = "rowid"
@@ -323,25 +328,39 @@ class SQLiteStore(SQLStore):
                 finally:
                     self._depth -= 1
                 return
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._refused(exc) from None
             self._depth = 1
             index = self._index
             seen = None if index is None else index.last_seq
             try:
                 yield
                 self._conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._at_commit.clear()
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if self._index is not index or (index is not None and index.last_seq != seen):
                     self._index = None  # it read rows of this transaction (a search inside it): reload
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise self._refused(exc) from None
                 raise
             else:
                 self._apply_at_commit()
                 self._checkpointer.committed()
             finally:
                 self._depth = 0
+
+    def _refused(self, exc: sqlite3.OperationalError) -> Exception:
+        """A write the file system or another process refused becomes one clear line; any other
+        OperationalError is a bug and keeps its traceback."""
+        name = getattr(exc, "sqlite_errorname", "")
+        if not name.startswith(_REFUSALS):
+            return exc
+        hint = " (is the file, or its folder, read-only?)" if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) else ""
+        return StorageError(f"cannot write to SQLite database {self.path}: {exc}{hint}")
 
     # -- value adapters ----------------------------------------------------------------------
     def _ts(self, value: datetime | None) -> Any:

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
@@ -30,7 +30,10 @@ _IDENTITY_ARGS = {"user_id", "userId", "user", "agent_id", "agentId", "agent", "
 
 # Optional arguments accept null but advertise only their real type, which is what a model should send.
 OptionalStr = Annotated[str | None, WithJsonSchema({"type": "string"})]
-OptionalFloat01 = Annotated[float | None, WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1})]
+OptionalFloat01 = Annotated[
+    Annotated[float, Field(ge=0, le=1)] | None,  # NaN fails the bounds too
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1}),
+]
 OptionalStrList = Annotated[list[str] | None, WithJsonSchema({"type": "array", "items": {"type": "string"}})]
 
 # Arguments naming a memory category; their schema lists the configured categories.

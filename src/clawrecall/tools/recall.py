@@ -146,8 +146,9 @@ def search_context(mem: Memory, ctx: CallContext, args: ContextArgs) -> ToolResu
         return ToolResult("No relevant context found.", {"count": 0, "results": []})
     results = [
         {
-            "source": _source(h), "content": h.content, "similarity": round(h.score, 4), "id": h.id,
-            "category": h.memory.category, "age": h.age,
+            "source": _source(h), "content": h.content, "id": h.id, "category": h.memory.category, "age": h.age,
+            # seed 000's cosine to the query (None when only a keyword leg found it), and the pipeline's score
+            "similarity": None if h.similarity is None else round(h.similarity, 4), "score": round(h.score, 4),
         }
         for h in hits
     ]

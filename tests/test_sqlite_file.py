@@ -1,9 +1,12 @@
-"""WAL checkpoints run on the store's own thread, never inside a commit, and stop with the store."""
+"""The SQLite file: WAL checkpoints run on the store's own thread, never inside a commit, and stop
+with the store; a write the file refuses is a clear error."""
 
 import threading
 import time
 
-from clawrecall import Memory
+import pytest
+
+from clawrecall import Memory, StorageError
 from clawrecall.storage.checkpoint import WRITER_AUTOCHECKPOINT
 
 
@@ -54,3 +57,14 @@ def test_the_checkpoint_thread_follows_the_file_not_the_working_directory(tmp_pa
     mem.close()
     assert mem.store._checkpointer.runs >= 1
     assert not (tmp_path / "elsewhere" / "relative.db").exists()
+
+
+def test_a_write_the_file_refuses_is_one_clear_error_and_the_store_stays_usable(tmp_path):
+    with Memory.open(tmp_path / "m.db") as mem:
+        kept = mem.add("A memory written before the file became read-only")
+        mem.store._conn.execute("PRAGMA query_only = ON")  # SQLite refuses writes as for a read-only file
+        with pytest.raises(StorageError, match=r"^cannot write to SQLite database .*m\.db: attempt to write a readonly database \(is the file, or its folder, read-only\?\)$"):
+            mem.add("refused")
+        assert [r.id for r in mem.list()] == [kept.id]
+        mem.store._conn.execute("PRAGMA query_only = OFF")
+        assert mem.add("accepted again").action == "created"
