@@ -339,6 +339,15 @@ def test_bad_input_is_one_line_and_writes_nothing(store: Path, args, stdin, code
     assert active(store) == before
 
 
+@pytest.mark.parametrize("command", [["count"], ["stats"], ["list"], ["search", "tea"], ["export"],
+                                     ["get", "0123abcd"], ["history", "0123abcd"]])
+def test_reading_a_store_that_does_not_exist_is_an_error_and_creates_nothing(tmp_path: Path, command) -> None:
+    typo = tmp_path / "missing" / "memroy.db"
+    assert fails(typo, *command) == (
+        f"Error: no clawrecall store at {typo}: `clawrecall init` or a first `add` creates one")
+    assert not typo.parent.exists()
+
+
 def test_an_empty_db_option_is_an_error_not_the_default_store() -> None:
     assert fails(None, "--db", " ", "count") == (
         "Error: the database path is empty: give a SQLite file, sqlite:///path or postgresql://…")

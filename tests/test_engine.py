@@ -519,6 +519,19 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
         assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == str(m.store.migrations[-1][0])
 
 
+def test_create_false_refuses_a_missing_sqlite_file_and_opens_an_existing_one(tmp_path):
+    from clawrecall import StorageError
+
+    path = tmp_path / "sub" / "m.db"
+    with pytest.raises(StorageError, match="^no clawrecall store at .*m\\.db: `clawrecall init`"):
+        Memory.open(path, create=False)
+    assert not path.parent.exists()
+    with Memory.open(path) as m:
+        m.add("now it exists")
+    with Memory.open(f"sqlite:///{path}", create=False) as m:
+        assert m.count() == 1
+
+
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAWRECALL_HOME", str(tmp_path / "data"))
     with Memory.open() as m:

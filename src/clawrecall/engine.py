@@ -78,9 +78,11 @@ class Memory:
         *,
         config_path: str | Path | None = None,
         check_embedding: bool = True,
+        create: bool = True,
         **config: Any,
     ) -> "Memory":
-        """Open (creating if needed) a store: a SQLite path, `sqlite:///path`, or the default data directory.
+        """Open a store: a SQLite path, `sqlite:///path`, or the default data directory; a SQLite file
+        that does not exist is created unless `create=False` (for readers: a mistyped path is an error).
 
         Keyword arguments are config keys (`embedding={"provider": "openai"}`, `writes={"enabled": False}`)
         and override the config file and `CLAWRECALL_*` environment variables.
@@ -89,7 +91,7 @@ class Memory:
             raise ConfigError("the database path is empty: give a SQLite file, sqlite:///path or postgresql://…")
         cfg = load_config(config_path, overrides=config)
         target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
-        store = open_store(target, postgres=cfg.postgres)
+        store = open_store(target, postgres=cfg.postgres, create=create)
         try:
             return cls(store, cfg, check_embedding=check_embedding)
         except BaseException:

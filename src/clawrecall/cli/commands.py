@@ -40,8 +40,9 @@ class State:
     config: str | None
     json: bool = False
 
-    def open(self, *, embeds: bool) -> Memory:
-        mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds)
+    def open(self, *, embeds: bool, reads_only: bool = False) -> Memory:
+        """The store; a command that only reads refuses to create one (a mistyped --db is an error, not 0 hits)."""
+        mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds, create=not reads_only)
         click.get_current_context().call_on_close(mem.close)
         return mem
 
@@ -211,7 +212,7 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @pass_state
 def search(state: State, query: str, as_json: bool, **params: Any) -> None:
     """Find the memories closest to QUERY in meaning and in words, best first."""
-    hits = state.open(embeds=True).search(query, **engine_args(params))
+    hits = state.open(embeds=True, reads_only=True).search(query, **engine_args(params))
     out.respond(as_json, hits, hits_text(hits, params["explain"]))
 
 
@@ -219,7 +220,7 @@ def search(state: State, query: str, as_json: bool, **params: Any) -> None:
 @by_id
 def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Show one memory, by id or by a unique prefix of 8+ characters."""
-    record = state.open(embeds=False).get(memory_id, **caller)
+    record = state.open(embeds=False, reads_only=True).get(memory_id, **caller)
     out.respond(as_json, record, record_text(record))
 
 
@@ -234,7 +235,7 @@ def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
 @pass_state
 def list_memories(state: State, as_json: bool, **params: Any) -> None:
     """List memories, newest first, without searching (and without loading the embedding model)."""
-    records = state.open(embeds=False).list(**engine_args(params))
+    records = state.open(embeds=False, reads_only=True).list(**engine_args(params))
     out.respond(as_json, records, records_text(records))
 
 
@@ -316,7 +317,7 @@ def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool,
 @pass_state
 def count(state: State, as_json: bool, **filters: Any) -> None:
     """Count memories (active ones, unless --include-deleted)."""
-    total = state.open(embeds=False).count(**engine_args(filters))
+    total = state.open(embeds=False, reads_only=True).count(**engine_args(filters))
     out.respond(as_json, {"count": total}, f"Total memories: {total}")
 
 
@@ -325,7 +326,7 @@ def count(state: State, as_json: bool, **filters: Any) -> None:
 @pass_state
 def stats(state: State, as_json: bool) -> None:
     """Counts by state, category and scope, the embedding model, and where the store is."""
-    result = state.open(embeds=False).stats()
+    result = state.open(embeds=False, reads_only=True).stats()
     out.respond(as_json, result, stats_text(result))
 
 
@@ -333,7 +334,7 @@ def stats(state: State, as_json: bool) -> None:
 @by_id
 def history(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Every change to a memory, oldest first: what it was, what it became, who did it and when."""
-    entries = state.open(embeds=False).history(memory_id, **caller)
+    entries = state.open(embeds=False, reads_only=True).history(memory_id, **caller)
     out.respond(as_json, entries, history_text(entries))
 
 
@@ -347,7 +348,7 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
     """
-    mem = state.open(embeds=False)
+    mem = state.open(embeds=False, reads_only=True)
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:

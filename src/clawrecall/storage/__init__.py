@@ -18,10 +18,11 @@ def is_postgres_url(target: str | Path) -> bool:
 
 def open_store(
     target: str | Path, *, migrate: bool = True, text_search_config: str | None = None,
-    postgres: PostgresConfig | None = None,
+    postgres: PostgresConfig | None = None, create: bool = True,
 ) -> Store:
     """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite,
-    `postgresql://…` is PostgreSQL (tuned by the config's `postgres` block)."""
+    `postgresql://…` is PostgreSQL (tuned by the config's `postgres` block). `create=False`
+    refuses a SQLite file that does not exist (a PostgreSQL database is never created)."""
     text = str(target)
     if is_postgres_url(text):
         from .postgres import PostgresStore
@@ -33,7 +34,7 @@ def open_store(
         raise ConfigError(f"unsupported database URL {text!r}: use a file path, sqlite:///path or postgresql://…")
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(text, migrate=migrate)
+    return SQLiteStore(text, migrate=migrate, create=create)
 
 
 __all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "is_postgres_url", "open_store"]

@@ -267,9 +267,11 @@ class SQLiteStore(SQLStore):
     order_column = "rowid"
     migrations = MIGRATIONS
 
-    def __init__(self, path: str | Path, *, migrate: bool = True):
+    def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
         self.path = Path(path).expanduser()
         self.location = str(self.path)
+        if not create and not self.path.is_file():
+            raise StorageError(f"no clawrecall store at {self.path}: `clawrecall init` or a first `add` creates one")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
