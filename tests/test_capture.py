@@ -190,7 +190,7 @@ def test_agent_end_answers_before_the_write(mem):
     slow_adds(mem, 0.3)
     started = time.perf_counter()
     out = agent_end(mem, {"messages": [user("Remember that my locker code is 4711")], "success": True}, ctx())
-    assert time.perf_counter() - started < 0.05
+    assert time.perf_counter() - started < 0.2  # the write alone sleeps 0.3 s
     assert out == {"queued": 1, "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}],
                    "skipped": None}
     assert stored(mem) == []
