@@ -111,6 +111,16 @@ def test_memory_forget_by_query_lists_close_candidates_and_erases_only_a_clear_m
     assert mem.history(doomed)[-1].action == "forget"
 
 
+def test_memory_forget_by_query_never_erases_one_of_two_equal_matches(mem: Memory):
+    """The diversity stage moves a copy of the best hit down the list: the copy still counts as the runner-up."""
+    first = call(mem, ALICE, "memory_write", content="Alice's locker code at the gym is 7731").details["id"]
+    second = call(mem, ALICE, "memory_write", content="Alice's locker code at the gym is 7731").details["id"]
+    result = call(mem, ALICE, "memory_forget", query="Alice's locker code at the gym is 7731")
+    assert result.details["action"] == "candidates"
+    assert {c["id"] for c in result.details["candidates"]} >= {first, second}
+    assert mem.get(first) and mem.get(second)
+
+
 def test_a_query_less_its_common_words_never_makes_another_memory_a_confident_match(tmp_path):
     """The vector leg ranks with the query less the words most memories contain ("Alice" here),
     but the similarity that memory_forget and the recall hook gate on is to the whole query."""

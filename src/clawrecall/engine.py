@@ -583,8 +583,12 @@ class Memory:
         include_deleted: bool = False,
         mode: str = "hybrid",
         explain: bool = False,
+        diverse: bool = True,
     ) -> list[SearchHit]:
-        """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`."""
+        """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
+
+        `diverse=False` skips the diversity stage, which moves near-copies of a better hit to the
+        end: to see every copy of a memory, e.g. before erasing one."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
         _check_text(query, "query")
@@ -595,7 +599,9 @@ class Memory:
             Caller(user_id, agent_id), scope, category=category, tags=tags, session_id=session_id,
             since=since, until=until, include_deleted=include_deleted,
         )
-        return self.pipeline.search(query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain)  # type: ignore[arg-type]
+        return self.pipeline.search(
+            query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
+        )
 
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, scope: str | list[str] | None = None

@@ -57,7 +57,7 @@ class RetrievalPipeline:
 
     def search(
         self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
-        now: datetime | None = None,
+        diverse: bool = True, now: datetime | None = None,
     ) -> list[SearchHit]:
         cfg = self.cfg
         now = now or utcnow()
@@ -83,7 +83,7 @@ class RetrievalPipeline:
         # Only the head can reach the result; later stages need not look further.
         items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 2)
         vectors: dict[str, np.ndarray] | None = None
-        if cfg.mmr_threshold is not None and len(items) > 1:
+        if diverse and cfg.mmr_threshold is not None and len(items) > 1:
             vectors = self.store.vectors([s.memory.id for s in items])
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         items = items[:limit]

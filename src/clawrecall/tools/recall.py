@@ -104,7 +104,8 @@ def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult
             return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
         return _forget(mem, ctx, record.id)
     assert args.query is not None
-    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES)
+    # Not diverse: a copy of the best match must stay in the list, as its runner-up.
+    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES, diverse=False)
     hits = [h for h in hits if h.similarity is None or h.similarity >= FORGET_CANDIDATE_SIMILARITY]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
