@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -505,6 +506,92 @@ def test_two_handles_on_one_file_see_each_others_writes(db_target):
         b.undelete(first.id)
         b.forget(first.id)
         assert all(h.memory.id != first.id for h in a.search("sailing"))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target):
+    """Another process changes or erases a memory while this one embeds its new content or decides
+    to delete it: neither change is undone, and an erased memory does not come back."""
+    a = Memory.open(db_target)
+    b = Memory.open(db_target)
+    try:
+        doomed = a.add("The dentist appointment is on Friday").id
+        embed = a._embed_passages
+
+        def embed_while_b_changes(texts):
+            b.update(doomed, title="health")
+            return embed(texts)
+
+        a._embed_passages = embed_while_b_changes
+        changed = a.update(doomed, content="The dentist appointment is on Monday")
+        assert (changed.title, changed.content) == ("health", "The dentist appointment is on Monday")
+        assert b.get(doomed).title == "health"
+        assert [(h.action, h.before) for h in b.history(doomed)][-1] == (
+            "update", {"content": "The dentist appointment is on Friday"}
+        )
+
+        resolve = a._resolve
+
+        def resolve_while_b_changes(*args):
+            found = resolve(*args)
+            b.update(doomed, importance=0.2)
+            return found
+
+        a._resolve = resolve_while_b_changes
+        deleted = a.delete(doomed)
+        assert deleted.deleted_at is not None and deleted.importance == 0.2 and deleted.title == "health"
+        assert b.get(doomed).importance == 0.2
+        a._resolve = resolve
+
+        def embed_while_b_forgets(texts):
+            b.forget(doomed)
+            return embed(texts)
+
+        a._embed_passages = embed_while_b_forgets
+        with pytest.raises(NotFoundError, match="erased"):
+            a.update(doomed, content="My PIN is 9999")
+        assert [h.action for h in b.history(doomed)][-1] == "forget"
+        assert all(h.before is None and h.after is None for h in b.history(doomed))
+        assert b.count(include_deleted=True) == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_stored(db_target):
+    lines = [json.dumps({"id": str(uuid.uuid4()), "content": f"Imported fact number {n} about rivers"}) for n in range(3)]
+    a = Memory.open(db_target)
+    b = Memory.open(db_target)
+    try:
+        add_many = a.add_many
+        calls = []
+
+        def add_many_after_b(items, **kwargs):  # b stores the next lines after a's check of this chunk
+            calls.append(len(items))
+            if len(calls) == 1:
+                b.import_jsonl(lines[1:])
+            return add_many(items, **kwargs)
+
+        a.add_many = add_many_after_b
+        assert a.import_jsonl(lines, chunk=1) == {"read": 3, "created": 1, "duplicates": 0, "skipped": 2}
+        assert calls == [1]
+
+        a.add_many = add_many
+        more = [json.dumps({"id": str(uuid.uuid4()), "content": "Imported fact about lakes"})]
+        collect = a._collect
+
+        def collect_while_b_imports(*args):  # b stores this very chunk while a embeds it
+            b.import_jsonl(more)
+            return collect(*args)
+
+        a._collect = collect_while_b_imports
+        with pytest.raises(ValidationError, match="already exists"):
+            a.import_jsonl(more)
+        a._collect = collect
+        assert a.import_jsonl(more)["skipped"] == 1
+        assert a.count() == 4
     finally:
         a.close()
         b.close()

@@ -242,8 +242,9 @@ class Memory:
             ]
             if not records:
                 return []
-            if named := [i for i, r in enumerate(records) if r.id != ids[i]]:  # only imports name their ids
-                self._check_named_ids([(label(i + 1), records[i].id) for i in named])
+            named = [(label(i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
+            if named:
+                self._check_named_ids(named)  # before embedding: a bad batch fails at once
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
@@ -264,6 +265,8 @@ class Memory:
         if keep:
             actor = actor or _actor(user_id, agent_id)
             with self.store.transaction():
+                if named:
+                    self._check_named_ids(named)  # again, under the write lock: another process may have stored them since
                 self.store.insert([records[i] for i in keep], vectors[keep])
                 self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
         return results
@@ -439,18 +442,22 @@ class Memory:
             changes["metadata"] = _check_metadata(dict(metadata))
         if expires_at is not None:
             changes["expires_at"] = _check_when(expires_at, "expires_at")
-        changes = {k: v for k, v in changes.items() if getattr(old, k) != v}
-        if not changes:
+        requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
+        if not requested:
             return old
+        vector = self._embed_passages([requested["content"]])[0] if "content" in requested else None  # before the lock
         now = utcnow()
-        new = old.model_copy(update={**changes, "updated_at": now})
-        vector = self._embed_passages([new.content])[0] if "content" in changes else None
-        if vector is not None:
-            new.embedding_model = self._embedding_model
-        before = json.dumps({k: _jsonable(getattr(old, k)) for k in changes})
-        after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
         with self.store.transaction():
-            self.store.update(new, vector)
+            current = self._current(old.id)
+            changes = {k: v for k, v in requested.items() if getattr(current, k) != v}
+            if not changes:
+                return current
+            new = current.model_copy(update={**changes, "updated_at": now})
+            if "content" in changes:
+                new.embedding_model = self._embedding_model
+            before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
+            after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
+            self.store.update(new, vector if "content" in changes else None)
             self.store.add_history([HistoryDraft(new.id, "update", before, after, _actor(user_id, agent_id), now)])
         return new
 
@@ -471,12 +478,15 @@ class Memory:
         if (old.deleted_at is None) == (when is None):
             return old
         now = utcnow()
-        new = old.model_copy(update={"deleted_at": when, "updated_at": now})
         with self.store.transaction():
+            current = self._current(old.id)
+            if (current.deleted_at is None) == (when is None):
+                return current
+            new = current.model_copy(update={"deleted_at": when, "updated_at": now})
             self.store.update(new, None)
             self.store.add_history([
                 HistoryDraft(
-                    new.id, "delete" if when else "undelete", json.dumps({"deleted_at": _jsonable(old.deleted_at)}),
+                    new.id, "delete" if when else "undelete", json.dumps({"deleted_at": _jsonable(current.deleted_at)}),
                     json.dumps({"deleted_at": _jsonable(when)}), _actor(caller.user_id, caller.agent_id), now,
                 )
             ])
@@ -749,14 +759,19 @@ class Memory:
                 item.id = record.id
         existing = set(self.store.fetch(list(seen)))
         todo = [i for i in items if not (i.id and i.id in existing)]
-        created = duplicates = 0
+        created = duplicates = skipped = 0
         for start in range(0, len(todo), chunk):
-            results = self.add_many(todo[start : start + chunk], user_id=user_id, agent_id=agent_id, dedup=dedup, actor="import")
+            part = todo[start : start + chunk]
+            if stored := self.store.fetch([i.id for i in part if i.id]):  # by another import running beside this one
+                part = [i for i in part if i.id not in stored]
+                skipped += len(stored)
+            results = self.add_many(part, user_id=user_id, agent_id=agent_id, dedup=dedup, actor="import") if part else []
             created += sum(r.action == "created" for r in results)
             duplicates += sum(r.action == "duplicate" for r in results)
             if progress:
                 progress(min(start + chunk, len(todo)), len(todo))
-        return {"read": len(items), "created": created, "duplicates": duplicates, "skipped": len(items) - len(todo)}
+        skipped += len(items) - len(todo)
+        return {"read": len(items), "created": created, "duplicates": duplicates, "skipped": skipped}
 
     # -- helpers -------------------------------------------------------------------------------
     def _filters(
@@ -792,6 +807,14 @@ class Memory:
             raise AmbiguousIdError(memory_id, matches)
         found = prefix if prefix in matches else matches[0]
         return self.store.fetch([found])[found]
+
+    def _current(self, memory_id: str) -> MemoryRecord:
+        """In a write transaction: the memory as stored now. Another process may have changed it since
+        it was resolved, or erased it, and a change must neither undo theirs nor bring it back."""
+        current = self.store.fetch_for_update(memory_id)
+        if current is None:
+            raise NotFoundError(f"memory {memory_id} was erased while it was being changed")
+        return current
 
     def _require_writes(self) -> None:
         if not self.config.writes.enabled:

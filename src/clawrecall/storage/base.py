@@ -114,6 +114,11 @@ class Store(ABC):
     def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]: ...
 
     @abstractmethod
+    def fetch_for_update(self, memory_id: str) -> MemoryRecord | None:
+        """Inside a write transaction: the record as stored now, which no other writer can change
+        before COMMIT. An update applies its changes to this, not to what it read before."""
+
+    @abstractmethod
     def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]: ...
 
     @abstractmethod

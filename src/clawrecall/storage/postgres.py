@@ -176,6 +176,7 @@ def _migrations(ts_config: str, maintenance_work_mem: str = "1GB") -> list[tuple
 class PostgresStore(SQLStore):
     backend = "postgres"
     order_column = "seq"
+    for_update = " FOR UPDATE"
 
     def __init__(
         self, url: str, *, config: PostgresConfig | None = None, migrate: bool = True,

@@ -58,6 +58,8 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
 class SQLStore(Store):
     #: the column that orders rows by insertion (SQLite `rowid`, PostgreSQL `seq`)
     order_column = "rowid"
+    #: what locks a row read in a write transaction (SQLite's BEGIN IMMEDIATE holds the whole file)
+    for_update = ""
     migrations: list[tuple[int, list[str]]] = []
 
     # -- what a backend provides -------------------------------------------------------
@@ -201,6 +203,10 @@ class SQLStore(Store):
                 record = self._row_record(row)
                 out[record.id] = record
         return out
+
+    def fetch_for_update(self, memory_id: str) -> MemoryRecord | None:
+        rows = self._run(f"SELECT {_SELECT} FROM memories m WHERE m.id = ?{self.for_update}", (memory_id,))
+        return self._row_record(rows[0]) if rows else None
 
     def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]:
         lo, hi = prefix_bounds(prefix)
