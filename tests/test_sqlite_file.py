@@ -68,3 +68,21 @@ def test_a_write_the_file_refuses_is_one_clear_error_and_the_store_stays_usable(
         assert [r.id for r in mem.list()] == [kept.id]
         mem.store._conn.execute("PRAGMA query_only = OFF")
         assert mem.add("accepted again").action == "created"
+
+
+def test_a_forgotten_text_is_nowhere_in_the_files(tmp_path):
+    """GDPR: after forget, no byte of the file or its WAL spells the text, and neither full-text index
+    keeps its terms (FTS5 keeps a deleted row's terms in its segments until they are merged)."""
+    path = tmp_path / "gdpr.db"
+    secret = "Diagnosis qzxvwk pending for the patient"
+    with Memory.open(path) as mem:
+        mem.add_many([{"content": f"Ordinary note {i} about the weather"} for i in range(200)], dedup=False)
+        doomed = mem.add(secret, user_id="alice").id
+        mem.add("Another note written after the secret one", user_id="alice")
+        mem.search("qzxvwk", user_id="alice")
+        mem.forget(doomed, user_id="alice")
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("gdpr.db")]
+        assert not [p.name for p in files if b"qzxvwk" in p.read_bytes() or b"Diagnosis" in p.read_bytes()]
+        assert mem.search("qzxvwk", user_id="alice", mode="bm25") == []
+        assert mem.count(user_id="alice", scope="user:alice") == 1
+    assert b"qzxvwk" not in path.read_bytes()
