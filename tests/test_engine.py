@@ -64,7 +64,7 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     assert mem.get(added.id, user_id="alice").deleted_at is not None
     assert added.id in [h.memory.id for h in mem.search("light mode", user_id="alice", include_deleted=True)]
 
-    mem.undelete(added.id, user_id="alice")
+    mem.undelete(added.id, user_id="alice", agent_id="assistant")
     assert mem.search("light mode", user_id="alice")[0].memory.id == added.id
 
     actions = [h.action for h in mem.history(added.id)]
@@ -73,6 +73,7 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     assert update.before == {"content": "User prefers dark mode in every editor"}
     assert update.after["content"].startswith("User prefers light mode")
     assert update.actor == "user:alice"
+    assert mem.history(added.id)[3].actor == "user:alice agent:assistant"  # an agent acting for a user is both
 
     mem.forget(added.id, user_id="alice")
     with pytest.raises(NotFoundError):

@@ -949,8 +949,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _actor(user_id: str | None, agent_id: str | None) -> str:
-    if agent_id:
-        return f"agent:{agent_id}"
-    if user_id:
-        return f"user:{user_id}"
-    return "local"
+    """Who made a change, as history keeps it: an agent acting for a user is both."""
+    who = [f"user:{user_id}"] if user_id else []
+    who += [f"agent:{agent_id}"] if agent_id else []
+    return " ".join(who) or "local"
