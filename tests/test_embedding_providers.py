@@ -311,7 +311,10 @@ def test_command_provider_runs_the_program(tmp_path, wrap):
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
     query = emb.embed_one("a b", kind="query")
     assert not np.allclose(query, out[0])  # the script saw `type` and embedded differently
-    assert emb.model == emb.fingerprint.model == os.path.basename(sys.executable)
+    assert emb.model == emb.fingerprint.model == f"{os.path.basename(sys.executable)} embed.py"
+    other_argv = write_script(tmp_path, SCRIPT.replace("{WRAP}", wrap), name="other.py")
+    other = create_embedder(EmbeddingConfig(provider="command", command=other_argv))
+    assert other.fingerprint.model == f"{os.path.basename(sys.executable)} other.py"  # another script, another model
 
 
 def test_command_model_name_and_string_command(tmp_path):

@@ -28,8 +28,11 @@ class CommandEmbedder(Embedder):
 
     @classmethod
     def default_model_for(cls, cfg: EmbeddingConfig) -> str:
-        """Set `embedding.model` to tell two scripts run by the same interpreter apart."""
-        return cfg.model or os.path.basename(_argv(cfg)[0])
+        """`embedding.model`, else the command with its paths cut to file names ("python embed.py"):
+        two scripts run by one interpreter are two models, and moving a script's folder is not."""
+        return cfg.model or " ".join(
+            os.path.basename(arg) if os.sep in arg and not arg.startswith("-") else arg for arg in _argv(cfg)
+        )
 
     @classmethod
     def from_config(cls, cfg: EmbeddingConfig) -> "CommandEmbedder":
