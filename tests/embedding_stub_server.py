@@ -42,6 +42,7 @@ class StubEmbeddingServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.dim = 8
+        self.model = "intfloat/multilingual-e5-large"  # what GET /health names
         self.mode = "ok"
         self.slow_s = 1.0
         self._lock = threading.Lock()
@@ -75,7 +76,7 @@ class StubEmbeddingServer:
     def answer(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
         """(status, body bytes) for one request, honouring `mode`."""
         if method == "GET" and path == "/health":
-            return 200, _json({"status": "ok", "model": "intfloat/multilingual-e5-large", "dimension": self.dim})
+            return 200, _json({"status": "ok", "model": self.model, "dimension": self.dim})
         if self.mode == "slow":
             time.sleep(self.slow_s)
         if self.mode == "error500":

@@ -146,6 +146,17 @@ def test_e5_sends_type_without_prefixing_and_reports_health(stub):
     assert emb.health() == {"status": "ok", "model": "intfloat/multilingual-e5-large", "dimension": 8}
 
 
+def test_e5_refuses_a_server_that_embeds_with_another_model(stub):
+    """The seed's E5 server picks the model itself: vectors of another model must not be stored under this one's name."""
+    stub.model = "sentence-transformers/all-MiniLM-L6-v2"
+    emb = create_embedder(EmbeddingConfig(provider="e5", base_url=stub.url, dimensions=8))
+    with pytest.raises(EmbeddingError, match="embeds with sentence-transformers/all-MiniLM-L6-v2, not multilingual-e5-large"):
+        emb.embed(["stored fact"])
+    assert stub.posts() == []  # nothing embedded
+    named = create_embedder(EmbeddingConfig(provider="e5", base_url=stub.url, model="all-MiniLM-L6-v2", dimensions=8))
+    assert named.embed(["stored fact"]).shape == (1, 8)
+
+
 # --- what the base class adds, seen on the wire ---------------------------------------------
 
 
@@ -214,6 +225,7 @@ def test_bad_responses_raise_embedding_error_without_the_key(stub, provider, mod
     base = {"openai-compatible": "/v1", "voyage": "/v1", "gemini": "/v1beta"}.get(provider, "")
     cfg = EmbeddingConfig(provider=provider, base_url=stub.url + base, model="stub-embed", api_key=SECRET)
     emb = create_embedder(cfg)
+    stub.model = "stub-embed"
     stub.mode = mode
     with pytest.raises(EmbeddingError) as info:
         emb.embed(TEXTS[:3])

@@ -17,11 +17,23 @@ class E5Embedder(HTTPEmbedder):
     default_model = "multilingual-e5-large"
     default_base_url = "http://127.0.0.1:8765"
 
+    _served: str | None = None  # the model the server named in /health, once checked
+
     def _embed_batch(self, texts: list[str], kind: Kind) -> list[list[float]]:
+        if self._served is None:
+            self._check_server_model()
         # seed 000's server takes no key; `clawrecall serve` with tokens configured needs one
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
         body = self._post("/batch", {"texts": texts, "type": kind}, headers=headers)
         return self._vectors(self._field(body, "embeddings"), len(texts))
+
+    def _check_server_model(self) -> None:
+        """The server, not the request, picks the model: a store must not take its vectors under
+        another model's name, so the model it names in /health must be `embedding.model`."""
+        served = str(self.health().get("model") or "")
+        if served and _name(served) != _name(self.model):
+            raise self._fail(f"the server at {self.base_url} embeds with {served}, not {self.model}: set embedding.model = {served!r}")
+        self._served = served
 
     def health(self) -> dict[str, Any]:
         """The server's `GET /health` answer: `{"status", "model", "dimension"}`."""
@@ -29,3 +41,8 @@ class E5Embedder(HTTPEmbedder):
         if not isinstance(body, dict):
             raise self._fail("unexpected /health response: not a JSON object")
         return body
+
+
+def _name(model: str) -> str:
+    """"intfloat/multilingual-e5-large" and "multilingual-e5-large" name one model."""
+    return model.rstrip("/").rsplit("/", 1)[-1].lower()
