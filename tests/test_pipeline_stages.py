@@ -137,12 +137,12 @@ def test_rerank_blends_and_falls_back():
     assert [s.score for s in apply_rerank(items, "q", Fixed(None), top_k=10, weight=0.6)] == [0.9, 0.5]
 
 
-@pytest.mark.parametrize("text", ["I don't have any information about that", "hi", "Do you remember my name?", "HEARTBEAT ok", "你还记得吗"])
+@pytest.mark.parametrize("text", ["I don't have any information about that", "hi", "Tea", "咖", "Do you remember my name?", "HEARTBEAT ok", "你还记得吗"])
 def test_noise(text):
     assert is_noise(text)
 
 
-@pytest.mark.parametrize("text", ["Hey Mel! I went to the support group yesterday", "User prefers dark mode"])
+@pytest.mark.parametrize("text", ["Hey Mel! I went to the support group yesterday", "User prefers dark mode", "Vegan", "我爱咖啡", "咖啡"])
 def test_not_noise(text):
     assert not is_noise(text)
 

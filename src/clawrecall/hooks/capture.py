@@ -18,7 +18,8 @@ from ..config import CaptureHookConfig
 from ..errors import ValidationError
 from ..retrieval.noise import is_noise
 from .context import HookContext, may_write, message_text, request_messages
-from .text import RECALL_OPEN, STARTUP_CLOSE, STARTUP_OPEN, has_cjk, strip_envelope
+from ..storage.text import has_cjk
+from .text import RECALL_OPEN, STARTUP_CLOSE, STARTUP_OPEN, strip_envelope
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -128,7 +129,7 @@ def should_capture(text: str, config: CaptureHookConfig | None = None) -> bool:
         return False
     if len(_EMOJI.findall(s)) > 3 or _INJECTION.search(s) or _EXCLUDE.search(s):
         return False
-    if len(s) >= 5 and is_noise(s):  # meta-questions and denials; its own 5-character floor would undo the CJK one
+    if len(s) >= 5 and is_noise(s):  # meta-questions and denials; its own length floor would undo a lower min_chars
         return False
     return _TRIGGERS.search(s) is not None
 

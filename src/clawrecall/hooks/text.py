@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..storage.text import has_cjk
+
 RECALL_OPEN = "<relevant-memories>"
 RECALL_CLOSE = "</relevant-memories>"
 RECALL_HEADER = (
@@ -19,8 +21,6 @@ RECALL_HEADER = (
 RECALL_FOOTER = "[END UNTRUSTED DATA]"
 STARTUP_OPEN = "init:"
 STARTUP_CLOSE = "/init"
-
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 # -- envelopes ---------------------------------------------------------------------------------
 _META_HEADERS = (
@@ -73,10 +73,6 @@ def strip_envelope(text: str) -> str:
             break
         text = stripped
     return _BLANK_LINES.sub("\n\n", text).strip()
-
-
-def has_cjk(text: str) -> bool:
-    return CJK.search(text) is not None
 
 
 # -- adaptive retrieval (seed 002) ---------------------------------------------------------------

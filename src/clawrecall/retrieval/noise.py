@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ..storage.text import has_cjk
+
 _PATTERNS = [
     # denials: an assistant saying it does not know
     r"i don'?t have (any )?(information|data|memory|record)",
@@ -38,5 +40,7 @@ _NOISE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
 
 
 def is_noise(text: str) -> bool:
+    """Seed 002's patterns, and anything shorter than 5 characters, or 2 in Chinese, Japanese or
+    Korean, where a character is about a word ("咖啡" is "coffee")."""
     stripped = text.strip()
-    return len(stripped) < 5 or bool(_NOISE.search(stripped))
+    return len(stripped) < (2 if has_cjk(stripped) else 5) or bool(_NOISE.search(stripped))
