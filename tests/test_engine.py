@@ -436,6 +436,18 @@ def test_typo_and_cjk_found_by_trigram_leg(mem):
     assert mem.search("深色主题")[0].memory.id == cjk.id
 
 
+def test_a_cjk_word_of_one_or_two_characters_is_found_inside_longer_text(mem):
+    """No trigram fits "咖啡", and BM25 indexes a run of CJK text as one token."""
+    coffee = mem.add("我每天早上喝咖啡，不加糖", user_id="alice")
+    mem.add("用户喜欢在所有编辑器中使用深色模式", user_id="alice")
+    mem.add("咖啡豆放在冰箱里", user_id="bob")
+    for mode in ("trigram", "hybrid"):
+        hits = mem.search("咖啡", user_id="alice", mode=mode)
+        assert hits[0].memory.id == coffee.id and all(h.memory.user_id != "bob" for h in hits)
+    assert [h.memory.id for h in mem.search("糖 咖啡", user_id="alice", mode="trigram")] == [coffee.id]
+    assert mem.search("茶", user_id="alice", mode="trigram") == []
+
+
 def test_expired_memories_are_hidden(mem):
     gone = mem.add("Temporary door code 4411", expires_at=datetime.now(timezone.utc) - timedelta(minutes=1))
     live = mem.add("Permanent door code 9000")

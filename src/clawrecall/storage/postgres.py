@@ -559,17 +559,18 @@ class PostgresStore(SQLStore):
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         text = " ".join(keywords(query))
-        if len(text) < 3:
-            return []
-        where, params = self._scoped_where(filters, "ARRAY['trgm:' || m.scope]", "trgm:")
-        with self.transaction():
-            self._run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
-            rows = self._run(
-                f"SELECT m.id, word_similarity(?, m.content) AS s FROM memories m "
-                f"WHERE ? <%% m.content AND {where} ORDER BY s DESC, m.seq LIMIT ?",
-                (text, text, *params, k),
-            )
-        return [Candidate(str(r[0]), float(r[1])) for r in rows]
+        hits: list[Candidate] = []
+        if len(text) >= 3:
+            where, params = self._scoped_where(filters, "ARRAY['trgm:' || m.scope]", "trgm:")
+            with self.transaction():
+                self._run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
+                rows = self._run(
+                    f"SELECT m.id, word_similarity(?, m.content) AS s FROM memories m "
+                    f"WHERE ? <%% m.content AND {where} ORDER BY s DESC, m.seq LIMIT ?",
+                    (text, text, *params, k),
+                )
+            hits = [Candidate(str(r[0]), float(r[1])) for r in rows]
+        return self._with_short_cjk_words(query, hits, filters, k)
 
 
 def _jsonb_text(text: str | None) -> Any:

@@ -18,7 +18,8 @@ import numpy as np
 from .._time import utcnow
 from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
-from .base import TOKEN_COLUMNS, Filters, HistoryDraft, Order, Store, StoreStats
+from .base import TOKEN_COLUMNS, Candidate, Filters, HistoryDraft, Order, Store, StoreStats
+from .text import short_cjk_words
 
 COLUMNS = (
     "id", "content", "title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id",
@@ -203,6 +204,29 @@ class SQLStore(Store):
                 record = self._row_record(row)
                 out[record.id] = record
         return out
+
+    def _with_short_cjk_words(self, query: str, hits: list[Candidate], filters: Filters, k: int) -> list[Candidate]:
+        """The trigram leg's `hits`, joined by the memories that contain the query's 1–2 character CJK
+        words, which no trigram finds: a substring scan of the rows the filters leave. Each scores
+        the share of those words it contains times the best trigram score, so one containing them
+        all ranks with the best trigram match."""
+        words = short_cjk_words(query)
+        if not words:
+            return hits
+        where, params = self.where(filters, "m")
+        patterns = ["%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for w in words]
+        contains = [r"m.content LIKE ? ESCAPE '\'"] * len(words)
+        count = " + ".join(f"(CASE WHEN {c} THEN 1 ELSE 0 END)" for c in contains)
+        rows = self._run(
+            f"SELECT m.id, {count} AS n FROM memories m WHERE ({' OR '.join(contains)}) AND {where} "
+            f"ORDER BY n DESC, m.created_at DESC LIMIT ?",
+            (*patterns, *patterns, *params, k),
+        )
+        top = max((h.score for h in hits), default=1.0)
+        scores = {h.id: h.score for h in hits}
+        for memory_id, n in rows:
+            scores[str(memory_id)] = max(scores.get(str(memory_id), 0.0), top * n / len(words))
+        return [Candidate(i, s) for i, s in sorted(scores.items(), key=lambda x: x[1], reverse=True)[:k]]
 
     def fetch_for_update(self, memory_id: str) -> MemoryRecord | None:
         rows = self._run(f"SELECT {_SELECT} FROM memories m WHERE m.id = ?{self.for_update}", (memory_id,))

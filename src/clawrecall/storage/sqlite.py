@@ -498,7 +498,8 @@ class SQLiteStore(SQLStore):
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         grams = trigrams(query)
-        return self._fts("memories_trgm", fts_or_query(grams), filters, k) if grams else []
+        hits = self._fts("memories_trgm", fts_or_query(grams), filters, k) if grams else []
+        return self._with_short_cjk_words(query, hits, filters, k)
 
     def _fts(self, table: str, match: str, filters: Filters, k: int) -> list[Candidate]:
         """The k best matches passing the filters. FTS5 first ranks its matches alone and only its best

@@ -44,6 +44,12 @@ def trigrams(query: str, limit: int = 48) -> list[str]:
     return list(dict.fromkeys(grams))[:limit]
 
 
+def short_cjk_words(query: str) -> list[str]:
+    """The query's Chinese/Japanese/Korean words of one or two characters ("咖啡"): too short for a
+    trigram, and inside a longer run of CJK text, which BM25 indexes as one token."""
+    return [w for w in keywords(query) if len(w) < 3 and has_cjk(w)]
+
+
 def fts_or_query(terms: list[str]) -> str:
     """An FTS5/tsquery-safe OR of quoted terms."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
