@@ -171,6 +171,24 @@ def test_every_tool_gives_the_same_details_through_every_door(rest, mcp_http, mc
         assert w["details"] == {"action": "created", "id": new_id, "path": f"clawrecall/fact/{new_id}"}
 
 
+def test_every_door_checks_arguments_and_never_coerces_them(rest, mcp_http, mcp_stdio, seeded):
+    pref = seeded[ALICE_PREF]
+    refused = [
+        ("memory_store", {"content": "Alice bought a kettle", "importance": True}),
+        ("memory_write", {"content": "Alice bought a kettle", "importance": True}),
+        ("memory_update", {"id": pref, "importance": "0.5"}),
+        ("memory_recall", {"query": "tea", "limit": "2"}),
+        ("memory_list", {"includeDeleted": "yes"}),
+    ]
+    for name, arguments in refused:
+        results = [door.call(name, arguments) for door in (rest, mcp_http, mcp_stdio)]
+        assert all(r["isError"] and r["details"]["error"]["code"] == "invalid_input" for r in results), (name, results)
+        assert results[0]["details"] == results[1]["details"] == results[2]["details"], name
+    for door in (rest, mcp_http, mcp_stdio):  # a JSON integer is a number
+        assert door.call("memory_update", {"id": pref, "importance": 1})["isError"] is False
+    assert rest.call("memory_get", {"id": pref})["details"]["memory"]["importance"] == 1.0
+
+
 @pytest.mark.parametrize("transport", ["mcp_http", "mcp_stdio"])
 def test_alice_never_sees_bobs_memories_whatever_the_arguments_say(request, transport, seeded):
     door: McpDoor = request.getfixturevalue(transport)

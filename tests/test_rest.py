@@ -164,6 +164,50 @@ def test_oversized_bodies_get_413(alice):
     assert alice.post("/mcp", content=b"z" * (2 << 20)).status_code == 413
 
 
+def test_bodies_are_checked_never_coerced(alice):
+    """As in the Python API, a value of the wrong JSON type is an error, not converted: no `true` importance."""
+    refused = [
+        ("POST", "/v1/memories", {"content": "x", "importance": True}),
+        ("POST", "/v1/memories", {"content": "x", "importance": "0.5"}),
+        ("POST", "/v1/memories", {"content": "x", "confidence": False}),
+        ("POST", "/v1/memories", {"content": "x", "dedup": "yes"}),
+        ("POST", "/v1/memories", {"content": "x", "tags": "schedule"}),
+        ("POST", "/v1/memories", {"content": "x", "created_at": 1700000000}),
+        ("POST", "/v1/memories", {"content": "x", "created_at": "last Tuesday"}),
+        ("POST", "/v1/search", {"query": "x", "limit": "5"}),
+        ("POST", "/v1/search", {"query": "x", "explain": 1}),
+        ("POST", "/v1/context", {"query": "x", "limit": "5"}),
+    ]
+    made = alice.post("/v1/memories", json={"content": "Alice's retro is on Fridays", "importance": 1})
+    assert made.status_code == 201 and made.json()["memory"]["importance"] == 1.0  # a JSON integer is a number
+    memory_id = made.json()["id"]
+    refused += [("PATCH", f"/v1/memories/{memory_id}", {"importance": "0.4"}),
+                ("PATCH", f"/v1/memories/{memory_id}", {"importance": True})]
+    for method, path, body in refused:
+        response = alice.request(method, path, json=body)
+        assert (response.status_code, error_code(response)) == (422, "invalid_request"), (body, response.text)
+    assert "last Tuesday" in alice.post("/v1/memories", json=refused[6][2]).json()["error"]["message"]
+    assert alice.get(f"/v1/memories/{memory_id}").json()["importance"] == 1.0
+
+    when = (utcnow() - timedelta(days=2)).isoformat()
+    kept = alice.post("/v1/memories", json={
+        "content": "Alice's badge expires next spring", "importance": 0, "created_at": when,
+        "expires_at": "2099-04-01T00:00:00Z", "visibility": "private", "dedup": False,
+    })
+    assert kept.status_code == 201, kept.text
+    record = kept.json()["memory"]
+    assert (record["importance"], record["visibility"], record["expires_at"]) == (0.0, "private", "2099-04-01T00:00:00Z")
+    assert record["created_at"].startswith(when[:19])
+    changed = alice.patch(f"/v1/memories/{memory_id}", json={"importance": 0, "visibility": "secret",
+                                                               "expires_at": "2099-01-01"})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["importance"], changed.json()["visibility"]) == (0.0, "secret")
+    found = alice.post("/v1/search", json={"query": "badge", "since": "2000-01-01T00:00:00+02:00", "limit": 5})
+    assert found.status_code == 200 and found.json()["results"], found.text
+    tool = alice.post("/v1/tools/memory_store", json={"content": "x", "importance": True}).json()
+    assert tool["isError"] and tool["details"]["error"]["code"] == "invalid_input"
+
+
 def test_search_context_and_stats(alice, seeded):
     results = alice.post("/v1/search", json={"query": "dark mode code editor", "explain": True}).json()["results"]
     assert results[0]["memory"]["id"] == seeded["alice"] and results[0]["age"] == "3d ago"

@@ -272,8 +272,23 @@ def test_arguments_of_the_wrong_shape_are_error_results(mem: Memory):
         ("memory_stats", {"verbose": True}),
         ("memory_search", {"query": "x", "minScore": float("nan")}), ("memory_search", {"query": "x", "minScore": 5}),
         ("memory_update", {"id": "0" * 8, "importance": 1.5}), ("memory_store", {"content": "caf\udce9"}),
+        # checked, never coerced: no `true` or "0.5" importance, no "5" limit, no "yes" flag
+        ("memory_store", {"content": "x", "importance": True}), ("memory_store", {"content": "x", "importance": "0.5"}),
+        ("memory_write", {"content": "x", "importance": True}), ("memory_write", {"content": "x", "importance": "1"}),
+        ("memory_update", {"id": "0" * 8, "importance": "0.5"}), ("memory_update", {"id": "0" * 8, "importance": False}),
+        ("memory_recall", {"query": "x", "limit": "5"}), ("memory_search", {"query": "x", "maxResults": 5.0}),
+        ("memory_list", {"includeDeleted": "yes"}),
     ]:
         result = run_tool(mem, ALICE, name, args)
         assert result.is_error and result.details["error"]["code"] == "invalid_input", (name, args)
         assert result.text.startswith("Error: ")
     assert run_tool(mem, ALICE, "memory_recall", ["not", "an", "object"]).is_error  # type: ignore[arg-type]
+
+
+def test_a_json_integer_is_a_number(mem: Memory):
+    stored = call(mem, ALICE, "memory_store", content="Alice reviews pull requests before lunch", importance=1)
+    written = call(mem, ALICE, "memory_write", content="Alice pairs with Bob on Wednesdays", importance=0)
+    assert not stored.is_error and not written.is_error, (stored.text, written.text)
+    assert mem.get(stored.details["id"]).importance == 1.0 and mem.get(written.details["id"]).importance == 0.0
+    updated = call(mem, ALICE, "memory_update", id=written.details["id"], importance=1)
+    assert not updated.is_error and mem.get(written.details["id"]).importance == 1.0

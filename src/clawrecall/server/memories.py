@@ -9,11 +9,12 @@ search_context and memory_stats tools.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
+from .._time import parse_when
 from ..engine import Memory
 from ..models import Visibility
 from ..tools import CallContext, browse, recall
@@ -24,7 +25,19 @@ Order = Literal["newest", "oldest", "updated"]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Checked, never coerced, as the engine checks: `true` or `"0.5"` is no importance, an unknown field an error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _iso_time(value: Any) -> Any:
+    """JSON has no time: it is ISO-8601 text, read as the engine reads it (never a number of seconds)."""
+    return parse_when(value) if isinstance(value, str) else value
+
+
+# Strict validation wants Python objects, which a JSON body has not for these two: they take text.
+When = Annotated[datetime, BeforeValidator(_iso_time)]
+VisibilityName = Annotated[Visibility, Strict(False)]
 
 
 class MemoryIn(_Body):
@@ -35,12 +48,12 @@ class MemoryIn(_Body):
     importance: float | None = Field(None, ge=0, le=1)
     confidence: float | None = Field(None, ge=0, le=1)
     scope: str | None = Field(None, description="Default: user:<caller>, else agent:<caller>, else global.")
-    visibility: Visibility | None = None
+    visibility: VisibilityName | None = None
     source_type: str | None = None
     source_id: str | None = None
     metadata: dict[str, Any] | None = None
-    created_at: datetime | None = Field(None, description="When it was said (default: now), e.g. for an import.")
-    expires_at: datetime | None = None
+    created_at: When | None = Field(None, description="When it was said (default: now), e.g. for an import.")
+    expires_at: When | None = None
     dedup: bool | None = Field(None, description="Skip a near-duplicate in the same scope (default: config).")
 
 
@@ -51,9 +64,9 @@ class MemoryPatch(_Body):
     tags: list[str] | None = None
     importance: float | None = Field(None, ge=0, le=1)
     confidence: float | None = Field(None, ge=0, le=1)
-    visibility: Visibility | None = None
+    visibility: VisibilityName | None = None
     metadata: dict[str, Any] | None = None
-    expires_at: datetime | None = None
+    expires_at: When | None = None
 
 
 class SearchIn(_Body):
@@ -63,8 +76,8 @@ class SearchIn(_Body):
     tags: list[str] | None = None
     scope: list[str] | None = None
     session: str | None = Field(None, description="Only memories from this session.")
-    since: datetime | None = None
-    until: datetime | None = None
+    since: When | None = None
+    until: When | None = None
     include_deleted: bool = False
     mode: Literal["hybrid", "vector", "bm25", "trigram"] = "hybrid"
     explain: bool = False

@@ -121,9 +121,10 @@ class ToolResult:
 
 
 class ToolArgs(BaseModel):
-    """Base of every tool's arguments: unknown arguments (an identity among them) are errors."""
+    """Base of every tool's arguments: unknown arguments (an identity among them) are errors, and a value of the
+    wrong JSON type is one too, never converted (`true` or `"0.5"` is no importance; `1` is a number)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 Handler = Callable[["Memory", CallContext, Any], ToolResult]
