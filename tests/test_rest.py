@@ -155,13 +155,22 @@ def test_errors_are_json_with_stable_codes(alice, seeded):
         assert response.json()["error"]["message"]
 
 
-def test_oversized_bodies_get_413(alice):
+def test_oversized_bodies_get_413(alice, seeded):
     big = {"content": "x" * (1 << 20)}
     response = alice.post("/v1/memories", json=big)
     assert response.status_code == 413 and error_code(response) == "payload_too_large"
-    streamed = alice.post("/v1/tools/memory_store", content=iter([b'{"content": "', b"y" * (1 << 20), b'"}']))
-    assert streamed.status_code == 413 and error_code(streamed) == "payload_too_large"
     assert alice.post("/mcp", content=b"z" * (2 << 20)).status_code == 413
+    routes = [
+        ("POST", "/v1/memories"), ("PATCH", f"/v1/memories/{seeded['alice']}"), ("POST", "/v1/search"),
+        ("POST", "/v1/context"), ("POST", "/v1/tools/memory_store"), ("POST", "/embed"), ("POST", "/batch"),
+        *(("POST", f"/v1/hooks/{name}") for name in ("before_prompt_build", "startup", "agent_end")),
+    ]
+    for method, path in routes:  # chunked: no Content-Length, so the limit applies as the body arrives
+        chunks = iter([b'{"content": "', b"y" * (1 << 20), b'"}'])
+        streamed = alice.request(method, path, content=chunks)
+        assert "content-length" not in streamed.request.headers, path
+        assert (streamed.status_code, error_code(streamed)) == (413, "payload_too_large"), (path, streamed.text)
+    assert alice.get(f"/v1/memories/{seeded['alice']}").json()["content"] == ALICE_PREF
 
 
 def test_bodies_are_checked_never_coerced(alice):

@@ -51,7 +51,12 @@ class AccessLog:
 
 
 class BodyLimit:
-    """413 for a body over `max_bytes`: at once from Content-Length, or as soon as a streamed body passes it."""
+    """413 for a body over `max_bytes`: at once from Content-Length, or as soon as a streamed body passes it.
+
+    A route that reads its body through FastAPI's parsing never lets the error reach here (FastAPI
+    answers any failed read with its own 400), so once the limit is passed the app's answer is
+    dropped and the 413 sent in its place.
+    """
 
     def __init__(self, app: ASGIApp, max_bytes: int):
         self.app = app
@@ -64,27 +69,31 @@ class BodyLimit:
         if declared.isdigit() and int(declared) > self.max_bytes:
             return await self._too_large(scope, receive, send)
         received = 0
-        started = False
+        exceeded = started = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    exceeded = True
                     raise PayloadTooLargeError(self._message())
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            if exceeded and not started:
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, guarded_send)
         except PayloadTooLargeError:
             if started:
                 raise
+        if exceeded and not started:
             await self._too_large(scope, receive, send)
 
     def _message(self) -> str:
