@@ -92,8 +92,8 @@ class ForgetArgs(ToolArgs):
 @tool(
     label="Memory Forget",
     writes=True,
-    description="""Erase a memory for good (GDPR): its content, vector and history are gone and cannot be restored.
-    Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
+    description="""Erase a memory for good (GDPR): its content, its vector and the old values its history kept
+    are gone and cannot be restored. Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
 )
 def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult:
