@@ -338,13 +338,32 @@ def test_bad_input_is_one_line_and_writes_nothing(store: Path, args, stdin, code
     assert active(store) == before
 
 
-@pytest.mark.parametrize("command", [["count"], ["stats"], ["list"], ["search", "tea"], ["export"],
-                                     ["get", "0123abcd"], ["history", "0123abcd"]])
-def test_reading_a_store_that_does_not_exist_is_an_error_and_creates_nothing(tmp_path: Path, command) -> None:
+@pytest.mark.parametrize("command", [
+    ["count"], ["stats"], ["list"], ["search", "tea"], ["export"], ["get", "0123abcd"], ["history", "0123abcd"],
+    ["update", "0123abcd", "--title", "t"], ["delete", "0123abcd"], ["undelete", "0123abcd"],
+    ["forget", "0123abcd", "--yes"], ["purge", "--yes"], ["reembed"], ["index", "build"],
+    ["migrate", "status"], ["migrate", "apply"], ["token", "list"], ["token", "revoke", "0123abcd"],
+])
+def test_a_command_that_puts_no_data_in_refuses_a_missing_store_and_creates_nothing(tmp_path: Path, command) -> None:
     typo = tmp_path / "missing" / "memroy.db"
     assert fails(typo, *command) == (
         f"Error: no clawrecall store at {typo}: `clawrecall init` or a first `add` creates one")
     assert not typo.parent.exists()
+
+
+def test_doctor_fails_on_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "missing" / "memroy.db"
+    report = run_json(typo, "doctor", code=1)
+    database = next(c for c in report["checks"] if c["name"] == "database")
+    assert report["ok"] is False and database["status"] == "fail"
+    assert database["detail"] == f"no clawrecall store at {typo}: `clawrecall init` or a first `add` creates one"
+    assert not typo.parent.exists()
+
+
+def test_token_create_creates_a_missing_store(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "memory.db"
+    token = run_json(db, "token", "create", "--user", "alice")
+    assert [t["id"] for t in run_json(db, "token", "list")] == [token["id"]]
 
 
 def test_an_empty_db_option_is_an_error_not_the_default_store() -> None:

@@ -40,9 +40,10 @@ class State:
     config: str | None
     json: bool = False
 
-    def open(self, *, embeds: bool, reads_only: bool = False) -> Memory:
-        """The store; a command that only reads refuses to create one (a mistyped --db is an error, not 0 hits)."""
-        mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds, create=not reads_only)
+    def open(self, *, embeds: bool, creates: bool = False) -> Memory:
+        """The store. Only commands that put data in it (`creates`) may create a missing SQLite file:
+        for any other a mistyped --db is an error, not 0 hits, "nothing to purge" or an OK from doctor."""
+        mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds, create=creates)
         click.get_current_context().call_on_close(mem.close)
         return mem
 
@@ -173,7 +174,7 @@ def init(state: State, as_json: bool) -> None:
         except OSError as exc:
             raise click.FileError(str(config_path), exc.strerror) from None
     state.config = str(config_path)
-    mem = state.open(embeds=False)
+    mem = state.open(embeds=False, creates=True)
     data = {
         "data_dir": str(home), "config": str(config_path), "config_created": created,
         "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
@@ -197,7 +198,7 @@ def init(state: State, as_json: bool) -> None:
 def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any) -> None:
     """Store a memory: CONTENT, or - to read it from stdin. A near-duplicate in its scope is reported, not stored."""
     text = sys.stdin.read() if content == "-" else content
-    result = state.open(embeds=True).add(text, dedup=False if no_dedup else None, **engine_args(fields))
+    result = state.open(embeds=True, creates=True).add(text, dedup=False if no_dedup else None, **engine_args(fields))
     out.respond(as_json, result, add_text(result))
 
 
@@ -212,7 +213,7 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @pass_state
 def search(state: State, query: str, as_json: bool, **params: Any) -> None:
     """Find the memories closest to QUERY in meaning and in words, best first."""
-    hits = state.open(embeds=True, reads_only=True).search(query, **engine_args(params))
+    hits = state.open(embeds=True).search(query, **engine_args(params))
     out.respond(as_json, hits, hits_text(hits, params["explain"]))
 
 
@@ -220,7 +221,7 @@ def search(state: State, query: str, as_json: bool, **params: Any) -> None:
 @by_id
 def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Show one memory, by id or by a unique prefix of 8+ characters."""
-    record = state.open(embeds=False, reads_only=True).get(memory_id, **caller)
+    record = state.open(embeds=False).get(memory_id, **caller)
     out.respond(as_json, record, record_text(record))
 
 
@@ -235,7 +236,7 @@ def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
 @pass_state
 def list_memories(state: State, as_json: bool, **params: Any) -> None:
     """List memories, newest first, without searching (and without loading the embedding model)."""
-    records = state.open(embeds=False, reads_only=True).list(**engine_args(params))
+    records = state.open(embeds=False).list(**engine_args(params))
     out.respond(as_json, records, records_text(records))
 
 
@@ -317,7 +318,7 @@ def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool,
 @pass_state
 def count(state: State, as_json: bool, **filters: Any) -> None:
     """Count memories (active ones, unless --include-deleted)."""
-    total = state.open(embeds=False, reads_only=True).count(**engine_args(filters))
+    total = state.open(embeds=False).count(**engine_args(filters))
     out.respond(as_json, {"count": total}, f"Total memories: {total}")
 
 
@@ -326,7 +327,7 @@ def count(state: State, as_json: bool, **filters: Any) -> None:
 @pass_state
 def stats(state: State, as_json: bool) -> None:
     """Counts by state, category and scope, the embedding model, and where the store is."""
-    result = state.open(embeds=False, reads_only=True).stats()
+    result = state.open(embeds=False).stats()
     out.respond(as_json, result, stats_text(result))
 
 
@@ -334,7 +335,7 @@ def stats(state: State, as_json: bool) -> None:
 @by_id
 def history(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
     """Every change to a memory, oldest first: what it was, what it became, who did it and when."""
-    entries = state.open(embeds=False, reads_only=True).history(memory_id, **caller)
+    entries = state.open(embeds=False).history(memory_id, **caller)
     out.respond(as_json, entries, history_text(entries))
 
 
@@ -348,7 +349,7 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
     """
-    mem = state.open(embeds=False, reads_only=True)
+    mem = state.open(embeds=False)
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:
@@ -374,7 +375,7 @@ def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool
         lines = source.read().splitlines()
     except UnicodeDecodeError as exc:
         raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
-    mem = state.open(embeds=True)
+    mem = state.open(embeds=True, creates=True)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index else nullcontext()
     with out.progress_bar("Importing") as progress, deferred:
         result = mem.import_jsonl(lines, dedup=dedup, progress=progress, **caller)
@@ -640,7 +641,8 @@ def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: in
     from ..server import serve as run_server
 
     state.db = db or state.db
-    run_server(state.open(embeds=True), host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level)
+    mem = state.open(embeds=True, creates=True)
+    run_server(mem, host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level)
 
 
 @click.command("mcp")
@@ -666,7 +668,7 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
         os.environ.pop(name, None)
     caller = CallContext(**identity(user_id, agent_id, session_id))
     configure_logging("warning")
-    run_stdio(state.open(embeds=True), caller)
+    run_stdio(state.open(embeds=True, creates=True), caller)
 
 
 @click.group("token")
@@ -674,10 +676,11 @@ def token_group() -> None:
     """Create, list and revoke API tokens for `clawrecall serve` (only their hashes are stored)."""
 
 
-def open_tokens(state: State) -> TokenStore:
+def open_tokens(state: State, *, creates: bool = False) -> TokenStore:
+    """Tokens live in the store; only `token create` may create it (a server's first token may come first)."""
     from ..auth import TokenStore
 
-    tokens = TokenStore.for_memory(state.open(embeds=False))
+    tokens = TokenStore.for_memory(state.open(embeds=False, creates=creates))
     click.get_current_context().call_on_close(tokens.close)
     return tokens
 
@@ -696,7 +699,7 @@ def open_tokens(state: State) -> TokenStore:
 def token_create(state: State, user_id: str | None, agent_id: str | None, scopes: tuple[str, ...], service: bool,
                  name: str | None, as_json: bool) -> None:
     """Create a token and print it, once: only its hash is stored."""
-    info, secret = open_tokens(state).create(
+    info, secret = open_tokens(state, creates=True).create(
         kind="service" if service else "user", user_id=user_id, agent_id=agent_id, scopes=list(scopes) or None,
         name=name,
     )
