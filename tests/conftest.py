@@ -137,3 +137,22 @@ def model_runs(monkeypatch):
         return runs
 
     return count
+
+
+@pytest.fixture
+def damaged_db(tmp_path):
+    """A 100-memory SQLite store whose last 20 pages were overwritten with 0xff (the header kept):
+    what a failing disk or a bad copy leaves behind."""
+    import sqlite3
+
+    path = tmp_path / "damaged.db"
+    with Memory.open(path) as m:
+        m.add_many([{"content": f"Note {i}: the {('red', 'green', 'blue')[i % 3]} fox number {i} sleeps in den {i * 7}"}
+                    for i in range(100)], dedup=False)
+    conn = sqlite3.connect(path)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(path, "r+b") as fh:
+        fh.seek(-20 * page_size, os.SEEK_END)
+        fh.write(b"\xff" * 20 * page_size)
+    return path

@@ -1,5 +1,5 @@
 """The SQLite file: WAL checkpoints run on the store's own thread, never inside a commit, and stop
-with the store; a write the file refuses is a clear error."""
+with the store; a write the file refuses, or a damaged file, is a clear error."""
 
 import threading
 import time
@@ -86,3 +86,10 @@ def test_a_forgotten_text_is_nowhere_in_the_files(tmp_path):
         assert mem.search("qzxvwk", user_id="alice", mode="bm25") == []
         assert mem.count(user_id="alice", scope="user:alice") == 1
     assert b"qzxvwk" not in path.read_bytes()
+
+
+def test_a_damaged_file_is_one_clear_error(damaged_db):
+    with Memory.open(damaged_db) as mem:
+        with pytest.raises(StorageError, match=r"^SQLite database .*damaged\.db is damaged: database disk image "
+                                               r"is malformed \(`clawrecall doctor` checks it\)$"):
+            mem.search("fox")

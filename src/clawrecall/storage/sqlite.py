@@ -262,6 +262,8 @@ def _row_meta(scope: str, category: str, created: datetime, deleted: bool, expir
 # What a write can meet that is not clawrecall's fault: a read-only file or folder, a full disk,
 # an I/O error, a lock held past the busy timeout.
 _REFUSALS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
+# What a damaged file raises: pages that are not what the b-tree (or an FTS5 index) expects.
+_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 class SQLiteStore(SQLStore):
@@ -308,15 +310,30 @@ class SQLiteStore(SQLStore):
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
 
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._lock:
-            self._conn.executemany(sql, rows)
+            try:
+                self._conn.executemany(sql, rows)
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
 
     def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._lock:
-            return self._conn.execute(sql, params).rowcount
+            try:
+                return self._conn.execute(sql, params).rowcount
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> Exception:
+        """A damaged file (a disk error, a bad copy) becomes one clear line; any other error is left as it is."""
+        if not getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE):
+            return exc
+        return StorageError(f"SQLite database {self.path} is damaged: {exc} (`clawrecall doctor` checks it)")
 
     def _lock_schema(self) -> None:
         """BEGIN IMMEDIATE already holds the write lock: no other process can migrate meanwhile."""
@@ -532,6 +549,13 @@ class SQLiteStore(SQLStore):
     # -- vector index maintenance ---------------------------------------------------------------
     def _fresh_index(self) -> VectorIndex | None:
         """The in-memory index, first brought up to date with the `changes` log."""
+        with self._lock:
+            try:
+                return self._refresh_index()
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
+
+    def _refresh_index(self) -> VectorIndex | None:
         with self._lock:
             # two subqueries: min() and max() together in one SELECT would scan the whole log
             lo, hi = self._conn.execute("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
