@@ -432,7 +432,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     db = tmp_path / "doctor.db"
     memory_id = add(db, "Frank deploys on Tuesdays")
     report = run_json(db, "doctor")
-    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 4
+    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 5
 
     script = tmp_path / "embed.py"
     script.write_text(textwrap.dedent("""
@@ -450,7 +450,8 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     config.write_text(f"[embedding]\nprovider = \"command\"\ncommand = {json.dumps([sys.executable, str(script)])}\n")
     report = run_json(db, "--config", str(config), "doctor", code=1)
     statuses = {c["name"]: c["status"] for c in report["checks"]}
-    assert report["ok"] is False and statuses == {"config": "ok", "database": "ok", "embedding": "ok", "fingerprint": "fail"}
+    assert report["ok"] is False and statuses == {
+        "config": "ok", "database": "ok", "integrity": "ok", "embedding": "ok", "fingerprint": "fail"}
     assert "reembed" in next(c["detail"] for c in report["checks"] if c["name"] == "fingerprint")
     assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
 
@@ -466,7 +467,16 @@ def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("nonsense = 1\n")
     report = run_json(tmp_path / "x.db", "--config", str(config), "doctor", code=1)
-    assert [c["status"] for c in report["checks"]] == ["fail", "skip", "skip", "skip"]
+    assert [c["status"] for c in report["checks"]] == ["fail", "skip", "skip", "skip", "skip"]
+
+
+def test_doctor_fails_on_a_damaged_store(damaged_db: Path) -> None:
+    report = run_json(damaged_db, "doctor", code=1)
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert report["ok"] is False and statuses["database"] == "ok" and statuses["integrity"] == "fail"
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "integrity")
+    assert detail.startswith(f"{damaged_db}: quick_check: ") and "malformed" in detail
+    assert re.search(r"^\[fail\]  integrity    ", run(damaged_db, "doctor", code=1).stdout, re.M)
 
 
 # -- every command speaks JSON -----------------------------------------------------------------

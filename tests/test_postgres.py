@@ -384,3 +384,16 @@ def test_keyword_ranking_weighs_rare_words_over_common_ones(pg_url):
         hits = mem.store.text_candidates("alice zebra", Filters(), 5)
         assert hits[0].id == ids[-1]  # plain ts_rank puts the short "alice" memories first
         assert len(hits) == 5 and all(h.score > 0 for h in hits)
+
+
+def test_integrity_problems_name_missing_extensions_and_invalid_indexes(pg_url):
+    with Memory.open(pg_url) as mem:
+        mem.add("A sound store")
+        assert mem.store.integrity_problems() == []
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'idx_memories_scope'::regclass")
+            conn.execute("DROP EXTENSION pg_trgm CASCADE")
+        assert mem.store.integrity_problems() == [
+            "extension pg_trgm is missing",
+            "index idx_memories_scope is invalid (REINDEX INDEX idx_memories_scope rebuilds it)",
+        ]

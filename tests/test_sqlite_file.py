@@ -93,3 +93,15 @@ def test_a_damaged_file_is_one_clear_error(damaged_db):
         with pytest.raises(StorageError, match=r"^SQLite database .*damaged\.db is damaged: database disk image "
                                                r"is malformed \(`clawrecall doctor` checks it\)$"):
             mem.search("fox")
+
+
+def test_integrity_problems_name_what_quick_check_and_the_full_text_checks_find(tmp_path, damaged_db):
+    with Memory.open(tmp_path / "sound.db") as mem:
+        mem.add("A sound store")
+        assert mem.store.integrity_problems() == []
+        # a full-text row with no memory behind it: every page is sound, the index is not
+        mem.store._run("INSERT INTO memories_trgm (rowid, content) VALUES (99999, 'a ghost row')")
+        assert mem.store.integrity_problems() == ["full-text index memories_trgm: database disk image is malformed"]
+    with Memory.open(damaged_db) as mem:
+        problems = mem.store.integrity_problems()
+        assert problems[0] == "quick_check: database disk image is malformed"

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from .._time import parse_when, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config
 from ..engine import Memory
-from ..errors import ClawrecallError, EmbeddingMismatchError
+from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
 from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
 from . import output as out
 
@@ -418,7 +418,7 @@ def index_build(state: State, as_json: bool) -> None:
 @pass_state
 @click.pass_context
 def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
-    """Check the config, the database, the embedding model, and that the stored vectors match the model.
+    """Check the config, the database and its integrity, the embedding model, and that the stored vectors match it.
 
     Exits 1 if a check fails.
     """
@@ -447,6 +447,7 @@ class Doctor:
     def run(self) -> list[dict[str, str]]:
         config = self.check("config", self.config)
         mem = self.check("database", self.database, config)
+        self.check("integrity", self.integrity, mem)
         fingerprint = self.check("embedding", self.embedding, mem)
         self.check("fingerprint", self.fingerprint, mem, fingerprint)
         return self.checks
@@ -470,10 +471,13 @@ class Doctor:
 
     def database(self, config: Config) -> tuple[Memory, str]:
         mem = self.state.open(embeds=False)
-        return mem, (
-            f"{mem.store.backend} {mem.store.location} (schema v{mem.store.schema_version()}, "
-            f"{mem.count(include_deleted=True)} memories)"
-        )
+        return mem, f"{mem.store.backend} {mem.store.location} (schema v{mem.store.schema_version()})"
+
+    def integrity(self, mem: Memory) -> tuple[bool, str]:
+        """Before counting: a damaged store may still count, and counting may be what fails."""
+        if problems := mem.store.integrity_problems():
+            raise StorageError(f"{mem.store.location}: " + "; ".join(problems))
+        return True, f"no problems found ({mem.count(include_deleted=True)} memories)"
 
     def embedding(self, mem: Memory) -> tuple[EmbeddingFingerprint, str]:
         started = time.perf_counter()

@@ -90,6 +90,11 @@ class Store(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction; nested calls join the outer one."""
 
+    @abstractmethod
+    def integrity_problems(self) -> list[str]:
+        """What the backend's own consistency checks find wrong, one line each; empty when the store
+        is sound. `clawrecall doctor` runs it: a damaged store can still answer `stats` correctly."""
+
     # -- writes ----------------------------------------------------------------
     @abstractmethod
     def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None: ...

@@ -292,6 +292,18 @@ class PostgresStore(SQLStore):
             (name,),
         )[0][0]
 
+    def integrity_problems(self) -> list[str]:
+        """Cheap sanity checks (the server guards its own pages): the extensions every search needs,
+        and no index of `memories` left invalid by a failed build."""
+        present = {r[0] for r in self._run("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")}
+        problems = [f"extension {name} is missing" for name in ("vector", "pg_trgm") if name not in present]
+        invalid = self._run(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = 'memories'::regclass AND NOT (i.indisvalid AND i.indisready) ORDER BY c.relname"
+        )
+        problems += [f"index {name} is invalid (REINDEX INDEX {name} rebuilds it)" for (name,) in invalid]
+        return problems
+
     # -- value adapters ----------------------------------------------------------------------
     def _from_ts(self, raw: Any) -> datetime | None:
         return None if raw is None else raw.astimezone(timezone.utc)

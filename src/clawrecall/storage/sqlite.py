@@ -329,6 +329,33 @@ class SQLiteStore(SQLStore):
             except sqlite3.DatabaseError as exc:
                 raise self._damaged(exc) from None
 
+    def integrity_problems(self) -> list[str]:
+        """`PRAGMA quick_check` (every page and b-tree), then FTS5's check of each full-text index
+        against the memories table (a damaged index loses or invents matches; quick_check cannot see it)."""
+        problems = []
+        with self._lock:
+            try:
+                found = [row[0] for row in self._conn.execute("PRAGMA quick_check").fetchall()]
+                if found != ["ok"]:
+                    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+                    problems.append("quick_check: " + "; ".join(found[:3]) + more)
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"quick_check: {self._damage_only(exc)}")
+            for table in ("memories_fts", "memories_trgm"):
+                try:
+                    self._conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
+                except sqlite3.DatabaseError as exc:
+                    problems.append(f"full-text index {table}: {self._damage_only(exc)}")
+        return problems
+
+    def _damage_only(self, exc: sqlite3.DatabaseError) -> str:
+        """The message of an error that reports damage; any other (a lock, a read-only file) is raised."""
+        if getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE):
+            return str(exc)
+        if isinstance(exc, sqlite3.OperationalError):
+            raise self._refused(exc) from None
+        raise exc
+
     def _damaged(self, exc: sqlite3.DatabaseError) -> Exception:
         """A damaged file (a disk error, a bad copy) becomes one clear line; any other error is left as it is."""
         if not getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE):
