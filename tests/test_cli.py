@@ -463,6 +463,31 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert run_json(db, "--config", str(config), "search", "Frank deploys")[0]["memory"]["id"] == memory_id
 
 
+def test_doctor_compares_the_configured_model_when_the_provider_is_down(tmp_path: Path) -> None:
+    from clawrecall import Memory
+    from clawrecall.models import EmbeddingFingerprint
+
+    down = tmp_path / "down.toml"
+    down.write_text('[embedding]\nprovider = "openai-compatible"\nmodel = "remote-model"\n'
+                    'base_url = "http://127.0.0.1:9/v1"\ntimeout_s = 2\n')
+    db = tmp_path / "local.db"
+    add(db, "Ivan's vectors come from the local model")
+    report = run_json(db, "--config", str(down), "doctor", code=1)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["embedding"]["status"] == "fail" and checks["fingerprint"]["status"] == "fail"
+    assert f"Error: {checks['fingerprint']['detail']}" == fails(db, "--config", str(down), "search", "vectors")
+
+    remote = tmp_path / "remote.db"
+    with Memory.open(remote) as mem:
+        mem.store.set_meta("embedding_fingerprint", EmbeddingFingerprint(
+            provider="openai-compatible", model="remote-model", dimensions=8).model_dump_json())
+    checks = {c["name"]: c for c in run_json(remote, "--config", str(down), "doctor", code=1)["checks"]}
+    assert checks["embedding"]["status"] == "fail" and checks["fingerprint"] == {
+        "name": "fingerprint", "status": "ok",
+        "detail": "stored vectors match openai-compatible/remote-model (8 dims) as configured "
+                  "(the model did not load to confirm it)"}
+
+
 def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("nonsense = 1\n")

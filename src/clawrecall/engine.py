@@ -68,7 +68,7 @@ class Memory:
         self._pipeline = None
         self._fingerprint_ok = False  # set once the provider's vectors are known to match the store
         if check_embedding:
-            self._check_fingerprint(static_only=True)
+            self.check_fingerprint(static_only=True)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -128,7 +128,9 @@ class Memory:
         raw = self.store.get_meta(_FINGERPRINT_KEY)
         return None if raw is None else EmbeddingFingerprint.model_validate_json(raw)
 
-    def _check_fingerprint(self, *, static_only: bool) -> None:
+    def check_fingerprint(self, *, static_only: bool) -> None:
+        """Raise EmbeddingMismatchError when the configured model is not the one that made the stored
+        vectors; `static_only` compares what the config names, without loading or calling the model."""
         stored = self.stored_fingerprint()
         if stored is None:
             return
@@ -160,7 +162,7 @@ class Memory:
         if self.stored_fingerprint() is None:
             self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
         else:
-            self._check_fingerprint(static_only=False)
+            self.check_fingerprint(static_only=False)
         self._fingerprint_ok = True
 
     @property

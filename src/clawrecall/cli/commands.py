@@ -448,16 +448,17 @@ class Doctor:
         config = self.check("config", self.config)
         mem = self.check("database", self.database, config)
         self.check("integrity", self.integrity, mem)
-        fingerprint = self.check("embedding", self.embedding, mem)
-        self.check("fingerprint", self.fingerprint, mem, fingerprint)
+        loaded = self.check("embedding", self.embedding, mem)
+        self.check("fingerprint", self.fingerprint, mem, loaded=loaded)
         return self.checks
 
-    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any) -> Any:
+    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any, **extra: Any) -> Any:
+        """Run `probe(*needs, **extra)`, skipped when a need is missing (an `extra` may be None)."""
         if any(n is None for n in needs):
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
             return None
         try:
-            value, detail = probe(*needs)
+            value, detail = probe(*needs, **extra)
         except ClawrecallError as exc:
             self.checks.append({"name": name, "status": "fail", "detail": " ".join(str(exc).split())})
             return None
@@ -487,13 +488,18 @@ class Doctor:
         on = f" on {'ONNX Runtime' if runtime == 'onnx' else 'PyTorch'}" if runtime else ""
         return fingerprint, f"{fingerprint} loaded{on} and embedding ({time.perf_counter() - started:.1f} s)"
 
-    def fingerprint(self, mem: Memory, configured: EmbeddingFingerprint) -> tuple[EmbeddingFingerprint, str]:
+    def fingerprint(self, mem: Memory, *, loaded: EmbeddingFingerprint | None) -> tuple[Any, str]:
+        """The loaded model against the stored vectors; when it did not load (a provider down), what the
+        config names, as `search` compares it: a changed model is reported either way."""
         stored = mem.stored_fingerprint()
         if stored is None:
-            return configured, "no vectors stored yet"
-        if stored != configured:
+            return loaded, "no vectors stored yet"
+        if loaded is None:
+            mem.check_fingerprint(static_only=True)
+            return stored, f"stored vectors match {stored} as configured (the model did not load to confirm it)"
+        if stored != loaded:
             raise EmbeddingMismatchError(
-                f"the store holds vectors from {stored} but {configured} is configured: "
+                f"the store holds vectors from {stored} but {loaded} is configured: "
                 "run `clawrecall reembed`, or configure the stored model again"
             )
         return stored, f"stored vectors match {stored}"
