@@ -273,6 +273,18 @@ def test_export_import_round_trip(store: Path, tmp_path: Path, fresh: Path) -> N
     assert again["skipped"] == len(original) and again["created"] == 0 and again["source"] == "stdin"
 
 
+def test_export_import_round_trip_of_content_with_unicode_line_breaks(fresh: Path, tmp_path: Path) -> None:
+    content = "First line\u2028second line\u2029next paragraph\x85after NEL\x1c\x1d\x1e\x0b\x0c end"
+    memory_id = add(fresh, content, "--no-dedup")
+    export = tmp_path / "breaks.jsonl"
+    run(fresh, "export", "--output", str(export))
+    assert export.read_text(encoding="utf-8").count("\n") == 1
+    copy = tmp_path / "copy.db"
+    assert run_json(copy, "import", str(export))["created"] == 1
+    assert run_json(copy, "get", memory_id)["content"] == content
+    assert run_json(tmp_path / "stdin.db", "import", "-", input=export.read_text(encoding="utf-8"))["created"] == 1
+
+
 def test_export_of_one_scope(store: Path) -> None:
     lines = run(store, "export", "--user", "alice", "--scope", "user:alice").stdout.splitlines()
     assert [json.loads(line)["content"] for line in lines] == [PREF]

@@ -372,7 +372,7 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool, as_json: bool, **caller: Any) -> None:
     """Read a JSONL export back. Every line is checked before anything is written; ids already stored are skipped."""
     try:
-        lines = source.read().splitlines()
+        lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
     except UnicodeDecodeError as exc:
         raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=True)
