@@ -70,6 +70,8 @@ def test_variable_substitution(tmp_path):
         ({"categories": []}, "categories must not be empty"),
         ({"categories": ["a", ""]}, "categories must be names without surrounding spaces, got ''"),
         ({"categories": ["a", "b", "a", "b"]}, "categories repeat a, b"),
+        ({"categories": ["work", "home"]},
+         "^invalid config: categories must include 'other', the category of a memory that names none$"),
         ({"postgres": {"hnsw_m": 32, "hnsw_ef_construction": 40}}, "hnsw_ef_construction must be at least 2 \\* hnsw_m"),
         ({"postgres": {"hnsw_ef_search": 0}}, "postgres.hnsw_ef_search"),
         ({"postgres": {"maintenance_work_mem": "lots"}}, "postgres.maintenance_work_mem"),

@@ -236,6 +236,8 @@ class Config(_Section):
         if len(set(self.categories)) < len(self.categories):
             repeated = sorted({c for c in self.categories if self.categories.count(c) > 1})
             raise ValueError(f"categories repeat {', '.join(repeated)}")
+        if "other" not in self.categories:  # else every add that names no category fails
+            raise ValueError("categories must include 'other', the category of a memory that names none")
         return self
 
 
@@ -392,7 +394,7 @@ def build_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     except PydanticValidationError as exc:
         problems = []
         for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "config"
+            where = ".".join(str(p) for p in err["loc"])  # empty for a rule across keys, whose message names them
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where}: {msg}")
+            problems.append(f"{where}: {msg}" if where else msg)
         raise ConfigError("invalid config: " + "; ".join(problems)) from None
