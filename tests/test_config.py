@@ -40,6 +40,18 @@ def test_env_db_and_values_parsed_as_json_or_text():
         "db": "/data/m.db", "categories": ["a", "b"]}
 
 
+def test_env_values_of_text_keys_are_taken_as_written():
+    env = {"CLAWRECALL_DATABASE__PASSWORD": "12345", "CLAWRECALL_EMBEDDING__API_KEY": "12345",
+           "CLAWRECALL_DB": "2024", "CLAWRECALL_EMBEDDING__MODEL": "null", "CLAWRECALL_RETRIEVAL__FUSION": "rrf",
+           "CLAWRECALL_DATABASE__PORT": "5433", "CLAWRECALL_WRITES__ENABLED": "false",
+           "CLAWRECALL_EMBEDDING__DIMENSIONS": "8", "CLAWRECALL_RETRIEVAL__MMR_THRESHOLD": "null"}
+    cfg = load_config(env=env)
+    assert cfg.database.password == "12345" and cfg.embedding.api_key == "12345" and cfg.db == "2024"
+    assert cfg.embedding.model == "null" and cfg.retrieval.fusion == "rrf"
+    assert cfg.database.port == 5433 and cfg.writes.enabled is False and cfg.embedding.dimensions == 8
+    assert cfg.retrieval.mmr_threshold is None
+
+
 def test_documented_non_config_variables_are_not_read_as_keys():
     env = {name: "x" for name in ("CLAWRECALL_HOME", "CLAWRECALL_CONFIG", "CLAWRECALL_MODEL_CACHE",
                                   "CLAWRECALL_TORCH", "CLAWRECALL_USER", "CLAWRECALL_AGENT",

@@ -11,7 +11,8 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from types import UnionType
+from typing import Any, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -345,22 +346,47 @@ NON_CONFIG_ENV = frozenset(
 def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """`CLAWRECALL_DB=…`, `CLAWRECALL_EMBEDDING__PROVIDER=openai`: `__` separates sections.
 
-    Values are parsed as JSON when they are valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
+    A key that holds text takes the value as written (a password `12345` stays text); any other
+    value is parsed as JSON when it is valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
     out: dict[str, Any] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX) or name in NON_CONFIG_ENV or name.startswith(ENV_PREFIX + "TEST_"):
             continue
         parts = name[len(ENV_PREFIX) :].lower().split("__")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
+        value: Any = raw
+        if not _holds_text(_annotation_at(parts)):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                pass
         node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def _annotation_at(parts: list[str]) -> Any:
+    """The type of the config key a path of names leads to; None when it leads to no key."""
+    model: type[BaseModel] | None = Config
+    annotation = None
+    for part in parts:
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            return None
+        annotation = field.annotation
+        model = _model_of(annotation)
+    return annotation
+
+
+def _holds_text(annotation: Any) -> bool:
+    """`str`, `str | None` or a `Literal` of strings: nothing but text fits, so no JSON is parsed."""
+    options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    options = [o for o in options if o is not type(None)]
+    return bool(options) and all(
+        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in options
+    )
 
 
 def load_config(
