@@ -61,6 +61,18 @@ def test_documented_non_config_variables_are_not_read_as_keys():
         build_config(env_overrides({"CLAWRECALL_DBB": "/m.db"}))
 
 
+def test_unknown_keys_from_the_environment_name_their_variable(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("colour = 1\n")
+    env = {"CLAWRECALL_FOO": "1", "CLAWRECALL_EMBEDDING__COLOUR": "red", "CLAWRECALL_BAR__X": "1",
+           "CLAWRECALL_BAR__Y": "2"}
+    with pytest.raises(ConfigError) as err:
+        load_config(f, env=env)
+    assert str(err.value) == (
+        "clawrecall config has unknown keys: colour, foo (from CLAWRECALL_FOO), embedding.colour (from "
+        "CLAWRECALL_EMBEDDING__COLOUR), bar (from CLAWRECALL_BAR__X, CLAWRECALL_BAR__Y)")
+
+
 def test_variable_substitution(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[embedding]\nprovider = "openai"\napi_key = "${MY_KEY}"\nbase_url = "http://${HOST}:8000/v1"\n')

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Mapping, Union, get_args, get_origin
+from typing import Any, Iterator, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -296,6 +296,13 @@ def _unknown_keys(model: type[BaseModel], data: Mapping[str, Any], path: str = "
     return unknown
 
 
+def _named_with_origin(key: str, origins: Mapping[str, str]) -> str:
+    """`foo (from CLAWRECALL_FOO)` when variables set the key or keys under it: a stray variable is
+    otherwise hard to find, since no file holds it."""
+    names = sorted(name for path, name in origins.items() if path == key or path.startswith(key + "."))
+    return f"{key} (from {', '.join(names)})" if names else key
+
+
 def _model_of(annotation: Any) -> type[BaseModel] | None:
     """The model class of a field annotated `Model` or `Model | None`."""
     for candidate in (annotation, *getattr(annotation, "__args__", ())):
@@ -350,10 +357,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     value is parsed as JSON when it is valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
     out: dict[str, Any] = {}
-    for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX) or name in NON_CONFIG_ENV or name.startswith(ENV_PREFIX + "TEST_"):
-            continue
-        parts = name[len(ENV_PREFIX) :].lower().split("__")
+    for name, parts, raw in _config_variables(env):
         value: Any = raw
         if not _holds_text(_annotation_at(parts)):
             try:
@@ -365,6 +369,13 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def _config_variables(env: Mapping[str, str]) -> Iterator[tuple[str, list[str], str]]:
+    """Each `CLAWRECALL_*` variable that sets a config key: its name, the key's path, its value."""
+    for name, raw in env.items():
+        if name.startswith(ENV_PREFIX) and name not in NON_CONFIG_ENV and not name.startswith(ENV_PREFIX + "TEST_"):
+            yield name, name[len(ENV_PREFIX) :].lower().split("__"), raw
 
 
 def _annotation_at(parts: list[str]) -> Any:
@@ -406,14 +417,19 @@ def load_config(
     data = _deep_merge(data, env_overrides(env))
     if overrides:
         data = _deep_merge(data, overrides)
-    return build_config(data, env)
+    origins = {".".join(parts): name for name, parts, _ in _config_variables(env)}
+    return build_config(data, env, origins=origins)
 
 
-def build_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+def build_config(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, *, origins: Mapping[str, str] | None = None,
+) -> Config:
+    """Validate `data`; `origins` maps a key's dotted path to the variable that set it, for the messages."""
     env = os.environ if env is None else env
     unknown = _unknown_keys(Config, data)
     if unknown:
-        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(unknown)}")
+        named = [_named_with_origin(key, origins or {}) for key in unknown]
+        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(named)}")
     data = substitute_env(dict(data), env)
     try:
         return Config.model_validate(data)
