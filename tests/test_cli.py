@@ -419,6 +419,25 @@ def test_config_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert run_json(None, "stats")["location"] == str(db)
 
 
+def test_a_relative_db_in_a_config_file_is_next_to_it_from_any_directory(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    config = folder / "config.toml"
+    config.write_text('db = "team.db"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run(None, "--config", str(config), "add", "Judy keeps the team store next to its config")
+    assert not (elsewhere / "team.db").exists()
+    monkeypatch.chdir(folder)
+    stats = run_json(None, "--config", "config.toml", "stats")
+    assert stats["location"] == str(folder / "team.db") and stats["total"] == 1
+    monkeypatch.chdir(elsewhere)  # --db, like CLAWRECALL_DB, is the working directory's
+    run(None, "--config", str(config), "--db", "own.db", "add", "Judy's own store is where she runs the command")
+    assert (elsewhere / "own.db").exists() and not (folder / "own.db").exists()
+
+
 # -- init and doctor ---------------------------------------------------------------------------
 def test_init_creates_config_and_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "crhome"

@@ -73,6 +73,28 @@ def test_unknown_keys_from_the_environment_name_their_variable(tmp_path):
         "CLAWRECALL_EMBEDDING__COLOUR), bar (from CLAWRECALL_BAR__X, CLAWRECALL_BAR__Y)")
 
 
+def test_a_relative_sqlite_path_in_a_file_is_relative_to_the_file(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    f = folder / "c.toml"
+    monkeypatch.chdir(tmp_path)
+    for db, expected in [
+        ("rel.db", str(folder / "rel.db")),
+        ("sub/${NAME}.db", str(folder / "sub" / "m.db")),
+        ("sqlite:///sub/rel.db", f"sqlite:///{folder}/sub/rel.db"),
+        ("/abs/m.db", "/abs/m.db"),
+        ("sqlite:////abs/m.db", "sqlite:////abs/m.db"),
+        ("~/m.db", "~/m.db"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ]:
+        f.write_text(f"db = {db!r}\n")
+        assert load_config(f, env={"NAME": "m"}).db == expected
+        assert load_config("conf/c.toml", env={"NAME": "m"}).db == expected
+    f.write_text('db = "rel.db"\n')
+    assert load_config(f, env={"CLAWRECALL_DB": "here.db"}).db == "here.db"  # a command-line path: the cwd's
+    assert load_config(f, env={}, overrides={"db": "here.db"}).db == "here.db"
+
+
 def test_variable_substitution(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[embedding]\nprovider = "openai"\napi_key = "${MY_KEY}"\nbase_url = "http://${HOST}:8000/v1"\n')

@@ -406,7 +406,12 @@ def load_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Build the config: defaults, then the file, then the environment, then `overrides`."""
+    """Build the config: defaults, then the file, then the environment, then `overrides`.
+
+    A relative SQLite `db` in the file names a file in the file's folder, wherever the command runs;
+    one from the environment or `overrides` stays relative to the working directory, as a path typed
+    on a command line is.
+    """
     env = os.environ if env is None else env
     data: dict[str, Any] = {}
     file_path = Path(path).expanduser() if path is not None else default_config_path(env)
@@ -414,11 +419,25 @@ def load_config(
         if not file_path.exists():
             raise ConfigError(f"config file not found: {file_path}")
         data = read_config_file(file_path)
-    data = _deep_merge(data, env_overrides(env))
+    db_from_file = "db" in data
+    from_env = env_overrides(env)
+    data = _deep_merge(data, from_env)
     if overrides:
         data = _deep_merge(data, overrides)
     origins = {".".join(parts): name for name, parts, _ in _config_variables(env)}
-    return build_config(data, env, origins=origins)
+    config = build_config(data, env, origins=origins)
+    if db_from_file and "db" not in from_env and "db" not in (overrides or {}) and config.db:
+        config.db = _sqlite_path_in(file_path.absolute().parent, config.db)
+    return config
+
+
+def _sqlite_path_in(folder: Path, db: str) -> str:
+    """A relative SQLite path or `sqlite:///relative/path` taken as relative to `folder`; anything else as it is."""
+    scheme = "sqlite:///" if db.startswith("sqlite:///") else ""
+    path = db[len(scheme) :]
+    if (not scheme and "://" in db) or not path.strip() or Path(path).expanduser().is_absolute():
+        return db
+    return scheme + str(folder / path)
 
 
 def build_config(
