@@ -559,6 +559,15 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert seen | {"export", "serve", "mcp"} == set(cli.commands)
 
 
+def test_command_groups_take_json_for_their_subcommands(tmp_path: Path) -> None:
+    db = tmp_path / "groups.db"
+    made = run_json(db, "token", "create", "--user", "ci")
+    assert [t["id"] for t in json.loads(run(db, "token", "--json", "list").stdout)] == [made["id"]]
+    assert json.loads(run(db, "index", "--json", "build").stdout) == {"built": True, "db": str(db)}
+    error = json.loads(run(db, "token", "--json", "revoke", "0123abcd", code=1).stdout)["error"]
+    assert error["code"] == "not_found"
+
+
 # -- speed: commands that do not embed stay light -----------------------------------------------
 def cli_subprocess(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWRECALL_")}

@@ -103,6 +103,20 @@ def _json_default(ctx: click.Context, param: click.Parameter, value: bool) -> bo
 json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_json_default, help="Print JSON on stdout (errors too) instead of text."
 )
+
+
+def _json_for_subcommands(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """`clawrecall token --json list` means the same as `clawrecall token list --json`."""
+    state = ctx.find_object(State)
+    if value and state is not None:
+        state.json = True
+
+
+group_json_option = click.option(
+    "--json", is_flag=True, expose_value=False, callback=_json_for_subcommands,
+    help="Print JSON on stdout (errors too), as if the subcommand got --json.",
+)
+
 # The servers' output is JSON already (log lines; MCP messages): `--json` makes a start-up error JSON too.
 json_stream_option = click.option(
     "--json", "as_json", is_flag=True, help="Report a start-up error as JSON (logs are JSON lines already)."
@@ -399,6 +413,7 @@ def reembed(state: State, as_json: bool) -> None:
 
 
 @click.group("index")
+@group_json_option
 def index_group() -> None:
     """The vector index (PostgreSQL's HNSW; SQLite keeps its index in memory)."""
 
@@ -682,6 +697,7 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
 
 
 @click.group("token")
+@group_json_option
 def token_group() -> None:
     """Create, list and revoke API tokens for `clawrecall serve` (only their hashes are stored)."""
 
