@@ -208,6 +208,22 @@ def test_update_reembeds_and_keeps_history(store: Path) -> None:
     assert "nothing to update" in fails(store, "update", memory_id, code=2)
 
 
+def test_every_field_of_a_memory_can_be_set_and_expired_ones_listed(store: Path) -> None:
+    memory_id = add(store, "The temporary door code is 4411", "--scope", "project:fields", "--created-at", "2026-01-02T03:04:05Z",
+                    "--source-type", "chat", "--source-id", "msg-17", "--expires", "2026-02-01")
+    record = run_json(store, "get", memory_id)
+    assert (record["created_at"], record["source_type"], record["source_id"], record["expires_at"]) == (
+        "2026-01-02T03:04:05Z", "chat", "msg-17", "2026-02-01T00:00:00Z"
+    )
+    assert run_json(store, "list", "--scope", "project:fields") == []
+    assert [r["id"] for r in run_json(store, "list", "--scope", "project:fields", "--include-expired")] == [memory_id]
+    assert run_json(store, "count", "--scope", "project:fields") == {"count": 0}
+    assert run_json(store, "count", "--scope", "project:fields", "--include-expired") == {"count": 1}
+    assert run_json(store, "update", memory_id, "--expires", "2999-01-01")["expires_at"] == "2999-01-01T00:00:00Z"
+    assert run_json(store, "count", "--scope", "project:fields") == {"count": 1}
+    assert "'someday'" in fails(store, "add", "x y z", "--expires", "someday", code=2)
+
+
 def test_delete_and_undelete(store: Path) -> None:
     memory_id = add(store, "The legacy billing service was retired in March", "--scope", "project:delete")
     deleted = run_json(store, "delete", memory_id)

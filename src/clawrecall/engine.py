@@ -638,17 +638,19 @@ class Memory:
         until: datetime | None = None,
         include_deleted: bool = False,
         only_deleted: bool = False,
+        include_expired: bool = False,
         limit: int = 50,
         offset: int = 0,
         order: str = "newest",
     ) -> list[MemoryRecord]:
+        """Memories without searching, newest first; deleted and expired ones only when asked for."""
         _check_int(limit, "limit", 1, _MAX_ROWS)
         _check_int(offset, "offset", 0, _MAX_ROWS)
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
         filters = self._filters(
             Caller(user_id, agent_id), scope, category=category, tags=tags, session_id=session_id, since=since,
-            until=until, include_deleted=include_deleted, only_deleted=only_deleted,
+            until=until, include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 
@@ -660,8 +662,12 @@ class Memory:
         scope: str | list[str] | None = None,
         category: str | list[str] | None = None,
         include_deleted: bool = False,
+        include_expired: bool = False,
     ) -> int:
-        filters = self._filters(Caller(user_id, agent_id), scope, category=category, include_deleted=include_deleted)
+        filters = self._filters(
+            Caller(user_id, agent_id), scope, category=category, include_deleted=include_deleted,
+            include_expired=include_expired,
+        )
         return self.store.count(filters)
 
     def history(

@@ -123,6 +123,7 @@ json_stream_option = click.option(
 )
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
+include_expired_option = click.option("--include-expired", is_flag=True, help="Include memories past their expiry.")
 category_filter = click.option("--category", "categories", multiple=True, metavar="NAME", help="Only this category (repeatable).")
 caller_options = options(
     click.option("--user", "user_id", metavar="ID", help="Act as this user: sees global and user:ID; writes default to user:ID."),
@@ -151,6 +152,7 @@ field_options = options(
     click.option("--confidence", type=float, help="0 to 1: how sure the memory is (default 1)."),
     click.option("--visibility", type=click.Choice([v.value for v in Visibility]), help="Who may see it across agents."),
     click.option("--metadata", type=JsonObject(), help="A JSON object stored with the memory."),
+    click.option("--expires", "expires_at", type=IsoTime(), help="When it stops being recalled (ISO date or time)."),
 )
 by_id = options(click.argument("memory_id", metavar="ID"), caller_options, json_option, pass_state)
 
@@ -206,6 +208,9 @@ def init(state: State, as_json: bool) -> None:
 @click.option("--session", "session_id", metavar="ID", help="The conversation this memory came from.")
 @click.option("--scope", metavar="SCOPE", help="Where to store it (default: user:<user>, else agent:<agent>, else global).")
 @field_options
+@click.option("--created-at", type=IsoTime(), help="When it was said or learnt (ISO date or time; default now).")
+@click.option("--source-type", metavar="TYPE", help="What it came from (e.g. chat, file, import).")
+@click.option("--source-id", metavar="ID", help="Which one of those it came from.")
 @click.option("--no-dedup", is_flag=True, help="Store it even if a near-identical memory is in the scope.")
 @json_option
 @pass_state
@@ -243,6 +248,7 @@ def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
 @scope_options
 @filter_options
 @click.option("--deleted", "only_deleted", is_flag=True, help="Show only soft-deleted memories.")
+@include_expired_option
 @click.option("--limit", "-n", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
 @click.option("--order", type=click.Choice(["newest", "oldest", "updated"]), default="newest", show_default=True)
@@ -303,7 +309,9 @@ def forget(state: State, memory_id: str, yes: bool, as_json: bool, **caller: Any
     record = mem.get(memory_id, **caller)
     confirm(f"Erase {record.id} ({out.truncate(record.content, 60)}) for good?", yes)
     forgotten = mem.forget(record.id, **caller)
-    out.respond(as_json, {"forgotten": forgotten}, f"Forgot {forgotten}: its content, vector and history are gone.")
+    out.respond(
+        as_json, {"forgotten": forgotten}, f"Forgot {forgotten}: its content, its vector and the old values in its history are gone."
+    )
 
 
 @click.command()
@@ -328,10 +336,11 @@ def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool,
 @scope_options
 @category_filter
 @include_deleted_option
+@include_expired_option
 @json_option
 @pass_state
 def count(state: State, as_json: bool, **filters: Any) -> None:
-    """Count memories (active ones, unless --include-deleted)."""
+    """Count memories (active ones, unless --include-deleted or --include-expired)."""
     total = state.open(embeds=False).count(**engine_args(filters))
     out.respond(as_json, {"count": total}, f"Total memories: {total}")
 

@@ -414,7 +414,7 @@ class SQLiteStore(SQLStore):
         with self.transaction():
             super().remove(ids)
             for table in ("memories_fts", "memories_trgm"):
-                self._conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                self._run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
             self._erased = True
 
     def _truncate_wal(self) -> None:
