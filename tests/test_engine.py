@@ -630,6 +630,13 @@ def test_create_false_refuses_a_missing_sqlite_file_and_opens_an_existing_one(tm
         m.add("now it exists")
     with Memory.open(f"sqlite:///{path}", create=False) as m:
         assert m.count() == 1
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(StorageError, match="^no clawrecall store at .*empty\\.db \\(the file is empty\\)"):
+        Memory.open(empty, create=False)
+    assert empty.stat().st_size == 0
+    with Memory.open(empty) as m:  # a command that writes makes it a store
+        assert m.count() == 0
 
 
 def test_default_location_is_the_data_directory(tmp_path, monkeypatch):

@@ -274,8 +274,10 @@ class SQLiteStore(SQLStore):
     def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
         self.path = Path(path).expanduser()
         self.location = str(self.path)
-        if not create and not self.path.is_file():
-            raise StorageError(f"no clawrecall store at {self.path}: `clawrecall init` or a first `add` creates one")
+        if not create and (not self.path.is_file() or self.path.stat().st_size == 0):
+            # an empty file is what a failed copy or a `touch` leaves: no store to read, and nothing to create here
+            empty = " (the file is empty)" if self.path.is_file() else ""
+            raise StorageError(f"no clawrecall store at {self.path}{empty}: `clawrecall init` or a first `add` creates one")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
