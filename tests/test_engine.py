@@ -82,6 +82,9 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     assert _text_left_anywhere(mem, "bright") == 0
     assert _text_left_anywhere(mem, "dark") == 0
     assert [h.action for h in mem.history(added.id)][-1] == "forget"
+    assert mem.history(added.id[:8]) == mem.history(added.id)  # by prefix too, for the administrator
+    with pytest.raises(NotFoundError):
+        mem.history(added.id[:8], user_id="alice")
     assert mem.search("light mode office", user_id="alice")[0].memory.id != added.id
 
 

@@ -678,9 +678,14 @@ class Memory:
         try:
             record_id = self._resolve(memory_id, caller, scope).id
         except NotFoundError:
-            full = memory_id.strip().lower()
-            entries = self.store.history(full) if _is_uuid(full) else []
-            if entries and caller == Caller() and entries[-1].action in ("forget", "purge"):
+            if caller != Caller():  # an erased memory's scope is gone with it: only the administrator sees its trace
+                raise
+            prefix = memory_id.strip().lower()
+            matches = self.store.history_ids_with_prefix(prefix)
+            if len(matches) > 1 and prefix not in matches:
+                raise AmbiguousIdError(memory_id, matches) from None
+            entries = self.store.history(prefix if prefix in matches else matches[0]) if matches else []
+            if entries and entries[-1].action in ("forget", "purge"):
                 return entries
             raise
         return self.store.history(record_id)

@@ -142,6 +142,10 @@ class Store(ABC):
     def history(self, memory_id: str) -> list[HistoryEntry]: ...
 
     @abstractmethod
+    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""
+
+    @abstractmethod
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]: ...
 
     @abstractmethod

@@ -311,6 +311,13 @@ class SQLStore(Store):
             for r in rows
         ]
 
+    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        lo, hi = prefix_bounds(prefix)
+        rows = self._run(
+            "SELECT DISTINCT memory_id FROM history WHERE memory_id BETWEEN ? AND ? ORDER BY memory_id LIMIT ?", (lo, hi, limit)
+        )
+        return [str(r[0]) for r in rows]
+
     def purgeable(self, deleted_before: datetime) -> list[str]:
         rows = self._run("SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= ?", (self._ts(deleted_before),))
         return [str(r[0]) for r in rows]
