@@ -585,28 +585,28 @@ class SQLiteStore(SQLStore):
                 raise self._damaged(exc) from None
 
     def _refresh_index(self) -> VectorIndex | None:
-        with self._lock:
-            # two subqueries: min() and max() together in one SELECT would scan the whole log
-            lo, hi = self._conn.execute("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
-            index = self._index
-            if index is None or (lo is not None and lo > index.last_seq + 1 and index.last_seq < hi):
-                return self._load_index(hi or 0)
-            if hi is None or hi == index.last_seq:
-                return index
-            ids = [r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM changes WHERE seq > ?", (index.last_seq,))]
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                rows = self._conn.execute(
-                    "SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories "
-                    f"WHERE id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                ).fetchall()
-                if not self._index_rows(index, rows):  # other dimensions: the store was re-embedded
-                    return self._load_index(hi)
-                for gone in set(chunk) - {r[0] for r in rows}:
-                    index.remove(gone)
-            index.last_seq = hi
+        """Under the store's lock (see `_fresh_index`)."""
+        # two subqueries: min() and max() together in one SELECT would scan the whole log
+        lo, hi = self._conn.execute("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
+        index = self._index
+        if index is None or (lo is not None and lo > index.last_seq + 1 and index.last_seq < hi):
+            return self._load_index(hi or 0)
+        if hi is None or hi == index.last_seq:
             return index
+        ids = [r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM changes WHERE seq > ?", (index.last_seq,))]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._conn.execute(
+                "SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            if not self._index_rows(index, rows):  # other dimensions: the store was re-embedded
+                return self._load_index(hi)
+            for gone in set(chunk) - {r[0] for r in rows}:
+                index.remove(gone)
+        index.last_seq = hi
+        return index
 
     def _load_index(self, seq: int) -> VectorIndex | None:
         row = self._conn.execute("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1").fetchone()
