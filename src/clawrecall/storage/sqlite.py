@@ -310,26 +310,26 @@ class SQLiteStore(SQLStore):
                 pass
             self._conn.close()
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    @contextmanager
+    def _locked(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the store's lock; a damaged file's error becomes one clear line."""
         with self._lock:
             try:
-                return self._conn.execute(sql, params).fetchall()
+                yield self._conn
             except sqlite3.DatabaseError as exc:
                 raise self._damaged(exc) from None
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._locked() as conn:
+            return conn.execute(sql, params).fetchall()
 
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._lock:
-            try:
-                self._conn.executemany(sql, rows)
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        with self._locked() as conn:
+            conn.executemany(sql, rows)
 
     def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).rowcount
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        with self._locked() as conn:
+            return conn.execute(sql, params).rowcount
 
     def integrity_problems(self) -> list[str]:
         """`PRAGMA quick_check` (every page and b-tree), then FTS5's check of each full-text index
@@ -578,11 +578,8 @@ class SQLiteStore(SQLStore):
     # -- vector index maintenance ---------------------------------------------------------------
     def _fresh_index(self) -> VectorIndex | None:
         """The in-memory index, first brought up to date with the `changes` log."""
-        with self._lock:
-            try:
-                return self._refresh_index()
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        with self._locked():
+            return self._refresh_index()
 
     def _refresh_index(self) -> VectorIndex | None:
         """Under the store's lock (see `_fresh_index`)."""
