@@ -689,6 +689,21 @@ def test_session_neighbours_bring_the_answer_turn(mem):
     assert "neighbors" in hits[1].explain
 
 
+def test_session_neighbours_are_looked_up_for_the_head_only(mem):
+    """Only the 2 x limit best fused hits lend their neighbours a gain (docs/retrieval.md)."""
+    t0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+    mem.add_many([
+        {"content": f"Turn {i} about the garden shed and its paint", "session_id": "s1",
+         "created_at": t0 + timedelta(seconds=i)} for i in range(30)
+    ], dedup=False)
+    asked: list[list[str]] = []
+    lookup = mem.store.session_neighbors
+    mem.store.session_neighbors = lambda ids, filters: asked.append(ids) or lookup(ids, filters)
+    hits = mem.search("garden shed paint", limit=3, explain=True)
+    assert len(hits) == 3 and [len(ids) for ids in asked] == [6]
+    assert any("neighbors" in h.explain for h in hits)
+
+
 def test_vector_query_drops_words_most_memories_contain(mem):
     mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
     mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)

@@ -62,6 +62,7 @@ class RetrievalPipeline:
         cfg = self.cfg
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
+        head = limit * 2  # what the final stages look at: measured to lose nothing on LoCoMo against the pool
         vector_query = self._vector_query(query, filters) if mode in ("hybrid", "vector") else query
         legs = self._run_legs(query, vector_query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
@@ -70,7 +71,7 @@ class RetrievalPipeline:
         weights = {name: getattr(cfg, name).weight for name in legs}
         items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
         if cfg.neighbor_weight > 0 and items:
-            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=pool)
+            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=head)
         if mode == "hybrid" and self.reranker is not None:
             items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
         items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
@@ -81,7 +82,7 @@ class RetrievalPipeline:
         )
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
-        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=limit * 2)
+        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=head)
         vectors: dict[str, np.ndarray] | None = None
         if diverse and cfg.mmr_threshold is not None and len(items) > 1:
             vectors = self.store.vectors([s.memory.id for s in items])

@@ -91,7 +91,9 @@ class SQLStore(Store):
         return json.dumps(value, default=str) if value != {} else "{}"
 
     def _from_json(self, raw: Any) -> Any:
-        return json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(raw, str):
+            return raw
+        return {} if raw == "{}" else json.loads(raw)  # most memories have no metadata: skip the parser
 
     @abstractmethod
     def _tags(self, tags: list[str]) -> Any: ...

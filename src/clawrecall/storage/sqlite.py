@@ -450,7 +450,7 @@ class SQLiteStore(SQLStore):
         return json.dumps(tags) if tags else "[]"
 
     def _from_tags(self, raw: Any) -> list[str]:
-        return json.loads(raw)
+        return [] if raw == "[]" else json.loads(raw)
 
     def _tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
         return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({', '.join('?' * len(tags))}))", list(tags)
