@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from ._blas import one_blas_thread
@@ -45,6 +44,8 @@ from .scopes import Caller, new_memory_scope, read_scopes, write_scope
 from .storage import Candidate, Filters, HistoryDraft, Store, open_store
 
 if TYPE_CHECKING:
+    import numpy as np  # imported where vectors are made: `clawrecall stats` never needs it
+
     from .embeddings.base import EmbeddingStream
 
 Progress = Callable[[int, int], None]
@@ -294,6 +295,8 @@ class Memory:
         return vectors[[row[t] for t in texts]]
 
     def _check_embeddings(self, embeddings: np.ndarray, n: int) -> np.ndarray:
+        import numpy as np
+
         try:
             vectors = np.asarray(embeddings, dtype=np.float32)
         except (TypeError, ValueError) as exc:
@@ -321,6 +324,8 @@ class Memory:
     def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
         batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
+        import numpy as np
+
         threshold = self.config.dedup.threshold
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):

@@ -11,11 +11,12 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Literal, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence
 
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
+
+if TYPE_CHECKING:  # numpy is most of a read command's start-up (`clawrecall stats`)
+    import numpy as np
 
 Order = Literal["newest", "oldest", "updated"]
 TOKEN_COLUMNS = ("id", "name", "kind", "user_id", "agent_id", "scopes", "created_at", "revoked_at")

@@ -11,15 +11,16 @@ import json
 import uuid
 from abc import abstractmethod
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import utcnow
 from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
 from .base import TOKEN_COLUMNS, Candidate, Filters, HistoryDraft, Order, Store, StoreStats
 from .text import short_cjk_words
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COLUMNS = (
     "id", "content", "title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id",

@@ -15,9 +15,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import as_utc, from_db, to_db, utcnow
 from ..errors import StorageError
@@ -26,7 +24,14 @@ from .base import Candidate, Filters
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .sql import SQLStore, api_tokens_table
 from .text import fts_or_query, keywords, trigrams
-from .vector_index import RowMeta, VectorIndex
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .vector_index import RowMeta, VectorIndex
+
+# numpy and the vector index are imported where vectors are first touched: they are most of the
+# start-up of a command that reads no vectors (`clawrecall stats` must stay fast).
 
 _BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's transaction
 
@@ -255,6 +260,8 @@ def _epoch(value: datetime | None) -> float | None:
 
 def _row_meta(scope: str, category: str, created: datetime, deleted: bool, expires: datetime | None) -> RowMeta:
     """What the vector index keeps of a row besides its vector (times as epoch seconds)."""
+    from .vector_index import RowMeta
+
     return RowMeta(scope=scope, category=category, created=as_utc(created).timestamp(), deleted=deleted,
                    expires=float("inf") if expires is None else as_utc(expires).timestamp())
 
@@ -456,9 +463,13 @@ class SQLiteStore(SQLStore):
         return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({', '.join('?' * len(tags))}))", list(tags)
 
     def _vector(self, vector: np.ndarray) -> Any:
+        import numpy as np
+
         return np.asarray(vector, dtype=np.float32).tobytes()
 
     def _from_vector(self, raw: Any) -> np.ndarray | None:
+        import numpy as np
+
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)
 
     def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
@@ -530,7 +541,7 @@ class SQLiteStore(SQLStore):
         index = self._fresh_index()
         if index is None:
             return [None] * len(vectors)
-        found = index.nearest_many(np.asarray(vectors, dtype=np.float32), scope, utcnow().timestamp(), min_score)
+        found = index.nearest_many(vectors, scope, utcnow().timestamp(), min_score)
         return [None if hit is None else Candidate(*hit) for hit in found]
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
@@ -610,6 +621,8 @@ class SQLiteStore(SQLStore):
         if row is None:
             self._index = None
             return None
+        from .vector_index import VectorIndex
+
         index = VectorIndex(row[0] // 4)
         cursor = self._conn.execute("SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories")
         while rows := cursor.fetchmany(5000):
@@ -630,6 +643,8 @@ class SQLiteStore(SQLStore):
         for r in misfits:
             index.remove(r[0])
         if fits:
+            import numpy as np
+
             index.upsert_many(
                 [r[0] for r in fits],
                 np.frombuffer(b"".join(r[1] for r in fits), dtype=np.float32).reshape(len(fits), index.dims),

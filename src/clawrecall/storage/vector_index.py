@@ -206,6 +206,7 @@ class VectorIndex:
         its dot product with the query, from their coordinates on the stored vectors' main axes,
         reaches `min_score`. For u = a + a' and v = b + b' (parts on and off the axes),
         u·v = a·b + a'·b' <= a·b + |a'||b'|. Near-duplicates pass it; few other rows do."""
+        queries = np.asarray(queries, dtype=np.float32)
         with self._lock, one_blas_thread():
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
