@@ -463,9 +463,7 @@ class SQLiteStore(SQLStore):
         return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({', '.join('?' * len(tags))}))", list(tags)
 
     def _vector(self, vector: np.ndarray) -> Any:
-        import numpy as np
-
-        return np.asarray(vector, dtype=np.float32).tobytes()
+        return vector.astype("float32", copy=False).tobytes()
 
     def _from_vector(self, raw: Any) -> np.ndarray | None:
         import numpy as np
