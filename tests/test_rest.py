@@ -90,6 +90,29 @@ def test_health_is_public_and_answers_like_the_e5_server(server):
     assert health["provider"] == "local" and health["store"]["backend"] == "sqlite" and health["writes"] is True
 
 
+def test_responses_do_not_wait_for_a_delayed_ack(server):
+    """Nagle off on the server's connections: with it on, the body of each response on a kept-alive
+    connection waited ~40 ms for the client's delayed ACK of the headers, sent in a write of their own."""
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    latencies = []
+    with socket.create_connection((host, int(port))) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(7):
+            started = time.perf_counter()
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            data = b""
+            while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _content_length(data):
+                data += conn.recv(65536)
+            latencies.append(time.perf_counter() - started)
+    assert data.startswith(b"HTTP/1.1 200")
+    assert sorted(latencies)[3] < 0.025, latencies
+
+
+def _content_length(data: bytes) -> int:
+    head = data.partition(b"\r\n\r\n")[0].decode().lower().splitlines()
+    return int(next(line.split(":", 1)[1] for line in head if line.startswith("content-length:")))
+
+
 def test_logs_are_json_lines(server, alice, seeded):
     alice.get("/v1/stats", headers={"X-Clawrecall-Session": "log-check"})
     deadline = time.monotonic() + 5  # the access line is written once the response is sent
