@@ -703,6 +703,15 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
     assert len(hits) == 3 and [len(ids) for ids in asked] == [6]
     assert any("neighbors" in h.explain for h in hits)
 
+    class Unanswered:  # a reranker that fails (keeps the order) but may lift any of its top_k
+        def score(self, query, documents):
+            return None
+
+    mem.pipeline.reranker = Unanswered()
+    mem.config.retrieval.rerank.top_k = 12
+    mem.search("garden shed paint", limit=3)
+    assert [len(ids) for ids in asked] == [6, 12]
+
 
 def test_vector_query_drops_words_most_memories_contain(mem):
     mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)

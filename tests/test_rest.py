@@ -95,14 +95,17 @@ def test_responses_do_not_wait_for_a_delayed_ack(server):
     connection waited ~40 ms for the client's delayed ACK of the headers, sent in a write of their own."""
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     latencies = []
-    with socket.create_connection((host, int(port))) as conn:
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(7):
             started = time.perf_counter()
             conn.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
             data = b""
             while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _content_length(data):
-                data += conn.recv(65536)
+                chunk = conn.recv(65536)
+                if not chunk:
+                    pytest.fail(f"the server closed the connection after {data!r}")
+                data += chunk
             latencies.append(time.perf_counter() - started)
     assert data.startswith(b"HTTP/1.1 200")
     assert sorted(latencies)[3] < 0.025, latencies

@@ -62,7 +62,7 @@ class RetrievalPipeline:
         cfg = self.cfg
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
-        head = limit * 2  # what the final stages look at: measured to lose nothing on LoCoMo against the pool
+        head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         vector_query = self._vector_query(query, filters) if mode in ("hybrid", "vector") else query
         legs = self._run_legs(query, vector_query, filters, pool, mode, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
@@ -71,7 +71,9 @@ class RetrievalPipeline:
         weights = {name: getattr(cfg, name).weight for name in legs}
         items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
         if cfg.neighbor_weight > 0 and items:
-            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=head)
+            # a reranker may lift any of its top_k into the result: their neighbours count too
+            lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
+            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=max(head, lift))
         if mode == "hybrid" and self.reranker is not None:
             items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
         items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)

@@ -115,10 +115,13 @@ def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket that says it is TCP (`IPPROTO_TCP`): asyncio turns Nagle off only on
     connections from such a socket, and with Nagle on, a response's body waited for the client's
     delayed ACK of its headers (40 ms per request on Linux)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        if os.name == "posix":
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:  # the options socket.create_server sets
+        if os.name not in ("nt", "cygwin"):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind((host, port))
         sock.listen()
     except OSError:
