@@ -412,13 +412,13 @@ def stage_breakdown(mem: Memory, queries: list[tuple[str, str]], mode: str = "hy
     saved_store = {n: getattr(store, n) for n in ("vector_candidates", "text_candidates", "fuzzy_candidates", "fetch",
                                                    "session_neighbors", "vectors")}
     saved_pl = {n: getattr(pl, n) for n in ("fuse", "apply_neighbors", "apply_min_and_noise", "apply_mmr")}
-    saved_embed = pipeline.embed_query
+    saved_embed = pipeline.embed_queries
     try:
         for n, fn in saved_store.items():
             setattr(store, n, wrap(n, fn))
         for n, fn in saved_pl.items():
             setattr(pl, n, wrap(n, fn))
-        pipeline.embed_query = wrap("embed_query", saved_embed)
+        pipeline.embed_queries = wrap("embed_queries", saved_embed)
         total = 0.0
         for q, user in queries:
             t = time.perf_counter()
@@ -429,7 +429,7 @@ def stage_breakdown(mem: Memory, queries: list[tuple[str, str]], mode: str = "hy
             store.__dict__.pop(n, None)
         for n, fn in saved_pl.items():
             setattr(pl, n, fn)
-        pipeline.embed_query = saved_embed
+        pipeline.embed_queries = saved_embed
     out = {k: v * 1000 / len(queries) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
     out["(everything else)"] = total * 1000 / len(queries) - sum(v for k, v in out.items() if " > " not in k)
     out["(total)"] = total * 1000 / len(queries)

@@ -716,17 +716,17 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
 def test_vector_query_drops_words_most_memories_contain(mem):
     mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
     mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)
-    seen: list[str] = []
-    embed = mem.pipeline.embed_query
-    mem.pipeline.embed_query = lambda text: seen.append(text) or embed(text)
+    seen: list[list[str]] = []
+    embed = mem.pipeline.embed_queries
+    mem.pipeline.embed_queries = lambda texts: seen.append(texts) or embed(texts)
     mem.search("What did Alice plant in the garden?", limit=3)
     mem.search("Who is Alice?", limit=3)
     mem.config.retrieval.vector_common_share = 0.0
     mem.search("What did Alice plant in the garden?", limit=3)
     # "alice", "note" and "number" are in more than 40% of the memories, "garden" in 25%; the
-    # whole query is embedded too, for the similarity the hits report
-    assert seen == ["What did plant in the garden?", "What did Alice plant in the garden?", "Who is Alice?",
-                    "What did Alice plant in the garden?"]
+    # whole query is embedded too, in the same call, for the similarity the hits report
+    assert seen == [["What did plant in the garden?", "What did Alice plant in the garden?"], ["Who is Alice?"],
+                    ["What did Alice plant in the garden?"]]
 
 
 def test_import_errors_name_the_line(mem):

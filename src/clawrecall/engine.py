@@ -151,10 +151,10 @@ class Memory:
         self._remember_fingerprint()
         return vectors
 
-    def _embed_query(self, text: str) -> np.ndarray:
-        vector = self.embedder.embed_one(text, kind="query")
+    def _embed_queries(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts, kind="query")
         self._remember_fingerprint()
-        return vector
+        return vectors
 
     def _remember_fingerprint(self) -> None:
         """Record which model made the vectors the first time any are made; check it afterwards."""
@@ -178,7 +178,7 @@ class Memory:
             from .retrieval.rerank import create_reranker
 
             self._pipeline = RetrievalPipeline(
-                self.config.retrieval, self.store, self._embed_query, create_reranker(self.config.retrieval.rerank)
+                self.config.retrieval, self.store, self._embed_queries, create_reranker(self.config.retrieval.rerank)
             )
         return self._pipeline
 

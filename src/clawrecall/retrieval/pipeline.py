@@ -46,12 +46,12 @@ class RetrievalPipeline:
         self,
         cfg: RetrievalConfig,
         store: Store,
-        embed_query: Callable[[str], np.ndarray],
+        embed_queries: Callable[[list[str]], np.ndarray],
         reranker: Reranker | None = None,
     ):
         self.cfg = cfg
         self.store = store
-        self.embed_query = embed_query
+        self.embed_queries = embed_queries
         self.reranker = reranker
         self._common: dict[tuple[str, ...] | None, tuple[float, set[str]]] = {}
 
@@ -63,8 +63,10 @@ class RetrievalPipeline:
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
-        vector_query = self._vector_query(query, filters) if mode in ("hybrid", "vector") else query
-        legs = self._run_legs(query, vector_query, filters, pool, mode, limit)
+        wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
+        vector_query = self._vector_query(query, filters) if "vector" in wanted else query
+        embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
+        legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
             legs["trigram"] = trigram_rescore(query, records.values())
@@ -90,7 +92,7 @@ class RetrievalPipeline:
             vectors = self.store.vectors([s.memory.id for s in items])
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         items = items[:limit]
-        similarity = self._similarities(query, vector_query, items, vectors)
+        similarity = self._similarities(embedded.get(query), vector_query != query, items, vectors)
         return [
             SearchHit(
                 memory=s.memory,
@@ -103,8 +105,14 @@ class RetrievalPipeline:
             for s in items
         ]
 
+    def _query_vectors(self, query: str, vector_query: str) -> dict[str, np.ndarray]:
+        """The vector leg's query and, when it differs, the whole query (for `_similarities`), in one
+        call: a batch of two costs less than two runs (MiniLM on one core: 7.7 ms, not 9.2)."""
+        texts = list(dict.fromkeys((vector_query, query)))
+        return dict(zip(texts, self.embed_queries(texts)))
+
     def _similarities(
-        self, query: str, vector_query: str, items: list[Scored], vectors: dict[str, np.ndarray] | None
+        self, full: np.ndarray | None, reduced: bool, items: list[Scored], vectors: dict[str, np.ndarray] | None
     ) -> dict[str, float]:
         """Each vector-leg hit's cosine to the whole query, which callers gate on (recall hook, memory_forget).
 
@@ -112,28 +120,26 @@ class RetrievalPipeline:
         close a memory is to the query less its common words, which overrates a memory about someone
         else ("Bob's birthday" for "Alice's birthday"), so the whole query is compared here."""
         hits = [s.memory.id for s in items if "vector" in s.legs]
-        if vector_query == query or not hits:
+        if not reduced or full is None or not hits:
             return {s.memory.id: s.legs["vector"]["score"] for s in items if "vector" in s.legs}
         missing = [i for i in hits if vectors is None or i not in vectors]
         found = {**(vectors or {}), **(self.store.vectors(missing) if missing else {})}
-        full = self.embed_query(query)
         return {i: round(float(found[i] @ full), 6) for i in hits if i in found}
 
     def _run_legs(
-        self, query: str, vector_query: str, filters: Filters, pool: int, mode: Mode, limit: int
+        self, query: str, vector: np.ndarray | None, wanted: list[str], filters: Filters, pool: int, limit: int
     ) -> dict[str, list[Candidate]]:
         """Run the candidate legs. In hybrid mode the trigram leg searches the whole store only when
         the others cannot do its job — CJK text (no word breaks for BM25) or too few keyword hits
         (typos) — and otherwise rescores the other legs' candidates (see `trigram_rescore`): an
         OR of many trigrams over a large store costs more than every other stage together."""
-        wanted = [name for name in LEGS if getattr(self.cfg, name).enabled] if mode == "hybrid" else [mode]
         out: dict[str, list[Candidate]] = {}
         for name in wanted:
-            if name == "vector":
-                out[name] = self.store.vector_candidates(self.embed_query(vector_query), filters, pool)
+            if name == "vector" and vector is not None:
+                out[name] = self.store.vector_candidates(vector, filters, pool)
             elif name == "bm25":
                 out[name] = self.store.text_candidates(query, filters, pool)
-            elif mode != "hybrid" or has_cjk(query) or len(out.get("bm25", [])) < limit:
+            elif name == "trigram" and (len(wanted) == 1 or has_cjk(query) or len(out.get("bm25", [])) < limit):
                 out[name] = self.store.fuzzy_candidates(query, filters, pool)
         return out
 
