@@ -226,7 +226,7 @@ def test_a_failed_commit_or_a_rollback_leaves_the_index_true_to_the_database(tmp
         real = a.store._conn
         a.store._conn = _CommitFails(real)
         with pytest.raises(Exception, match="disk is full"):
-            lost = a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Oars hang by the door"}])
+            a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Oars hang by the door"}])
         a.store._conn = real
         assert a.count() == 1
         a.add("Sails are patched in the loft")

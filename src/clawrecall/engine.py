@@ -41,7 +41,7 @@ from .models import (
     Visibility,
 )
 from .scopes import Caller, new_memory_scope, read_scopes, write_scope
-from .storage import Candidate, Filters, HistoryDraft, Store, open_store
+from .storage import Filters, HistoryDraft, Store, open_store
 
 if TYPE_CHECKING:
     import numpy as np  # imported where vectors are made: `clawrecall stats` never needs it

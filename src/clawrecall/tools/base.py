@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
+from ..errors import ClawrecallError, ScopeError, ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller, read_scopes, write_scope
 
