@@ -92,7 +92,7 @@ class RetrievalPipeline:
             vectors = self.store.vectors([s.memory.id for s in items])
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         items = items[:limit]
-        similarity = self._similarities(embedded.get(query), vector_query != query, items, vectors)
+        similarity = self._similarities(embedded[query] if vector_query != query else None, items, vectors)
         return [
             SearchHit(
                 memory=s.memory,
@@ -112,15 +112,16 @@ class RetrievalPipeline:
         return dict(zip(texts, self.embed_queries(texts)))
 
     def _similarities(
-        self, full: np.ndarray | None, reduced: bool, items: list[Scored], vectors: dict[str, np.ndarray] | None
+        self, full: np.ndarray | None, items: list[Scored], vectors: dict[str, np.ndarray] | None
     ) -> dict[str, float]:
         """Each vector-leg hit's cosine to the whole query, which callers gate on (recall hook, memory_forget).
 
         The vector leg may have ranked with a reduced query (`_vector_query`); its scores then say how
         close a memory is to the query less its common words, which overrates a memory about someone
-        else ("Bob's birthday" for "Alice's birthday"), so the whole query is compared here."""
+        else ("Bob's birthday" for "Alice's birthday"), so the whole query (`full`, given only when the
+        leg's query was reduced) is compared here."""
         hits = [s.memory.id for s in items if "vector" in s.legs]
-        if not reduced or full is None or not hits:
+        if full is None or not hits:
             return {s.memory.id: s.legs["vector"]["score"] for s in items if "vector" in s.legs}
         missing = [i for i in hits if vectors is None or i not in vectors]
         found = {**(vectors or {}), **(self.store.vectors(missing) if missing else {})}
