@@ -273,6 +273,10 @@ _REFUSALS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR"
 _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
+def _reports_damage(exc: sqlite3.DatabaseError) -> bool:
+    return getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE)
+
+
 class SQLiteStore(SQLStore):
     backend = "sqlite"
     order_column = "rowid"
@@ -359,7 +363,7 @@ class SQLiteStore(SQLStore):
 
     def _damage_only(self, exc: sqlite3.DatabaseError) -> str:
         """The message of an error that reports damage; any other (a lock, a read-only file) is raised."""
-        if getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE):
+        if _reports_damage(exc):
             return str(exc)
         if isinstance(exc, sqlite3.OperationalError):
             raise self._refused(exc) from None
@@ -367,7 +371,7 @@ class SQLiteStore(SQLStore):
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> Exception:
         """A damaged file (a disk error, a bad copy) becomes one clear line; any other error is left as it is."""
-        if not getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE):
+        if not _reports_damage(exc):
             return exc
         return StorageError(f"SQLite database {self.path} is damaged: {exc} (`clawrecall doctor` checks it)")
 
