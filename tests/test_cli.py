@@ -133,8 +133,16 @@ def test_search_filters_explain_and_empty_result(store: Path, ids: dict[str, str
     assert [h["memory"]["id"] for h in hits] == [ids[DEPLOY]]
     assert "final" in hits[0]["explain"] and "bm25" in hits[0]["explain"]["legs"]
     assert run_json(store, "search", "Kubernetes", "--until", "2000-01-01") == []
-    assert run(store, "search", "Kubernetes", "--since", "2999-01-01").stdout.strip() == "No memories found."
-    assert "final" in run(store, "search", "Kubernetes", "--explain").stdout
+    assert run(store, "search", "Kubernetes", "--since", "2999-01-01").stdout.strip() == "No relevant memories."
+    assert "relevance: cosine" in run(store, "search", "Kubernetes", "--explain").stdout
+
+
+def test_search_says_nothing_is_relevant_unless_asked_for_everything(store: Path, ids: dict[str, str]) -> None:
+    nonsense = "quantum chromodynamics lattice gauge"
+    assert run(store, "search", nonsense).stdout.strip() == "No relevant memories."
+    everything = run_json(store, "search", nonsense, "--min-score", "0")
+    assert everything and all(h["score"] < 0.1 for h in everything)
+    run(store, "search", "Kubernetes", "--min-score", "1.5", code=2)
 
 
 def test_add_from_stdin_and_duplicates(fresh: Path) -> None:

@@ -52,7 +52,8 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     hits = mem.search("which editor theme does alice prefer?", user_id="alice")
     assert hits[0].memory.id == added.id
     assert hits[0].age == "just now"
-    assert 0 < hits[0].score <= 1.5
+    assert mem.config.retrieval.min_score <= hits[0].score <= 1
+
 
     updated = mem.update(added.id, content="User prefers light mode since moving to a bright office", user_id="alice")
     assert updated.content.startswith("User prefers light mode")
@@ -85,7 +86,24 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     assert mem.history(added.id[:8]) == mem.history(added.id)  # by prefix too, for the administrator
     with pytest.raises(NotFoundError):
         mem.history(added.id[:8], user_id="alice")
-    assert mem.search("light mode office", user_id="alice")[0].memory.id != added.id
+    assert added.id not in {h.memory.id for h in mem.search("light mode office", user_id="alice", min_score=0.0)}
+
+
+def test_scores_are_absolute_and_min_score_says_nothing_is_relevant(mem):
+    """The first hit of any query used to score ~1; now an unrelated query's hits score low, below the default
+    minimum, so the answer is "nothing", while a related query keeps its hit."""
+    mem.add("User prefers dark mode in every editor", user_id="alice", category="preference")
+    mem.add("Deploys to production happen on Tuesdays", category="decision")
+    assert mem.search("quantum chromodynamics lattice gauge", user_id="alice") == []
+    everything = mem.search("quantum chromodynamics lattice gauge", user_id="alice", min_score=0)
+    assert len(everything) == 2 and all(h.score < mem.config.retrieval.min_score for h in everything)
+    related = mem.search("which days do we deploy to production?", user_id="alice")
+    assert related[0].memory.content.startswith("Deploys") and related[0].score > 0.5
+    assert mem.search("which days do we deploy to production?", user_id="alice", min_score=0.999) == []
+    with pytest.raises(ValidationError):
+        mem.search("deploys", min_score=1.5)
+    with pytest.raises(ValidationError):
+        mem.search("deploys", min_score=True)
 
 
 def test_purge_removes_only_memories_deleted_past_retention(mem):

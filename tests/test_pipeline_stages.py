@@ -13,7 +13,7 @@ from clawrecall.retrieval.pipeline import (
     Scored,
     apply_importance,
     apply_length_norm,
-    apply_min_and_noise,
+    apply_noise,
     apply_mmr,
     apply_recency,
     apply_rerank,
@@ -21,7 +21,9 @@ from clawrecall.retrieval.pipeline import (
     fuse,
 )
 from clawrecall.storage import Candidate
-from clawrecall.storage.text import common_words, keywords, trigrams, without_words
+from clawrecall.config import RelevanceConfig
+from clawrecall.retrieval.relevance import apply_relevance
+from clawrecall.storage.text import common_words, keyword_coverage, keywords, trigrams, without_words
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -99,11 +101,41 @@ def test_time_decay_spares_timeless_categories():
     assert items[1].score == 1.0
 
 
-def test_min_score_and_noise_stop_at_keep():
+def test_noise_filter_stops_at_keep():
     items = scored((rec("a", "I don't remember anything about that"), 0.9), (rec("b", "Real fact about billing"), 0.8),
-                   (rec("c", "Another real fact here"), 0.7), (rec("d", "Below the minimum"), 0.1))
-    assert [s.memory.id for s in apply_min_and_noise(items, min_score=0.2, noise=True, keep=10)] == ["b", "c"]
-    assert [s.memory.id for s in apply_min_and_noise(items, min_score=0.0, noise=False, keep=2)] == ["a", "b"]
+                   (rec("c", "Another real fact here"), 0.7), (rec("d", "A low but real fact"), 0.1))
+    assert [s.memory.id for s in apply_noise(items, noise=True, keep=10)] == ["b", "c", "d"]
+    assert [s.memory.id for s in apply_noise(items, noise=False, keep=2)] == ["a", "b"]
+
+
+def test_keyword_coverage_counts_words_stems_and_cjk():
+    assert keyword_coverage(keywords("Where did Alice go climbing?"), "Alice climbed in the Alps") == pytest.approx(2 / 3)
+    assert keyword_coverage(keywords("咖啡 好喝"), "我每天早上喝咖啡") == pytest.approx(1 / 2)
+    assert keyword_coverage([], "anything") == 0.0
+
+
+def _relevance(query_vec, vecs, ranking, contents, cfg=RelevanceConfig()):
+    items = scored(*((rec(str(i), c), r) for i, (c, r) in enumerate(zip(contents, ranking))))
+    vectors = {str(i): np.asarray(v, dtype=np.float32) for i, v in enumerate(vecs) if v is not None}
+    return apply_relevance(items, "oolong tea", np.asarray(query_vec, dtype=np.float32), vectors, cfg)
+
+
+def test_relevance_is_absolute_where_ranking_is_relative():
+    """Two queries whose ranking scores are alike: hits close in meaning score high, hits far in meaning
+    score low, whatever the ranking stage said; the ranking order is kept."""
+    cfg = RelevanceConfig()
+    near = _relevance([1, 0], [[0.8, 0.6], [0.6, 0.8]], [1.0, 0.5], ["I drink oolong tea", "green tea"])
+    far = _relevance([1, 0], [[0.0, 1.0], [-0.2, 0.98]], [1.0, 0.5], ["dark mode", "deploy days"])
+    expected = 1 / (1 + np.exp(-(cfg.intercept + cfg.cosine * 0.8 + cfg.coverage * 1.0)))
+    assert near[0].relevance == pytest.approx(expected, rel=1e-5)
+    assert near[0].steps["relevance"] == {"cosine": pytest.approx(0.8), "coverage": 1.0}
+    assert far[0].relevance < 0.1 < 0.5 < near[0].relevance
+    assert [s.memory.id for s in near] == ["0", "1"] and near[1].relevance < near[0].relevance
+
+
+def test_a_hit_without_a_vector_keeps_its_ranking_score():
+    items = _relevance([1, 0], [None, [0.0, 1.0]], [0.7, 0.5], ["oolong tea", "dark mode"])
+    assert items[0].relevance == pytest.approx(0.7) and items[0].steps["relevance"]["cosine"] is None
 
 
 def test_mmr_defers_near_duplicates():

@@ -83,7 +83,7 @@ def test_scope_filters_never_starve_the_vector_leg(pg_url):
             mem.embedder.embed_one("anything"), __import__("clawrecall.storage", fromlist=["Filters"]).Filters(scopes=["custom:rare"]), 20
         )
         assert len(candidates) == 20
-        hits = mem.search("anything at all", scope="custom:rare", mode="vector", limit=20)
+        hits = mem.search("anything at all", scope="custom:rare", mode="vector", limit=20, min_score=0)
         assert len(hits) == 20 and {h.memory.scope for h in hits} == {"custom:rare"}
 
 
@@ -205,7 +205,7 @@ def test_binary_copy_round_trips_every_column(pg_url):
         assert a.visibility.value == "private" and b.title is None and b.tags == [] and b.metadata == {}
         stored = mem.store.vectors(ids)
         assert np.allclose(stored[ids[0]], vectors[0], atol=1e-6) and np.allclose(stored[ids[1]], vectors[1], atol=1e-6)
-        assert [h.memory.id for h in mem.search("café quoted", mode="bm25")] == [ids[0]]
+        assert [h.memory.id for h in mem.search("café quoted", mode="bm25", min_score=0)] == [ids[0]]
 
 
 def test_deferred_vector_index_builds_once_after_a_bulk_load(pg_url):

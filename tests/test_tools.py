@@ -83,8 +83,10 @@ def test_memory_recall_shows_score_age_and_id(mem: Memory):
 
 
 def test_memory_recall_filters_by_type_and_reports_nothing_found(mem: Memory):
-    facts = call(mem, ALICE, "memory_recall", query="editor theme", type="fact").details["memories"]
+    facts = call(mem, ALICE, "memory_recall", query="where does the team deploy the API?", type="fact").details["memories"]
     assert facts and all(m["category"] == "fact" for m in facts)
+    nothing = call(mem, ALICE, "memory_recall", query="quantum chromodynamics lattice gauge")
+    assert nothing.text == "No relevant memories." and nothing.details == {"count": 0, "memories": []}
     bad = call(mem, ALICE, "memory_recall", query="editor theme", type="nonsense")
     assert bad.is_error and bad.details["error"]["code"] == "invalid_input"
 

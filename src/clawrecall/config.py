@@ -86,6 +86,15 @@ class RerankConfig(_Section):
         return self
 
 
+class RelevanceConfig(_Section):
+    """The absolute score's calibration (retrieval/relevance.py), fitted for the default model by
+    `bench/relevance.py --fit`; another embedding model has another cosine scale and needs its own fit."""
+
+    intercept: float = -3.24
+    cosine: float = Field(default=7.41, ge=0)
+    coverage: float = Field(default=0.04, ge=0)
+
+
 class RetrievalConfig(_Section):
     """The named stages of the one retrieval pipeline (see docs/retrieval.md for why these defaults)."""
 
@@ -105,7 +114,9 @@ class RetrievalConfig(_Section):
     length_norm_anchor: int = Field(default=500, ge=0)
     time_decay_half_life_days: float = Field(default=0.0, ge=0)
     timeless_categories: list[str] = Field(default_factory=lambda: ["decision", "preference", "person", "entity", "rule"])
-    min_score: float = Field(default=0.02, ge=0, le=1)
+    relevance: RelevanceConfig = RelevanceConfig()
+    # hits whose absolute score (the estimated probability of being relevant) is below this are dropped
+    min_score: float = Field(default=0.1, ge=0, le=1)
     noise_filter: bool = True
     mmr_threshold: float | None = Field(default=0.95, gt=0, le=1)
 
@@ -178,10 +189,10 @@ class RecallHookConfig(_Section):
     per_item_max_chars: int = Field(default=180, ge=10)
     min_repeat_turns: int = Field(default=8, ge=0)
     timeout_ms: int = Field(default=2000, ge=1)
-    # Pipeline scores are relative to the query's candidates (the best hit is always near 1),
-    # so relevance is gated on the vector leg's cosine as well. 0.2 suits all-MiniLM-L6-v2.
-    min_score: float = Field(default=0.2, ge=0, le=1)
-    min_similarity: float = Field(default=0.2, ge=0, le=1)
+    # the absolute score a memory needs to be injected unasked, on the scale of `retrieval.min_score`
+    # (which it replaces when set): stricter than a search's, since it lands in every prompt. 0.15 is
+    # a cosine of 0.2 with the default calibration, the gate this hook has always had.
+    min_score: float | None = Field(default=0.15, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
 
 

@@ -601,23 +601,31 @@ class Memory:
         mode: str = "hybrid",
         explain: bool = False,
         diverse: bool = True,
+        min_score: float | None = None,
     ) -> list[SearchHit]:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
-        `diverse=False` skips the diversity stage, which moves near-copies of a better hit to the
-        end: to see every copy of a memory, e.g. before erasing one."""
+        `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
+        Hits below `min_score` (default `retrieval.min_score`) are left out, so a query about nothing
+        stored returns no hits. `diverse=False` skips the diversity stage, which moves near-copies of
+        a better hit to the end: to see every copy of a memory, e.g. before erasing one."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
         _check_text(query, "query")
         _check_int(limit, "limit", 1, 1000)
         if mode not in ("hybrid", "vector", "bm25", "trigram"):
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
+        if min_score is not None and (
+            type(min_score) not in (int, float) or not 0 <= min_score <= 1  # NaN fails the bounds too
+        ):
+            raise ValidationError(f"min_score must be a number from 0 to 1, not {min_score!r}")
         filters = self._filters(
             Caller(user_id, agent_id), scope, category=category, tags=tags, session_id=session_id,
             since=since, until=until, include_deleted=include_deleted,
         )
         return self.pipeline.search(
             query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
+            min_score=min_score,
         )
 
     def get(

@@ -227,6 +227,10 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @filter_options
 @click.option("--limit", "-n", type=int, default=10, show_default=True, help="Most results to return.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25", "trigram"]), default="hybrid", show_default=True)
+@click.option(
+    "--min-score", type=click.FloatRange(0, 1), default=None, metavar="P",
+    help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
+)
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
 @json_option
 @pass_state
@@ -547,7 +551,7 @@ def shown_content(record: MemoryRecord) -> str:
 
 def hits_text(hits: list[SearchHit], explain: bool) -> str:
     if not hits:
-        return "No memories found."
+        return "No relevant memories."
     rows = [[out.percent(h.score), h.age, out.short_id(h.id), h.memory.category, shown_content(h.memory)] for h in hits]
     text = out.table(["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"], rows, right=[0])
     if explain:
@@ -556,9 +560,14 @@ def hits_text(hits: list[SearchHit], explain: bool) -> str:
 
 
 def explain_text(explain: dict[str, Any]) -> str:
-    """`vector #1 0.2024, bm25 #3 0.51 → fused 0.4348 → importance ×0.91 → final 0.3957`."""
+    """`vector #1 0.2024, bm25 #3 0.51 → fused 0.4348 → importance 0.91 → ranking 0.3957 → relevance: cosine
+    0.6100, coverage 0.5000 → final 0.7600`."""
     legs = ", ".join(f"{name} #{leg['rank']} {leg['score']:.4f}" for name, leg in explain.get("legs", {}).items())
-    steps = [f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in explain.items() if k != "legs"]
+    steps = [f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in explain.items() if k not in ("legs", "relevance")]
+    if "relevance" in explain:
+        r = explain["relevance"]
+        cosine = "none (no vector: the ranking score)" if r["cosine"] is None else f"{r['cosine']:.4f}"
+        steps.insert(-1, f"relevance: cosine {cosine}, coverage {r['coverage']:.4f}")
     return " → ".join([legs or "no legs"] + steps)
 
 

@@ -57,7 +57,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookCont
     # room for hits the budgets or the no-repeat rule drop, without widening every leg's pool
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     future = _SEARCHES.submit(
-        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit
+        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit,
+        min_score=cfg.min_score,
     )
     try:
         hits = future.result(timeout=cfg.timeout_ms / 1000)
@@ -104,8 +105,6 @@ def _select(
     for hit in hits:
         if len(chosen) == cfg.max_items:
             break
-        if hit.score < cfg.min_score or not _relevant(hit, cfg.min_similarity):
-            continue
         last = session.injected.get(hit.id) if session is not None else None
         if last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
@@ -117,16 +116,6 @@ def _select(
         lines.append(line)
         used += cost
     return chosen, lines
-
-
-def _relevant(hit: SearchHit, min_similarity: float) -> bool:
-    """The pipeline's score only ranks hits against each other; the vector leg's cosine says if any is relevant.
-
-    A hit the vector leg did not return counts only if it matched keywords (BM25).
-    """
-    if hit.similarity is not None:
-        return hit.similarity >= min_similarity
-    return "bm25" in hit.matched
 
 
 def _answer(

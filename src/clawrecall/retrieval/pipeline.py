@@ -2,8 +2,8 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → importance weight → length normalisation → time decay → hard minimum
-      → noise filter → MMR diversity → limit
+      → importance weight → length normalisation → time decay → noise filter → MMR diversity
+      → limit → absolute score (relevance.py) → minimum score
 
 Only the candidate legs touch the store; every later stage is a pure function of the
 candidates, so a stage can be tested, switched off or re-weighted on its own.
@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..models import MemoryRecord, SearchHit
 from ..storage import Candidate, Filters, Store
 from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
+from .relevance import apply_relevance
 from .rerank import Reranker
 
 Mode = Literal["hybrid", "vector", "bm25", "trigram"]
@@ -36,9 +37,10 @@ COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0
 @dataclass
 class Scored:
     memory: MemoryRecord
-    score: float
+    score: float  # the ranking score: orders the hits of one query
     legs: dict[str, dict[str, float]] = field(default_factory=dict)
-    steps: dict[str, float] = field(default_factory=dict)
+    steps: dict[str, Any] = field(default_factory=dict)
+    relevance: float = 0.0  # the absolute score (relevance.py): comparable across queries
 
 
 class RetrievalPipeline:
@@ -57,15 +59,16 @@ class RetrievalPipeline:
 
     def search(
         self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
-        diverse: bool = True, now: datetime | None = None,
+        diverse: bool = True, now: datetime | None = None, min_score: float | None = None,
     ) -> list[SearchHit]:
+        """The best `limit` hits whose absolute score reaches `min_score` (default: the config's)."""
         cfg = self.cfg
         now = now or utcnow()
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
-        embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
+        embedded = self._query_vectors(query, vector_query)  # the whole query's vector scores relevance in every mode
         legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
@@ -86,46 +89,32 @@ class RetrievalPipeline:
         )
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
-        items = apply_min_and_noise(items, min_score=cfg.min_score, noise=cfg.noise_filter, keep=head)
-        vectors: dict[str, np.ndarray] | None = None
+        items = apply_noise(items, noise=cfg.noise_filter, keep=head)
+        vectors = self.store.vectors([s.memory.id for s in items]) if items else {}
         if diverse and cfg.mmr_threshold is not None and len(items) > 1:
-            vectors = self.store.vectors([s.memory.id for s in items])
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
-        items = items[:limit]
-        similarity = self._similarities(embedded[query] if vector_query != query else None, items, vectors)
+        items = apply_relevance(items[:limit], query, embedded[query], vectors, cfg.relevance)
+        floor = cfg.min_score if min_score is None else min_score
+        items = [s for s in items if s.relevance >= floor]
         return [
             SearchHit(
                 memory=s.memory,
-                score=round(s.score, 6),
+                score=round(s.relevance, 6),
                 age=age_string(s.memory.created_at, now),
-                similarity=similarity.get(s.memory.id),
+                # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a
+                # memory about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
+                similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None,
                 matched=list(s.legs),
-                explain={"legs": s.legs, **s.steps, "final": s.score} if explain else None,
+                explain={"legs": s.legs, **s.steps, "ranking": s.score, "final": s.relevance} if explain else None,
             )
             for s in items
         ]
 
     def _query_vectors(self, query: str, vector_query: str) -> dict[str, np.ndarray]:
-        """The vector leg's query and, when it differs, the whole query (for `_similarities`), in one
+        """The vector leg's query and, when it differs, the whole query (for the absolute score), in one
         call: a batch of two costs less than two runs (MiniLM on one core: 7.7 ms, not 9.2)."""
         texts = list(dict.fromkeys((vector_query, query)))
         return dict(zip(texts, self.embed_queries(texts)))
-
-    def _similarities(
-        self, full: np.ndarray | None, items: list[Scored], vectors: dict[str, np.ndarray] | None
-    ) -> dict[str, float]:
-        """Each vector-leg hit's cosine to the whole query, which callers gate on (recall hook, memory_forget).
-
-        The vector leg may have ranked with a reduced query (`_vector_query`); its scores then say how
-        close a memory is to the query less its common words, which overrates a memory about someone
-        else ("Bob's birthday" for "Alice's birthday"), so the whole query (`full`, given only when the
-        leg's query was reduced) is compared here."""
-        hits = [s.memory.id for s in items if "vector" in s.legs]
-        if full is None or not hits:
-            return {s.memory.id: s.legs["vector"]["score"] for s in items if "vector" in s.legs}
-        missing = [i for i in hits if vectors is None or i not in vectors]
-        found = {**(vectors or {}), **(self.store.vectors(missing) if missing else {})}
-        return {i: round(float(found[i] @ full), 6) for i in hits if i in found}
 
     def _run_legs(
         self, query: str, vector: np.ndarray | None, wanted: list[str], filters: Filters, pool: int, limit: int
@@ -243,15 +232,18 @@ def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weig
     neighbours = store.session_neighbors([s.memory.id for s in head], filters)
     by_id = {s.memory.id: s for s in items}
     gains: dict[str, float] = {}
+    source: dict[str, str] = {}  # the best hit a neighbour is next to: that hit's relevance carries over to it
     for item in head:
         for other in neighbours.get(item.memory.id, []):
             gains[other] = gains.get(other, 0.0) + weight * item.steps["fused"]
+            source.setdefault(other, item.memory.id)
     missing = [i for i in gains if i not in by_id]
     for memory_id, record in store.fetch(missing).items():
         by_id[memory_id] = Scored(record, 0.0, steps={"fused": 0.0})
     for memory_id, gain in gains.items():
         if memory_id in by_id:
             by_id[memory_id].steps["neighbors"] = gain
+            by_id[memory_id].steps["neighbor_of"] = source[memory_id]
             by_id[memory_id].score += gain
     out = list(by_id.values())
     out.sort(key=lambda s: s.score, reverse=True)
@@ -321,12 +313,10 @@ def apply_time_decay(items: list[Scored], now: datetime, *, half_life_days: floa
     return items
 
 
-def apply_min_and_noise(items: list[Scored], *, min_score: float, noise: bool, keep: int) -> list[Scored]:
-    """The hard minimum and seed 002's noise filter, over sorted items, stopping once `keep` survive."""
+def apply_noise(items: list[Scored], *, noise: bool, keep: int) -> list[Scored]:
+    """Seed 002's noise filter, over sorted items, stopping once `keep` survive."""
     out: list[Scored] = []
     for item in items:
-        if item.score < min_score:
-            break
         if noise and is_noise(item.memory.content):
             continue
         out.append(item)

@@ -80,6 +80,10 @@ class SearchIn(_Body):
     until: When | None = None
     include_deleted: bool = False
     mode: Literal["hybrid", "vector", "bm25", "trigram"] = "hybrid"
+    min_score: float | None = Field(
+        None, ge=0, le=1, description="Leave out hits whose relevance score (an estimated probability) is below this; "
+        "default: the server's `retrieval.min_score`.",
+    )
     explain: bool = False
 
 
@@ -172,7 +176,7 @@ def search(body: SearchIn, mem: Memory = Depends(memory), ctx: CallContext = Dep
     hits = mem.search(
         body.query, **ctx.caller, scope=ctx.read_scope(body.scope), limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
-        include_deleted=body.include_deleted, mode=body.mode, explain=body.explain,
+        include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
     )
     return {"results": [h.model_dump(mode="json") for h in hits]}
 

@@ -72,3 +72,18 @@ def without_words(query: str, words: set[str]) -> str:
     kept = _TOKEN.sub(lambda m: "" if _WORD.match(m.group()).group().lower() in words else m.group(), query)
     kept = " ".join(kept.split())
     return kept if any(w.lower() not in STOPWORDS for w in _WORD.findall(kept)) else query
+
+
+def keyword_coverage(words: list[str], text: str) -> float:
+    """The share of `words` (a query's `keywords`) that `text` contains: as a word, as a word's first
+    five letters for longer ones (so "climbing" finds "climbed"), or inside CJK text, which has no word breaks."""
+    if not words:
+        return 0.0
+    lowered = text.lower()
+    tokens = set(_WORD.findall(lowered))
+    stems = {t[:5] for t in tokens if len(t) >= 5}
+    found = 0
+    for word in words:
+        if word in tokens or (len(word) >= 5 and word[:5] in stems) or (has_cjk(word) and word in lowered):
+            found += 1
+    return found / len(words)

@@ -10,10 +10,12 @@ from ..models import SearchHit
 from .base import CallContext, OptionalStr, ToolArgs, ToolResult, tool
 from .render import LINE_CHARS, entry, line, memory_path, plural, short
 
-# memory_forget erases on its own only when one hit clearly is the memory meant: its vector
-# similarity to the query is high and the runner-up scores at most half as much. Pipeline scores
-# are relative (the best hit is always near 1), so the cosine is the absolute signal; it also
-# decides which hits are candidates at all (all-MiniLM-L6-v2 puts unrelated text below 0.3).
+# memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
+# query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
+# runner-up's ranking score is at most half its own. "Clearly ahead of the runner-up" compares two
+# hits of one query, which is what the ranking score is for; the absolute score says how likely a
+# hit is about the query, not that it is the very memory meant. The cosine also decides which
+# hits are candidates at all (all-MiniLM-L6-v2 puts unrelated text below 0.3).
 FORGET_MIN_SIMILARITY = 0.7
 FORGET_MAX_RUNNER_UP = 0.5
 FORGET_CANDIDATE_SIMILARITY = 0.3
@@ -30,12 +32,13 @@ class RecallArgs(ToolArgs):
     label="Memory Recall",
     description="""Search long-term memory for what is known about the user, their preferences, past decisions and
     earlier conversations. Use it before answering anything that depends on earlier sessions. Each memory comes with
-    a relevance score and its age; old memories may be out of date.""",
+    a relevance score (an estimated probability, 0 to 1, that it is about the question) and its age; old memories may
+    be out of date. When nothing stored is relevant, it says so.""",
 )
 def memory_recall(mem: Memory, ctx: CallContext, args: RecallArgs) -> ToolResult:
     hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.limit, category=args.type)
     if not hits:
-        return ToolResult("No relevant memories found.", {"count": 0, "memories": []})
+        return ToolResult("No relevant memories.", {"count": 0, "memories": []})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + "\n".join(
         line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
     )
@@ -105,7 +108,9 @@ def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult
         return _forget(mem, ctx, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
-    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES, diverse=False)
+    hits = mem.search(
+        args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0
+    )
     hits = [h for h in hits if h.similarity is None or h.similarity >= FORGET_CANDIDATE_SIMILARITY]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
@@ -120,8 +125,9 @@ def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult
 
 
 def _confident(hits: list[SearchHit]) -> bool:
-    runner_up = hits[1].score if len(hits) > 1 else 0.0
-    return (hits[0].similarity or 0.0) >= FORGET_MIN_SIMILARITY and runner_up <= FORGET_MAX_RUNNER_UP * hits[0].score
+    ranking = [h.explain["ranking"] for h in hits if h.explain is not None]
+    runner_up = ranking[1] if len(ranking) > 1 else 0.0
+    return (hits[0].similarity or 0.0) >= FORGET_MIN_SIMILARITY and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
 
 
 def _forget(mem: Memory, ctx: CallContext, memory_id: str) -> ToolResult:

@@ -21,7 +21,10 @@ PROVIDER = "clawrecall"
 class SearchArgs(ToolArgs):
     query: str = Field(min_length=1, description="What to look for, in natural language or keywords.")
     maxResults: int = Field(8, ge=1, le=50, description="Most results to return.")
-    minScore: OptionalFloat01 = Field(None, description="Drop results scoring below this (0 to 1).")
+    minScore: OptionalFloat01 = Field(
+        None, description="Drop results whose relevance score (an estimated probability, 0 to 1) is below this; "
+        "by default the server's threshold applies.",
+    )
     category: OptionalStr = Field(None, description="Only records of this category.")
     tags: OptionalStrList = Field(None, description="Only records with at least one of these tags.")
 
@@ -34,10 +37,9 @@ class SearchArgs(ToolArgs):
 )
 def memory_search(mem: Memory, ctx: CallContext, args: SearchArgs) -> ToolResult:
     hits = mem.search(
-        args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.maxResults, category=args.category, tags=args.tags
+        args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.maxResults, category=args.category, tags=args.tags,
+        min_score=args.minScore,
     )
-    if args.minScore is not None:
-        hits = [h for h in hits if h.score >= args.minScore]
     provider, model, _ = mem.configured_fingerprint()
     results = [
         {
@@ -47,7 +49,7 @@ def memory_search(mem: Memory, ctx: CallContext, args: SearchArgs) -> ToolResult
         }
         for h in hits
     ]
-    text = "\n".join(line(n, h.memory, h.score) for n, h in enumerate(hits, 1)) or "No matching records."
+    text = "\n".join(line(n, h.memory, h.score) for n, h in enumerate(hits, 1)) or "No relevant records."
     details = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto",
