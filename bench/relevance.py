@@ -133,11 +133,24 @@ def fit(sets: list[list[dict]]) -> dict[str, float]:
     return {"intercept": round(float(w[0]), 2), "cosine": round(float(w[1]), 2), "coverage": round(float(w[2]), 2)}
 
 
+def fresh_database(url: str, name: str) -> str:
+    """An empty database `name` on the server of `url` (dropped first if it exists); its URL."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db-dir", default=str(Path(tempfile.gettempdir()) / "clawrecall-relevance"),
                         help="where the SQLite stores are kept between runs")
-    parser.add_argument("--db-url", help="a PostgreSQL URL to build the stores in instead (one database, emptied first)")
+    parser.add_argument("--db-url", help="a PostgreSQL server URL (a user that may CREATE DATABASE): the stores are built "
+                        "afresh in its databases relevance_locomo and relevance_people instead")
     parser.add_argument("--fit", action="store_true", help="fit the calibration on the tuning conversations and print it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -146,16 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     everything: list[dict] = []
     for name, build_questions in (("locomo", locomo_questions), ("people", people_questions)):
         if args.db_url:
-            target, build = args.db_url, True
+            target, build = fresh_database(args.db_url, f"relevance_{name}"), True
         else:
             Path(args.db_dir).mkdir(parents=True, exist_ok=True)
             target = str(Path(args.db_dir) / f"{name}.db")
             build = not Path(target).exists()
         with Memory.open(target) as mem:
-            if args.db_url:
-                mem.purge(older_than_days=0)
-                for record in mem.list(limit=1_000_000, include_deleted=True):
-                    mem.forget(record.id)
             qs = build_questions(mem, build)
             run(mem, qs)
         everything += qs

@@ -343,6 +343,19 @@ def test_no_repeat_within_eight_turns_then_again(alice):
     assert before_prompt_build(alice, request, ctx())["memories"] == first["memories"]  # turn 9
 
 
+def test_recall_injects_nothing_below_its_minimum_score(alice):
+    """The hook gates on the same absolute score as every search, with a stricter default of its own."""
+    assert before_prompt_build(alice, {"prompt": "quantum chromodynamics lattice gauge"}, ctx())["skipped"] == "no_memories"
+    ask = {"prompt": "which editor theme does alice like?"}
+    chosen = before_prompt_build(alice, ask, ctx(session_id="gate"))["memories"]
+    assert chosen and all(m["score"] >= alice.config.hooks.recall.min_score for m in chosen)
+    alice.config.hooks.recall.min_score = 0.999
+    try:
+        assert before_prompt_build(alice, ask, ctx(session_id="strict"))["skipped"] == "no_memories"
+    finally:
+        alice.config.hooks.recall.min_score = 0.15
+
+
 def test_skipped_turns_count_and_new_session_resets(alice):
     ask = {"prompt": "which editor theme does alice like?", "messages": [{"role": "user", "content": "hi"}]}
     assert before_prompt_build(alice, ask, ctx())["memories"]

@@ -243,6 +243,15 @@ def test_bodies_are_checked_never_coerced(alice):
     assert tool["isError"] and tool["details"]["error"]["code"] == "invalid_input"
 
 
+def test_search_is_absolute_and_takes_min_score(alice, seeded):
+    nonsense = {"query": "quantum chromodynamics lattice gauge"}
+    assert alice.post("/v1/search", json=nonsense).json()["results"] == []
+    everything = alice.post("/v1/search", json={**nonsense, "min_score": 0}).json()["results"]
+    assert everything and all(r["score"] < 0.1 for r in everything)
+    assert alice.post("/v1/search", json={**nonsense, "min_score": 2}).status_code == 422
+    assert alice.post("/v1/search", json={**nonsense, "min_score": True}).status_code == 422
+
+
 def test_search_context_and_stats(alice, seeded):
     results = alice.post("/v1/search", json={"query": "dark mode code editor", "explain": True}).json()["results"]
     assert results[0]["memory"]["id"] == seeded["alice"] and results[0]["age"] == "3d ago"

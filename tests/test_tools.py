@@ -173,6 +173,16 @@ def test_memory_search_mirrors_memory_core_results(mem: Memory):
     assert strict and all(r["score"] >= 0.5 for r in strict)
 
 
+
+def test_memory_search_says_when_nothing_is_relevant(tmp_path):
+    with Memory.open(tmp_path / "memory.db") as fresh:
+        fresh.add("Alice prefers dark mode in every code editor", user_id="alice", category="preference")
+        nonsense = call(fresh, ALICE, "memory_search", query="quantum chromodynamics lattice gauge")
+        assert nonsense.details["results"] == [] and nonsense.text == "No relevant records."
+        everything = call(fresh, ALICE, "memory_search", query="quantum chromodynamics lattice gauge", minScore=0)
+        assert [r["score"] < 0.1 for r in everything.details["results"]] == [True]
+
+
 def test_memory_get_takes_an_id_a_prefix_or_a_path(mem: Memory):
     hit = call(mem, ALICE, "memory_search", query="dark mode editor").details["results"][0]
     for ref in (hit["id"], hit["id"][:8], hit["path"]):
