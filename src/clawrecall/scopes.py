@@ -40,10 +40,18 @@ def _show(value: object) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking. `None` fields mean "not identified" (a local administrator using the CLI)."""
+    """Who is asking, built once at the door (server authentication, MCP stdio, the CLI, a hook's
+    runtime) and passed down to the engine, which checks every scope against it here.
+
+    `None` ids mean "not identified". `scopes` is the allow-list of a token bound to a user or
+    agent; `None` means whatever the identity may reach under the scope rules. A caller with no
+    identity and no allow-list is the local administrator. Groups and keys belong here too.
+    """
 
     user_id: str | None = None
     agent_id: str | None = None
+    session_id: str | None = None
+    scopes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("user_id", self.user_id), ("agent_id", self.agent_id)):
@@ -51,12 +59,26 @@ class Caller:
                 raise ValidationError(
                     f"invalid {name} {_show(value)}: ids are strings of 1–{MAX_ID_CHARS} characters without control characters"
                 )
+        if self.session_id is not None and not isinstance(self.session_id, str):
+            raise ValidationError(f"session_id must be a string, got {type(self.session_id).__name__}")
+        if self.scopes is not None and not isinstance(self.scopes, tuple):
+            object.__setattr__(self, "scopes", tuple(self.scopes))
+
+    @property
+    def identified(self) -> bool:
+        return self.user_id is not None or self.agent_id is not None
+
+    @property
+    def administrator(self) -> bool:
+        """No identity and no allow-list: the local administrator, who reaches every scope."""
+        return not self.identified and self.scopes is None
 
     def may_access(self, scope: str) -> bool:
-        """An unidentified caller (the local administrator) may touch any scope; an identified one
-        only its own user and agent scopes, besides the shared global/project/custom ones."""
+        """An unidentified caller may touch any scope; an identified one only its own user and agent
+        scopes, besides the shared global/project/custom ones. (A token's allow-list narrows this
+        further: `read_scopes` and `write_scope` apply it.)"""
         kind, _, ident = scope.partition(":")
-        if self.user_id is None and self.agent_id is None:
+        if not self.identified:
             return True
         if kind == "user":
             return ident == self.user_id
@@ -73,6 +95,17 @@ class Caller:
         return scopes
 
 
+def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:
+    """The caller of an engine verb: `caller`, or one built from the `user_id`/`agent_id` convenience keywords."""
+    if caller is None:
+        return Caller(user_id, agent_id)
+    if user_id is not None or agent_id is not None:
+        raise ValidationError("give caller or user_id/agent_id, not both")
+    if not isinstance(caller, Caller):
+        raise ValidationError(f"caller must be a Caller, got {type(caller).__name__}")
+    return caller
+
+
 def write_scope(caller: Caller, scope: str | None) -> str:
     """The scope a new memory goes to: the one named, else the caller's user, agent, or global."""
     if scope is None:
@@ -85,15 +118,28 @@ def write_scope(caller: Caller, scope: str | None) -> str:
     validate_scope(scope)
     if not caller.may_access(scope):
         raise ScopeError(f"scope {scope!r} is not accessible to {_who(caller)}")
+    _allow(caller, scope)
     return scope
 
 
-def new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None) -> str:
-    """`write_scope` for a caller given by its ids. Memoised for text ids: the items of a batch name
-    a handful of (caller, scope) pairs, and checking each again cost more than the rest of its record."""
+def may_write(caller: Caller, scope: str | None = None) -> bool:
+    """Whether `write_scope` accepts the scope (by default: where this caller's new memories go)."""
+    try:
+        write_scope(caller, scope)
+    except ScopeError:
+        return False
+    return True
+
+
+def new_memory_scope(
+    user_id: str | None, agent_id: str | None, scope: str | None, allowed: tuple[str, ...] | None = None
+) -> str:
+    """`write_scope` for a caller given by its ids and a token's allow-list. Memoised for text ids: the
+    items of a batch name a handful of (caller, scope) pairs, and checking each again cost more than
+    the rest of its record."""
     if _text_or_none(user_id) and _text_or_none(agent_id) and _text_or_none(scope):
-        return _new_memory_scope(user_id, agent_id, scope)
-    return write_scope(Caller(user_id=user_id, agent_id=agent_id), scope)  # raises the usual error
+        return _new_memory_scope(user_id, agent_id, scope, allowed)
+    return write_scope(Caller(user_id=user_id, agent_id=agent_id, scopes=allowed), scope)  # raises the usual error
 
 
 def _text_or_none(value: object) -> bool:
@@ -101,31 +147,39 @@ def _text_or_none(value: object) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None) -> str:
-    return write_scope(Caller(user_id=user_id, agent_id=agent_id), scope)
+def _new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None, allowed: tuple[str, ...] | None) -> str:
+    return write_scope(Caller(user_id=user_id, agent_id=agent_id, scopes=allowed), scope)
 
 
 def read_scopes(caller: Caller, scope: str | list[str] | None) -> list[str] | None:
-    """The scopes a read may touch; `None` means every scope (only for an unidentified caller).
+    """The scopes a read may touch; `None` means every scope (only for the administrator).
 
-    With no scope named, an identified caller reads `global` plus its own user/agent scopes;
-    an unidentified caller reads everything. A named scope the caller may not see is an error,
-    not an empty result, so a mistake is visible.
+    With no scope named, a caller with a token reads its allow-list, another identified caller
+    `global` plus its own user/agent scopes, and the administrator everything. A named scope the
+    caller may not see is an error, not an empty result, so a mistake is visible.
     """
+    if caller.scopes is not None:
+        if scope is None:
+            scope = list(caller.scopes)
+        else:
+            for name in [scope] if isinstance(scope, str) else scope:
+                _allow(caller, name)
     if scope is None:
-        if caller.user_id is None and caller.agent_id is None:
-            return None
-        return caller.own_scopes()
+        return None if caller.administrator else caller.own_scopes()
     names = [scope] if isinstance(scope, str) else list(scope)
     if names == [ALL]:
-        if caller.user_id is None and caller.agent_id is None:
-            return None
-        return caller.own_scopes()
+        return None if caller.administrator else caller.own_scopes()
     for name in names:
         validate_scope(name)
         if not caller.may_access(name):
             raise ScopeError(f"scope {name!r} is not accessible to {_who(caller)}")
     return names
+
+
+def _allow(caller: Caller, scope: str) -> None:
+    """A token's allow-list, when the caller has one, must name the scope."""
+    if caller.scopes is not None and scope not in caller.scopes:
+        raise ScopeError(f"scope {scope!r} is not among this token's scopes ({', '.join(caller.scopes)})")
 
 
 def _who(caller: Caller) -> str:
