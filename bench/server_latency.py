@@ -37,7 +37,8 @@ from scale import DEFAULT_DB_DIR, build, machine, pct, synthetic_queries  # noqa
 from clawrecall import Memory, hooks  # noqa: E402
 from clawrecall.auth import TokenStore  # noqa: E402
 from clawrecall.server.spawn import spawn_server  # noqa: E402
-from clawrecall.tools import CallContext, run_tool  # noqa: E402
+from clawrecall import Caller  # noqa: E402
+from clawrecall.tools import run_tool  # noqa: E402
 
 CLIENTS = (1, 8)
 HOOK_P50_TARGET_MS = 25.0
@@ -104,10 +105,10 @@ def in_process(db: Path, work: list[tuple[str, str]]) -> list[dict]:
     """The two calls without HTTP, one at a time: what the engine and the hook cost on their own."""
     with Memory.open(db) as mem:
         for query, user in work[:20]:
-            run_tool(mem, CallContext(user), "memory_recall", {"query": query})
+            run_tool(mem, Caller(user), "memory_recall", {"query": query})
         calls = {
-            "memory_recall": lambda q, u: run_tool(mem, CallContext(u), "memory_recall", {"query": q, "limit": 5}),
-            "recall hook": lambda q, u: hooks.before_prompt_build(mem, {"prompt": q}, CallContext(u, None, "bench")),
+            "memory_recall": lambda q, u: run_tool(mem, Caller(u), "memory_recall", {"query": q, "limit": 5}),
+            "recall hook": lambda q, u: hooks.before_prompt_build(mem, {"prompt": q}, Caller(u, None, "bench")),
         }
         cells = []
         for n, (name, call) in enumerate(calls.items()):

@@ -1,12 +1,12 @@
-"""What the hook tests share: a caller context as an agent runtime passes it, and chat messages."""
+"""What the hook tests share: a caller as an agent runtime identifies it, and chat messages."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from clawrecall import Caller
 
 
 def ctx(user_id="alice", agent_id="main", session_id="s1"):
-    return SimpleNamespace(user_id=user_id, agent_id=agent_id, session_id=session_id)
+    return Caller(user_id, agent_id, session_id)
 
 
 def user(text):

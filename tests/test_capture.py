@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from hook_helpers import ctx, user, assistant
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
 from clawrecall.config import CaptureHookConfig
 from clawrecall.errors import ValidationError
 from clawrecall.hooks import agent_end, capture, detect_category, drain, should_capture
@@ -277,9 +276,9 @@ def test_skips(mem):
 
 def test_a_token_allow_list_narrows_writes(mem):
     request = {"messages": [user("Remember that my locker code is 4711")]}
-    denied = SimpleNamespace(user_id="alice", agent_id="main", session_id="s1", scopes=("global",))
+    denied = Caller("alice", "main", "s1", scopes=("global",))
     assert agent_end(mem, request, denied)["skipped"] == "scope_denied"
-    allowed = SimpleNamespace(user_id="alice", agent_id="main", session_id="s1", scopes=("user:alice",))
+    allowed = Caller("alice", "main", "s1", scopes=("user:alice",))
     assert agent_end(mem, request, allowed)["queued"] == 1
     drain(30)
     assert [r.scope for r in mem.list(user_id="alice")] == ["user:alice"]

@@ -18,6 +18,8 @@ from clawrecall import (
     ValidationError,
     WritesDisabledError,
 )
+from clawrecall.engine import _writes as engine_writes
+from clawrecall.engine._validate import new_ids
 
 
 def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
@@ -355,9 +357,9 @@ def test_nul_characters_in_reads_and_updates_are_clear_errors(mem):
         (lambda: mem.update(kept.id, content="new\x00"), "content must not contain NUL"),
         (lambda: mem.update(kept.id, title="\x00"), "title must not contain NUL"),
         (lambda: mem.update(kept.id, metadata={"a": "\x00"}), "metadata must not contain NUL"),
-        (lambda: mem.startup_set("k\x00", "rules"), "key must not contain NUL"),
-        (lambda: mem.startup_set("k", "rules\x00"), "content must not contain NUL"),
-        (lambda: mem.startup_delete("k\x00"), "key must not contain NUL"),
+        (lambda: mem.startup.set("k\x00", "rules"), "key must not contain NUL"),
+        (lambda: mem.startup.set("k", "rules\x00"), "content must not contain NUL"),
+        (lambda: mem.startup.delete("k\x00"), "key must not contain NUL"),
     ):
         with pytest.raises(ValidationError, match=message):
             call()
@@ -545,20 +547,20 @@ def test_two_handles_on_one_file_see_each_others_writes(db_target):
         b.close()
 
 
-def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target):
+def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target, monkeypatch):
     """Another process changes or erases a memory while this one embeds its new content or decides
     to delete it: neither change is undone, and an erased memory does not come back."""
     a = Memory.open(db_target)
     b = Memory.open(db_target)
     try:
         doomed = a.add("The dentist appointment is on Friday").id
-        embed = a._embed_passages
+        embed = a._embedding.passages
 
         def embed_while_b_changes(texts):
             b.update(doomed, title="health")
             return embed(texts)
 
-        a._embed_passages = embed_while_b_changes
+        a._embedding.passages = embed_while_b_changes
         changed = a.update(doomed, content="The dentist appointment is on Monday")
         assert (changed.title, changed.content) == ("health", "The dentist appointment is on Monday")
         assert b.get(doomed).title == "health"
@@ -566,24 +568,25 @@ def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target):
             "update", {"content": "The dentist appointment is on Friday"}
         )
 
-        resolve = a._resolve
+        resolve = engine_writes.resolve
 
-        def resolve_while_b_changes(*args):
-            found = resolve(*args)
-            b.update(doomed, importance=0.2)
+        def resolve_while_b_changes(store, *args):
+            found = resolve(store, *args)
+            if store is a.store:
+                b.update(doomed, importance=0.2)
             return found
 
-        a._resolve = resolve_while_b_changes
+        monkeypatch.setattr(engine_writes, "resolve", resolve_while_b_changes)
         deleted = a.delete(doomed)
         assert deleted.deleted_at is not None and deleted.importance == 0.2 and deleted.title == "health"
         assert b.get(doomed).importance == 0.2
-        a._resolve = resolve
+        monkeypatch.undo()
 
         def embed_while_b_forgets(texts):
             b.forget(doomed)
             return embed(texts)
 
-        a._embed_passages = embed_while_b_forgets
+        a._embedding.passages = embed_while_b_forgets
         with pytest.raises(NotFoundError, match="erased"):
             a.update(doomed, content="My PIN is 9999")
         assert [h.action for h in b.history(doomed)][-1] == "forget"
@@ -599,31 +602,31 @@ def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_s
     a = Memory.open(db_target)
     b = Memory.open(db_target)
     try:
-        add_many = a.add_many
+        add_many = a._writes.add_many  # the write path every import goes through
         calls = []
 
-        def add_many_after_b(items, **kwargs):  # b stores the next lines after a's check of this chunk
+        def add_many_after_b(items, *args, **kwargs):  # b stores the next lines after a's check of this chunk
             calls.append(len(items))
             if len(calls) == 1:
                 b.import_jsonl(lines[1:])
-            return add_many(items, **kwargs)
+            return add_many(items, *args, **kwargs)
 
-        a.add_many = add_many_after_b
+        a._writes.add_many = add_many_after_b
         assert a.import_jsonl(lines, chunk=1) == {"read": 3, "created": 1, "duplicates": 0, "skipped": 2}
         assert calls == [1]
 
-        a.add_many = add_many
+        a._writes.add_many = add_many
         more = [json.dumps({"id": str(uuid.uuid4()), "content": "Imported fact about lakes"})]
-        collect = a._collect
+        collect = a._embedding.collect
 
         def collect_while_b_imports(*args):  # b stores this very chunk while a embeds it
             b.import_jsonl(more)
             return collect(*args)
 
-        a._collect = collect_while_b_imports
+        a._embedding.collect = collect_while_b_imports
         with pytest.raises(ValidationError, match="already exists"):
             a.import_jsonl(more)
-        a._collect = collect
+        a._embedding.collect = collect
         assert a.import_jsonl(more)["skipped"] == 1
         assert a.count() == 4
     finally:
@@ -812,18 +815,18 @@ def test_a_record_names_the_model_that_embedded_it_whatever_the_item_says(mem):
 
 
 def test_startup_entries_by_priority_and_scope(mem):
-    mem.startup_set("rules", "Never share secrets.", priority=0)
-    mem.startup_set("soul", "You are a helpful assistant.", priority=1, reinforce=True)
-    mem.startup_set("alice", "Alice likes short answers.", priority=1, user_id="alice")
-    assert [e.key for e in mem.startup_list()] == ["rules", "alice", "soul"]
-    assert [e.key for e in mem.startup_list(user_id="bob")] == ["rules", "soul"]
-    mem.startup_set("rules", "Never share secrets or keys.", priority=0)
-    assert mem.startup_list()[0].content == "Never share secrets or keys."
+    mem.startup.set("rules", "Never share secrets.", priority=0)
+    mem.startup.set("soul", "You are a helpful assistant.", priority=1, reinforce=True)
+    mem.startup.set("alice", "Alice likes short answers.", priority=1, user_id="alice")
+    assert [e.key for e in mem.startup.list()] == ["rules", "alice", "soul"]
+    assert [e.key for e in mem.startup.list(user_id="bob")] == ["rules", "soul"]
+    mem.startup.set("rules", "Never share secrets or keys.", priority=0)
+    assert mem.startup.list()[0].content == "Never share secrets or keys."
     with pytest.raises(ValidationError):
-        mem.startup_set("bad", "x", priority=42)
-    mem.startup_delete("rules")
+        mem.startup.set("bad", "x", priority=42)
+    mem.startup.delete("rules")
     with pytest.raises(NotFoundError):
-        mem.startup_delete("rules")
+        mem.startup.delete("rules")
 
 
 def test_old_sqlite_schema_is_migrated_forward_on_open(tmp_path):
@@ -897,9 +900,7 @@ def test_list_and_purge_bounds_are_clear_errors(mem):
 
 
 def test_new_ids_are_distinct_version_4_uuids():
-    from clawrecall.engine import _uuid4s
-
-    ids = _uuid4s(20_000)
+    ids = new_ids(20_000)
     assert len(set(ids)) == len(ids)
     parsed = [uuid.UUID(i) for i in ids]
     assert all(str(p) == i and p.version == 4 and p.variant == uuid.RFC_4122 for p, i in zip(parsed, ids))
@@ -907,7 +908,7 @@ def test_new_ids_are_distinct_version_4_uuids():
     # one call's ids share their first byte (index locality); the rest of the prefix is random
     assert {i[:2] for i in ids} == {ids[0][:2]}
     assert len({i[2:8] for i in ids}) > 19_950
-    assert len({_uuid4s(1)[0][:2] for _ in range(200)}) > 100  # single adds spread over the key space
+    assert len({new_ids(1)[0][:2] for _ in range(200)}) > 100  # single adds spread over the key space
 
 
 def test_a_batch_ids_share_a_first_byte_and_prefixes_still_resolve(mem):

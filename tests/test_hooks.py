@@ -6,13 +6,12 @@ Integration parts run on a real SQLite store with the real local embedding model
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from hook_helpers import ctx
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
 from clawrecall.config import build_config
 from clawrecall.errors import ConfigError, EmbeddingError, ValidationError
 from clawrecall.hooks import (
@@ -421,9 +420,9 @@ def test_disabled_and_malformed_requests(alice):
 
 @pytest.fixture
 def identity(mem):
-    mem.startup_set("soul", "I am Claw, a careful assistant.", priority=0)
-    mem.startup_set("rules", "Answer briefly. Cite memories.", priority=1)
-    mem.startup_set("reference", "Team wiki: https://wiki.example", priority=3)
+    mem.startup.set("soul", "I am Claw, a careful assistant.", priority=0)
+    mem.startup.set("rules", "Answer briefly. Cite memories.", priority=1)
+    mem.startup.set("reference", "Team wiki: https://wiki.example", priority=3)
     return mem
 
 
@@ -435,7 +434,7 @@ def test_startup_digest_mode(identity):
     out = startup_context(identity, {"messages": []}, ctx())
     assert out == {"prependContext": FULL, "entries": ["soul", "rules", "reference"], "reason": "first_turn"}
     assert startup_context(identity, LATER, ctx()) == {"prependContext": None, "entries": [], "reason": "already_injected"}
-    identity.startup_set("rules", "Answer in one sentence.", priority=1)
+    identity.startup.set("rules", "Answer in one sentence.", priority=1)
     out = startup_context(identity, LATER, ctx())
     assert out["reason"] == "changed" and "one sentence" in out["prependContext"]
     assert startup_context(identity, LATER, ctx())["reason"] == "already_injected"
@@ -453,7 +452,7 @@ def test_startup_digest_ttl(identity):
 def test_startup_first_run_mode(identity):
     identity.config.hooks.startup.mode = "first-run"
     assert startup_context(identity, LATER, ctx())["reason"] == "first_turn"  # no history seen yet: still first
-    identity.startup_set("rules", "Answer in one sentence.", priority=1)
+    identity.startup.set("rules", "Answer in one sentence.", priority=1)
     assert startup_context(identity, LATER, ctx())["reason"] == "already_injected"
     assert startup_context(identity, LATER, ctx(session_id="s2"))["reason"] == "first_turn"
     assert startup_context(identity, {"messages": []}, ctx())["reason"] == "first_turn"
@@ -468,7 +467,7 @@ def test_startup_always_mode_and_no_session(identity):
 
 
 def test_startup_budget_keeps_whole_entries_in_priority_order(identity):
-    identity.startup_set("tiny", "ok", priority=9)
+    identity.startup.set("tiny", "ok", priority=9)
     identity.config.hooks.startup.max_chars = 70  # soul (31) + rules (30) + separator fit; reference does not
     out = startup_context(identity, {"messages": []}, ctx())
     assert out["entries"] == ["soul", "rules"]  # "tiny" would fit, but never jumps a higher priority
@@ -482,7 +481,7 @@ def test_startup_budget_cuts_only_p0(identity):
     body = out["prependContext"].removeprefix("init:\n").removesuffix("\n/init")
     assert body == "I am Claw, a carefu…" and len(body) == 20
 
-    identity.startup_set("soul", "I am Claw.", priority=1)
+    identity.startup.set("soul", "I am Claw.", priority=1)
     identity.config.hooks.startup.max_chars = 5
     assert startup_context(identity, {"messages": []}, ctx(session_id="s2")) == {
         "prependContext": None, "entries": [], "reason": "over_budget"}
@@ -502,7 +501,7 @@ def test_startup_budget_by_model(identity):
 
 
 def test_startup_own_scope_overrides_global_key(identity):
-    identity.startup_set("soul", "I am Alice's assistant.", priority=0, user_id="alice")
+    identity.startup.set("soul", "I am Alice's assistant.", priority=0, user_id="alice")
     assert startup_context(identity, {"messages": []}, ctx())["prependContext"].startswith("init:\nI am Alice's assistant.")
     assert startup_context(identity, {"messages": []}, ctx(user_id="bob"))["prependContext"] == FULL
     anonymous = startup_context(identity, {"messages": []}, ctx(user_id=None, agent_id=None))
@@ -540,8 +539,8 @@ def test_hooks_config_defaults_and_overrides():
 
 def test_a_token_allow_list_narrows_reads(alice):
     alice.add("The office wifi password rotates every Monday", category="fact")  # global
-    alice.startup_set("soul", "I am Claw.", priority=0)
-    token = SimpleNamespace(user_id="alice", agent_id="main", session_id="s1", scopes=("user:alice",))
+    alice.startup.set("soul", "I am Claw.", priority=0)
+    token = Caller("alice", "main", "s1", scopes=("user:alice",))
     wifi = {"prompt": "when does the office wifi password change?"}
     assert before_prompt_build(alice, wifi, token)["skipped"] == "no_memories"
     assert before_prompt_build(alice, {"prompt": "which editor theme does alice like?"}, token)["memories"]

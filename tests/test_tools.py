@@ -2,7 +2,7 @@
 
 The doors (REST, MCP over HTTP and stdio) are tested against live servers in test_rest.py and
 test_mcp.py; here each tool's contract: result shapes, texts, errors as results, and the rule that
-identity comes from the `CallContext`, never from arguments.
+identity comes from the `Caller`, never from arguments.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
 from clawrecall._time import utcnow
-from clawrecall.tools import ALL_TOOLS, CallContext, find_tool, run_tool, tools_for
+from clawrecall.tools import ALL_TOOLS, find_tool, run_tool, tools_for
 
-ALICE = CallContext("alice", "main", "s1")
-BOB = CallContext("bob", "helper", "s2")
+ALICE = Caller("alice", "main", "s1")
+BOB = Caller("bob", "helper", "s2")
 WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_delete", "memory_undelete"}
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
 
@@ -37,7 +37,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory):
     m.close()
 
 
-def call(mem: Memory, ctx: CallContext, name: str, **args):
+def call(mem: Memory, ctx: Caller, name: str, **args):
     return run_tool(mem, ctx, name, args)
 
 
@@ -137,7 +137,7 @@ def test_a_query_less_its_common_words_never_makes_another_memory_a_confident_ma
         whole = {h.id: h.similarity for h in m.search(query, user_id="u", limit=3)}
         assert reduced[0].id == bob and abs(reduced[0].similarity - whole[bob]) < 1e-4
         m.config.retrieval.vector_common_share = 0.4
-        result = call(m, CallContext(user_id="u"), "memory_forget", query=query)
+        result = call(m, Caller(user_id="u"), "memory_forget", query=query)
         assert result.details["action"] == "candidates"
         assert m.get(bob).content == "Bob's birthday is on the 3rd of May"
 
@@ -225,7 +225,7 @@ def test_memory_stats_counts_what_the_caller_can_read(mem: Memory):
     listed = call(mem, ALICE, "memory_list", limit=100).details["total"]
     assert stats["memories"] == listed and set(stats["byScope"]) <= {"global", "user:alice", "agent:main"}
     assert stats["embedding"]["dimensions"] == 384 and stats["backend"] == "sqlite"
-    admin = call(mem, CallContext(), "memory_stats").details
+    admin = call(mem, Caller(), "memory_stats").details
     assert admin["memories"] > stats["memories"] and "user:bob" in admin["byScope"]
 
 
@@ -265,8 +265,8 @@ def test_alice_never_reads_or_changes_bobs_memories(mem: Memory):
 
 
 def test_a_tokens_scope_list_narrows_what_its_identity_could_read(mem: Memory):
-    only_own = CallContext("alice", "main", None, scopes=("user:alice",))
-    global_id = call(mem, CallContext(), "memory_list", scope="global").details["memories"][0]["id"]
+    only_own = Caller("alice", "main", None, scopes=("user:alice",))
+    global_id = call(mem, Caller(), "memory_list", scope="global").details["memories"][0]["id"]
     recalled = call(mem, only_own, "memory_recall", query="where is the API deployed?", limit=50).details["memories"]
     assert recalled and {m["scope"] for m in recalled} == {"user:alice"}
     assert call(mem, only_own, "memory_get", id=global_id).details["error"]["code"] == "not_found"

@@ -5,6 +5,9 @@
         mem.add("User prefers dark mode in every editor", user_id="alice", category="preference")
         for hit in mem.search("which theme does alice like?", user_id="alice"):
             print(hit.score, hit.memory.content)
+
+Everything here is the public API (pinned by tests/test_public_api.py); modules whose names
+start with an underscore, and the names not listed in `__all__`, may change without notice.
 """
 
 from .config import Config, load_config
@@ -22,12 +25,13 @@ from .errors import (
     WritesDisabledError,
 )
 from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, StartupEntry, Stats, Visibility
+from .scopes import Caller
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "ClawrecallError", "Config", "ConfigError", "EmbeddingError",
+    "AddResult", "AmbiguousIdError", "Caller", "ClawrecallError", "Config", "ConfigError", "EmbeddingError",
     "EmbeddingFingerprint", "EmbeddingMismatchError", "HistoryEntry", "Memory", "MemoryRecord", "NewMemory",
     "NotFoundError", "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "ValidationError", "Visibility",
-    "WritesDisabledError", "load_config", "__version__",
+    "WritesDisabledError", "__version__", "load_config",
 ]

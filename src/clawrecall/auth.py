@@ -30,7 +30,6 @@ from .config import data_dir
 from .errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
 from .scopes import Caller, validate_scope
 from .storage.base import TOKEN_COLUMNS
-from .tools import CallContext
 
 if TYPE_CHECKING:
     from .engine import Memory
@@ -159,7 +158,7 @@ class TokenStore:
 
 
 class Authenticator:
-    """Headers → `CallContext`, for every door of the server (REST, MCP, hooks, embeddings).
+    """Headers → `Caller`, for every door of the server (REST, MCP, hooks, embeddings).
 
     Without any active token and with `allow_anonymous` (the server listens on loopback only),
     requests need no token and act as the local administrator, or as the identity their
@@ -171,7 +170,7 @@ class Authenticator:
         self.tokens = tokens
         self.allow_anonymous = allow_anonymous
 
-    def authenticate(self, headers: Mapping[str, str]) -> CallContext:
+    def authenticate(self, headers: Mapping[str, str]) -> Caller:
         named = _named_identity(headers)
         authorization = headers.get("authorization")
         if authorization is None:
@@ -179,13 +178,13 @@ class Authenticator:
                 raise AuthError("this server needs a token: send 'Authorization: Bearer cr_…'")
             if not is_loopback(_host_name(headers.get("host", ""))):
                 raise ForbiddenError("requests without a token must be addressed to localhost or a loopback address")
-            return CallContext(**named)
+            return Caller(**named)
         scheme, _, value = authorization.partition(" ")
         token = self.tokens.verify(value.strip()) if scheme.lower() == "bearer" else None
         if token is None:
             raise AuthError("invalid or revoked token")
         if token.kind == "service":
-            return CallContext(**named)
+            return Caller(**named)
         for key, bound in (("user_id", token.user_id), ("agent_id", token.agent_id)):
             if named[key] is not None and named[key] != bound:
                 raise ForbiddenError(
@@ -193,7 +192,7 @@ class Authenticator:
                     "only a service token names the caller per request"
                 )
         assert token.scopes is not None
-        return CallContext(token.user_id, token.agent_id, named["session_id"], tuple(token.scopes))
+        return Caller(token.user_id, token.agent_id, named["session_id"], tuple(token.scopes))
 
 
 def is_loopback(host: str) -> bool:

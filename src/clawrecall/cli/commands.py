@@ -8,6 +8,7 @@ after the embedding model is changed, until `reembed`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from ..config import Config, data_dir, default_config_path, default_db_path, loa
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
 from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
+from ..scopes import Caller
 from . import output as out
 
 if TYPE_CHECKING:
@@ -125,9 +127,22 @@ yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for conf
 include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
 include_expired_option = click.option("--include-expired", is_flag=True, help="Include memories past their expiry.")
 category_filter = click.option("--category", "categories", multiple=True, metavar="NAME", help="Only this category (repeatable).")
+
+
+def _as_caller(command: Callable) -> Callable:
+    """`--user`/`--agent` → the one `Caller` the command's engine calls are made as."""
+
+    @functools.wraps(command)
+    def run(*args: Any, user_id: str | None, agent_id: str | None, **kwargs: Any) -> Any:
+        return command(*args, caller=Caller(user_id, agent_id), **kwargs)
+
+    return run
+
+
 caller_options = options(
     click.option("--user", "user_id", metavar="ID", help="Act as this user: sees global and user:ID; writes default to user:ID."),
     click.option("--agent", "agent_id", metavar="ID", help="Act as this agent: sees global and agent:ID."),
+    _as_caller,
 )
 scope_options = options(
     caller_options,
@@ -242,9 +257,9 @@ def search(state: State, query: str, as_json: bool, **params: Any) -> None:
 
 @click.command()
 @by_id
-def get(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
     """Show one memory, by id or by a unique prefix of 8+ characters."""
-    record = state.open(embeds=False).get(memory_id, **caller)
+    record = state.open(embeds=False).get(memory_id, caller=caller)
     out.respond(as_json, record, record_text(record))
 
 
@@ -271,23 +286,23 @@ def list_memories(state: State, as_json: bool, **params: Any) -> None:
 @caller_options
 @json_option
 @pass_state
-def update(state: State, memory_id: str, as_json: bool, user_id: str | None, agent_id: str | None, **changes: Any) -> None:
+def update(state: State, memory_id: str, as_json: bool, caller: Caller, **changes: Any) -> None:
     """Change the given fields of a memory; history keeps the old values."""
     changes = engine_args(changes)
     if all(v is None for v in changes.values()):
         raise click.UsageError("nothing to update: give --content, --title, --category, --tag, --importance, … ")
     mem = state.open(embeds=changes["content"] is not None)
-    record = mem.update(memory_id, user_id=user_id, agent_id=agent_id, **changes)
+    record = mem.update(memory_id, caller=caller, **changes)
     out.respond(as_json, record, f"Updated {out.short_id(record.id)}.")
 
 
 @click.command()
 @by_id
-def delete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+def delete(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
     """Soft-delete a memory: hidden from search and lists, restorable with `undelete` until purged."""
     mem = state.open(embeds=False)
-    already = mem.get(memory_id, **caller).deleted_at is not None
-    record = mem.delete(memory_id, **caller)
+    already = mem.get(memory_id, caller=caller).deleted_at is not None
+    record = mem.delete(memory_id, caller=caller)
     short = out.short_id(record.id)
     done = f"{short} was already deleted." if already else f"Deleted {short}."
     out.respond(as_json, record, f"{done} Restore it with: clawrecall undelete {short}")
@@ -295,11 +310,11 @@ def delete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
 
 @click.command()
 @by_id
-def undelete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+def undelete(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
     """Bring back a soft-deleted memory."""
     mem = state.open(embeds=False)
-    deleted = mem.get(memory_id, **caller).deleted_at is not None
-    record = mem.undelete(memory_id, **caller)
+    deleted = mem.get(memory_id, caller=caller).deleted_at is not None
+    record = mem.undelete(memory_id, caller=caller)
     short = out.short_id(record.id)
     out.respond(as_json, record, f"Restored {short}." if deleted else f"{short} is not deleted: nothing to restore.")
 
@@ -307,12 +322,12 @@ def undelete(state: State, memory_id: str, as_json: bool, **caller: Any) -> None
 @click.command()
 @yes_option
 @by_id
-def forget(state: State, memory_id: str, yes: bool, as_json: bool, **caller: Any) -> None:
+def forget(state: State, memory_id: str, yes: bool, as_json: bool, caller: Caller) -> None:
     """Erase a memory for good (content, vector, and the content kept in its history), as for a GDPR request."""
     mem = state.open(embeds=False)
-    record = mem.get(memory_id, **caller)
+    record = mem.get(memory_id, caller=caller)
     confirm(f"Erase {record.id} ({out.truncate(record.content, 60)}) for good?", yes)
-    forgotten = mem.forget(record.id, **caller)
+    forgotten = mem.forget(record.id, caller=caller)
     out.respond(
         as_json, {"forgotten": forgotten}, f"Forgot {forgotten}: its content, its vector and the old values in its history are gone."
     )
@@ -327,12 +342,12 @@ def forget(state: State, memory_id: str, yes: bool, as_json: bool, **caller: Any
 @yes_option
 @json_option
 @pass_state
-def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool, **caller: Any) -> None:
+def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool, caller: Caller) -> None:
     """Erase for good the memories soft-deleted longer ago than the retention period."""
     mem = state.open(embeds=False)
     days = mem.config.writes.retention_days if older_than_days is None else older_than_days
     confirm(f"Erase for good every memory deleted more than {days:g} days ago?", yes)
-    purged = mem.purge(older_than_days=days, **caller)
+    purged = mem.purge(older_than_days=days, caller=caller)
     out.respond(as_json, {"purged": purged, "older_than_days": days}, f"Purged {purged} memories deleted more than {days:g} days ago.")
 
 
@@ -360,9 +375,9 @@ def stats(state: State, as_json: bool) -> None:
 
 @click.command()
 @by_id
-def history(state: State, memory_id: str, as_json: bool, **caller: Any) -> None:
+def history(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
     """Every change to a memory, oldest first: what it was, what it became, who did it and when."""
-    entries = state.open(embeds=False).history(memory_id, **caller)
+    entries = state.open(embeds=False).history(memory_id, caller=caller)
     out.respond(as_json, entries, history_text(entries))
 
 
@@ -396,7 +411,7 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
-def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool, as_json: bool, **caller: Any) -> None:
+def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool, as_json: bool, caller: Caller) -> None:
     """Read a JSONL export back. Every line is checked before anything is written; ids already stored are skipped."""
     try:
         lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
@@ -405,7 +420,7 @@ def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool
     mem = state.open(embeds=True, creates=True)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index else nullcontext()
     with out.progress_bar("Importing") as progress, deferred:
-        result = mem.import_jsonl(lines, dedup=dedup, progress=progress, **caller)
+        result = mem.import_jsonl(lines, dedup=dedup, progress=progress, caller=caller)
     name = "stdin" if source.name == "<stdin>" else source.name
     out.respond(as_json, {**result, "source": name}, (
         f"Imported {result['created']} of {result['read']} memories from {name} "
@@ -705,11 +720,10 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
     from ..auth import identity
     from ..server.logs import configure_logging
     from ..server.mcp import run_stdio
-    from ..tools import CallContext
 
     for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
         os.environ.pop(name, None)
-    caller = CallContext(**identity(user_id, agent_id, session_id))
+    caller = Caller(**identity(user_id, agent_id, session_id))
     configure_logging("warning")
     run_stdio(state.open(embeds=True, creates=True), caller)
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from ..config import CaptureHookConfig
 from ..errors import ValidationError
 from ..retrieval.noise import is_noise
-from .context import HookContext, may_write, message_text, request_messages
+from ..scopes import Caller, may_write
+from .context import message_text, request_messages
 from ..storage.text import has_cjk
 from .text import RECALL_OPEN, STARTUP_CLOSE, STARTUP_OPEN, strip_envelope
 
@@ -179,7 +180,7 @@ def drain(timeout: float | None = None) -> bool:
     return _WRITER.drain(timeout)
 
 
-def agent_end(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> dict[str, Any]:
+def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
     """Request `{messages, success?}`; answer `{queued, candidates: [{text, category}], skipped}` before writing."""
     cfg = mem.config.hooks.capture
     messages = request_messages(request) or []
@@ -192,13 +193,12 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> di
         return _answer([], "failed_turn")
     if not mem.config.writes.enabled:
         return _answer([], "writes_disabled")
-    if not may_write(ctx):
+    if not may_write(caller):
         return _answer([], "scope_denied")
     candidates = _candidates(messages, cfg, mem.config.categories)
     if not candidates:
         return _answer([], "no_candidates")
-    ids = (ctx.user_id, ctx.agent_id, ctx.session_id)  # read now: the context may not outlive the request
-    if not _WRITER.submit(_write, mem, candidates, ids, cfg.importance):
+    if not _WRITER.submit(_write, mem, candidates, caller, cfg.importance):
         log.warning("capture queue full; %d candidate(s) dropped", len(candidates))
         return _answer(candidates, "queue_full", queued=0)
     return _answer(candidates, None, queued=len(candidates))
@@ -236,13 +236,11 @@ def _current_turn(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return list(messages[start:])
 
 
-def _write(mem: "Memory", candidates: list[dict[str, Any]], ids: tuple[str | None, ...], importance: float) -> None:
-    user_id, agent_id, session_id = ids
+def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, importance: float) -> None:
     for candidate in candidates:
         try:
             result = mem.add(
-                candidate["text"], user_id=user_id, agent_id=agent_id, session_id=session_id,
-                category=candidate["category"], importance=importance, source_type="capture",
+                candidate["text"], caller=caller, category=candidate["category"], importance=importance, source_type="capture",
                 metadata={"role": candidate["role"]}, dedup=True,
             )
             log.debug("capture %s: %s", result.action, result.id)

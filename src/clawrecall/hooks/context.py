@@ -1,44 +1,26 @@
-"""Who is calling a hook, which session it is in, and the per-session state kept between turns."""
+"""Which session a hook is in, what it may read, and the per-session state kept between turns.
+
+Who is calling is a `Caller`, from the runtime's trusted context (OpenClaw's hook `ctx`), never from the event body."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import ValidationError
-from ..scopes import Caller, write_scope
+from ..scopes import Caller
 
 T = TypeVar("T")
 
 
-class HookContext(Protocol):
-    """The caller's ids, from the runtime's trusted context (OpenClaw's hook `ctx`), never from the event body.
-
-    A context may also carry `scopes`, a token's allow-list, which narrows reads and writes further.
-    """
-
-    user_id: str | None
-    agent_id: str | None
-    session_id: str | None
-
-
-def read_scope(ctx: HookContext) -> str | list[str] | None:
-    """The scopes a hook reads: a token's allow-list if the context has one, else the caller's own.
+def read_scope(caller: Caller) -> str | None:
+    """The scope a hook reads: by default the caller's own (a token's allow-list, if it has one).
 
     An anonymous caller reads `global` only; the engine would otherwise give it every user's memories.
     """
-    allowed = getattr(ctx, "scopes", None)
-    if allowed is not None:
-        return list(allowed)
-    return None if ctx.user_id is not None or ctx.agent_id is not None else "global"
-
-
-def may_write(ctx: HookContext) -> bool:
-    """Whether the scope a new memory of this caller's would go to is on its token's allow-list (if any)."""
-    allowed = getattr(ctx, "scopes", None)
-    return allowed is None or write_scope(Caller(ctx.user_id, ctx.agent_id), None) in allowed
+    return "global" if caller.administrator else None
 
 
 class SessionLRU(Generic[T]):
@@ -61,11 +43,11 @@ class SessionLRU(Generic[T]):
             return self._items[key]
 
 
-def session_key(store_location: str, ctx: HookContext) -> tuple[str, str | None, str | None, str] | None:
+def session_key(store_location: str, caller: Caller) -> tuple[str, str | None, str | None, str] | None:
     """(store, agent, user, session), or None when the caller names no session and nothing can be remembered."""
-    if ctx.session_id is None:
+    if caller.session_id is None:
         return None
-    return store_location, ctx.agent_id, ctx.user_id, ctx.session_id
+    return store_location, caller.agent_id, caller.user_id, caller.session_id
 
 
 def request_messages(request: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import RecallHookConfig
 from ..models import SearchHit
-from .context import HookContext, SessionLRU, message_text, read_scope, request_messages, request_str, session_key
+from ..scopes import Caller
+from .context import SessionLRU, message_text, read_scope, request_messages, request_str, session_key
 from .text import (
     RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, sanitize_for_context, skip_reason, strip_envelope,
 )
@@ -38,14 +39,14 @@ class _Session:
 _SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
 
 
-def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> dict[str, Any]:
+def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
     """Recall for one turn. Request `{prompt, messages?}`; answer `{prependContext, ephemeral, memories, skipped}`."""
     cfg = mem.config.hooks.recall
     prompt = request_str(request, "prompt")
     messages = request_messages(request)
     if not cfg.enabled:
         return _answer(skipped="disabled")
-    key = session_key(mem.store.location, ctx)
+    key = session_key(mem.store.location, caller)
     session = None if key is None else _SESSIONS.get(key, reset=messages == [])
     if session is not None:
         session.turn += 1
@@ -57,8 +58,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], ctx: HookCont
     # room for hits the budgets or the no-repeat rule drop, without widening every leg's pool
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     future = _SEARCHES.submit(
-        mem.search, query, user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx), limit=limit,
-        min_score=cfg.min_score,
+        mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score
     )
     try:
         hits = future.result(timeout=cfg.timeout_ms / 1000)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import StartupHookConfig
 from ..models import StartupEntry
-from .context import HookContext, SessionLRU, read_scope, request_messages, request_str, session_key
+from ..scopes import Caller
+from .context import SessionLRU, read_scope, request_messages, request_str, session_key
 from .text import STARTUP_CLOSE, STARTUP_OPEN
 
 if TYPE_CHECKING:
@@ -34,21 +35,21 @@ class _Session:
 _SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
 
 
-def startup_context(mem: "Memory", request: Mapping[str, Any], ctx: HookContext) -> dict[str, Any]:
+def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
     """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`."""
     cfg = mem.config.hooks.startup
     model = request_str(request, "model")
     messages = request_messages(request)
     if not cfg.enabled:
         return _answer(None, [], "disabled")
-    entries = _effective(mem.startup_list(user_id=ctx.user_id, agent_id=ctx.agent_id, scope=read_scope(ctx)))
+    entries = _effective(mem.startup.list(caller=caller, scope=read_scope(caller)))
     if not entries:
         return _answer(None, [], "no_entries")
     body, keys = assemble(entries, model_budget(cfg, model))
     if not keys:
         return _answer(None, [], "over_budget")
     digest = hashlib.sha256(body.encode()).hexdigest()
-    key = session_key(mem.store.location, ctx)
+    key = session_key(mem.store.location, caller)
     if key is None:
         reason: str | None = "no_session"  # nothing can be remembered, so every turn is a first turn
     else:

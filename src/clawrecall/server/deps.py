@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import Request
 
 from ..engine import Memory
-from ..tools import CallContext
+from ..scopes import Caller
 
 
 def memory(request: Request) -> Memory:
     return request.app.state.mem
 
 
-def caller(request: Request) -> CallContext:
+def caller(request: Request) -> Caller:
     return request.state.caller

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Body, Depends
 
 from .. import hooks
 from ..engine import Memory
-from ..tools import CallContext
+from ..scopes import Caller
 from .deps import caller, memory
 
-HookFn = Callable[[Memory, Mapping[str, Any], CallContext], dict[str, Any]]
+HookFn = Callable[[Memory, Mapping[str, Any], Caller], dict[str, Any]]
 HOOKS: dict[str, tuple[HookFn, str]] = {
     "before_prompt_build": (hooks.before_prompt_build, "Recall: the `<relevant-memories>` block to prepend."),
     "startup": (hooks.startup_context, "Startup identity: the `init:` block on a session's first turn."),
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1/hooks", tags=["hooks"])
 def _endpoint(hook: HookFn) -> Callable[..., dict[str, Any]]:
     def call(
         event: dict[str, Any] = Body(default_factory=dict), mem: Memory = Depends(memory),
-        ctx: CallContext = Depends(caller),
+        ctx: Caller = Depends(caller),
     ) -> dict[str, Any]:
         return hook(mem, event, ctx)
 

@@ -20,7 +20,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .. import __version__
 from ..engine import Memory
-from ..tools import CallContext, run_tool, tools_for
+from ..scopes import Caller
+from ..tools import run_tool, tools_for
 from .warmup import ModelWarmup
 
 INSTRUCTIONS = (
@@ -29,7 +30,7 @@ INSTRUCTIONS = (
     "the user states (memory_store or memory_write) as short self-contained sentences."
 )
 
-Identify = Callable[[ServerRequestContext[Any, Any]], CallContext]
+Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 
 
 def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
@@ -69,7 +70,7 @@ def mcp_http(mem: Memory) -> tuple[StreamableHTTPASGIApp, StreamableHTTPSessionM
     return StreamableHTTPASGIApp(manager), manager
 
 
-def run_stdio(mem: Memory, caller: CallContext) -> None:
+def run_stdio(mem: Memory, caller: Caller) -> None:
     """Serve MCP on stdin/stdout as `caller` until the client closes stdin."""
     ModelWarmup(mem).start()
     server = mcp_server(mem, lambda ctx: caller)

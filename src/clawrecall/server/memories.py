@@ -2,7 +2,7 @@
 
 Like the CLI, a thin door over `Memory`: identity comes from the caller the authentication
 middleware established, never from the body, and a bound token's scopes apply through the same
-`CallContext` rules the tools use. `/v1/context` and `/v1/stats` answer with the `details` of the
+`Caller` rules the tools use. `/v1/context` and `/v1/stats` answer with the `details` of the
 search_context and memory_stats tools.
 """
 
@@ -17,7 +17,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from .._time import parse_when
 from ..engine import Memory
 from ..models import Visibility
-from ..tools import CallContext, browse, recall
+from ..scopes import Caller
+from ..tools import browse, recall
 from .deps import caller, memory
 
 router = APIRouter(prefix="/v1")
@@ -91,13 +92,12 @@ class SearchIn(_Body):
     "/memories", status_code=201, tags=["memories"], responses={200: {"description": "A near-duplicate exists"}}
 )
 def add_memory(
-    body: MemoryIn, response: Response, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+    body: MemoryIn, response: Response, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
 ) -> dict[str, Any]:
     """Store a memory; a near-duplicate in its scope is reported (200, `action: duplicate`) and not stored."""
     fields = body.model_dump(exclude={"content", "scope", "dedup"}, exclude_none=True)
     result = mem.add(
-        body.content, **fields, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(body.scope),
-        dedup=body.dedup,
+        body.content, **fields, caller=ctx, scope=body.scope, dedup=body.dedup,
     )
     if result.action == "duplicate":
         response.status_code = 200
@@ -118,11 +118,11 @@ def list_memories(
     only_deleted: bool = False,
     order: Order = "newest",
     mem: Memory = Depends(memory),
-    ctx: CallContext = Depends(caller),
+    ctx: Caller = Depends(caller),
 ) -> dict[str, Any]:
     """Memories newest first (or oldest, or last updated), without searching."""
     records = mem.list(
-        **ctx.caller, scope=ctx.read_scope(scope), category=category, tags=tag, session_id=session, since=since,
+        caller=ctx, scope=scope, category=category, tags=tag, session_id=session, since=since,
         until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
         order=order,
     )
@@ -130,18 +130,17 @@ def list_memories(
 
 
 @router.get("/memories/{memory_id}", tags=["memories"])
-def get_memory(memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+def get_memory(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
     """One memory by id or unique prefix (8+ characters), deleted ones included."""
-    return ctx.fetch(mem, memory_id).model_dump(mode="json")
+    return mem.get(memory_id, caller=ctx).model_dump(mode="json")
 
 
 @router.patch("/memories/{memory_id}", tags=["memories"])
 def update_memory(
-    memory_id: str, body: MemoryPatch, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+    memory_id: str, body: MemoryPatch, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
 ) -> dict[str, Any]:
     """Change the given fields; new content is re-embedded and history keeps the old values."""
-    record = ctx.fetch(mem, memory_id)
-    return mem.update(record.id, **ctx.by_id, **body.model_dump(exclude_none=True)).model_dump(mode="json")
+    return mem.update(memory_id, caller=ctx, **body.model_dump(exclude_none=True)).model_dump(mode="json")
 
 
 @router.delete("/memories/{memory_id}", tags=["memories"])
@@ -149,32 +148,31 @@ def delete_memory(
     memory_id: str,
     hard: bool = Query(False, description="Erase for good (GDPR forget) instead of a reversible soft delete."),
     mem: Memory = Depends(memory),
-    ctx: CallContext = Depends(caller),
+    ctx: Caller = Depends(caller),
 ) -> dict[str, Any]:
-    record = ctx.fetch(mem, memory_id)
     if hard:
-        return {"forgotten": mem.forget(record.id, **ctx.by_id)}
-    return mem.delete(record.id, **ctx.by_id).model_dump(mode="json")
+        return {"forgotten": mem.forget(memory_id, caller=ctx)}
+    return mem.delete(memory_id, caller=ctx).model_dump(mode="json")
 
 
 @router.post("/memories/{memory_id}/undelete", tags=["memories"])
 def undelete_memory(
-    memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+    memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
 ) -> dict[str, Any]:
-    return mem.undelete(ctx.fetch(mem, memory_id).id, **ctx.by_id).model_dump(mode="json")
+    return mem.undelete(memory_id, caller=ctx).model_dump(mode="json")
 
 
 @router.get("/memories/{memory_id}/history", tags=["memories"])
-def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
     """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
-    return {"history": [e.model_dump(mode="json") for e in mem.history(memory_id, **ctx.by_id)]}
+    return {"history": [e.model_dump(mode="json") for e in mem.history(memory_id, caller=ctx)]}
 
 
 @router.post("/search", tags=["search"])
-def search(body: SearchIn, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+def search(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
     """Hybrid search (vector, BM25, trigram) in the scopes the caller may read."""
     hits = mem.search(
-        body.query, **ctx.caller, scope=ctx.read_scope(body.scope), limit=body.limit, category=body.category,
+        body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
     )
@@ -183,13 +181,13 @@ def search(body: SearchIn, mem: Memory = Depends(memory), ctx: CallContext = Dep
 
 @router.post("/context", tags=["search"])
 def context(
-    body: recall.ContextArgs, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+    body: recall.ContextArgs, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
 ) -> dict[str, Any]:
     """Seed 000's search_context: the most relevant items of everything stored, with source and similarity."""
     return recall.search_context.invoke(mem, ctx, body.model_dump()).details
 
 
 @router.get("/stats", tags=["search"])
-def stats(mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)) -> dict[str, Any]:
+def stats(mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
     """Counts of what the caller may read (memory_stats' details)."""
     return browse.memory_stats.invoke(mem, ctx, {}).details

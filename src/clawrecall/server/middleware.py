@@ -104,7 +104,7 @@ class BodyLimit:
 
 
 class Authenticate:
-    """Turns the request's credentials into the `CallContext` every route and tool call uses."""
+    """Turns the request's credentials into the `Caller` every route and tool call uses."""
 
     def __init__(self, app: ASGIApp, authenticator: Authenticator):
         self.app = app

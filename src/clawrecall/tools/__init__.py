@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from . import browse, recall, records
-from .base import CallContext, Tool, ToolResult, UnknownToolError
+from .base import Tool, ToolResult, UnknownToolError
 
 if TYPE_CHECKING:
     from ..engine import Memory
+    from ..scopes import Caller
 
 ALL_TOOLS: tuple[Tool, ...] = (*recall.TOOLS, *records.TOOLS, *browse.TOOLS)
 
@@ -30,13 +31,13 @@ def find_tool(mem: Memory, name: str) -> Tool:
     raise UnknownToolError(f"no tool named {name!r}: use one of {', '.join(t.name for t in tools_for(mem))}")
 
 
-def run_tool(mem: Memory, ctx: CallContext, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+def run_tool(mem: Memory, caller: Caller, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
     """Call a tool by name; every deliberate failure, an unknown name included, is an error result."""
     try:
         found = find_tool(mem, name)
     except UnknownToolError as exc:
         return ToolResult.error(exc)
-    return found.run(mem, ctx, arguments)
+    return found.run(mem, caller, arguments)
 
 
-__all__ = ["ALL_TOOLS", "CallContext", "Tool", "ToolResult", "UnknownToolError", "find_tool", "run_tool", "tools_for"]
+__all__ = ["ALL_TOOLS", "Tool", "ToolResult", "UnknownToolError", "find_tool", "run_tool", "tools_for"]

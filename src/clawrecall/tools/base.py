@@ -1,7 +1,7 @@
 """What every tool shares: who is calling, what a tool is, and what it returns.
 
-A door (REST, MCP over HTTP or stdio) builds a `CallContext` from its authentication and hands
-it to `Tool.run`. Tool arguments never carry identity, so an agent cannot widen its own scope by
+A door (REST, MCP over HTTP or stdio) builds a `Caller` from its authentication and hands
+it to `Tool.run`, which hands it to the engine's one scope check. Tool arguments never carry identity, so an agent cannot widen its own scope by
 naming another user: an argument such as `user_id` is rejected like any unknown argument.
 """
 
@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ClawrecallError, ScopeError, ValidationError
-from ..models import MemoryRecord
-from ..scopes import Caller, read_scopes, write_scope
+from ..errors import ClawrecallError, ValidationError
+from ..scopes import Caller
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -47,63 +46,6 @@ class UnknownToolError(ClawrecallError, LookupError):
 
 
 @dataclass(frozen=True)
-class CallContext:
-    """Who is calling, from the authenticated transport.
-
-    `scopes` is the allow-list of a token bound to a user or agent. `None` means whatever the
-    identity may read under the engine's scope rules: a trusted service naming the caller, the
-    local administrator (no identity at all), or an MCP stdio server started for one user.
-    """
-
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
-    scopes: tuple[str, ...] | None = None
-
-    @property
-    def caller(self) -> dict[str, str | None]:
-        """The engine's caller keywords."""
-        return {"user_id": self.user_id, "agent_id": self.agent_id}
-
-    def read_scope(self, requested: str | Sequence[str] | None = None) -> str | list[str] | None:
-        """The `scope` for an engine read: what was asked for, if this caller's token allows it."""
-        if self.scopes is None:
-            return requested if requested is None or isinstance(requested, str) else list(requested)
-        if requested is None:
-            return list(self.scopes)
-        names = [requested] if isinstance(requested, str) else list(requested)
-        for name in names:
-            self._allow(name)
-        return names
-
-    def write_scope(self, requested: str | None = None) -> str | None:
-        """The `scope` for an engine write; with a token allow-list, the engine's default must be on it."""
-        if self.scopes is None:
-            return requested
-        target = write_scope(Caller(self.user_id, self.agent_id), requested)
-        self._allow(target)
-        return target
-
-    def readable(self) -> list[str] | None:
-        """Every scope an unfiltered read touches; None means all of them."""
-        return read_scopes(Caller(self.user_id, self.agent_id), list(self.scopes) if self.scopes is not None else None)
-
-    @property
-    def by_id(self) -> dict[str, Any]:
-        """The engine's keywords for a call by id: the caller, and a token's allow-list as the scopes to look in."""
-        return {**self.caller, "scope": self.read_scope()}
-
-    def fetch(self, mem: Memory, memory_id: str) -> MemoryRecord:
-        """A memory by id or prefix, if this caller may see it; otherwise "not found", as the engine says."""
-        return mem.get(memory_id, **self.by_id)
-
-    def _allow(self, scope: str) -> None:
-        assert self.scopes is not None
-        if scope not in self.scopes:
-            raise ScopeError(f"scope {scope!r} is not among this token's scopes ({', '.join(self.scopes)})")
-
-
-@dataclass(frozen=True)
 class ToolResult:
     """The OpenClaw/MCP tool result: text for the model, `details` for programs."""
 
@@ -127,7 +69,7 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-Handler = Callable[["Memory", CallContext, Any], ToolResult]
+Handler = Callable[["Memory", Caller, Any], ToolResult]
 
 
 @dataclass(frozen=True)
@@ -168,21 +110,21 @@ class Tool:
         except PydanticValidationError as exc:
             raise ValidationError(f"{self.name}: {validation_message(exc)}") from None
 
-    def invoke(self, mem: Memory, ctx: CallContext, arguments: Mapping[str, Any] | None) -> ToolResult:
+    def invoke(self, mem: Memory, caller: Caller, arguments: Mapping[str, Any] | None) -> ToolResult:
         """Parse and run; deliberate failures raise `ClawrecallError` (for doors that map them to statuses)."""
-        return self.handler(mem, ctx, self.parse(arguments))
+        return self.handler(mem, caller, self.parse(arguments))
 
-    def run(self, mem: Memory, ctx: CallContext, arguments: Mapping[str, Any] | None) -> ToolResult:
+    def run(self, mem: Memory, caller: Caller, arguments: Mapping[str, Any] | None) -> ToolResult:
         """Parse and run; a deliberate failure becomes an error result the model can read and correct."""
         started = time.perf_counter()
         try:
-            result = self.invoke(mem, ctx, arguments)
+            result = self.invoke(mem, caller, arguments)
         except ClawrecallError as exc:
             result = ToolResult.error(exc)
         log.info(
             "tool call",
             extra={
-                "tool": self.name, "user": ctx.user_id, "agent": ctx.agent_id,
+                "tool": self.name, "user": caller.user_id, "agent": caller.agent_id,
                 "ms": round((time.perf_counter() - started) * 1000, 2),
                 "error": result.details["error"]["code"] if result.is_error else None,
             },
@@ -191,7 +133,7 @@ class Tool:
 
 
 def tool(*, label: str, description: str, writes: bool = False) -> Callable[[Handler], Tool]:
-    """Declare a handler `(mem, ctx, args: SomeArgs) -> ToolResult` as the tool named after it."""
+    """Declare a handler `(mem, caller, args: SomeArgs) -> ToolResult` as the tool named after it."""
 
     def declare(handler: Handler) -> Tool:
         args = typing.get_type_hints(handler)["args"]

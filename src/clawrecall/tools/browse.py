@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import Field
 
 from ..engine import Memory
-from .base import CallContext, OptionalStr, ToolArgs, ToolResult, tool
+from ..scopes import Caller, read_scopes
+from .base import OptionalStr, ToolArgs, ToolResult, tool
 from .render import entry, line
 
 
@@ -28,10 +29,9 @@ class ListArgs(ToolArgs):
     description="""List stored memories, newest first, without searching; page with offset. Use it to browse or audit
     what is remembered, or to find a deleted memory to restore.""",
 )
-def memory_list(mem: Memory, ctx: CallContext, args: ListArgs) -> ToolResult:
+def memory_list(mem: Memory, caller: Caller, args: ListArgs) -> ToolResult:
     filters: dict[str, Any] = {
-        **ctx.caller, "scope": ctx.read_scope(args.scope), "category": args.category,
-        "include_deleted": args.includeDeleted,
+        "caller": caller, "scope": args.scope, "category": args.category, "include_deleted": args.includeDeleted,
     }
     records = mem.list(**filters, limit=args.limit, offset=args.offset)
     total = mem.count(**filters)
@@ -54,15 +54,15 @@ class StatsArgs(ToolArgs):
     description="""Count the long-term memories you can see: active and deleted, by category and by scope, and name
     the embedding model and storage backend in use.""",
 )
-def memory_stats(mem: Memory, ctx: CallContext, args: StatsArgs) -> ToolResult:
-    scopes = ctx.readable()
-    active = mem.count(**ctx.caller, scope=scopes)
-    deleted = mem.count(**ctx.caller, scope=scopes, include_deleted=True) - active
-    by_category = {c: n for c in mem.config.categories if (n := mem.count(**ctx.caller, scope=scopes, category=c))}
+def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
+    scopes = read_scopes(caller, None)
+    active = mem.count(caller=caller, scope=scopes)
+    deleted = mem.count(caller=caller, scope=scopes, include_deleted=True) - active
+    by_category = {c: n for c in mem.config.categories if (n := mem.count(caller=caller, scope=scopes, category=c))}
     if scopes is None:  # the administrator sees every scope, including ones it could not name
         by_scope = mem.stats().by_scope
     else:
-        by_scope = {s: n for s in scopes if (n := mem.count(**ctx.caller, scope=s))}
+        by_scope = {s: n for s in scopes if (n := mem.count(caller=caller, scope=s))}
     fingerprint = mem.stored_fingerprint()
     details = {
         "memories": active, "deleted": deleted, "byCategory": by_category, "byScope": by_scope,

@@ -7,7 +7,8 @@ from pydantic import Field, model_validator
 from ..engine import Memory
 from ..errors import NotFoundError
 from ..models import SearchHit
-from .base import CallContext, OptionalStr, ToolArgs, ToolResult, tool
+from ..scopes import Caller
+from .base import OptionalStr, ToolArgs, ToolResult, tool
 from .render import LINE_CHARS, entry, line, memory_path, plural, short
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
@@ -35,8 +36,8 @@ class RecallArgs(ToolArgs):
     a relevance score (an estimated probability, 0 to 1, that it is about the question) and its age; old memories may
     be out of date. When nothing stored is relevant, it says so.""",
 )
-def memory_recall(mem: Memory, ctx: CallContext, args: RecallArgs) -> ToolResult:
-    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.limit, category=args.type)
+def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
+    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type)
     if not hits:
         return ToolResult("No relevant memories.", {"count": 0, "memories": []})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + "\n".join(
@@ -61,13 +62,13 @@ class StoreArgs(ToolArgs):
     memory so that later conversations can recall it. Store a short, self-contained statement, not a transcript. If a
     nearly identical memory already exists nothing is stored and the existing one is returned.""",
 )
-def memory_store(mem: Memory, ctx: CallContext, args: StoreArgs) -> ToolResult:
+def memory_store(mem: Memory, caller: Caller, args: StoreArgs) -> ToolResult:
     result = mem.add(
-        args.content, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(), category=args.type,
+        args.content, caller=caller, category=args.type,
         importance=args.importance, source_type="tool", source_id="memory_store",
     )
     if result.action == "duplicate":
-        existing = ctx.fetch(mem, result.id)
+        existing = mem.get(result.id, caller=caller)
         return ToolResult(
             f'Similar memory already exists: "{short(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
             {"action": "duplicate", "existingId": existing.id, "similarity": result.similarity},
@@ -99,23 +100,21 @@ class ForgetArgs(ToolArgs):
     are gone and cannot be restored. Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
 )
-def memory_forget(mem: Memory, ctx: CallContext, args: ForgetArgs) -> ToolResult:
+def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
     if (args.memoryId or "").strip():
         try:
-            record = ctx.fetch(mem, args.memoryId.strip())
+            record = mem.get(args.memoryId.strip(), caller=caller)
         except NotFoundError:
             return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
-        return _forget(mem, ctx, record.id)
+        return _forget(mem, caller, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
-    hits = mem.search(
-        args.query, **ctx.caller, scope=ctx.read_scope(), limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0
-    )
+    hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0)
     hits = [h for h in hits if h.similarity is None or h.similarity >= FORGET_CANDIDATE_SIMILARITY]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
     if _confident(hits):
-        return _forget(mem, ctx, hits[0].id)
+        return _forget(mem, caller, hits[0].id)
     text = f"Found {plural(len(hits), 'candidate', 'candidates')}. Specify memoryId:\n" + "\n".join(
         line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
     )
@@ -130,8 +129,8 @@ def _confident(hits: list[SearchHit]) -> bool:
     return (hits[0].similarity or 0.0) >= FORGET_MIN_SIMILARITY and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
 
 
-def _forget(mem: Memory, ctx: CallContext, memory_id: str) -> ToolResult:
-    forgotten = mem.forget(memory_id, **ctx.by_id)
+def _forget(mem: Memory, caller: Caller, memory_id: str) -> ToolResult:
+    forgotten = mem.forget(memory_id, caller=caller)
     text = f"Forgot {forgotten[:8]}: its content is erased for good."
     return ToolResult(text, {"action": "deleted", "id": forgotten})
 
@@ -147,8 +146,8 @@ class ContextArgs(ToolArgs):
     file excerpts) and return the most relevant items with their source and similarity. Use it for broad questions
     about earlier work when memory_recall's few results are not enough.""",
 )
-def search_context(mem: Memory, ctx: CallContext, args: ContextArgs) -> ToolResult:
-    hits = mem.search(args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.limit)
+def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult:
+    hits = mem.search(args.query, caller=caller, limit=args.limit)
     if not hits:
         return ToolResult("No relevant context found.", {"count": 0, "results": []})
     results = [

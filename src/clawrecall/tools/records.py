@@ -12,7 +12,8 @@ from pydantic import Field, field_validator
 from ..engine import Memory
 from ..errors import ValidationError
 from ..models import MemoryRecord
-from .base import CallContext, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
+from ..scopes import Caller
+from .base import OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
 from .render import SNIPPET_CHARS, line, memory_path
 
 PROVIDER = "clawrecall"
@@ -35,10 +36,9 @@ class SearchArgs(ToolArgs):
     each with its id, path, score and age; read a whole record with memory_get. Use it before answering questions
     about prior work, decisions, dates, people, preferences or to-dos.""",
 )
-def memory_search(mem: Memory, ctx: CallContext, args: SearchArgs) -> ToolResult:
+def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
     hits = mem.search(
-        args.query, **ctx.caller, scope=ctx.read_scope(), limit=args.maxResults, category=args.category, tags=args.tags,
-        min_score=args.minScore,
+        args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore
     )
     provider, model, _ = mem.configured_fingerprint()
     results = [
@@ -74,8 +74,8 @@ class IdArgs(ToolArgs):
     description="""Read one long-term memory record in full: its content, category, tags, scope, importance, age and
     whether it is deleted. Use it after memory_search when a snippet is not enough.""",
 )
-def memory_get(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
-    r = ctx.fetch(mem, args.id)
+def memory_get(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
+    r = mem.get(args.id, caller=caller)
     facts = [f"id {r.id}", r.age, f"scope {r.scope}", f"importance {r.importance:g}"]
     if r.tags:
         facts.append("tags " + ", ".join(r.tags))
@@ -100,9 +100,9 @@ class WriteArgs(ToolArgs):
     description="""Create a new long-term memory record; it is searchable at once. Write one self-contained piece of
     knowledge per record. To correct a record, use memory_update instead of writing a second one.""",
 )
-def memory_write(mem: Memory, ctx: CallContext, args: WriteArgs) -> ToolResult:
+def memory_write(mem: Memory, caller: Caller, args: WriteArgs) -> ToolResult:
     result = mem.add(
-        args.content, **ctx.caller, session_id=ctx.session_id, scope=ctx.write_scope(), category=args.category,
+        args.content, caller=caller, category=args.category,
         title=args.title, tags=args.tags, importance=args.importance, dedup=False,  # seed 001: no dedup on write
         source_type="tool", source_id="memory_write",
     )
@@ -124,11 +124,11 @@ class UpdateArgs(IdArgs):
     description="""Change an existing long-term memory record. Only the fields you give change; everything else stays.
     New content is re-embedded, and the previous values are kept in the record's history.""",
 )
-def memory_update(mem: Memory, ctx: CallContext, args: UpdateArgs) -> ToolResult:
+def memory_update(mem: Memory, caller: Caller, args: UpdateArgs) -> ToolResult:
     changes = args.model_dump(exclude={"id"}, exclude_none=True)
     if not changes:
         raise ValidationError("memory_update: nothing to update; give content, title, category, tags or importance")
-    record = mem.update(ctx.fetch(mem, args.id).id, **ctx.by_id, **changes)
+    record = mem.update(args.id, caller=caller, **changes)
     return _done(record, "updated", f"Updated {record.id[:8]}.")
 
 
@@ -139,8 +139,8 @@ def memory_update(mem: Memory, ctx: CallContext, args: UpdateArgs) -> ToolResult
     memory_undelete until the retention period ends. Use it for records that are wrong or obsolete; write the
     correct version with memory_write.""",
 )
-def memory_delete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
-    record = mem.delete(ctx.fetch(mem, args.id).id, **ctx.by_id)
+def memory_delete(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
+    record = mem.delete(args.id, caller=caller)
     days = mem.config.writes.retention_days
     return _done(record, "deleted", f"Deleted {record.id[:8]}; memory_undelete restores it within {days:g} days.")
 
@@ -150,8 +150,8 @@ def memory_delete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
     writes=True,
     description="Restore a long-term memory record deleted with memory_delete; it becomes searchable again.",
 )
-def memory_undelete(mem: Memory, ctx: CallContext, args: IdArgs) -> ToolResult:
-    record = mem.undelete(ctx.fetch(mem, args.id).id, **ctx.by_id)
+def memory_undelete(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
+    record = mem.undelete(args.id, caller=caller)
     return _done(record, "restored", f"Restored {record.id[:8]}.")
 
 

@@ -1,0 +1,16 @@
+"""The engine: `Memory`, a facade over one private module per job.
+
+    _memory       Memory: the verbs every door calls, and its namespaces (`mem.startup`)
+    _validate     checks on input, and the one place an item becomes a record
+    _writes       the one write path: add, update, delete/undelete, forget — scope, dedup, history
+    _reads        the filters of a read; an id or prefix resolved in the caller's scopes
+    _embedding    the embedding provider and the store's model fingerprint
+    _maintenance  purge, re-embedding, the vector index
+    _startup      startup entries (`mem.startup`)
+    _transfer     JSONL export and import
+"""
+
+from ._memory import Memory
+from ._validate import MAX_CONTENT_CHARS
+
+__all__ = ["MAX_CONTENT_CHARS", "Memory"]

@@ -1,0 +1,53 @@
+"""What reads share with the writes that must first find a memory: the filters a caller's read
+applies, and an id (or unique prefix) resolved in the scopes the caller may see."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Sequence
+
+from ..errors import AmbiguousIdError, NotFoundError, ValidationError
+from ..models import MemoryRecord
+from ..scopes import Caller, read_scopes
+from ..storage import Filters, Store
+from ._validate import check_category, check_text, check_when
+
+_ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
+
+
+def read_filters(
+    caller: Caller, scope: str | list[str] | None, categories: Sequence[str], *, category: str | list[str] | None = None,
+    tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
+    until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
+    include_expired: bool = False,
+) -> Filters:
+    """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
+    wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
+    for c in wanted or []:
+        check_category(c, categories)
+    check_text(list(tags or []), "a tag")
+    check_text(session_id, "session_id")
+    return Filters(
+        scopes=read_scopes(caller, scope), categories=wanted, tags=list(tags) if tags else None,
+        session_id=session_id, since=check_when(since, "since") if since is not None else None,
+        until=check_when(until, "until") if until is not None else None,
+        include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
+    )
+
+
+def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None = None) -> MemoryRecord:
+    """Id or unique prefix → record, in the scopes the caller reads. Other scopes' memories are "not found"."""
+    if not isinstance(memory_id, str):
+        raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
+    prefix = memory_id.strip().lower()
+    if not _ID_PREFIX.match(prefix) or len(prefix.replace("-", "")) < 8:
+        raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
+    filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True)
+    matches = store.ids_with_prefix(prefix, filters)
+    if not matches:
+        raise NotFoundError(f"no memory with id {memory_id!r}")
+    if len(matches) > 1 and prefix not in matches:
+        raise AmbiguousIdError(memory_id, matches)
+    found = prefix if prefix in matches else matches[0]
+    return store.fetch([found])[found]

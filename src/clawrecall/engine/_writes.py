@@ -1,0 +1,257 @@
+"""The one write path: everything that creates, changes or erases a memory goes through `Writes`.
+
+Each write validates its input, applies the caller's scope check, embeds, deduplicates (adds),
+and records history in the same transaction as the change. The doors, imports, and every writer
+still to come (extraction, importers, a knowledge base) call these methods, never the store.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing, nullcontext
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from .._blas import one_blas_thread
+from .._time import utcnow
+from ..config import Config
+from ..errors import NotFoundError, ValidationError
+from ..models import AddResult, MemoryRecord, NewMemory, Visibility
+from ..scopes import Caller
+from ..storage import HistoryDraft, Store
+from ._embedding import Embedding, Progress
+from ._reads import resolve
+from ._validate import (
+    check_category,
+    check_content,
+    check_metadata,
+    check_share,
+    check_tags,
+    check_text,
+    check_visibility,
+    check_when,
+    new_ids,
+    new_record,
+    require_writes,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
+
+
+class Writes:
+    """Adds, updates, soft deletes and erasures of memories, each with its history."""
+
+    def __init__(self, store: Store, config: Config, embedding: Embedding):
+        self.store = store
+        self.config = config
+        self.embedding = embedding
+
+    def add_many(
+        self,
+        items: Iterable[NewMemory | Mapping[str, Any]],
+        caller: Caller,
+        *,
+        dedup: bool | None = None,
+        progress: Progress | None = None,
+        actor: str | None = None,
+        embeddings: np.ndarray | None = None,
+    ) -> list[AddResult]:
+        """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction."""
+        require_writes(self.config)
+        now = utcnow()
+        if isinstance(items, (str, bytes, Mapping, NewMemory)):
+            raise ValidationError(f"add_many takes a list of items, got {type(items).__name__}")
+        items = list(items)
+        stream = self.embedding.start(items) if embeddings is None else None
+        with closing(stream) if stream is not None else nullcontext():
+            label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
+            ids = new_ids(len(items))
+            model = self.embedding.model_name
+            categories = self.config.categories
+            records = [
+                new_record(item, now, caller, categories, label(n), ids[n - 1], model)
+                for n, item in enumerate(items, start=1)
+            ]
+            if not records:
+                return []
+            named = [(label(i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
+            if named:
+                self._check_named_ids(named)  # before embedding: a bad batch fails at once
+            # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
+            after = [r.model_dump_json() for r in records]
+            results = [AddResult(action="created", id=r.id, memory=r) for r in records]
+            if embeddings is None:
+                assert stream is not None  # None only for an item with invalid content, and validating it raised
+                vectors = self.embedding.collect(stream, [r.content for r in records], progress)
+            else:
+                vectors = self.embedding.given(embeddings, len(records))
+        dedup = self.config.dedup.enabled if dedup is None else dedup
+        duplicates = self._find_duplicates(records, vectors) if dedup else {}
+        keep: list[int] = []
+        for i in range(len(records)):
+            if i in duplicates:
+                existing, similarity = duplicates[i]
+                results[i] = AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4))
+            else:
+                keep.append(i)
+        if keep:
+            actor = actor or actor_of(caller)
+            with self.store.transaction():
+                if named:
+                    self._check_named_ids(named)  # again, under the write lock: another process may have stored them since
+                self.store.insert([records[i] for i in keep], vectors[keep])
+                self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
+        return results
+
+    def _check_named_ids(self, named: list[tuple[str, str]]) -> None:
+        """Ids an item names must be new: not repeated in the batch, not stored (deleted ones included)."""
+        first: dict[str, str] = {}
+        for where, memory_id in named:
+            if memory_id in first:
+                raise ValidationError(f"{where}id {memory_id} repeats {first[memory_id]}")
+            first[memory_id] = where.removesuffix(": ")
+        if taken := self.store.fetch(list(first)):
+            where, memory_id = next((w, i) for w, i in named if i in taken)
+            raise ValidationError(f"{where}a memory with id {memory_id} already exists")
+
+    def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
+        """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
+        batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
+        import numpy as np
+
+        threshold = self.config.dedup.threshold
+        by_scope: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            by_scope.setdefault(record.scope, []).append(i)
+        out: dict[int, tuple[str, float]] = {}
+        for scope, rows in by_scope.items():
+            group = vectors[rows]
+            stored = self.store.nearest(group, scope, threshold)
+            kept = np.array([hit is None for hit in stored])  # final for every item not close to an earlier one
+            for start in range(0, len(rows), _DEDUP_BLOCK):
+                stop = min(start + _DEDUP_BLOCK, len(rows))
+                with one_blas_thread():
+                    sims = group[start:stop] @ group[:stop].T
+                sims[np.arange(start, stop)[:, None] <= np.arange(stop)] = -np.inf  # earlier items only
+                for p in np.flatnonzero((sims >= threshold).any(axis=1)) + start:
+                    # rare, and in order: which earlier items were kept decides
+                    earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
+                    best = int(np.argmax(earlier))
+                    if earlier[best] >= threshold:
+                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                        kept[p] = False
+            for p, hit in enumerate(stored):
+                if hit is not None and rows[p] not in out:
+                    out[rows[p]] = hit.id, hit.score
+        return out
+
+    def update(self, memory_id: str, caller: Caller, scope: str | list[str] | None, fields: Mapping[str, Any]) -> MemoryRecord:
+        """Change the fields given (a `None` value changes nothing); a new content is re-embedded. History keeps the old values."""
+        require_writes(self.config)
+        old = resolve(self.store, memory_id, caller, scope)
+        changes = self._changes(fields)
+        requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
+        if not requested:
+            return old
+        vector = self.embedding.passages([requested["content"]])[0] if "content" in requested else None  # before the lock
+        now = utcnow()
+        with self.store.transaction():
+            current = self._current(old.id)
+            changes = {k: v for k, v in requested.items() if getattr(current, k) != v}
+            if not changes:
+                return current
+            new = current.model_copy(update={**changes, "updated_at": now})
+            if "content" in changes:
+                new.embedding_model = self.embedding.model_name
+            before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
+            after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
+            self.store.update(new, vector if "content" in changes else None)
+            self.store.add_history([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
+        return new
+
+    def _changes(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """An update's fields, checked; those given as `None` are left out."""
+        given = {k: v for k, v in fields.items() if v is not None}
+        changes: dict[str, Any] = {}
+        if "content" in given:
+            changes["content"] = check_content(given["content"])
+        if "title" in given:
+            check_text(given["title"], "title")
+            changes["title"] = given["title"]
+        if "category" in given:
+            changes["category"] = check_category(given["category"], self.config.categories)
+        if "tags" in given:
+            changes["tags"] = check_tags(list(given["tags"]))
+        for name in ("importance", "confidence"):
+            if name in given:
+                changes[name] = check_share(given[name], name)
+        if "visibility" in given:
+            changes["visibility"] = check_visibility(given["visibility"])
+        if "metadata" in given:
+            changes["metadata"] = check_metadata(dict(given["metadata"]))
+        if "expires_at" in given:
+            changes["expires_at"] = check_when(given["expires_at"], "expires_at")
+        return changes
+
+    def set_deleted(self, memory_id: str, caller: Caller, scope: str | list[str] | None, when: datetime | None) -> MemoryRecord:
+        """Soft delete (`when`) or undelete (`None`); a memory already in that state is returned as it is."""
+        require_writes(self.config)
+        old = resolve(self.store, memory_id, caller, scope)
+        if (old.deleted_at is None) == (when is None):
+            return old
+        now = utcnow()
+        with self.store.transaction():
+            current = self._current(old.id)
+            if (current.deleted_at is None) == (when is None):
+                return current
+            new = current.model_copy(update={"deleted_at": when, "updated_at": now})
+            self.store.update(new, None)
+            self.store.add_history([
+                HistoryDraft(
+                    new.id, "delete" if when else "undelete", json.dumps({"deleted_at": _jsonable(current.deleted_at)}),
+                    json.dumps({"deleted_at": _jsonable(when)}), actor_of(caller), now,
+                )
+            ])
+        return new
+
+    def forget(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> str:
+        """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
+        require_writes(self.config)
+        record = resolve(self.store, memory_id, caller, scope)
+        self.erase([record.id], "forget", actor_of(caller))
+        return record.id
+
+    def erase(self, ids: list[str], action: str, actor: str) -> None:
+        """Remove memories for good; their history keeps only who erased them (`action`) and when."""
+        now = utcnow()
+        with self.store.transaction():
+            self.store.remove(ids)
+            for memory_id in ids:
+                self.store.erase_history(memory_id)
+            self.store.add_history([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+
+    def _current(self, memory_id: str) -> MemoryRecord:
+        """In a write transaction: the memory as stored now. Another process may have changed it since
+        it was resolved, or erased it, and a change must neither undo theirs nor bring it back."""
+        current = self.store.fetch_for_update(memory_id)
+        if current is None:
+            raise NotFoundError(f"memory {memory_id} was erased while it was being changed")
+        return current
+
+
+def actor_of(caller: Caller) -> str:
+    """Who made a change, as history keeps it: an agent acting for a user is both."""
+    who = [f"user:{caller.user_id}"] if caller.user_id else []
+    who += [f"agent:{caller.agent_id}"] if caller.agent_id else []
+    return " ".join(who) or "local"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Visibility):
+        return value.value
+    return value
