@@ -240,8 +240,8 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
     for candidate in candidates:
         try:
             result = mem.add(
-                candidate["text"], caller=caller, category=candidate["category"], importance=importance, source_type="capture",
-                metadata={"role": candidate["role"]}, dedup=True,
+                candidate["text"], caller=caller, category=candidate["category"], importance=importance,
+                source_type="capture", metadata={"role": candidate["role"]}, dedup=True,
             )
             log.debug("capture %s: %s", result.action, result.id)
         except Exception:  # one bad write must not lose the others, nor kill the writer thread

@@ -1,6 +1,8 @@
-"""Which session a hook is in, what it may read, and the per-session state kept between turns.
+"""Which session a hook is in, what it reads, and the per-session state kept between turns.
 
-Who is calling is a `Caller`, from the runtime's trusted context (OpenClaw's hook `ctx`), never from the event body."""
+Who is calling is a `Caller`, from the runtime's trusted context (OpenClaw's hook `ctx`),
+never from the event body.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""What every tool shares: who is calling, what a tool is, and what it returns.
+"""What every tool shares: what a tool is, its arguments, and what it returns.
 
-A door (REST, MCP over HTTP or stdio) builds a `Caller` from its authentication and hands
-it to `Tool.run`, which hands it to the engine's one scope check. Tool arguments never carry identity, so an agent cannot widen its own scope by
-naming another user: an argument such as `user_id` is rejected like any unknown argument.
+A door (REST, MCP over HTTP or stdio) builds a `Caller` from its authentication and hands it to
+`Tool.run`; the handler passes it on to the engine, whose one scope check applies it. Tool
+arguments never carry identity, so an agent cannot widen its own scope by naming another user:
+an argument such as `user_id` is rejected like any unknown argument.
 """
 
 from __future__ import annotations
