@@ -34,10 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import DEFAULT_DB_DIR, build, machine, pct, synthetic_queries  # noqa: E402
 
-from clawrecall import Memory, hooks  # noqa: E402
+from clawrecall import Caller, Memory, hooks  # noqa: E402
 from clawrecall.auth import TokenStore  # noqa: E402
 from clawrecall.server.spawn import spawn_server  # noqa: E402
-from clawrecall import Caller  # noqa: E402
 from clawrecall.tools import run_tool  # noqa: E402
 
 CLIENTS = (1, 8)
