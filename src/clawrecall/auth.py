@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from ._time import from_db, utcnow
 from .config import data_dir
-from .errors import ClawrecallError, NotFoundError, ScopeError, ValidationError
+from .errors import AuthError, ForbiddenError, NotFoundError, ScopeError, ValidationError
 from .scopes import Caller, validate_scope
 from .storage.base import TOKEN_COLUMNS
 
@@ -40,18 +40,6 @@ USER_HEADER = "x-clawrecall-user"
 AGENT_HEADER = "x-clawrecall-agent"
 SESSION_HEADER = "x-clawrecall-session"
 TokenKind = Literal["user", "service"]
-
-
-class AuthError(ClawrecallError):
-    """No valid credentials: a missing, malformed, unknown or revoked token."""
-
-    code = "unauthenticated"
-
-
-class ForbiddenError(ClawrecallError, PermissionError):
-    """Valid credentials that do not allow this request."""
-
-    code = "forbidden"
 
 
 class TokenInfo(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Literal, Mapping, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ConfigError
+from .errors import ConfigError, pydantic_message
 from .models import DEFAULT_CATEGORIES
 
 EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command")
@@ -464,9 +464,4 @@ def build_config(
     try:
         return Config.model_validate(data)
     except PydanticValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"])  # empty for a rule across keys, whose message names them
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where}: {msg}" if where else msg)
-        raise ConfigError("invalid config: " + "; ".join(problems)) from None
+        raise ConfigError(f"invalid config: {pydantic_message(exc)}") from None

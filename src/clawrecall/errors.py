@@ -1,46 +1,93 @@
-"""Exception classes. Every error clawrecall raises on purpose is a `ClawrecallError`.
+"""Exception classes: every error clawrecall raises on purpose is a `ClawrecallError`, defined here.
 
-Each class carries a stable `code` so the CLI, and later the REST and MCP doors, can
-report the same failure the same way.
+Each class carries a stable `code` and the HTTP `status` it is served with, so every door reports
+the same failure the same way (the REST server reads `status`; the CLI, the tools and MCP report
+`code`), and a new error cannot fall through a lookup table into a 500.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel
 
 
 class ClawrecallError(Exception):
     """Base class of every deliberate clawrecall error."""
 
     code = "error"
+    status = 500
 
 
 class ConfigError(ClawrecallError):
     """The configuration (file, environment or keyword arguments) is invalid."""
 
     code = "config_error"
+    status = 500  # the server's own configuration: nothing the client can change
 
 
 class ValidationError(ClawrecallError, ValueError):
     """An argument is invalid (empty content, importance outside 0–1, unknown category…)."""
 
     code = "invalid_input"
+    status = 400
+
+
+class InvalidRequestError(ClawrecallError):
+    """An HTTP request that does not match the route's declared body, query or path parameters."""
+
+    code = "invalid_request"
+    status = 422
+
+
+class AuthError(ClawrecallError):
+    """No valid credentials: a missing, malformed, unknown or revoked token."""
+
+    code = "unauthenticated"
+    status = 401
+
+
+class ForbiddenError(ClawrecallError, PermissionError):
+    """Valid credentials that do not allow this request."""
+
+    code = "forbidden"
+    status = 403
 
 
 class ScopeError(ClawrecallError, PermissionError):
     """The caller asked for a scope it may not read or write."""
 
     code = "scope_denied"
+    status = 403
+
+
+class WritesDisabledError(ClawrecallError):
+    """`writes.enabled` is false, so the store is read-only."""
+
+    code = "writes_disabled"
+    status = 403
 
 
 class NotFoundError(ClawrecallError, LookupError):
     """No memory has that id (or id prefix) in the scopes the caller can see."""
 
     code = "not_found"
+    status = 404
+
+
+class UnknownToolError(ClawrecallError, LookupError):
+    """No tool of that name is offered (unknown, or a write tool while writes are disabled)."""
+
+    code = "unknown_tool"
+    status = 404
 
 
 class AmbiguousIdError(ClawrecallError, LookupError):
     """An id prefix matches more than one memory."""
 
     code = "ambiguous_id"
+    status = 409
 
     def __init__(self, prefix: str, matches: list[str]):
         self.prefix = prefix
@@ -49,25 +96,65 @@ class AmbiguousIdError(ClawrecallError, LookupError):
         super().__init__(f"id prefix {prefix!r} is ambiguous: it matches {len(matches)} memories ({shown})")
 
 
-class WritesDisabledError(ClawrecallError):
-    """`writes.enabled` is false, so the store is read-only."""
+class PayloadTooLargeError(ClawrecallError):
+    """A request body over the server's limit."""
 
-    code = "writes_disabled"
+    code = "payload_too_large"
+    status = 413
 
 
 class EmbeddingError(ClawrecallError):
     """The embedding provider failed (unreachable, bad response, wrong dimensions)."""
 
     code = "embedding_error"
+    status = 503
 
 
 class EmbeddingMismatchError(ClawrecallError):
     """The configured embedding model differs from the one that made the stored vectors."""
 
     code = "embedding_mismatch"
+    status = 503
 
 
 class StorageError(ClawrecallError):
     """The database cannot be opened, migrated or written."""
 
     code = "storage_error"
+    status = 503
+
+
+class _HasErrors(Protocol):
+    def errors(self) -> Any: ...
+
+
+def pydantic_message(exc: _HasErrors | Iterable[Mapping[str, Any]], model: type[BaseModel] | None = None) -> str:
+    """One line for a pydantic (or FastAPI request) validation error: `where: what; where: what`.
+
+    With `model`, a value outside a field's bounds reads "must be between <ge> and <le>, got <value>",
+    naming both bounds the field declares, which pydantic's message for the one bound broken does not.
+    """
+    errors = exc.errors() if hasattr(exc, "errors") else exc
+    parts = []
+    for err in errors:
+        loc = err.get("loc", ())
+        where = ".".join(str(p) for p in loc)
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        bounds = _bounds(model, loc) if err.get("type") in _BOUND_ERRORS and "input" in err else None
+        if bounds is not None:
+            message = f"must be between {bounds[0]} and {bounds[1]}, got {err['input']!r}"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+_BOUND_ERRORS = ("less_than_equal", "greater_than_equal")
+
+
+def _bounds(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
+    """A top-level field's (ge, le), when it declares both."""
+    field = model.model_fields.get(loc[0]) if model is not None and len(loc) == 1 else None
+    if field is None:
+        return None
+    ge = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+    le = next((m.le for m in field.metadata if hasattr(m, "le")), None)
+    return None if ge is None or le is None else (ge, le)

@@ -9,8 +9,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth import Authenticator
-from ..errors import ClawrecallError
-from .errors import PayloadTooLargeError, error_response
+from ..errors import ClawrecallError, PayloadTooLargeError
+from .errors import error_response
 
 access_log = logging.getLogger("clawrecall.access")
 
@@ -100,7 +100,7 @@ class BodyLimit:
         return f"request body is larger than the limit of {self.max_bytes} bytes"
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await error_response("payload_too_large", self._message())(scope, receive, send)
+        await error_response(PayloadTooLargeError(self._message()))(scope, receive, send)
 
 
 class Authenticate:
@@ -116,6 +116,6 @@ class Authenticate:
         try:
             caller = self.authenticator.authenticate(Headers(scope=scope))
         except ClawrecallError as exc:
-            return await error_response(exc.code, str(exc))(scope, receive, send)
+            return await error_response(exc)(scope, receive, send)
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)

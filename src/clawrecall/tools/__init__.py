@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from . import browse, recall, records
-from .base import Tool, ToolResult, UnknownToolError
+from ..errors import UnknownToolError
+from .base import Tool, ToolResult
 
 if TYPE_CHECKING:
     from ..engine import Memory

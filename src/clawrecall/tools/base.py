@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ClawrecallError, ValidationError
+from ..errors import ClawrecallError, ValidationError, pydantic_message
 from ..scopes import Caller
 
 if TYPE_CHECKING:
@@ -38,12 +38,6 @@ OptionalStrList = Annotated[list[str] | None, WithJsonSchema({"type": "array", "
 
 # Arguments naming a memory category; their schema lists the configured categories.
 CATEGORY_ARGS = ("type", "category")
-
-
-class UnknownToolError(ClawrecallError, LookupError):
-    """No tool of that name is offered (unknown, or a write tool while writes are disabled)."""
-
-    code = "unknown_tool"
 
 
 @dataclass(frozen=True)
@@ -109,7 +103,7 @@ class Tool:
         try:
             return self.args.model_validate(arguments)
         except PydanticValidationError as exc:
-            raise ValidationError(f"{self.name}: {validation_message(exc)}") from None
+            raise ValidationError(f"{self.name}: {pydantic_message(exc)}") from None
 
     def invoke(self, mem: Memory, caller: Caller, arguments: Mapping[str, Any] | None) -> ToolResult:
         """Parse and run; deliberate failures raise `ClawrecallError` (for doors that map them to statuses)."""
@@ -141,12 +135,3 @@ def tool(*, label: str, description: str, writes: bool = False) -> Callable[[Han
         return Tool(handler.__name__, label, " ".join(description.split()), args, handler, writes)
 
     return declare
-
-
-def validation_message(exc: PydanticValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
