@@ -16,6 +16,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, Stats
+from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
 from ._embedding import Embedding, Progress
@@ -51,6 +52,7 @@ class Memory:
         self._transfer = Transfer(store, config, self._writes)
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
+        self.runtime = Runtime()  # this store's background work and session state; close() drains it
         if check_embedding:
             self.check_fingerprint(static_only=True)
 
@@ -83,6 +85,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.runtime.stop()
         self.store.close()
 
     def __enter__(self) -> "Memory":
