@@ -14,14 +14,14 @@ from hook_helpers import ctx, user, assistant
 from clawrecall import Caller, Memory
 from clawrecall.config import CaptureHookConfig
 from clawrecall.errors import ValidationError
-from clawrecall.hooks import agent_end, capture, detect_category, drain, should_capture
+from clawrecall.hooks import agent_end, capture, detect_category, should_capture
 
 
 @pytest.fixture
 def mem(tmp_path):
     m = Memory.open(tmp_path / "m.db")
     yield m
-    assert drain(30)
+    assert m.runtime.drain(30)
     m.close()
 
 
@@ -193,7 +193,7 @@ def test_agent_end_answers_before_the_write(mem):
     assert out == {"queued": 1, "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}],
                    "skipped": None}
     assert stored(mem) == []
-    assert drain(10)
+    assert mem.runtime.drain(10)
     [record] = mem.list(user_id="alice")
     assert record.content == "Remember that my locker code is 4711"
     assert (record.user_id, record.agent_id, record.session_id) == ("alice", "main", "s1")
@@ -204,7 +204,7 @@ def test_categories_reach_the_store(mem):
     messages = [user("We decided to use PostgreSQL for billing"), user("I prefer tea over coffee in the morning")]
     out = agent_end(mem, {"messages": messages}, ctx())
     assert [c["category"] for c in out["candidates"]] == ["decision", "preference"]
-    drain(30)
+    mem.runtime.drain(30)
     assert {r.category for r in mem.list(user_id="alice")} == {"decision", "preference"}
 
 
@@ -222,7 +222,7 @@ def test_user_messages_only_unless_configured(mem):
     mem.config.hooks.capture.capture_assistant = True
     out = agent_end(mem, {"messages": messages}, ctx())
     assert out["candidates"] == [{"text": "Remember: you always prefer green tea.", "category": "preference"}]
-    drain(30)
+    mem.runtime.drain(30)
     assert mem.list(user_id="alice")[0].metadata == {"role": "assistant"}
 
 
@@ -249,7 +249,7 @@ def test_envelopes_and_our_blocks_are_stripped_before_capture(mem):
     )
     out = agent_end(mem, {"messages": [user(wrapped)]}, ctx())
     assert out["candidates"] == [{"text": "I prefer aisle seats on trains", "category": "preference"}]
-    drain(30)
+    mem.runtime.drain(30)
     assert stored(mem) == ["I prefer aisle seats on trains"]
 
 
@@ -257,7 +257,7 @@ def test_dedup_against_the_store(mem):
     request = {"messages": [user("Remember that my locker code is 4711")]}
     assert agent_end(mem, request, ctx())["queued"] == 1
     assert agent_end(mem, request, ctx(session_id="s2"))["queued"] == 1
-    drain(30)
+    mem.runtime.drain(30)
     assert stored(mem) == ["Remember that my locker code is 4711"]
 
 
@@ -270,7 +270,7 @@ def test_skips(mem):
     mem.config.hooks.capture.enabled = True
     mem.config.writes.enabled = False
     assert agent_end(mem, request, ctx())["skipped"] == "writes_disabled"
-    drain(30)
+    mem.runtime.drain(30)
     assert stored(mem) == []
 
 
@@ -280,7 +280,7 @@ def test_a_token_allow_list_narrows_writes(mem):
     assert agent_end(mem, request, denied)["skipped"] == "scope_denied"
     allowed = Caller("alice", "main", "s1", scopes=("user:alice",))
     assert agent_end(mem, request, allowed)["queued"] == 1
-    drain(30)
+    mem.runtime.drain(30)
     assert [r.scope for r in mem.list(user_id="alice")] == ["user:alice"]
 
 
@@ -292,7 +292,7 @@ def test_malformed_requests(mem):
 
 
 def test_full_queue_drops_instead_of_blocking(mem, monkeypatch):
-    monkeypatch.setattr(capture, "_WRITER", capture._Writer(max_pending=1))
+    monkeypatch.setattr(capture, "MAX_PENDING", 1)  # read when the store's capture queue is made, on first use
     gate = threading.Event()
     real = mem.add
     mem.add = lambda *a, **k: (gate.wait(10), real(*a, **k))[1]
@@ -300,5 +300,5 @@ def test_full_queue_drops_instead_of_blocking(mem, monkeypatch):
     second = agent_end(mem, {"messages": [user("I prefer tea over coffee in the morning")]}, ctx())
     assert first["queued"] == 1 and (second["queued"], second["skipped"]) == (0, "queue_full")
     gate.set()
-    assert capture.drain(30)
+    assert mem.runtime.drain(30)
     assert stored(mem) == ["Remember that my locker code is 4711"]

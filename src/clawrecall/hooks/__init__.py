@@ -4,16 +4,17 @@
 - `startup_context(mem, request, caller)`: startup identity — the `init:` block on a session's first turn.
 - `agent_end(mem, request, caller)`: capture — queue what the finished turn said worth keeping.
 
-`caller` is a `clawrecall.Caller`: its `user_id`, `agent_id` and `session_id` (any may be None). The REST
-server mounts these under `/v1/hooks/…` and calls `drain()` on shutdown.
+`caller` is a `clawrecall.Caller`: its `user_id`, `agent_id` and `session_id` (any may be None). Their
+per-session state and background writes belong to the store's runtime (`mem.runtime`), which
+`Memory.close()` drains. The REST server mounts these under `/v1/hooks/…`.
 """
 
-from .capture import agent_end, detect_category, drain, should_capture
+from .capture import agent_end, detect_category, should_capture
 from .recall import before_prompt_build
 from .startup import startup_context
 from .text import sanitize_for_context, should_skip_retrieval, skip_reason, strip_envelope
 
 __all__ = [
-    "agent_end", "before_prompt_build", "detect_category", "drain", "sanitize_for_context",
+    "agent_end", "before_prompt_build", "detect_category", "sanitize_for_context",
     "should_capture", "should_skip_retrieval", "skip_reason", "startup_context", "strip_envelope",
 ]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import CaptureHookConfig
 from ..errors import ValidationError
@@ -144,40 +142,7 @@ def detect_category(text: str) -> str:
 
 
 # -- the hook --------------------------------------------------------------------------------------
-class _Writer:
-    """One background thread for capture writes. A full queue drops the turn's captures rather than block."""
-
-    def __init__(self, max_pending: int = 256):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clawrecall-capture")
-        self._pending: set[Future[None]] = set()
-        self._lock = threading.Lock()
-        self._max = max_pending
-
-    def submit(self, fn: Callable[..., None], *args: Any) -> bool:
-        with self._lock:
-            if len(self._pending) >= self._max:
-                return False
-            future = self._pool.submit(fn, *args)
-            self._pending.add(future)
-        future.add_done_callback(self._finished)
-        return True
-
-    def _finished(self, future: Future[None]) -> None:
-        with self._lock:
-            self._pending.discard(future)
-
-    def drain(self, timeout: float | None) -> bool:
-        with self._lock:
-            pending = set(self._pending)
-        return not wait(pending, timeout).not_done
-
-
-_WRITER = _Writer()
-
-
-def drain(timeout: float | None = None) -> bool:
-    """Wait for queued capture writes (tests, server shutdown). True when none is left running."""
-    return _WRITER.drain(timeout)
+MAX_PENDING = 256  # captures queued on one store; past it a turn's captures are dropped rather than block
 
 
 def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
@@ -198,7 +163,8 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict
     candidates = _candidates(messages, cfg, mem.config.categories)
     if not candidates:
         return _answer([], "no_candidates")
-    if not _WRITER.submit(_write, mem, candidates, caller, cfg.importance):
+    writes = mem.runtime.queue("capture", max_pending=MAX_PENDING)  # one thread: writes land in turn order
+    if writes.submit(_write, mem, candidates, caller, cfg.importance) is None:
         log.warning("capture queue full; %d candidate(s) dropped", len(candidates))
         return _answer(candidates, "queue_full", queued=0)
     return _answer(candidates, None, queued=len(candidates))

@@ -1,4 +1,5 @@
-"""Which session a hook is in, what it reads, and the per-session state kept between turns.
+"""Which session a hook is in, what it reads, and what its request says (the per-session state itself
+belongs to the store's runtime, `mem.runtime`).
 
 Who is calling is a `Caller`, from the runtime's trusted context (OpenClaw's hook `ctx`),
 never from the event body.
@@ -6,15 +7,11 @@ never from the event body.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ValidationError
 from ..scopes import Caller
-
-T = TypeVar("T")
 
 
 def read_scope(caller: Caller) -> str | None:
@@ -25,31 +22,12 @@ def read_scope(caller: Caller) -> str | None:
     return "global" if caller.administrator else None
 
 
-class SessionLRU(Generic[T]):
-    """Per-session state in process memory, bounded: the least recently used session is forgotten first."""
-
-    def __init__(self, factory: Callable[[], T], max_sessions: int = 4096):
-        self._factory = factory
-        self._max = max_sessions
-        self._items: OrderedDict[Hashable, T] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable, *, reset: bool = False) -> T:
-        """The session's state, created on first use; `reset` starts it afresh (a `/new` session)."""
-        with self._lock:
-            if reset or key not in self._items:
-                self._items[key] = self._factory()
-            self._items.move_to_end(key)
-            while len(self._items) > self._max:
-                self._items.popitem(last=False)
-            return self._items[key]
-
-
-def session_key(store_location: str, caller: Caller) -> tuple[str, str | None, str | None, str] | None:
-    """(store, agent, user, session), or None when the caller names no session and nothing can be remembered."""
+def session_key(caller: Caller) -> tuple[str | None, str | None, str] | None:
+    """(agent, user, session) within a store's runtime, or None when the caller names no session and nothing
+    can be remembered."""
     if caller.session_id is None:
         return None
-    return store_location, caller.agent_id, caller.user_id, caller.session_id
+    return caller.agent_id, caller.user_id, caller.session_id
 
 
 def request_messages(request: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:

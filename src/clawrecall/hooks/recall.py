@@ -8,14 +8,13 @@ and re-injected on later turns until compaction loops (memory-lancedb-pro #345).
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import RecallHookConfig
 from ..models import SearchHit
 from ..scopes import Caller
-from .context import SessionLRU, message_text, read_scope, request_messages, request_str, session_key
+from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
     RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, sanitize_for_context, skip_reason, strip_envelope,
 )
@@ -26,17 +25,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("clawrecall.hooks")
 
 MAX_QUERY_CHARS = 1000
-# Searches run here so the hook can stop waiting; a search that overruns finishes unobserved.
-_SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawrecall-recall")
+SEARCH_THREADS = 4
 
 
 @dataclass
 class _Session:
     turn: int = 0
     injected: dict[str, int] = field(default_factory=dict)  # memory id → turn it was last injected
-
-
-_SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
 
 
 def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
@@ -46,8 +41,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     messages = request_messages(request)
     if not cfg.enabled:
         return _answer(skipped="disabled")
-    key = session_key(mem.store.location, caller)
-    session = None if key is None else _SESSIONS.get(key, reset=messages == [])
+    key = session_key(caller)
+    session = None if key is None else mem.runtime.sessions("recall", _Session).get(key, reset=messages == [])
     if session is not None:
         session.turn += 1
     query = _query(prompt, messages)
@@ -57,9 +52,11 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
 
     # room for hits the budgets or the no-repeat rule drop, without widening every leg's pool
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
-    future = _SEARCHES.submit(
+    # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
+    future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score
     )
+    assert future is not None  # the queue has no bound
     try:
         hits = future.result(timeout=cfg.timeout_ms / 1000)
     except TimeoutError:

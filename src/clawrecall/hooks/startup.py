@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..config import StartupHookConfig
 from ..models import StartupEntry
 from ..scopes import Caller
-from .context import SessionLRU, read_scope, request_messages, request_str, session_key
+from .context import read_scope, request_messages, request_str, session_key
 from .text import STARTUP_CLOSE, STARTUP_OPEN
 
 if TYPE_CHECKING:
@@ -32,9 +32,6 @@ class _Session:
     digest: str | None = None
 
 
-_SESSIONS: SessionLRU[_Session] = SessionLRU(_Session)
-
-
 def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
     """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`."""
     cfg = mem.config.hooks.startup
@@ -49,11 +46,11 @@ def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -
     if not keys:
         return _answer(None, [], "over_budget")
     digest = hashlib.sha256(body.encode()).hexdigest()
-    key = session_key(mem.store.location, caller)
+    key = session_key(caller)
     if key is None:
         reason: str | None = "no_session"  # nothing can be remembered, so every turn is a first turn
     else:
-        session = _SESSIONS.get(key, reset=messages == [])
+        session = mem.runtime.sessions("startup", _Session).get(key, reset=messages == [])
         reason = _due(cfg, session, digest)
         if reason is not None:
             session.injected_at, session.digest = time.monotonic(), digest

@@ -24,7 +24,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
-from .. import __version__, hooks
+from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
@@ -60,7 +60,7 @@ def create_app(
         warmup.start()
         async with mcp_sessions.run():
             yield
-        if not hooks.drain(CAPTURE_DRAIN_S):
+        if not mem.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("capture writes still running at shutdown")
 
     app = FastAPI(

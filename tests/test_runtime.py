@@ -1,0 +1,100 @@
+"""Background work and session state belong to the `Memory` that made them: two stores in one process
+share neither, and `close()` writes what was queued before it returns."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hook_helpers import ctx, user
+
+from clawrecall import Memory
+from clawrecall.hooks import agent_end, startup_context
+from clawrecall.runtime import Runtime, WorkQueue
+
+LOCKER = {"messages": [user("Remember that my locker code is 4711")]}
+
+
+def slow_adds(mem: Memory, gate: threading.Event) -> None:
+    """Make this store's writes wait for `gate` (our own object, wrapped)."""
+    real = mem.add
+    mem.add = lambda *a, **k: (gate.wait(10), real(*a, **k))[1]
+
+
+def contents(mem: Memory) -> list[str]:
+    return [r.content for r in mem.list(user_id="alice")]
+
+
+def test_two_stores_have_their_own_capture_writers(tmp_path):
+    with Memory.open(tmp_path / "a.db") as a, Memory.open(tmp_path / "b.db") as b:
+        gate = threading.Event()
+        slow_adds(a, gate)
+        assert agent_end(a, LOCKER, ctx())["queued"] == 1
+        assert agent_end(b, LOCKER, ctx())["queued"] == 1
+        # b's write does not wait behind a's blocked one
+        assert b.runtime.drain(30) and contents(b) == ["Remember that my locker code is 4711"]
+        assert not a.runtime.drain(0.1) and contents(a) == []
+        gate.set()
+        assert a.runtime.drain(30) and contents(a) == ["Remember that my locker code is 4711"]
+
+
+def test_two_memories_have_their_own_session_state(tmp_path):
+    """The startup block is injected once per session: a session on one Memory says nothing about the other's."""
+    path = tmp_path / "m.db"
+    with Memory.open(path) as a, Memory.open(path) as b:
+        a.startup.set("soul", "You are terse.")
+        first = {"messages": [], "model": "gpt-4o"}
+        assert startup_context(a, first, ctx())["prependContext"] is not None
+        assert startup_context(a, {"messages": [user("hi")]}, ctx())["reason"] == "already_injected"
+        assert startup_context(b, {"messages": [user("hi")]}, ctx())["prependContext"] is not None
+        assert a.runtime.sessions("startup", dict) is not b.runtime.sessions("startup", dict)
+
+
+def test_close_writes_the_captures_queued_before_it(tmp_path):
+    path = tmp_path / "m.db"
+    mem = Memory.open(path)
+    gate = threading.Event()
+    slow_adds(mem, gate)
+    assert agent_end(mem, LOCKER, ctx())["queued"] == 1
+    threading.Timer(0.3, gate.set).start()  # the write is still waiting when close() is called
+    started = time.perf_counter()
+    mem.close()
+    assert time.perf_counter() - started >= 0.2
+    with Memory.open(path) as again:
+        assert contents(again) == ["Remember that my locker code is 4711"]
+
+
+def test_a_closed_store_takes_no_more_background_work(tmp_path):
+    mem = Memory.open(tmp_path / "m.db")
+    mem.close()
+    mem.close()  # twice is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        mem.runtime.queue("capture")
+
+
+def test_a_bounded_queue_refuses_rather_than_blocks():
+    queue = WorkQueue("test", max_pending=1)
+    gate = threading.Event()
+    first = queue.submit(gate.wait, 10)
+    assert first is not None and queue.submit(print, "never") is None
+    assert not queue.drain(0.05)
+    gate.set()
+    assert queue.drain(10) and first.result() is True
+    assert queue.submit(int, "7").result(10) == 7  # room again once the first is done
+    assert queue.stop(10)
+
+
+def test_stop_waits_for_queued_work_and_reports_what_overran():
+    runtime = Runtime()
+    done: list[int] = []
+    writes = runtime.queue("writes")
+    for i in range(3):
+        writes.submit(lambda i=i: (time.sleep(0.05), done.append(i)))
+    assert runtime.stop(10) and done == [0, 1, 2]
+    stuck = Runtime()
+    gate = threading.Event()
+    stuck.queue("slow").submit(gate.wait, 10)
+    assert stuck.stop(0.05) is False
+    gate.set()
