@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from .errors import ConfigError, pydantic_message
 from .models import DEFAULT_CATEGORIES
 
-EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command")
+EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command", "hash")
 ENV_PREFIX = "CLAWRECALL_"
 
 

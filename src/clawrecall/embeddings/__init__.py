@@ -19,6 +19,7 @@ _PROVIDERS: dict[str, tuple[str, str]] = {
     "gemini": (".gemini", "GeminiEmbedder"),
     "e5": (".e5", "E5Embedder"),
     "command": (".command", "CommandEmbedder"),
+    "hash": (".hashing", "HashEmbedder"),  # for tests only: spelling, not meaning
 }
 
 
