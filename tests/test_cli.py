@@ -1,4 +1,4 @@
-"""The `clawrecall` command line, against real SQLite files and the real local embedding model."""
+"""The `clawrecall` command line, against real SQLite files (embedding with the `hash` provider; see conftest.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory):
     """No test reads the developer's clawrecall settings or writes to their data directory."""
     with pytest.MonkeyPatch.context() as mp:
         for name in list(os.environ):
-            if name.startswith("CLAWRECALL_"):
+            if name.startswith("CLAWRECALL_") and name != "CLAWRECALL_CONFIG":  # conftest's choice of embedding
                 mp.delenv(name)
         mp.setenv("CLAWRECALL_HOME", str(tmp_path_factory.mktemp("home")))
         mp.setenv("HF_HUB_OFFLINE", "1")
@@ -187,10 +187,10 @@ def test_list_count_stats_shapes(store: Path) -> None:
     assert run(store, "count", "--scope", "project:shapes").stdout.strip() == "Total memories: 2"
     stats = run_json(store, "stats")
     assert stats["by_scope"]["project:shapes"] == 2 and stats["total"] >= 5
-    assert stats["embedding"] == {"provider": "local", "model": "all-MiniLM-L6-v2", "dimensions": 384}
+    assert stats["embedding"] == {"provider": "hash", "model": "hashed-word-trigrams", "dimensions": 384}
     assert stats["schema_version"] >= 1 and stats["backend"] == "sqlite"
     text = run(store, "stats").stdout
-    assert text.startswith("Memories:") and "Embedding:  local/all-MiniLM-L6-v2 (384 dims)" in text
+    assert text.startswith("Memories:") and "Embedding:  hash/hashed-word-trigrams (384 dims)" in text
 
 
 def test_user_sees_only_own_scopes(store: Path, ids: dict[str, str]) -> None:
@@ -466,6 +466,7 @@ def test_a_relative_db_in_a_config_file_is_next_to_it_from_any_directory(tmp_pat
 def test_init_creates_config_and_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "crhome"
     monkeypatch.setenv("CLAWRECALL_HOME", str(home))
+    monkeypatch.delenv("CLAWRECALL_CONFIG")  # the config file's place in the data directory is the subject
     result = run_json(None, "init")
     assert result["config_created"] is True and result["schema_version"] >= 1 and result["memories"] == 0
     assert result["config"] == str(home / "config.toml") and result["db"] == str(home / "memory.db")
@@ -511,7 +512,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
 
     # Reads that never embed still work; searching refuses to mix models until `reembed`.
-    assert run_json(db, "--config", str(config), "stats")["embedding"]["provider"] == "local"
+    assert run_json(db, "--config", str(config), "stats")["embedding"]["provider"] == "hash"
     assert "reembed" in fails(db, "--config", str(config), "search", "deploys")
     assert run_json(db, "--config", str(config), "reembed")["reembedded"] == 1
     assert run_json(db, "--config", str(config), "doctor")["ok"] is True

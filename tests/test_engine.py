@@ -1,4 +1,5 @@
-"""The engine end to end on a real SQLite file with the real all-MiniLM-L6-v2 model."""
+"""The engine end to end on a real SQLite file and a real PostgreSQL; tests marked `model` embed with the
+real all-MiniLM-L6-v2 model, the others with the `hash` provider (conftest.py)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,7 @@ def test_dedup_returns_existing_id_within_scope_only(mem):
     assert mem.count(user_id="alice") == 2
 
 
+@pytest.mark.model  # a paraphrase is a duplicate at 0.5 only by meaning
 def test_dedup_threshold_is_configurable(db_target):
     with Memory.open(db_target, dedup={"threshold": 0.5}) as m:
         m.add("User prefers dark mode in every editor")
@@ -401,6 +403,7 @@ def test_read_arguments_of_the_wrong_kind_are_clear_errors(mem):
             call()
 
 
+@pytest.mark.model  # counts the local model's runs
 def test_a_batch_rejected_by_validation_stops_its_embedding(mem, model_runs):
     from clawrecall.embeddings import _onnx
 
@@ -492,7 +495,7 @@ def test_list_count_stats(mem):
     stats = mem.stats()
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
-    assert stats.embedding.model == "all-MiniLM-L6-v2" and stats.embedding.dimensions == 384
+    assert stats.embedding.model == "hashed-word-trigrams" and stats.embedding.dimensions == 384
     assert stats.schema_version == mem.store.migrations[-1][0] and stats.backend == mem.store.backend
 
 
@@ -508,11 +511,11 @@ def test_writes_disabled_by_config(db_target):
 
 def test_embedding_model_mismatch_is_caught_at_open(db_target):
     with Memory.open(db_target) as m:
-        m.add("vectors from MiniLM")
+        m.add("vectors from the configured model")
     with pytest.raises(EmbeddingMismatchError) as err:
         Memory.open(db_target, embedding={"provider": "openai", "model": "text-embedding-3-small", "api_key": "k"})
     text = str(err.value)
-    assert "local/all-MiniLM-L6-v2 (384 dims)" in text and "openai/text-embedding-3-small (1536 dims)" in text
+    assert "hash/hashed-word-trigrams (384 dims)" in text and "openai/text-embedding-3-small (1536 dims)" in text
     with pytest.raises(EmbeddingMismatchError, match="768 dims"):
         Memory.open(db_target, embedding={"dimensions": 768})
     # a store opened without the check (doctor, stats) still reads
@@ -791,7 +794,7 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
     with Memory.open(db_target, check_embedding=False, embedding=failing) as m:
         with pytest.raises(Exception):
             m.reembed()
-        assert m.stored_fingerprint().model == "all-MiniLM-L6-v2"
+        assert m.stored_fingerprint().model == "hashed-word-trigrams"
     script = tmp_path / "embed.py"
     script.write_text(
         "import json, sys\n"
@@ -810,7 +813,7 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
 def test_a_record_names_the_model_that_embedded_it_whatever_the_item_says(mem):
     made = mem.add_many([{"content": "Tea is served at four", "embedding_model": "openai/text-embedding-3-small"}])[0]
     here = f"{mem.embedder.provider}/{mem.embedder.model}"
-    assert here == "local/all-MiniLM-L6-v2"
+    assert here == "hash/hashed-word-trigrams"
     assert made.memory.embedding_model == mem.get(made.id).embedding_model == here
 
 

@@ -1,6 +1,6 @@
 """Recall and startup hooks: skip rules, envelope stripping, sanitising, budgets, no-repeat, time budget.
 
-Integration parts run on a real SQLite store with the real local embedding model.
+Integration parts run on a real SQLite store (tests marked `model` with the real local model).
 """
 
 from __future__ import annotations
@@ -315,6 +315,7 @@ def test_budget_max_items(mem):
     assert len(injected_lines(out)) == len(out["memories"]) == 4
 
 
+@pytest.mark.model  # a short question must be similar enough to long texts by meaning
 def test_budget_per_item_and_total_chars(mem):
     for editor in EDITORS:
         mem.add(f"Alice uses dark mode in {editor} " + "because bright themes strain her eyes at night. " * 6, user_id="alice")

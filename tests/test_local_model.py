@@ -17,6 +17,8 @@ from clawrecall.embeddings import _onnx
 from clawrecall.embeddings.local import LocalEmbedder, bundled_model_dir
 from clawrecall.errors import ConfigError, EmbeddingError
 
+pytestmark = pytest.mark.model
+
 TEXTS = [
     "User prefers dark mode in every editor",
     "x",

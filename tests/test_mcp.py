@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from live_server import db, home, server  # noqa: F401 (fixtures)
 
+from clawrecall import Memory
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 
@@ -248,12 +249,16 @@ def test_stdio_without_writes_offers_read_tools_only(portal, db, home, seeded):
     assert listed["details"]["total"] >= 4  # CLAWRECALL_USER made it alice, not a config key
 
 
-def test_stdio_handshake_does_not_wait_for_the_model(portal, db, home, seeded):
+@pytest.mark.model
+def test_stdio_handshake_does_not_wait_for_the_model(portal, tmp_path):
     """Had the handshake waited for the model, the first search after it would be quick; it waits instead.
 
     On PyTorch the model takes seconds to load (on ONNX Runtime a fraction of one), which makes the
-    difference plain."""
-    client = stdio_client(db, home, "--user", "alice", env={"CLAWRECALL_EMBEDDING__RUNTIME": "torch"})
+    difference plain. A store of its own: the module's holds vectors of the `hash` provider."""
+    db = tmp_path / "model.db"
+    with Memory.open(db) as mem:
+        mem.add("Alice prefers dark mode in every code editor", user_id="alice")
+    client = stdio_client(db, tmp_path / "home", "--user", "alice", env={"CLAWRECALL_EMBEDDING__RUNTIME": "torch"})
     started = time.perf_counter()
     with portal.wrap_async_context_manager(client) as connected:
         door = McpDoor(portal, connected)

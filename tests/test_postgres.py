@@ -20,6 +20,7 @@ from clawrecall.storage.postgres import _migrations
 pytestmark = pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
 
 
+@pytest.mark.model  # the SQL function's default similarity floor is passed by meaning
 def test_sql_api_search_memories_and_conversation_stats(pg_url):
     with Memory.open(pg_url) as mem:
         mem.add("Alice prefers TypeScript over JavaScript", user_id="alice", category="preference")

@@ -86,8 +86,8 @@ def error_code(response: httpx.Response) -> str:
 # -- the server ---------------------------------------------------------------------------------
 def test_health_is_public_and_answers_like_the_e5_server(server):
     health = httpx.get(f"{server.url}/health").json()
-    assert health["status"] == "ok" and health["model"] == "all-MiniLM-L6-v2" and health["dimension"] == 384
-    assert health["provider"] == "local" and health["store"]["backend"] == "sqlite" and health["writes"] is True
+    assert health["status"] == "ok" and health["model"] == "hashed-word-trigrams" and health["dimension"] == 384
+    assert health["provider"] == "hash" and health["store"]["backend"] == "sqlite" and health["writes"] is True
 
 
 def test_responses_do_not_wait_for_a_delayed_ack(server):

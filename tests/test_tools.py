@@ -1,4 +1,4 @@
-"""The tool layer, in process, on a real SQLite store with the real local model.
+"""The tool layer, in process, on a real SQLite store (tests marked `model` with the real local model).
 
 The doors (REST, MCP over HTTP and stdio) are tested against live servers in test_rest.py and
 test_mcp.py; here each tool's contract: result shapes, texts, errors as results, and the rule that
@@ -123,6 +123,7 @@ def test_memory_forget_by_query_never_erases_one_of_two_equal_matches(mem: Memor
     assert mem.get(first) and mem.get(second)
 
 
+@pytest.mark.model
 def test_a_query_less_its_common_words_never_makes_another_memory_a_confident_match(tmp_path):
     """The vector leg ranks with the query less the words most memories contain ("Alice" here),
     but the similarity that memory_forget and the recall hook gate on is to the whole query."""
@@ -168,7 +169,7 @@ def test_memory_search_mirrors_memory_core_results(mem: Memory):
     top = result.details["results"][0]
     assert top["path"] == f"clawrecall/preference/{top['id']}" and top["citation"] == f"clawrecall:memories#{top['id']}"
     assert (top["startLine"], top["endLine"], top["source"]) == (1, 1, "memory")
-    assert result.details["provider"] == "clawrecall" and result.details["model"] == "local/all-MiniLM-L6-v2"
+    assert result.details["provider"] == "clawrecall" and result.details["model"] == "hash/hashed-word-trigrams"
     strict = call(mem, ALICE, "memory_search", query="dark mode editor", minScore=0.5).details["results"]
     assert strict and all(r["score"] >= 0.5 for r in strict)
 
