@@ -61,7 +61,7 @@ def create_app(
         async with mcp_sessions.run():
             yield
         if not mem.runtime.drain(CAPTURE_DRAIN_S):
-            log.warning("capture writes still running at shutdown")
+            log.warning("background work (capture writes) still running at shutdown")
 
     app = FastAPI(
         title="clawrecall", version=__version__, lifespan=lifespan,
