@@ -255,10 +255,10 @@ def test_stdio_handshake_does_not_wait_for_the_model(portal, tmp_path):
 
     On PyTorch the model takes seconds to load (on ONNX Runtime a fraction of one), which makes the
     difference plain. A store of its own: the module's holds vectors of the `hash` provider."""
-    db = tmp_path / "model.db"
-    with Memory.open(db) as mem:
+    path = tmp_path / "model.db"
+    with Memory.open(path) as mem:
         mem.add("Alice prefers dark mode in every code editor", user_id="alice")
-    client = stdio_client(db, tmp_path / "home", "--user", "alice", env={"CLAWRECALL_EMBEDDING__RUNTIME": "torch"})
+    client = stdio_client(path, tmp_path / "home", "--user", "alice", env={"CLAWRECALL_EMBEDDING__RUNTIME": "torch"})
     started = time.perf_counter()
     with portal.wrap_async_context_manager(client) as connected:
         door = McpDoor(portal, connected)
