@@ -10,10 +10,11 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "Caller", "ClawrecallError", "Config", "ConfigError", "EmbeddingError",
-    "EmbeddingFingerprint", "EmbeddingMismatchError", "HistoryEntry", "Memory", "MemoryRecord", "NewMemory",
-    "NotFoundError", "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "ValidationError", "Visibility",
-    "WritesDisabledError", "__version__", "load_config",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
+    "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
+    "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 

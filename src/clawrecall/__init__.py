@@ -14,13 +14,18 @@ from .config import Config, load_config
 from .engine import Memory
 from .errors import (
     AmbiguousIdError,
+    AuthError,
     ClawrecallError,
     ConfigError,
     EmbeddingError,
     EmbeddingMismatchError,
+    ForbiddenError,
+    InvalidRequestError,
     NotFoundError,
+    PayloadTooLargeError,
     ScopeError,
     StorageError,
+    UnknownToolError,
     ValidationError,
     WritesDisabledError,
 )
@@ -30,8 +35,9 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "Caller", "ClawrecallError", "Config", "ConfigError", "EmbeddingError",
-    "EmbeddingFingerprint", "EmbeddingMismatchError", "HistoryEntry", "Memory", "MemoryRecord", "NewMemory",
-    "NotFoundError", "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "ValidationError", "Visibility",
-    "WritesDisabledError", "__version__", "load_config",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
+    "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
+    "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
