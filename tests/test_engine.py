@@ -462,6 +462,7 @@ def test_typo_and_cjk_found_by_trigram_leg(mem):
     assert mem.search("深色主题")[0].memory.id == cjk.id
 
 
+@pytest.mark.model  # the hybrid search's relevance weighs the model's cosine
 def test_a_cjk_word_of_one_or_two_characters_is_found_inside_longer_text(mem):
     """No trigram fits "咖啡", and BM25 indexes a run of CJK text as one token."""
     coffee = mem.add("我每天早上喝咖啡，不加糖", user_id="alice")
