@@ -106,3 +106,11 @@ def test_one_formatter_for_pydantic_errors():
     assert pydantic_message(entry, StartupEntry) == "priority: must be between 0 and 9, got 12"
     # errors raised by a validator lose pydantic's "Value error, " prefix; a rule across fields has no location
     assert pydantic_message([{"loc": (), "msg": "Value error, a and b disagree"}]) == "a and b disagree"
+
+
+def test_the_engine_names_each_fields_own_bounds(tmp_path):
+    with Memory.open(tmp_path / "bounds.db") as mem:
+        with pytest.raises(errors.ValidationError, match=r"^importance: must be between 0 and 1, got 7$"):
+            mem.add_many([{"content": "x", "importance": 7}])
+        with pytest.raises(errors.ValidationError, match=r"^priority: must be between 0 and 9, got 12$"):
+            mem.startup.set("soul", "You are terse.", priority=12)

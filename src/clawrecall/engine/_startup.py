@@ -7,11 +7,11 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._time import utcnow
 from ..config import Config
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, ValidationError, pydantic_message
 from ..models import StartupEntry
 from ..scopes import Caller, as_caller, read_scopes, write_scope
 from ..storage import Store
-from ._validate import check_content, check_text, pydantic_message, require_writes
+from ._validate import check_content, check_text, require_writes
 
 
 class Startup:
@@ -35,7 +35,7 @@ class Startup:
                 updated_at=utcnow(),
             )
         except PydanticValidationError as exc:
-            raise ValidationError(pydantic_message(exc)) from None
+            raise ValidationError(pydantic_message(exc, StartupEntry)) from None
         self.store.put_startup(entry)
         return entry
 

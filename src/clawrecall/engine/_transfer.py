@@ -9,13 +9,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._time import utcnow
 from ..config import Config
-from ..errors import ValidationError
+from ..errors import ValidationError, pydantic_message
 from ..models import NewMemory
 from ..scopes import Caller
 from ..storage import Store
 from ._embedding import Progress
 from ._reads import read_filters
-from ._validate import new_ids, new_record, pydantic_message, require_writes
+from ._validate import new_ids, new_record, require_writes
 from ._writes import Writes
 
 
@@ -51,7 +51,7 @@ class Transfer:
                 data.pop("embedding", None)
                 items_by_line.append((n, NewMemory.model_validate(data)))
             except (ValueError, PydanticValidationError) as exc:
-                detail = pydantic_message(exc) if isinstance(exc, PydanticValidationError) else str(exc)
+                detail = pydantic_message(exc, NewMemory) if isinstance(exc, PydanticValidationError) else str(exc)
                 raise ValidationError(f"line {n}: {detail}") from None
         items = [item for _, item in items_by_line]
         now = utcnow()

@@ -16,7 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._time import checked_utc, parse_when
 from ..config import Config
-from ..errors import ScopeError, ValidationError, WritesDisabledError
+from ..errors import ScopeError, ValidationError, WritesDisabledError, pydantic_message
 from ..models import MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller, new_memory_scope
 
@@ -39,7 +39,7 @@ def new_record(
     try:
         return _build_record(item, now, caller, categories, fresh_id, embedding_model)
     except PydanticValidationError as exc:
-        raise ValidationError(f"{where}{pydantic_message(exc)}") from None
+        raise ValidationError(f"{where}{pydantic_message(exc, NewMemory)}") from None
     except (ValidationError, ScopeError) as exc:
         raise type(exc)(f"{where}{exc}") from None
 
@@ -206,13 +206,3 @@ def check_text(value: Any, name: str) -> None:
         for item in value:
             check_text(item, name)
 
-
-def pydantic_message(exc: PydanticValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"]
-        if err["type"] in ("less_than_equal", "greater_than_equal") and "input" in err:
-            msg = f"must be between 0 and 1, got {err['input']!r}"
-        parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
