@@ -672,7 +672,7 @@ def footprint(mem: Memory) -> dict:
         "database_bytes": run("SELECT pg_database_size(current_database())")[0][0],
     }
     for name, idx in (("hnsw", "idx_memories_embedding"), ("gin_fts", "idx_memories_fts_scope"), ("gin_trgm", "idx_memories_trgm_scope")):
-        found = run("SELECT to_regclass(?) IS NOT NULL", (idx,))[0][0]
+        found = run("SELECT to_regclass(%s) IS NOT NULL", (idx,))[0][0]
         sizes[f"{name}_bytes"] = run(f"SELECT pg_relation_size('{idx}')")[0][0] if found else 0
     return sizes
 

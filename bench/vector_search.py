@@ -111,6 +111,7 @@ def worker_numpy(vectors, scopes, queries, qscopes, tmp) -> list[dict]:
     indexing, as vector_index.py first did), and clawrecall's current `VectorIndex` class itself."""
     import inspect
 
+    from clawrecall.storage import Filters
     from clawrecall.storage.vector_index import RowMeta, VectorIndex
 
     out = []
@@ -152,16 +153,14 @@ def worker_numpy(vectors, scopes, queries, qscopes, tmp) -> list[dict]:
     index = VectorIndex(vectors.shape[1], **kw)
     names = [f"s{s}" for s in range(int(scopes.max()) + 1)]
     index.upsert_many([str(i) for i in range(len(vectors))], vectors, [
-        RowMeta(scope=names[s], category="fact", created=0.0, deleted=False, expires=float("inf")) for s in scopes
+        RowMeta.of(names[s], category="fact", created_at=0.0) for s in scopes
     ])
     build = time.perf_counter() - t
     mem = rss_mb() - rss0
-    common = dict(categories=None, since=None, until=None, include_deleted=False, only_deleted=False,
-                  include_expired=False, now=now)
     layout = "per-scope matrices" if hasattr(index, "_parts") else "one matrix"
     for scoped in (False, True):
         def fn(q, s, scoped=scoped):
-            return [int(i) for i, _ in index.search(q, K, scopes=[names[s]] if scoped else None, **common)]
+            return [int(i) for i, _ in index.search(q, K, Filters(scopes=[names[s]] if scoped else None))]
 
         lat, found = timed_queries(fn, queries, qscopes)
         out.append(dict(method=f"clawrecall VectorIndex ({layout})", variant="one scope (~5%)" if scoped else "unscoped",

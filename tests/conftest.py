@@ -102,6 +102,16 @@ def with_database(url: str, name: str) -> str:
 @pytest.fixture
 def pg_url(pg_server):
     """A fresh, empty PostgreSQL database for one test."""
+    yield from _database(pg_server)
+
+
+@pytest.fixture
+def other_pg_url(pg_server):
+    """A second fresh database, for tests that compare two."""
+    yield from _database(pg_server)
+
+
+def _database(pg_server: str):
     name = "t_" + uuid.uuid4().hex[:12]
     _admin(pg_server, f"CREATE DATABASE {name}")
     yield with_database(pg_server, name)

@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from legacy import load
 
 from clawrecall import (
     AmbiguousIdError,
@@ -21,6 +22,8 @@ from clawrecall import (
 )
 from clawrecall.engine import _writes as engine_writes
 from clawrecall.engine._validate import new_ids
+from clawrecall.storage import open_store
+from clawrecall.storage.migrations import CORE, latest
 
 
 def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
@@ -37,9 +40,10 @@ def _nested(depth: int) -> dict:
 
 def _text_left_anywhere(mem, word: str) -> int:
     """Rows that still hold `word`: the memories and history tables, and SQLite's full-text tables."""
-    like = f"%{word}%"
-    n = _rows(mem, "SELECT count(*) FROM memories WHERE content LIKE ?", (like,))
-    n += _rows(mem, "SELECT count(*) FROM history WHERE CAST(before AS TEXT) LIKE ? OR CAST(after AS TEXT) LIKE ?", (like, like))
+    like, p = f"%{word}%", mem.store.dialect.p
+    n = _rows(mem, f"SELECT count(*) FROM memories WHERE content LIKE {p}", (like,))
+    n += _rows(mem, f"SELECT count(*) FROM history WHERE CAST(before AS TEXT) LIKE {p} OR CAST(after AS TEXT) LIKE {p}",
+               (like, like))
     if mem.store.backend == "sqlite":
         n += _rows(mem, f"SELECT count(*) FROM memories_fts WHERE memories_fts MATCH '{word}'")
         n += _rows(mem, f"SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH '{word}'")
@@ -117,7 +121,8 @@ def test_purge_removes_only_memories_deleted_past_retention(mem):
     mem.delete(recent.id)
     past = datetime.now(timezone.utc) - timedelta(days=31)  # age the first deletion past the 30-day retention
     with mem.store.transaction():
-        mem.store._run("UPDATE memories SET deleted_at = ? WHERE id = ?", (mem.store._ts(past), old.id))
+        p = mem.store.dialect.p
+        mem.store._run(f"UPDATE memories SET deleted_at = {p} WHERE id = {p}", (mem.store.dialect.ts(past), old.id))
     assert mem.purge() == 1
     with pytest.raises(NotFoundError):
         mem.get(old.id)
@@ -497,7 +502,7 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "hashed-word-trigrams" and stats.embedding.dimensions == 384
-    assert stats.schema_version == mem.store.migrations[-1][0] and stats.backend == mem.store.backend
+    assert stats.schema_version == latest() and stats.backend == mem.store.backend
 
 
 def test_writes_disabled_by_config(db_target):
@@ -644,7 +649,8 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
     with Memory.open(db_target) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-        assert _rows(m, "SELECT value FROM meta WHERE key = 'schema_version'") == str(m.store.migrations[-1][0])
+        assert m.store.schema_version() == latest()
+        assert _rows(m, "SELECT count(*) FROM migrations WHERE migration_set = 'core'") == len(CORE.steps)
 
 
 def test_create_false_refuses_a_missing_sqlite_file_and_opens_an_existing_one(tmp_path):
@@ -833,23 +839,18 @@ def test_startup_entries_by_priority_and_scope(mem):
         mem.startup.delete("rules")
 
 
-def test_old_sqlite_schema_is_migrated_forward_on_open(tmp_path):
-    from clawrecall.storage.sqlite import MIGRATIONS, SQLiteStore
-
-    path = tmp_path / "v1.db"
-    store = SQLiteStore(path, migrate=False)
-    with store.transaction():
-        for statement in MIGRATIONS[0][1]:
-            store._run(statement)
-        store._run("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
-        store._run(
-            "INSERT INTO memories (id, content, category, importance, confidence, scope, created_at, updated_at) "
-            "VALUES ('11111111-1111-4111-8111-111111111111', 'from the first release', 'fact', 0.7, 1, 'global', "
-            "'2025-01-01T00:00:00+00:00', '2025-01-01T00:00:00+00:00')"
-        )
+def test_old_schema_is_migrated_forward_on_open(db_target):
+    load(db_target, "v1")
+    store = open_store(db_target, migrate=False)
+    p = store.dialect.p
+    store._run(
+        "INSERT INTO memories (id, content, category, importance, confidence, scope, created_at, updated_at) "
+        f"VALUES ('11111111-1111-4111-8111-111111111111', 'from the first release', 'fact', 0.7, 1, 'global', {p}, {p})",
+        (store.dialect.ts(datetime(2025, 1, 1, tzinfo=timezone.utc)),) * 2,
+    )
     store.close()
-    with Memory.open(path) as mem:
-        assert mem.store.schema_version() == MIGRATIONS[-1][0]
+    with Memory.open(db_target) as mem:
+        assert mem.store.schema_version() == latest()
         assert mem.get("11111111").content == "from the first release"
         assert mem.search("first release", mode="bm25")[0].memory.id.startswith("11111111")
 

@@ -1,38 +1,43 @@
-"""`clawrecall migrate` on a store created at an old schema version, on both backends."""
+"""`clawrecall migrate` on stores created by earlier releases, on both backends."""
 
 from __future__ import annotations
 
 import json
 
 from click.testing import CliRunner
+from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-
-
-def _old_store(target: str) -> None:
-    store = open_store(target, migrate=False)
-    with store.transaction():
-        for statement in store.migrations[0][1]:
-            store._run(statement)
-        store._run("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
-    store.close()
+from clawrecall.storage.migrations import CORE, latest
 
 
 def test_status_dry_run_apply(db_target):
-    _old_store(db_target)
-    store = open_store(db_target, migrate=False)
-    latest = [n for n, _ in store.migrations]
-    store.close()
+    load(db_target, "v1")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
-    assert status["schema_version"] == 1 and status["pending"] == latest[1:] and status["applied"] == []
+    later = [f"core/{name}" for name in CORE.steps[1:]]
+    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps)
+    assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
-    assert dry.exit_code == 0 and "-- migration 2" in dry.output and "CREATE TABLE startup" in dry.output
+    assert dry.exit_code == 0 and "-- migration core/startup" in dry.output and "CREATE TABLE startup" in dry.output
     assert json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)["schema_version"] == 1
 
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
-    assert applied["applied"] == latest[1:] and applied["schema_version"] == latest[-1] and applied["pending"] == []
+    assert applied["applied"] == status["pending"] and applied["schema_version"] == latest() and applied["pending"] == []
     again = runner.invoke(cli, ["--db", db_target, "migrate", "apply"])
     assert again.exit_code == 0 and "Pending: none" in again.output
+
+
+def test_status_of_the_last_release_lists_nothing_to_do_and_records_steps_on_apply(db_target):
+    """A v7 SQLite file or v5 PostgreSQL database has every step: only the record is written."""
+    load(db_target, "latest")
+    runner = CliRunner()
+    status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
+    assert status["schema_version"] == latest() and status["pending"] == []
+    applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
+    assert applied["applied"] == [] and applied["schema_version"] == latest()
+    store = open_store(db_target, migrate=False)
+    assert store._run("SELECT count(*) FROM migrations")[0][0] == len(CORE.steps)
+    store.close()

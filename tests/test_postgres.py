@@ -15,7 +15,7 @@ import pytest
 
 from clawrecall import Memory, StorageError
 from clawrecall.storage import Filters
-from clawrecall.storage.postgres import _migrations
+from clawrecall.storage.migrations import latest
 
 pytestmark = pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
 
@@ -127,7 +127,7 @@ def test_concurrent_first_opens_migrate_once(pg_url, tmp_path):
              for _ in range(4)]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [r[1] for r in results]
-    assert {r[0].strip() for r in results} == {str(_migrations("english")[-1][0])}
+    assert {r[0].strip() for r in results} == {str(latest())}
 
 
 def test_database_block_in_config(pg_server, pg_url, monkeypatch):
@@ -275,7 +275,7 @@ def test_small_scopes_are_read_exactly_and_large_ones_through_hnsw(pg_url):
             for q in queries:
                 hits = store.vector_candidates(q, Filters(scopes=[scope]), 10)
                 if scope_ids is None:
-                    scope_ids = [str(r[0]) for r in store._run("SELECT id FROM memories WHERE scope = ? ORDER BY seq", (scope,))]
+                    scope_ids = [str(r[0]) for r in store._run("SELECT id FROM memories WHERE scope = %s ORDER BY seq", (scope,))]
                 truth = {scope_ids[i] for i in np.argsort(-(vectors @ q))[:10]}
                 found += len({h.id for h in hits} & truth)
             return found / (10 * len(queries))
@@ -398,3 +398,20 @@ def test_integrity_problems_name_missing_extensions_and_invalid_indexes(pg_url):
             "extension pg_trgm is missing",
             "index idx_memories_scope is invalid (REINDEX INDEX idx_memories_scope rebuilds it)",
         ]
+
+
+def test_sql_with_question_marks_reaches_postgres_as_written(pg_url):
+    """Parameters go to psycopg as they are: a `?` in SQL text (jsonb's operators, a string literal)
+    is PostgreSQL's, not a placeholder."""
+    with Memory.open(pg_url) as mem:
+        asked = mem.add("Did Alice park the camper van by the mill?", metadata={"question": True})
+        mem.add("Alice parked the camper van by the mill.", metadata={"answer": True})
+        store = mem.store
+        rows = store._run(
+            "SELECT id FROM memories WHERE metadata ? 'question' AND metadata ?| %s AND content LIKE '%%?' "
+            "AND position('?' in content) > %s",
+            (["question", "other"], 0),
+        )
+        assert [str(r[0]) for r in rows] == [asked.id]
+        assert store._run("SELECT '?'::text, %s::text", ("?",))[0] == ("?", "?")
+        assert asked.id in {h.memory.id for h in mem.search("park the camper van?", mode="bm25")}

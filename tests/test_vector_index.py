@@ -4,13 +4,17 @@ bound on the main axes)."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
+from datetime import datetime, timezone
 
 import numpy as np
 import pytest
 
 from clawrecall.storage.vector_index import _PRUNE_FROM, RowMeta, VectorIndex
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, timezone.utc)
 
 DIMS = 384
 
@@ -27,7 +31,7 @@ def _clustered(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _fill(index: VectorIndex, scope: str, vectors: np.ndarray, *, deleted: set[int] = frozenset()) -> list[str]:
     ids = [f"{scope}-{i}" for i in range(len(vectors))]
-    index.upsert_many(ids, vectors, [RowMeta(scope, "fact", 0.0, i in deleted, math.inf) for i in range(len(ids))])
+    index.upsert_many(ids, vectors, [RowMeta.of(scope, category="fact", created_at=0.0, deleted_at=0.0 if i in deleted else None) for i in range(len(ids))])
     return ids
 
 
@@ -60,7 +64,7 @@ def test_nearest_many_equals_a_full_scan(size, min_score):
         _near_copies(rng, stored, 40, 0.03),  # around the threshold
         _clustered(rng, 40),  # unrelated
     ])
-    got = index.nearest_many(queries, "user:a", now=0.0, min_score=min_score)
+    got = index.nearest_many(queries, "user:a", min_score=min_score, now=_at(0.0))
     assert (index._basis is not None) == (size >= _PRUNE_FROM)  # the large scope took the pruned path
     want = _brute(queries, stored, ids, alive, min_score)
     assert [g and g[0] for g in got] == [w and w[0] for w in want]
@@ -78,17 +82,17 @@ def test_nearest_many_stays_exact_after_the_index_grows_past_its_axes():
     index = VectorIndex(DIMS)
     first = _clustered(rng, _PRUNE_FROM)
     _fill(index, "global", first)
-    index.nearest_many(first[:40], "global", now=0.0, min_score=0.95)  # a batch: computes the axes
+    index.nearest_many(first[:40], "global", min_score=0.95, now=_at(0.0))  # a batch: computes the axes
     axes = index._basis
     assert axes is not None
     index.remove("global-5")  # its slot is reused below, after the axes exist
     first[5] = _unit(rng.standard_normal((1, DIMS)))[0]
-    index.upsert_many(["global-5"], first[5:6], [RowMeta("global", "fact", 0.0, False, math.inf)])
+    index.upsert_many(["global-5"], first[5:6], [RowMeta.of("global", category="fact", created_at=0.0)])
     later = _unit(rng.standard_normal((_PRUNE_FROM, DIMS)))  # isotropic: far from those axes
     for i, v in enumerate(later):  # one at a time, as single adds arrive (the partition grows)
-        index.upsert_many([f"late-{i}"], v[None, :], [RowMeta("global", "fact", 0.0, False, math.inf)])
+        index.upsert_many([f"late-{i}"], v[None, :], [RowMeta.of("global", category="fact", created_at=0.0)])
     queries = np.concatenate([_near_copies(rng, later, 40, 0.01), first[5:6]])
-    got = index.nearest_many(queries, "global", now=0.0, min_score=0.95)
+    got = index.nearest_many(queries, "global", min_score=0.95, now=_at(0.0))
     assert index._basis is axes  # 2x growth: the same axes still serve
     stored = np.concatenate([first, later])
     ids = [f"global-{i}" for i in range(len(first))] + [f"late-{i}" for i in range(len(later))]
@@ -107,12 +111,12 @@ def test_a_batch_written_after_the_axes_exist_is_found_in_each_of_its_scopes():
     a, b = _clustered(rng, _PRUNE_FROM), _clustered(rng, _PRUNE_FROM)
     _fill(index, "user:a", a)
     _fill(index, "user:b", b)
-    index.nearest_many(a[:40], "user:a", now=0.0, min_score=0.95)  # a batch: computes the axes
+    index.nearest_many(a[:40], "user:a", min_score=0.95, now=_at(0.0))  # a batch: computes the axes
     assert index._basis is not None
     batch = _clustered(rng, 60)
     ids = [f"new-{i}" for i in range(58)] + ["user:a-3", "user:a-7"]  # a-3 replaced in place, a-7 moves to b
     scopes = ["user:a" if i % 3 else "user:b" for i in range(58)] + ["user:a", "user:b"]
-    index.upsert_many(ids, batch, [RowMeta(s, "fact", 0.0, False, math.inf) for s in scopes])
+    index.upsert_many(ids, batch, [RowMeta.of(s, category="fact", created_at=0.0) for s in scopes])
     expected = {scope: {f"{scope}-{i}": v for i, v in enumerate(old)} for scope, old in (("user:a", a), ("user:b", b))}
     for memory_id, scope, v in zip(ids, scopes, batch):
         for rows in expected.values():
@@ -122,7 +126,7 @@ def test_a_batch_written_after_the_axes_exist_is_found_in_each_of_its_scopes():
         stored, stored_ids = np.stack(list(rows.values())), list(rows)
         mine = batch[[i for i, s in enumerate(scopes) if s == scope]]
         queries = np.concatenate([_near_copies(rng, mine, 30, 0.005), _near_copies(rng, stored, 10, 0.005)])
-        got = index.nearest_many(queries, scope, now=0.0, min_score=0.95)
+        got = index.nearest_many(queries, scope, min_score=0.95, now=_at(0.0))
         want = _brute(queries, stored, stored_ids, np.ones(len(stored), bool), 0.95)
         assert got == [(w[0], pytest.approx(w[1], abs=1e-5)) if w else None for w in want]
         assert sum(w is not None and w[0] in ids for w in want) >= 25  # the new rows are the ones found
@@ -140,12 +144,12 @@ def test_once_the_axes_exist_a_single_query_is_pruned_and_exact(monkeypatch):
     bases = []
     nearest = vector_index._nearest
     monkeypatch.setattr(vector_index, "_nearest", lambda part, live, q, basis, m: bases.append(basis) or nearest(part, live, q, basis, m))
-    assert index.nearest_many(queries[:1], "global", now=0.0, min_score=0.95) is not None
+    assert index.nearest_many(queries[:1], "global", min_score=0.95, now=_at(0.0)) is not None
     assert bases == [None]  # no axes yet: one query does not pay for them
-    index.nearest_many(queries, "global", now=0.0, min_score=0.95)  # a batch makes them
+    index.nearest_many(queries, "global", min_score=0.95, now=_at(0.0))  # a batch makes them
     assert index._basis is not None
     bases.clear()
-    got = [index.nearest_many(q[None, :], "global", now=0.0, min_score=0.95)[0] for q in queries]
+    got = [index.nearest_many(q[None, :], "global", min_score=0.95, now=_at(0.0))[0] for q in queries]
     assert len(bases) == len(queries) and all(b is index._basis for b in bases)
     want = _brute(queries, stored, ids, np.ones(len(stored), bool), 0.95)
     assert got == [(w[0], pytest.approx(w[1], abs=1e-5)) if w else None for w in want]
@@ -155,10 +159,10 @@ def test_once_the_axes_exist_a_single_query_is_pruned_and_exact(monkeypatch):
 def test_nearest_many_in_an_unknown_or_empty_scope_finds_nothing():
     index = VectorIndex(DIMS)
     q = _unit(np.ones((2, DIMS)))
-    assert index.nearest_many(q, "user:nobody", now=0.0, min_score=0.5) == [None, None]
-    index.upsert_many(["x"], q[:1], [RowMeta("user:a", "fact", 0.0, False, math.inf)])
+    assert index.nearest_many(q, "user:nobody", min_score=0.5, now=_at(0.0)) == [None, None]
+    index.upsert_many(["x"], q[:1], [RowMeta.of("user:a", category="fact", created_at=0.0)])
     index.remove("x")
-    assert index.nearest_many(q, "user:a", now=0.0, min_score=0.5) == [None, None]
+    assert index.nearest_many(q, "user:a", min_score=0.5, now=_at(0.0)) == [None, None]
 
 
 def test_a_writer_puts_its_own_rows_in_its_index_at_commit_and_still_sees_other_writers(tmp_path):
@@ -191,12 +195,12 @@ def test_expired_rows_are_never_a_duplicate_on_the_pruned_path():
     index = VectorIndex(DIMS)
     stored = _clustered(rng, _PRUNE_FROM)
     ids = [f"m{i}" for i in range(len(stored))]
-    index.upsert_many(ids, stored, [RowMeta("global", "fact", 0.0, False, 100.0 if i < 40 else math.inf)
+    index.upsert_many(ids, stored, [RowMeta.of("global", category="fact", created_at=0.0, expires_at=100.0 if i < 40 else None)
                                     for i in range(len(ids))])
-    got = index.nearest_many(stored[:40], "global", now=200.0, min_score=0.95)  # the first 40 expired at 100
+    got = index.nearest_many(stored[:40], "global", min_score=0.95, now=_at(200.0))  # the first 40 expired at 100
     assert index._basis is not None
     assert all(g is None or g[0] not in ids[:40] for g in got)
-    assert index.nearest_many(stored[:40], "global", now=50.0, min_score=0.95) == [
+    assert index.nearest_many(stored[:40], "global", min_score=0.95, now=_at(50.0)) == [
         (i, pytest.approx(1.0, abs=1e-5)) for i in ids[:40]
     ]
 

@@ -19,6 +19,7 @@ import ipaddress
 import json
 import secrets
 import sqlite3
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence
@@ -29,7 +30,7 @@ from ._time import from_db, utcnow
 from .config import data_dir
 from .errors import AuthError, ForbiddenError, NotFoundError, ScopeError, ValidationError
 from .scopes import Caller, validate_scope
-from .storage.base import TOKEN_COLUMNS
+from .storage import TokenRow
 
 if TYPE_CHECKING:
     from .engine import Memory
@@ -76,18 +77,18 @@ class TokenStore:
     def _adopt(self, path: Path) -> None:
         """Move the tokens of an old per-server `tokens.db` into the database (once; the file is renamed)."""
         conn = sqlite3.connect(str(path))
+        conn.row_factory = sqlite3.Row
         try:
-            rows = conn.execute(f"SELECT {', '.join(TOKEN_COLUMNS)}, salt, hash FROM api_tokens").fetchall()
+            rows = conn.execute("SELECT * FROM api_tokens").fetchall()
         except sqlite3.Error:
             return
         finally:
             conn.close()
         with self.store.transaction():
             for row in rows:
-                info = _info(row[:8])
-                self.store.put_token((*row[:6], row[8], row[9], info.created_at))
-                if info.revoked_at is not None:
-                    self.store.revoke_token(info.id, info.revoked_at)
+                stored = {f.name: row[f.name] for f in fields(TokenRow)}
+                stored.update(created_at=from_db(row["created_at"]), revoked_at=from_db(row["revoked_at"]))
+                self.store.api_tokens.put(TokenRow(**stored))
         try:
             path.rename(path.with_name(path.name + ".imported"))
         except FileNotFoundError:  # another server adopted it at the same time (token rows are idempotent)
@@ -114,23 +115,24 @@ class TokenStore:
         )
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_hex(16)
-        self.store.put_token(
-            (info.id, name, kind, user_id, agent_id, _join(allowed), salt, _digest(salt, secret), info.created_at)
-        )
+        self.store.api_tokens.put(TokenRow(
+            id=info.id, name=name, kind=kind, user_id=user_id, agent_id=agent_id, scopes=_join(allowed), salt=salt,
+            hash=_digest(salt, secret), created_at=info.created_at,
+        ))
         return info, f"{TOKEN_PREFIX}{info.id}_{secret}"
 
     def list(self, *, include_revoked: bool = False) -> list[TokenInfo]:
-        return [_info(row) for row in self.store.tokens(include_revoked=include_revoked)]
+        return [_info(row) for row in self.store.api_tokens.all(include_revoked=include_revoked)]
 
     def revoke(self, token_id: str) -> TokenInfo:
-        self.store.revoke_token(token_id, utcnow())
-        row = self.store.token(token_id, active_only=False)
+        self.store.api_tokens.revoke(token_id, utcnow())
+        row = self.store.api_tokens.get(token_id, active_only=False)
         if row is None:
             raise NotFoundError(f"no token with id {token_id!r} (see `clawrecall token list`)")
-        return _info(row[:-2])
+        return _info(row)
 
     def any_active(self) -> bool:
-        return self.store.any_active_token()
+        return self.store.api_tokens.any_active()
 
     def verify(self, token: str) -> TokenInfo | None:
         """The active token this string is, or None."""
@@ -139,10 +141,10 @@ class TokenStore:
         token_id, sep, secret = token.removeprefix(TOKEN_PREFIX).partition("_")
         if not sep:
             return None
-        row = self.store.token(token_id, active_only=True)
-        if row is None or not hmac.compare_digest(_digest(row[-2], secret), row[-1]):
+        row = self.store.api_tokens.get(token_id, active_only=True)
+        if row is None or not hmac.compare_digest(_digest(row.salt, secret), row.hash):
             return None
-        return _info(row[:-2])
+        return _info(row)
 
 
 class Authenticator:
@@ -234,15 +236,9 @@ def _join(scopes: list[str] | None) -> str | None:
     return None if scopes is None else json.dumps(scopes)
 
 
-def _info(row: tuple) -> TokenInfo:
-    token_id, name, kind, user_id, agent_id, scopes, created_at, revoked_at = row
+def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(
-        id=token_id, name=name, kind=kind, user_id=user_id, agent_id=agent_id,
-        scopes=None if scopes is None else json.loads(scopes), created_at=_when(created_at),
-        revoked_at=_when(revoked_at),
+        id=row.id, name=row.name, kind=row.kind, user_id=row.user_id, agent_id=row.agent_id,  # type: ignore[arg-type]
+        scopes=None if row.scopes is None else json.loads(row.scopes), created_at=row.created_at,
+        revoked_at=row.revoked_at,
     )
-
-
-def _when(value: datetime | str | None) -> datetime | None:
-    """A stored time: a datetime from a store, text from an old `tokens.db`."""
-    return from_db(value) if isinstance(value, str) else value

@@ -10,6 +10,7 @@ import click
 
 from ..config import default_db_path, load_config
 from ..storage import open_store
+from ..storage.migrations import Step, latest
 from . import output as out
 from .commands import State, json_option, pass_state
 
@@ -20,36 +21,35 @@ from .commands import State, json_option, pass_state
 @json_option
 @pass_state
 def migrate(state: State, action: str, dry_run: bool, as_json: bool) -> None:
-    """Show the schema version and pending migrations, or apply them."""
+    """Show the schema version and pending migration steps, or apply them."""
     cfg = load_config(state.config)
     target = state.db or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
     store = open_store(target, migrate=False, postgres=cfg.postgres, create=False)
     try:
         current = store.schema_version()
         pending = store.pending_migrations()
-        latest = store.migrations[-1][0]
-        applied: list[int] = []
+        applied: list[str] = []
         if action == "apply" and not dry_run:
             applied = store.migrate()
         data = {
             "backend": store.backend, "location": store.location, "schema_version": store.schema_version(),
-            "latest": latest, "pending": [n for n, _ in store.pending_migrations()], "applied": applied,
+            "latest": latest(), "pending": [step.label for step in store.pending_migrations()], "applied": applied,
         }
         if action == "apply" and dry_run:
-            data["sql"] = {str(n): statements for n, statements in pending}
-        out.respond(as_json, data, _text(action, dry_run, current, latest, pending, applied))
+            data["sql"] = {step.label: list(step.statements) for step in pending}
+        out.respond(as_json, data, _text(action, dry_run, current, pending, applied))
     finally:
         store.close()
 
 
-def _text(action: str, dry_run: bool, current: int, latest: int, pending: list, applied: list[int]) -> str:
-    lines = [f"Schema version: {current} (latest {latest})"]
+def _text(action: str, dry_run: bool, current: int, pending: list[Step], applied: list[str]) -> str:
+    lines = [f"Schema version: {current} (latest {latest()})"]
     if action == "status" or not pending:
-        lines.append("Pending: " + (", ".join(str(n) for n, _ in pending) or "none"))
+        lines.append("Pending: " + (", ".join(step.label for step in pending) or "none"))
     elif dry_run:
-        for number, statements in pending:
-            lines.append(f"-- migration {number}")
-            lines.extend(s.strip().rstrip(";") + ";" for s in statements)
+        for step in pending:
+            lines.append(f"-- migration {step.label}")
+            lines.extend(s.strip().rstrip(";") + ";" for s in step.statements)
     else:
-        lines.append("Applied: " + ", ".join(str(n) for n in applied))
+        lines.append("Applied: " + ", ".join(applied))
     return "\n".join(lines)

@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .base import Candidate, Filters, HistoryDraft, Store, StoreStats
+from .base import Candidate, HistoryDraft, StoreStats
+from .filters import Filters
+from .sql import Store
+from .tokens import TokenRow
 
 if TYPE_CHECKING:
     from ..config import PostgresConfig
@@ -37,4 +40,4 @@ def open_store(
     return SQLiteStore(text, migrate=migrate, create=create)
 
 
-__all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "is_postgres_url", "open_store"]
+__all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "TokenRow", "is_postgres_url", "open_store"]

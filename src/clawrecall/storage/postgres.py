@@ -20,15 +20,18 @@ import re
 import threading
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError, StorageError
-from .base import Candidate, Filters, HistoryDraft
 from ..models import MemoryRecord
-from .sql import COLUMNS, SQLStore, api_tokens_table
+from .base import Candidate, HistoryDraft
+from .dialect import PostgresDialect
+from .filters import Filters
+from .migrations import CORE, PARTIAL_INDEXES, api_tokens_table
+from .schema import MEMORIES
+from .sql import Store
 from .text import keywords
 
 if TYPE_CHECKING:
@@ -38,106 +41,77 @@ _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 HALFVEC_ABOVE = 2000  # pgvector indexes `vector` up to 2,000 dims and `halfvec` up to 4,000
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
-# Binary COPY types of COLUMNS + embedding (binary needs them named; a vector goes as pgvector's binary)
-_COPY_TYPES = (
-    "uuid", "text", "text", "text", "text[]", "real", "real", "text", "text", "text", "text", "text", "text", "text",
-    "jsonb", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "text", "vector",
-)
 
 
 FTS_SCOPE = "ARRAY[scope]"  # indexed with the tsvector; queried as `ARRAY[m.scope] && scopes`
 TRGM_SCOPE = "ARRAY['trgm:' || scope]"  # indexed with the trigrams
+# The scope joins the text indexes (a GIN array column, no btree_gin needed), so a scoped keyword
+# or trigram search intersects posting lists instead of matching the whole store and filtering
+# afterwards. Each index gets its own expression, so the planner cannot answer one leg's scope
+# clause from the other leg's index.
+_TEXT_INDEXES = [
+    f"CREATE INDEX idx_memories_fts_scope ON memories USING gin (fts, ({FTS_SCOPE}))",
+    f"CREATE INDEX idx_memories_trgm_scope ON memories USING gin (content gin_trgm_ops, ({TRGM_SCOPE}))",
+]
+_EXTENSIONS = ["CREATE EXTENSION IF NOT EXISTS vector", "CREATE EXTENSION IF NOT EXISTS pg_trgm"]
+# Binary COPY needs each column's type named (a vector goes as pgvector's binary)
+_COPY_TYPES = [PostgresDialect.copy_types[MEMORIES.column(c).type] for c in (*MEMORIES.fields, "embedding")]
+_ALL_STEPS = CORE.steps
+# schema v1-v5 of releases before named migrations (v4 added the API tokens, v5 the scoped text indexes)
+_LEGACY = {
+    1: _ALL_STEPS[:1], 2: _ALL_STEPS[:2], 3: _ALL_STEPS[:3], 4: (*_ALL_STEPS[:3], "api-tokens"), 5: _ALL_STEPS,
+}
 
 
-def _migrations(ts_config: str, maintenance_work_mem: str = "1GB") -> list[tuple[int, list[str]]]:
+def _core_after_tables(ts_config: str) -> list[str]:
+    """What installing the core set makes after its tables: the tsvector's trigger, the text
+    indexes, and seed 000's SQL-level API for users who query the database directly."""
     return [
-        (1, [
-            "CREATE EXTENSION IF NOT EXISTS vector",
-            "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            """CREATE TABLE memories (
-                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                id UUID PRIMARY KEY,
-                content TEXT NOT NULL CHECK (length(content) > 0),
-                title TEXT,
-                category TEXT NOT NULL,
-                tags TEXT[] NOT NULL DEFAULT '{}',
-                importance REAL NOT NULL CHECK (importance >= 0 AND importance <= 1),
-                confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
-                scope TEXT NOT NULL,
-                user_id TEXT,
-                agent_id TEXT,
-                session_id TEXT,
-                visibility TEXT NOT NULL DEFAULT 'shared' CHECK (visibility IN ('private', 'shared', 'secret')),
-                source_type TEXT,
-                source_id TEXT,
-                metadata JSONB NOT NULL DEFAULT '{}',
-                created_at TIMESTAMPTZ NOT NULL,
-                updated_at TIMESTAMPTZ NOT NULL,
-                deleted_at TIMESTAMPTZ,
-                expires_at TIMESTAMPTZ,
-                embedding_model TEXT,
-                embedding vector,
-                fts tsvector
-            )""",
-            f"""CREATE FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
-                                       array_to_string(NEW.tags, ' '));
-                RETURN NEW;
-            END $$""",
-            "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags ON memories "
-            "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
-            "CREATE INDEX idx_memories_scope ON memories (scope, created_at)",
-            "CREATE INDEX idx_memories_category ON memories (category)",
-            "CREATE INDEX idx_memories_created_at ON memories (created_at)",
-            "CREATE INDEX idx_memories_deleted_at ON memories (deleted_at)",
-            "CREATE INDEX idx_memories_user_id ON memories (user_id)",
-            "CREATE INDEX idx_memories_session_id ON memories (session_id)",
-            "CREATE INDEX idx_memories_fts ON memories USING gin (fts)",
-            "CREATE INDEX idx_memories_trgm ON memories USING gin (content gin_trgm_ops)",
-            """CREATE TABLE history (
-                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                memory_id UUID NOT NULL,
-                action TEXT NOT NULL,
-                before JSONB,
-                after JSONB,
-                actor TEXT,
-                at TIMESTAMPTZ NOT NULL
-            )""",
-            "CREATE INDEX idx_history_memory ON history (memory_id, id)",
-            # Seed 000's SQL-level API, for users who query the database directly.
-            """CREATE FUNCTION search_memories(
-                query_embedding vector,
-                p_user_id TEXT DEFAULT NULL,
-                p_memory_type TEXT DEFAULT NULL,
-                p_limit INTEGER DEFAULT 10,
-                p_threshold REAL DEFAULT 0.3
-            ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
-                             metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
-            LANGUAGE sql STABLE AS $$
-                SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
-                       (1 - (m.embedding <=> query_embedding))::REAL
-                FROM memories m
-                WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-                  AND m.embedding IS NOT NULL
-                  AND (p_user_id IS NULL OR m.user_id = p_user_id)
-                  AND (p_memory_type IS NULL OR m.category = p_memory_type)
-                  AND (1 - (m.embedding <=> query_embedding)) >= p_threshold
-                ORDER BY m.embedding <=> query_embedding
-                LIMIT p_limit
-            $$""",
-            # The conversation tables arrive with conversation tracking; until then they count 0.
-            """CREATE VIEW conversation_stats AS SELECT
-                (SELECT count(*) FROM memories WHERE deleted_at IS NULL) AS total_memories,
-                0::bigint AS total_requests,
-                0::bigint AS total_responses,
-                0::bigint AS total_reasoning,
-                0::bigint AS total_files,
-                0::bigint AS total_chunks,
-                (SELECT count(DISTINCT user_id) FROM memories) AS unique_users""",
-        ]),
-        (2, [
+        f"""CREATE FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
+                                   array_to_string(NEW.tags, ' '));
+            RETURN NEW;
+        END $$""",
+        "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags ON memories "
+        "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
+        *_TEXT_INDEXES,
+        """CREATE FUNCTION search_memories(
+            query_embedding vector,
+            p_user_id TEXT DEFAULT NULL,
+            p_memory_type TEXT DEFAULT NULL,
+            p_limit INTEGER DEFAULT 10,
+            p_threshold REAL DEFAULT 0.3
+        ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
+                         metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
+        LANGUAGE sql STABLE AS $$
+            SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
+                   (1 - (m.embedding <=> query_embedding))::REAL
+            FROM memories m
+            WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+              AND m.embedding IS NOT NULL
+              AND (p_user_id IS NULL OR m.user_id = p_user_id)
+              AND (p_memory_type IS NULL OR m.category = p_memory_type)
+              AND (1 - (m.embedding <=> query_embedding)) >= p_threshold
+            ORDER BY m.embedding <=> query_embedding
+            LIMIT p_limit
+        $$""",
+        # The conversation tables arrive with conversation tracking; until then they count 0.
+        """CREATE VIEW conversation_stats AS SELECT
+            (SELECT count(*) FROM memories WHERE deleted_at IS NULL) AS total_memories,
+            0::bigint AS total_requests,
+            0::bigint AS total_responses,
+            0::bigint AS total_reasoning,
+            0::bigint AS total_files,
+            0::bigint AS total_chunks,
+            (SELECT count(DISTINCT user_id) FROM memories) AS unique_users""",
+    ]
+
+
+def _steps(maintenance_work_mem: str) -> dict[str, list[str]]:
+    """The steps' SQL as they were written for databases made before each (see migrations.py)."""
+    return {
+        "startup": [
             """CREATE TABLE startup (
                 scope TEXT NOT NULL,
                 key TEXT NOT NULL,
@@ -147,36 +121,23 @@ def _migrations(ts_config: str, maintenance_work_mem: str = "1GB") -> list[tuple
                 updated_at TIMESTAMPTZ NOT NULL,
                 PRIMARY KEY (scope, key)
             )""",
-        ]),
-        (3, [
-            "DROP INDEX idx_memories_deleted_at",
-            "DROP INDEX idx_memories_session_id",
-            "CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL",
-            "CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
-            "CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL",
-        ]),
-        (4, [
-            # API tokens live in the database, so every server on it shares them
-            api_tokens_table("TIMESTAMPTZ"),
-        ]),
-        (5, [
-            # The scope joins the text indexes (a GIN array column, no btree_gin needed), so a scoped
-            # keyword or trigram search intersects posting lists instead of matching the whole store
-            # and filtering afterwards. Each index gets its own expression, so the planner cannot
-            # answer one leg's scope clause from the other leg's index.
+        ],
+        "partial-indexes": PARTIAL_INDEXES,
+        "text-index-scope": [
             f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
-            f"CREATE INDEX idx_memories_fts_scope ON memories USING gin (fts, ({FTS_SCOPE}))",
-            f"CREATE INDEX idx_memories_trgm_scope ON memories USING gin (content gin_trgm_ops, ({TRGM_SCOPE}))",
+            *_TEXT_INDEXES,
             "DROP INDEX idx_memories_fts",
             "DROP INDEX idx_memories_trgm",
-        ]),
-    ]
+        ],
+        # API tokens live in the database, so every server on it shares them
+        "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
+    }
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(Store):
     backend = "postgres"
-    order_column = "seq"
-    for_update = " FOR UPDATE"
+    dialect = PostgresDialect()
+    legacy_versions = _LEGACY
 
     def __init__(
         self, url: str, *, config: PostgresConfig | None = None, migrate: bool = True,
@@ -195,10 +156,10 @@ class PostgresStore(SQLStore):
         cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
         if not _TS_CONFIG.match(cfg.text_search_config):
             raise ConfigError(f"invalid text search configuration {cfg.text_search_config!r}")
+        self._init_maps()
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.migrations = _migrations(cfg.text_search_config, cfg.maintenance_work_mem)
         self.location = _redact(url)
         self._local = threading.local()
         self._dims: int | None = None
@@ -267,28 +228,36 @@ class PostgresStore(SQLStore):
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._connection() as conn:
             try:
-                cur = conn.execute(sql.replace("?", "%s"), params)
+                cur = conn.execute(sql, params)
             except self._psycopg.OperationalError as exc:
                 raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
             return cur.fetchall() if cur.description else []
 
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection() as conn:
-            conn.cursor().executemany(sql.replace("?", "%s"), rows)
+            conn.cursor().executemany(sql, rows)
 
     def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._connection() as conn:
-            return conn.execute(sql.replace("?", "%s"), params).rowcount
+            return conn.execute(sql, params).rowcount
 
     def _lock_schema(self) -> None:
-        self._run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+        self._run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+
+    def _steps(self) -> dict[str, list[str]]:
+        return _steps(self.config.maintenance_work_mem)
+
+    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+        if migration_set != CORE.name:
+            return [], []
+        return _EXTENSIONS, _core_after_tables(self.ts_config)
 
     def _table_exists(self, name: str) -> bool:
         # A plain query on pg_class sees what committed before this statement; to_regclass() may
         # answer from a catalog snapshot older than the migration lock we just waited for.
         return self._run(
             "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relname = ? AND n.nspname = ANY (current_schemas(false)))",
+            "WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))",
             (name,),
         )[0][0]
 
@@ -304,35 +273,9 @@ class PostgresStore(SQLStore):
         problems += [f"index {name} is invalid (REINDEX INDEX {name} rebuilds it)" for (name,) in invalid]
         return problems
 
-    # -- value adapters ----------------------------------------------------------------------
-    def _from_ts(self, raw: Any) -> datetime | None:
-        return None if raw is None else raw.astimezone(timezone.utc)
-
-    def _json(self, value: Any) -> Any:
-        from psycopg.types.json import Jsonb
-
-        return Jsonb(value)
-
-    def _tags(self, tags: list[str]) -> Any:
-        return list(tags)
-
-    def _from_tags(self, raw: Any) -> list[str]:
-        return list(raw or [])
-
-    def _tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
-        return f"{alias}.tags && ?::text[]", [list(tags)]
-
-    def _vector(self, vector: np.ndarray) -> Any:
-        return np.asarray(vector, dtype=np.float32)
-
-    def _from_vector(self, raw: Any) -> np.ndarray | None:
-        if raw is None:
-            return None
-        return np.asarray(raw.to_numpy() if hasattr(raw, "to_numpy") else raw, dtype=np.float32)
-
     def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         """Binary COPY: no INSERT per row, and no vector printed as 384 decimal floats (3x faster than text COPY)."""
-        columns = ", ".join((*COLUMNS, "embedding"))
+        columns = f"{self._memories.columns}, embedding"
         vecs = None if vectors is None else np.asarray(vectors, dtype=np.float32)
         with self.transaction(), self._connection() as conn:
             if self._may_change_schema():
@@ -342,8 +285,7 @@ class PostgresStore(SQLStore):
             with conn.cursor().copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for i, record in enumerate(records):
-                    row = self._record_row(record)
-                    copy.write_row((uuid.UUID(row[0]), *row[1:], None if vecs is None else vecs[i]))
+                    copy.write_row((*self._memories.row(record), None if vecs is None else vecs[i]))
             self._after_insert(records, vectors)
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
@@ -423,7 +365,7 @@ class PostgresStore(SQLStore):
         """Create the index now (after `reembed`, or after a deferred bulk load), with `maintenance_work_mem`."""
         with self.transaction():
             self._lock_schema()
-            self._run("DELETE FROM meta WHERE key = ?", (_INDEX_DEFERRED,))
+            self._run("DELETE FROM meta WHERE key = %s", (_INDEX_DEFERRED,))
             self._indexed = False  # whatever this process believed: another one may have dropped it
             self._ensure_vector_index()
             if not self._indexed:  # a deferral still open in this process: build it all the same
@@ -469,9 +411,10 @@ class PostgresStore(SQLStore):
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        rows = self._run(f"SELECT id, embedding FROM memories WHERE id IN ({', '.join('?' * len(ids))}) "
+        rows = self._run(f"SELECT id, embedding FROM memories WHERE id IN ({self.dialect.marks(len(ids))}) "
                          "AND embedding IS NOT NULL", ids)
-        return {str(r[0]): self._from_vector(r[1]) for r in rows}
+        from_vector = self.dialect.from_db["vector"]
+        return {str(r[0]): from_vector(r[1]) for r in rows}
 
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         return self._vector_search([query], filters, k)[0]
@@ -502,7 +445,7 @@ class PostgresStore(SQLStore):
         expr, _ = self._vector_expr(dims)
         kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
         where, params = self.where(filters, "m")
-        return (f"SELECT m.id, {expr} <=> ?::{kind}({dims}) AS d FROM memories m "
+        return (f"SELECT m.id, {expr} <=> %s::{kind}({dims}) AS d FROM memories m "
                 f"WHERE m.embedding IS NOT NULL AND {where}"), params
 
     def reads_exactly(self, filters: Filters) -> bool:
@@ -515,15 +458,16 @@ class PostgresStore(SQLStore):
             if self._few_rows(candidates, params):
                 # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
                 # every filtered row is compared, and the top k are exact
-                sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT ?"
+                sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
             else:
                 # ef_search covers the pool we want; iterative scans so filters never starve the list
                 self._run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
                 self._run("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                sql = f"{candidates} ORDER BY d LIMIT ?"
+                sql = f"{candidates} ORDER BY d LIMIT %s"
             found = []
+            vector = self.dialect.to_db["vector"]
             for query in queries:
-                rows = self._run(sql, (self._vector(query), *params, k))
+                rows = self._run(sql, (vector(query), *params, k))
                 hits = sorted(((str(r[0]), 1.0 - float(r[1])) for r in rows), key=lambda h: -h[1])
                 found.append([Candidate(i, s) for i, s in hits])
         return found
@@ -546,17 +490,17 @@ class PostgresStore(SQLStore):
             return []
         where, params = self._scoped_where(filters, "ARRAY[m.scope]", "")
         cfg = self.ts_config
-        each = ", ".join(f"to_tsquery('{cfg}', ?) AS t{i}" for i in range(len(terms)))
+        each = ", ".join(f"to_tsquery('{cfg}', %s) AS t{i}" for i in range(len(terms)))
         score = " + ".join(
             f"ts_rank(h.fts, q.t{i}, 1) * ln(1 + count(*) OVER () / "
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
         rows = self._run(
-            f"WITH q AS (SELECT to_tsquery('{cfg}', ?) AS any_term, {each}) "
+            f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS any_term, {each}) "
             f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
             f"(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.any_term AND {where}) h) r "
-            "ORDER BY s DESC, seq LIMIT ?",
+            "ORDER BY s DESC, seq LIMIT %s",
             (" | ".join(terms), *terms, *params, k),
         )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
@@ -565,7 +509,7 @@ class PostgresStore(SQLStore):
         """The filters, plus the scopes in the form a text index holds them (see migration 5)."""
         where, params = self.where(filters, "m")
         if filters.scopes:
-            where += f" AND {indexed} && ?::text[]"
+            where += f" AND {indexed} && %s::text[]"
             params.append([prefix + s for s in filters.scopes])
         return where, params
 
@@ -577,8 +521,8 @@ class PostgresStore(SQLStore):
             with self.transaction():
                 self._run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
                 rows = self._run(
-                    f"SELECT m.id, word_similarity(?, m.content) AS s FROM memories m "
-                    f"WHERE ? <%% m.content AND {where} ORDER BY s DESC, m.seq LIMIT ?",
+                    f"SELECT m.id, word_similarity(%s, m.content) AS s FROM memories m "
+                    f"WHERE %s <%% m.content AND {where} ORDER BY s DESC, m.seq LIMIT %s",
                     (text, text, *params, k),
                 )
             hits = [Candidate(str(r[0]), float(r[1])) for r in rows]

@@ -1,49 +1,31 @@
-"""What both SQL backends share: records, filters, history, startup, migrations.
+"""The store: one class every backend extends, holding all the SQL they share (records,
+history, startup entries, metadata, migrations).
 
-A backend supplies a connection (`_run`, `_run_many`, `transaction`), its value adapters
-(timestamps, JSON, tags, vectors) and its three candidate legs. Everything else — every
-statement that reads or writes records — is written once, here, with `?` placeholders.
+A backend supplies a connection (`_run`, `_run_many`, `transaction`), its `Dialect` (parameter
+mark, types, value adapters), the SQL of its migration steps, and its candidate legs. Shared SQL
+is composed with the dialect's parameter mark and sent to the driver as written.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from abc import abstractmethod
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import utcnow
-from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
-from .base import TOKEN_COLUMNS, Candidate, Filters, HistoryDraft, Order, Store, StoreStats
+from . import filters, migrations
+from .base import Candidate, HistoryDraft, Order, StoreStats
+from .dialect import Dialect, RowMap
+from .filters import Filters
+from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
+from .tokens import ApiTokens
 
 if TYPE_CHECKING:
     import numpy as np
-
-COLUMNS = (
-    "id", "content", "title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id",
-    "session_id", "visibility", "source_type", "source_id", "metadata", "created_at", "updated_at", "deleted_at",
-    "expires_at", "embedding_model",
-)
-_SELECT = ", ".join(f"m.{c}" for c in COLUMNS)
-
-
-def api_tokens_table(timestamp: str) -> str:
-    """The API tokens table (auth.py) in a backend's timestamp type; IF NOT EXISTS: older SQLite stores have it."""
-    return f"""CREATE TABLE IF NOT EXISTS api_tokens (
-        id TEXT PRIMARY KEY,
-        name TEXT,
-        kind TEXT NOT NULL CHECK (kind IN ('user', 'service')),
-        user_id TEXT,
-        agent_id TEXT,
-        scopes TEXT,
-        salt TEXT NOT NULL,
-        hash TEXT NOT NULL,
-        created_at {timestamp} NOT NULL,
-        revoked_at {timestamp}
-    )"""
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str]:
@@ -57,14 +39,39 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
     return str(lo), str(hi)
 
 
-class SQLStore(Store):
-    #: the column that orders rows by insertion (SQLite `rowid`, PostgreSQL `seq`)
-    order_column = "rowid"
-    #: what locks a row read in a write transaction (SQLite's BEGIN IMMEDIATE holds the whole file)
-    for_update = ""
-    migrations: list[tuple[int, list[str]]] = []
+class Store(ABC):
+    """Records in and out, three candidate legs for retrieval (vector, full-text, trigram),
+    history, startup entries, API tokens (`api_tokens`) and a little metadata. Everything above
+    it (validation, scopes, dedup, fusion, scoring) is shared by all backends."""
+
+    backend: str
+    location: str
+    dialect: Dialect
+    #: old `meta.schema_version` numbers -> the core steps they stand for
+    legacy_versions: dict[int, tuple[str, ...]]
+
+    def _init_maps(self) -> None:
+        """Row mappings of this dialect; called by a backend's __init__ once `dialect` is set."""
+        d = self.dialect
+        self._memories = RowMap(d, MEMORIES)
+        self._memory_columns = ", ".join(f"m.{c}" for c in MEMORIES.fields)
+        self._history = RowMap(d, HISTORY)
+        self._startup = RowMap(d, STARTUP)
+        self.api_tokens = ApiTokens(self)
 
     # -- what a backend provides -------------------------------------------------------
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A write transaction; nested calls join the outer one."""
+
+    @abstractmethod
+    def integrity_problems(self) -> list[str]:
+        """What the backend's own consistency checks find wrong, one line each; empty when the store
+        is sound. `clawrecall doctor` runs it: a damaged store can still answer `stats` correctly."""
+
     @abstractmethod
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Execute one statement (joining the current transaction if any); rows for a query, else []."""
@@ -82,91 +89,86 @@ class SQLStore(Store):
     @abstractmethod
     def _table_exists(self, name: str) -> bool: ...
 
-    def _ts(self, value: datetime | None) -> Any:
-        return value
-
-    def _from_ts(self, raw: Any) -> datetime | None:
-        return raw
-
-    def _json(self, value: Any) -> Any:
-        return json.dumps(value, default=str) if value != {} else "{}"
-
-    def _from_json(self, raw: Any) -> Any:
-        if not isinstance(raw, str):
-            return raw
-        return {} if raw == "{}" else json.loads(raw)  # most memories have no metadata: skip the parser
+    @abstractmethod
+    def _steps(self) -> dict[str, list[str]]:
+        """This backend's SQL for each migration step it has work for (see `migrations.py`)."""
 
     @abstractmethod
-    def _tags(self, tags: list[str]) -> Any: ...
+    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+        """What installing a migration set runs before and after creating its declared tables
+        (extensions; full-text tables, triggers, functions)."""
 
     @abstractmethod
-    def _from_tags(self, raw: Any) -> list[str]: ...
+    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
-    def _tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]: ...
+    def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
+        """Nearest memories by cosine similarity (score = cosine)."""
 
     @abstractmethod
-    def _vector(self, vector: np.ndarray) -> Any: ...
+    def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
+        """For each vector, the most similar live memory of one scope if its cosine reaches
+        `min_score`, else None (batch deduplication)."""
 
     @abstractmethod
-    def _from_vector(self, raw: Any) -> np.ndarray | None: ...
+    def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
+        """Full-text (BM25) matches (score = positive BM25)."""
 
-    # -- migrations ---------------------------------------------------------------------
+    @abstractmethod
+    def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
+        """Trigram matches: typo-tolerant, and the leg that finds CJK text without word breaks."""
+
+    @abstractmethod
+    def drop_vector_index(self) -> None:
+        """Before re-embedding: forget any index tied to the old vectors' dimensions."""
+
+    @abstractmethod
+    def build_vector_index(self) -> None:
+        """After re-embedding or a deferred bulk load: index the vectors (now, if not yet done)."""
+
+    @contextmanager
+    def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
+        """Bulk loads: write without maintaining an on-disk vector index, build it once at the end.
+
+        `rebuild` drops an existing index first. Backends without such an index do nothing.
+        """
+        yield
+
+    # -- migrations (migrations.py) ------------------------------------------------------
     def schema_version(self) -> int:
-        if not self._table_exists("meta"):
-            return 0
-        rows = self._run("SELECT value FROM meta WHERE key = 'schema_version'")
-        return int(rows[0][0]) if rows else 0
+        """How many migration steps the store has; `migrations.latest()` when up to date."""
+        return migrations.version(self)
 
-    def pending_migrations(self) -> list[tuple[int, list[str]]]:
-        current = self.schema_version()
-        return [(n, sql) for n, sql in self.migrations if n > current]
+    def pending_migrations(self) -> list[migrations.Step]:
+        return migrations.pending(self)
 
-    def migrate(self) -> list[int]:
-        """Apply pending migrations in one transaction; safe when several processes open at once."""
-        latest = self.migrations[-1][0]
-        if self.schema_version() > latest:
-            raise StorageError(
-                f"{self.location} has schema version {self.schema_version()}, newer than this clawrecall "
-                f"({latest}); upgrade clawrecall"
-            )
-        if self.schema_version() == latest:
-            return []
-        applied: list[int] = []
-        with self.transaction():
-            self._lock_schema()
-            for number, statements in self.pending_migrations():  # re-read under the lock
-                for statement in statements:
-                    self._run(statement)
-                self._run(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(number),),
-                )
-                applied.append(number)
-        return applied
+    def migrate(self) -> list[str]:
+        """Apply pending migration steps; safe when several processes open at once."""
+        return migrations.migrate(self)
 
     # -- metadata -----------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        rows = self._run("SELECT value FROM meta WHERE key = ?", (key,))
+        rows = self._run(f"SELECT value FROM meta WHERE key = {self.dialect.p}", (key,))
         return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
+        p = self.dialect.p
         with self.transaction():
             self._run(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                f"INSERT INTO meta (key, value) VALUES ({p}, {p}) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
 
     # -- writes -------------------------------------------------------------------------
     def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        # generators: each row is bound and dropped, not kept (a batch's tuples kept the garbage collector busy)
-        rows = (
-            (*self._record_row(r), None if vectors is None else self._vector(vectors[i])) for i, r in enumerate(records)
-        )
+        d, to_row = self.dialect, self._memories.row
+        vector = d.to_db["vector"]
+        # generators: each row is bound and dropped, not kept (a batch's lists kept the garbage collector busy)
+        rows = ((*to_row(r), None if vectors is None else vector(vectors[i])) for i, r in enumerate(records))
         with self.transaction():
             self._run_many(
-                f"INSERT INTO memories ({', '.join(COLUMNS)}, embedding) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
+                f"INSERT INTO memories ({self._memories.columns}, embedding) "
+                f"VALUES ({d.marks(len(self._memories.fields) + 1)})",
                 rows,
             )
             self._after_insert(records, vectors)
@@ -175,36 +177,45 @@ class SQLStore(Store):
         """Backends hook work on the rows just inserted (text indexing, lazy index creation)."""
 
     def update(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
-        row = self._record_row(record)
-        assignments = ", ".join(f"{c} = ?" for c in COLUMNS[1:])
-        params: list[Any] = [*row[1:]]
+        """Replace every field of `record` (by id); replace the vector when one is given."""
+        p = self.dialect.p
+        row = self._memories.row(record)
+        assignments = ", ".join(f"{c} = {p}" for c in self._memories.fields[1:])
+        params: list[Any] = row[1:]
         if vector is not None:
-            assignments += ", embedding = ?"
-            params.append(self._vector(vector))
+            assignments += f", embedding = {p}"
+            params.append(self.dialect.to_db["vector"](vector))
         with self.transaction():
-            self._run(f"UPDATE memories SET {assignments} WHERE id = ?", (*params, record.id))
+            self._run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
 
     def remove(self, ids: list[str]) -> None:
+        """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
-            self._run_many("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+            self._run_many(f"DELETE FROM memories WHERE id = {self.dialect.p}", [(i,) for i in ids])
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
-        rows = ((e.memory_id, e.action, e.before, e.after, e.actor, self._ts(e.at)) for e in entries)
+        d = self.dialect
+        rows = ((e.memory_id, e.action, e.before, e.after, e.actor, d.ts(e.at)) for e in entries)
         with self.transaction():
             self._run_many(
-                "INSERT INTO history (memory_id, action, before, after, actor, at) VALUES (?, ?, ?, ?, ?, ?)", rows
+                f"INSERT INTO history (memory_id, action, before, after, actor, at) VALUES ({d.marks(6)})", rows
             )
 
     def erase_history(self, memory_id: str) -> None:
+        """Blank the before/after of every history row of a memory (GDPR forget)."""
         with self.transaction():
-            self._run("UPDATE history SET before = NULL, after = NULL WHERE memory_id = ?", (memory_id,))
+            self._run(f"UPDATE history SET before = NULL, after = NULL WHERE memory_id = {self.dialect.p}", (memory_id,))
 
     # -- reads --------------------------------------------------------------------------
+    def _record(self, row: Sequence[Any]) -> MemoryRecord:
+        return self._memories.read(MemoryRecord, row)
+
     def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]:
         out: dict[str, MemoryRecord] = {}
         for chunk in _chunks(ids):
-            for row in self._run(f"SELECT {_SELECT} FROM memories m WHERE m.id IN ({_marks(chunk)})", chunk):
-                record = self._row_record(row)
+            sql = f"SELECT {self._memory_columns} FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))})"
+            for row in self._run(sql, chunk):
+                record = self._record(row)
                 out[record.id] = record
         return out
 
@@ -216,13 +227,14 @@ class SQLStore(Store):
         words = short_cjk_words(query)
         if not words:
             return hits
+        p = self.dialect.p
         where, params = self.where(filters, "m")
         patterns = ["%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for w in words]
-        contains = [r"m.content LIKE ? ESCAPE '\'"] * len(words)
+        contains = [rf"m.content LIKE {p} ESCAPE '\'"] * len(words)
         count = " + ".join(f"(CASE WHEN {c} THEN 1 ELSE 0 END)" for c in contains)
         rows = self._run(
             f"SELECT m.id, {count} AS n FROM memories m WHERE ({' OR '.join(contains)}) AND {where} "
-            f"ORDER BY n DESC, m.created_at DESC LIMIT ?",
+            f"ORDER BY n DESC, m.created_at DESC LIMIT {p}",
             (*patterns, *patterns, *params, k),
         )
         top = max((h.score for h in hits), default=1.0)
@@ -232,41 +244,46 @@ class SQLStore(Store):
         return [Candidate(i, s) for i, s in sorted(scores.items(), key=lambda x: x[1], reverse=True)[:k]]
 
     def fetch_for_update(self, memory_id: str) -> MemoryRecord | None:
-        rows = self._run(f"SELECT {_SELECT} FROM memories m WHERE m.id = ?{self.for_update}", (memory_id,))
-        return self._row_record(rows[0]) if rows else None
+        """Inside a write transaction: the record as stored now, which no other writer can change
+        before COMMIT. An update applies its changes to this, not to what it read before."""
+        d = self.dialect
+        rows = self._run(f"SELECT {self._memory_columns} FROM memories m WHERE m.id = {d.p}{d.for_update}", (memory_id,))
+        return self._record(rows[0]) if rows else None
 
     def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]:
         lo, hi = prefix_bounds(prefix)
+        p = self.dialect.p
         where, params = self.where(filters, "m")
         rows = self._run(
-            f"SELECT m.id FROM memories m WHERE m.id BETWEEN ? AND ? AND {where} ORDER BY m.id LIMIT ?",
+            f"SELECT m.id FROM memories m WHERE m.id BETWEEN {p} AND {p} AND {where} ORDER BY m.id LIMIT {p}",
             (lo, hi, *params, limit),
         )
         return [str(r[0]) for r in rows]
 
     def list(self, filters: Filters, *, limit: int, offset: int, order: Order) -> list[MemoryRecord]:
+        p, oc = self.dialect.p, self.dialect.order_column
         where, params = self.where(filters, "m")
-        oc = self.order_column
         by = {"newest": f"m.created_at DESC, m.{oc} DESC", "oldest": f"m.created_at ASC, m.{oc} ASC",
               "updated": f"m.updated_at DESC, m.{oc} DESC"}[order]
-        rows = self._run(f"SELECT {_SELECT} FROM memories m WHERE {where} ORDER BY {by} LIMIT ? OFFSET ?",
+        rows = self._run(f"SELECT {self._memory_columns} FROM memories m WHERE {where} ORDER BY {by} LIMIT {p} OFFSET {p}",
                          (*params, limit, offset))
-        return [self._row_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def iter_all(self, filters: Filters, batch: int = 500) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
+        p, oc = self.dialect.p, self.dialect.order_column
+        from_vector = self.dialect.from_db["vector"]
         where, params = self.where(filters, "m")
-        oc = self.order_column
         last = 0
         while True:
             rows = self._run(
-                f"SELECT m.{oc}, {_SELECT}, m.embedding FROM memories m WHERE m.{oc} > ? AND {where} "
-                f"ORDER BY m.{oc} LIMIT ?",
+                f"SELECT m.{oc}, {self._memory_columns}, m.embedding FROM memories m WHERE m.{oc} > {p} AND {where} "
+                f"ORDER BY m.{oc} LIMIT {p}",
                 (last, *params, batch),
             )
             if not rows:
                 return
             for row in rows:
-                yield self._row_record(row[1:-1]), self._from_vector(row[-1])
+                yield self._record(row[1:-1]), from_vector(row[-1])
             last = rows[-1][0]
 
     def count(self, filters: Filters) -> int:
@@ -275,28 +292,30 @@ class SQLStore(Store):
 
     def stats(self) -> StoreStats:
         """Counts from indexes only: all rows grouped, minus the (few) deleted or expired rows."""
-        now = self._ts(utcnow())
+        d = self.dialect
+        now = d.ts(utcnow())
         total, deleted, expired, users, oldest, newest = self._run(
             "SELECT (SELECT count(*) FROM memories), "
             "(SELECT count(*) FROM memories WHERE deleted_at IS NOT NULL), "
-            "(SELECT count(*) FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?), "
+            f"(SELECT count(*) FROM memories WHERE expires_at IS NOT NULL AND expires_at <= {d.p}), "
             "(SELECT count(DISTINCT user_id) FROM memories), "
             "(SELECT min(created_at) FROM memories), (SELECT max(created_at) FROM memories)",
             (now,),
         )[0]
         # two conditions, each served by its own partial index (an OR of them would scan the table)
-        inactive = ("deleted_at IS NOT NULL", "expires_at IS NOT NULL AND expires_at <= ? AND deleted_at IS NULL")
+        inactive = (("deleted_at IS NOT NULL", ()),
+                    (f"expires_at IS NOT NULL AND expires_at <= {d.p} AND deleted_at IS NULL", (now,)))
         grouped: dict[str, dict[str, int]] = {}
         for column in ("category", "scope"):
             counts = dict(self._run(f"SELECT {column}, count(*) FROM memories GROUP BY {column}"))
-            for condition in inactive:  # few rows: counted here, so no planner can trade the index for a sort
-                params = (now,) if "?" in condition else ()
+            for condition, params in inactive:  # few rows: counted here, so no planner can trade the index for a sort
                 for (name,) in self._run(f"SELECT {column} FROM memories WHERE {condition}", params):
                     counts[name] -= 1
             grouped[column] = dict(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
+        from_ts = d.from_db["time"]
         return StoreStats(
             total=total, deleted=deleted, expired=int(expired), by_category=grouped["category"],
-            by_scope=grouped["scope"], users=users, oldest=self._from_ts(oldest), newest=self._from_ts(newest),
+            by_scope=grouped["scope"], users=users, oldest=from_ts(oldest), newest=from_ts(newest),
             size_bytes=self._size_bytes(),
         )
 
@@ -305,31 +324,31 @@ class SQLStore(Store):
 
     def history(self, memory_id: str) -> list[HistoryEntry]:
         rows = self._run(
-            "SELECT id, memory_id, action, before, after, actor, at FROM history WHERE memory_id = ? ORDER BY id",
-            (memory_id,),
+            f"SELECT {self._history.columns} FROM history WHERE memory_id = {self.dialect.p} ORDER BY id", (memory_id,),
         )
-        return [
-            HistoryEntry(id=r[0], memory_id=str(r[1]), action=r[2], before=None if r[3] is None else self._from_json(r[3]),
-                         after=None if r[4] is None else self._from_json(r[4]), actor=r[5], at=self._from_ts(r[6]))
-            for r in rows
-        ]
+        return [self._history.read(HistoryEntry, r) for r in rows]
 
     def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""
         lo, hi = prefix_bounds(prefix)
+        p = self.dialect.p
         rows = self._run(
-            "SELECT DISTINCT memory_id FROM history WHERE memory_id BETWEEN ? AND ? ORDER BY memory_id LIMIT ?", (lo, hi, limit)
+            f"SELECT DISTINCT memory_id FROM history WHERE memory_id BETWEEN {p} AND {p} ORDER BY memory_id LIMIT {p}",
+            (lo, hi, limit),
         )
         return [str(r[0]) for r in rows]
 
     def purgeable(self, deleted_before: datetime) -> list[str]:
-        rows = self._run("SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= ?", (self._ts(deleted_before),))
+        d = self.dialect
+        rows = self._run(f"SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= {d.p}",
+                         (d.ts(deleted_before),))
         return [str(r[0]) for r in rows]
 
     def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
-        """The turns just before and after each memory in its scope and session that pass `filters`:
-        two index seeks per memory on (session_id, created_at), whatever the session's length."""
+        """For each memory, the turns just before and after it in its scope and session that pass
+        `filters`: two index seeks per memory on (session_id, created_at), whatever the session's length."""
         where, params = self.where(filters, "m")
-        oc = self.order_column
+        oc = self.dialect.order_column
         same = "m.session_id = h.session_id AND m.scope = h.scope"
         before = f"(m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
         after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
@@ -340,7 +359,7 @@ class SQLStore(Store):
                 f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
                 f"(SELECT m.id FROM memories m WHERE {same} AND {after} AND {where} "
                 f"ORDER BY m.created_at, m.{oc} LIMIT 1) "
-                f"FROM memories h WHERE h.id IN ({_marks(chunk)}) AND h.session_id IS NOT NULL",
+                f"FROM memories h WHERE h.id IN ({self.dialect.marks(len(chunk))}) AND h.session_id IS NOT NULL",
                 (*params, *params, *chunk),
             )
             for memory_id, prev, nxt in rows:
@@ -352,123 +371,39 @@ class SQLStore(Store):
         where, params = self.where(filters, "m")
         out: set[str] = set()
         for chunk in _chunks(ids):
-            rows = self._run(f"SELECT m.id FROM memories m WHERE m.id IN ({_marks(chunk)}) AND {where}", (*chunk, *params))
+            rows = self._run(f"SELECT m.id FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))}) AND {where}",
+                             (*chunk, *params))
             out.update(str(r[0]) for r in rows)
         return out
 
     # -- startup identity ------------------------------------------------------------------
     def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
-        where = "1 = 1" if scopes is None else f"scope IN ({_marks(scopes)})"
-        rows = self._run(
-            f"SELECT scope, key, content, priority, reinforce, updated_at FROM startup WHERE {where} ORDER BY priority, key",
-            scopes or [],
-        )
-        return [
-            StartupEntry(scope=r[0], key=r[1], content=r[2], priority=r[3], reinforce=bool(r[4]), updated_at=self._from_ts(r[5]))
-            for r in rows
-        ]
+        """Entries of these scopes (all when None), by priority then key."""
+        where = "1 = 1" if scopes is None else f"scope IN ({self.dialect.marks(len(scopes))})"
+        rows = self._run(f"SELECT {self._startup.columns} FROM startup WHERE {where} ORDER BY priority, key", scopes or [])
+        return [self._startup.read(StartupEntry, r) for r in rows]
 
     def put_startup(self, entry: StartupEntry) -> None:
+        fields = self._startup.fields
+        updates = ", ".join(f"{c} = excluded.{c}" for c in fields if c not in STARTUP.key)
         with self.transaction():
             self._run(
-                "INSERT INTO startup (scope, key, content, priority, reinforce, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (scope, key) DO UPDATE SET content = excluded.content, priority = excluded.priority, "
-                "reinforce = excluded.reinforce, updated_at = excluded.updated_at",
-                (entry.scope, entry.key, entry.content, entry.priority, entry.reinforce, self._ts(entry.updated_at)),
+                f"INSERT INTO startup ({self._startup.columns}) VALUES ({self.dialect.marks(len(fields))}) "
+                f"ON CONFLICT ({', '.join(STARTUP.key)}) DO UPDATE SET {updates}",
+                self._startup.row(entry),
             )
 
     def delete_startup(self, scope: str, key: str) -> bool:
+        p = self.dialect.p
         with self.transaction():
-            return self._rowcount("DELETE FROM startup WHERE scope = ? AND key = ?", (scope, key)) > 0
+            return self._rowcount(f"DELETE FROM startup WHERE scope = {p} AND key = {p}", (scope, key)) > 0
 
-    # -- API tokens ---------------------------------------------------------------------------
-    def put_token(self, row: Sequence[Any]) -> None:
-        *head, created_at = row
-        with self.transaction():
-            self._run(
-                "INSERT INTO api_tokens (id, name, kind, user_id, agent_id, scopes, salt, hash, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (*head, self._ts(created_at)),
-            )
-
-    def tokens(self, *, include_revoked: bool) -> list[tuple]:
-        where = "" if include_revoked else " WHERE revoked_at IS NULL"
-        rows = self._run(f"SELECT {', '.join(TOKEN_COLUMNS)} FROM api_tokens{where} ORDER BY created_at, id")
-        return [self._token_row(r) for r in rows]
-
-    def token(self, token_id: str, *, active_only: bool) -> tuple | None:
-        active = " AND revoked_at IS NULL" if active_only else ""
-        rows = self._run(f"SELECT {', '.join(TOKEN_COLUMNS)}, salt, hash FROM api_tokens WHERE id = ?{active}", (token_id,))
-        return self._token_row(rows[0]) if rows else None
-
-    def revoke_token(self, token_id: str, at: datetime) -> None:
-        with self.transaction():
-            self._run("UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (self._ts(at), token_id))
-
-    def any_active_token(self) -> bool:
-        return bool(self._run("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"))
-
-    def _token_row(self, row: Sequence[Any]) -> tuple:
-        created, revoked = TOKEN_COLUMNS.index("created_at"), TOKEN_COLUMNS.index("revoked_at")
-        out = list(row)
-        out[created], out[revoked] = self._from_ts(row[created]), self._from_ts(row[revoked])
-        return tuple(out)
-
-    # -- filters and rows ----------------------------------------------------------------------
+    # -- filters ------------------------------------------------------------------------------
     def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
-        """The SQL for a `Filters`: the one place filters become SQL."""
-        a = alias
-        clauses: list[str] = []
-        params: list[Any] = []
-        if f.only_deleted:
-            clauses.append(f"{a}.deleted_at IS NOT NULL")
-        elif not f.include_deleted:
-            clauses.append(f"{a}.deleted_at IS NULL")
-        if not f.include_expired:
-            clauses.append(f"({a}.expires_at IS NULL OR {a}.expires_at > ?)")
-            params.append(self._ts(f.now or utcnow()))
-        for column, values in (("scope", f.scopes), ("category", f.categories)):
-            if values is not None:
-                clauses.append(f"{a}.{column} IN ({_marks(values)})" if values else "1 = 0")
-                params.extend(values)
-        if f.tags:
-            sql, extra = self._tags_any(a, f.tags)
-            clauses.append(sql)
-            params.extend(extra)
-        for column, value in (("user_id", f.user_id), ("session_id", f.session_id)):
-            if value is not None:
-                clauses.append(f"{a}.{column} = ?")
-                params.append(value)
-        if f.since is not None:
-            clauses.append(f"{a}.created_at >= ?")
-            params.append(self._ts(f.since))
-        if f.until is not None:
-            clauses.append(f"{a}.created_at <= ?")
-            params.append(self._ts(f.until))
-        return (" AND ".join(clauses) or "1 = 1"), params
-
-    def _record_row(self, r: MemoryRecord) -> tuple:
-        return (
-            r.id, r.content, r.title, r.category, self._tags(r.tags), r.importance, r.confidence, r.scope, r.user_id,
-            r.agent_id, r.session_id, r.visibility.value, r.source_type, r.source_id, self._json(r.metadata),
-            self._ts(r.created_at), self._ts(r.updated_at), self._ts(r.deleted_at), self._ts(r.expires_at),
-            r.embedding_model,
-        )
-
-    def _row_record(self, row: Sequence[Any]) -> MemoryRecord:
-        return MemoryRecord(
-            id=str(row[0]), content=row[1], title=row[2], category=row[3], tags=self._from_tags(row[4]),
-            importance=row[5], confidence=row[6], scope=row[7], user_id=row[8], agent_id=row[9], session_id=row[10],
-            visibility=row[11], source_type=row[12], source_id=row[13], metadata=self._from_json(row[14]),
-            created_at=self._from_ts(row[15]), updated_at=self._from_ts(row[16]), deleted_at=self._from_ts(row[17]),
-            expires_at=self._from_ts(row[18]), embedding_model=row[19],
-        )
+        """The SQL for a `Filters` (the rules of `filters.py`)."""
+        return filters.where(f, self.dialect, alias)
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _marks(items: Sequence[Any]) -> str:
-    return ", ".join("?" * len(items))

@@ -9,7 +9,6 @@ Everything that is plain SQL lives in `sql.py`, shared with PostgreSQL.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -17,12 +16,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from .._time import as_utc, from_db, to_db, utcnow
+from .._time import as_utc
 from ..errors import StorageError
 from ..models import MemoryRecord
-from .base import Candidate, Filters
+from .base import Candidate
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
-from .sql import SQLStore, api_tokens_table
+from .dialect import SQLiteDialect
+from .filters import INDEX_COLUMNS, Filters, checked_in_sql
+from .migrations import CORE, PARTIAL_INDEXES, api_tokens_table
+from .schema import MEMORIES
+from .sql import Store
 from .text import fts_or_query, keywords, trigrams
 
 if TYPE_CHECKING:
@@ -35,89 +38,49 @@ if TYPE_CHECKING:
 
 _BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's transaction
 
-_SCRIPTS: list[tuple[int, str]] = [
-    (
-        1,
-        """
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE memories (
-            rowid INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            content TEXT NOT NULL CHECK (length(content) > 0),
-            title TEXT,
-            category TEXT NOT NULL,
-            tags TEXT NOT NULL DEFAULT '[]',
-            importance REAL NOT NULL CHECK (importance >= 0 AND importance <= 1),
-            confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
-            scope TEXT NOT NULL,
-            user_id TEXT,
-            agent_id TEXT,
-            session_id TEXT,
-            visibility TEXT NOT NULL DEFAULT 'shared' CHECK (visibility IN ('private', 'shared', 'secret')),
-            source_type TEXT,
-            source_id TEXT,
-            metadata TEXT NOT NULL DEFAULT '{}',
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            deleted_at TEXT,
-            expires_at TEXT,
-            embedding_model TEXT,
-            embedding BLOB
-        );
-        CREATE INDEX idx_memories_scope ON memories (scope, created_at);
-        CREATE INDEX idx_memories_category ON memories (category);
-        CREATE INDEX idx_memories_created_at ON memories (created_at);
-        CREATE INDEX idx_memories_deleted_at ON memories (deleted_at);
-        CREATE INDEX idx_memories_user_id ON memories (user_id);
-        CREATE INDEX idx_memories_session_id ON memories (session_id);
+# The full-text tables index `memories` through this view, so 'rebuild' and integrity checks see
+# the values the triggers and `_after_insert` write: the scope as one token, hex(scope) ("user:alice"
+# was two tokens, and the query word "user" matched every row's scope).
+_FTS_SOURCE = """CREATE VIEW memories_fts_source AS
+    SELECT rowid AS rid, title, content, tags, hex(scope) AS scope_key FROM memories"""
+_FTS = """CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    title, content, tags, scope_key, content='memories_fts_source', content_rowid='rid',
+    tokenize='porter unicode61 remove_diacritics 2'
+)"""
+_TRIGGER_AD = """CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+        VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
+    INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO changes (memory_id) VALUES (old.id);
+END"""
+_TRIGGER_AU_TEXT = """CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+        VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
+    INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
+        VALUES (new.rowid, new.title, new.content, new.tags, hex(new.scope));
+    INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+END"""
 
-        CREATE VIRTUAL TABLE memories_fts USING fts5 (
-            title, content, tags, content='memories', content_rowid='rowid',
-            tokenize='porter unicode61 remove_diacritics 2'
-        );
-        CREATE VIRTUAL TABLE memories_trgm USING fts5 (
-            content, content='memories', content_rowid='rowid', tokenize='trigram'
-        );
-        CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL);
+# What installing the core set makes besides its tables: the full-text (BM25) and trigram
+# tables, the `changes` log the vector index follows, and the triggers that keep them in step
+# on update and delete (`insert` indexes its new rows itself: see `_after_insert`).
+_CORE_EXTRAS = [
+    "CREATE VIRTUAL TABLE memories_trgm USING fts5 (content, content='memories', content_rowid='rowid', tokenize='trigram')",
+    "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL)",
+    _FTS_SOURCE,
+    _FTS,
+    _TRIGGER_AD,
+    _TRIGGER_AU_TEXT,
+    """CREATE TRIGGER memories_au_log AFTER UPDATE ON memories BEGIN
+    INSERT INTO changes (memory_id) VALUES (new.id);
+END""",
+]
 
-        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, title, content, tags) VALUES (new.rowid, new.title, new.content, new.tags);
-            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
-            INSERT INTO changes (memory_id) VALUES (new.id);
-        END;
-        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags)
-                VALUES ('delete', old.rowid, old.title, old.content, old.tags);
-            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
-            INSERT INTO changes (memory_id) VALUES (old.id);
-        END;
-        CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags)
-                VALUES ('delete', old.rowid, old.title, old.content, old.tags);
-            INSERT INTO memories_fts (rowid, title, content, tags) VALUES (new.rowid, new.title, new.content, new.tags);
-            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
-            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
-        END;
-        CREATE TRIGGER memories_au_log AFTER UPDATE ON memories BEGIN
-            INSERT INTO changes (memory_id) VALUES (new.id);
-        END;
-
-        CREATE TABLE history (
-            id INTEGER PRIMARY KEY,
-            memory_id TEXT NOT NULL,
-            action TEXT NOT NULL,
-            before TEXT,
-            after TEXT,
-            actor TEXT,
-            at TEXT NOT NULL
-        );
-        CREATE INDEX idx_history_memory ON history (memory_id, id);
-        """,
-    ),
-    (
-        2,
-        """
-        CREATE TABLE startup (
+# The steps' SQL as they were written for stores made before each (see migrations.py).
+_STEPS: dict[str, list[str]] = {
+    "startup": [
+        """CREATE TABLE startup (
             scope TEXT NOT NULL,
             key TEXT NOT NULL,
             content TEXT NOT NULL,
@@ -125,131 +88,72 @@ _SCRIPTS: list[tuple[int, str]] = [
             reinforce INTEGER NOT NULL DEFAULT 0,
             updated_at TEXT NOT NULL,
             PRIMARY KEY (scope, key)
-        );
-        """,
-    ),
-    (
-        3,
-        """
-        DROP INDEX idx_memories_deleted_at;
-        DROP INDEX idx_memories_session_id;
-        CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL;
-        CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL;
-        CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL;
-        """,
-    ),
-    (
-        4,
-        # The scope joins the full-text index, so a scoped keyword search intersects posting
-        # lists instead of ranking every match in the store and filtering afterwards.
-        """
-        DROP TRIGGER memories_ai;
-        DROP TRIGGER memories_ad;
-        DROP TRIGGER memories_au_text;
-        DROP TABLE memories_fts;
-        CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        )""",
+    ],
+    "partial-indexes": PARTIAL_INDEXES,
+    # The scope joins the full-text index, so a scoped keyword search intersects posting
+    # lists instead of ranking every match in the store and filtering afterwards.
+    "text-index-scope": [
+        "DROP TRIGGER memories_ai",
+        "DROP TRIGGER memories_ad",
+        "DROP TRIGGER memories_au_text",
+        "DROP TABLE memories_fts",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5 (
             title, content, tags, scope, content='memories', content_rowid='rowid',
             tokenize='porter unicode61 remove_diacritics 2'
-        );
-        INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
-        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        )""",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+        """CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
             INSERT INTO memories_fts (rowid, title, content, tags, scope) VALUES (new.rowid, new.title, new.content, new.tags, new.scope);
             INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
             INSERT INTO changes (memory_id) VALUES (new.id);
-        END;
-        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        END""",
+        """CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
             INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope)
                 VALUES ('delete', old.rowid, old.title, old.content, old.tags, old.scope);
             INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
             INSERT INTO changes (memory_id) VALUES (old.id);
-        END;
-        CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
+        END""",
+        """CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
             INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope)
                 VALUES ('delete', old.rowid, old.title, old.content, old.tags, old.scope);
             INSERT INTO memories_fts (rowid, title, content, tags, scope) VALUES (new.rowid, new.title, new.content, new.tags, new.scope);
             INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
             INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
-        END;
-        """,
-    ),
-    (
-        5,
-        # The scope is indexed as one token, hex(scope): "user:alice" was two tokens, so the
-        # posting list of "user" (nearly every row) had to be walked for each scoped search, and
-        # the query word "user" matched every row's scope. The view gives FTS5 the same values
-        # for 'rebuild' and integrity checks.
-        """
-        DROP TRIGGER memories_ai;
-        DROP TRIGGER memories_ad;
-        DROP TRIGGER memories_au_text;
-        DROP TABLE memories_fts;
-        CREATE VIEW memories_fts_source AS
-            SELECT rowid AS rid, title, content, tags, hex(scope) AS scope_key FROM memories;
-        CREATE VIRTUAL TABLE memories_fts USING fts5 (
-            title, content, tags, scope_key, content='memories_fts_source', content_rowid='rid',
-            tokenize='porter unicode61 remove_diacritics 2'
-        );
-        INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
-        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        END""",
+    ],
+    "text-index-scope-key": [
+        "DROP TRIGGER memories_ai",
+        "DROP TRIGGER memories_ad",
+        "DROP TRIGGER memories_au_text",
+        "DROP TABLE memories_fts",
+        _FTS_SOURCE,
+        _FTS,
+        "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+        """CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
             INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
                 VALUES (new.rowid, new.title, new.content, new.tags, hex(new.scope));
             INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
             INSERT INTO changes (memory_id) VALUES (new.id);
-        END;
-        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
-                VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
-            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
-            INSERT INTO changes (memory_id) VALUES (old.id);
-        END;
-        CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
-                VALUES ('delete', old.rowid, old.title, old.content, old.tags, hex(old.scope));
-            INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
-                VALUES (new.rowid, new.title, new.content, new.tags, hex(new.scope));
-            INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
-            INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
-        END;
-        """,
-    ),
-    (
-        6,
-        # API tokens, a store table on both backends (earlier versions created it here on first use)
-        api_tokens_table("TEXT") + ";",
-    ),
-    (
-        7,
-        # New rows are indexed by `SQLiteStore._after_insert`, one statement per table: 10x cheaper
-        # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
-        "DROP TRIGGER memories_ai;",
-    ),
-]
+        END""",
+        _TRIGGER_AD,
+        _TRIGGER_AU_TEXT,
+    ],
+    # API tokens, a store table on both backends (earlier versions created it here on first use)
+    "api-tokens": [api_tokens_table("TEXT")],
+    # New rows are indexed by `SQLiteStore._after_insert`, one statement per table: 10x cheaper
+    # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
+    "text-index-bulk": ["DROP TRIGGER memories_ai"],
+}
 
 
-# Migration 7 moved these out of the insert trigger (see `SQLiteStore._after_insert`).
+# The step text-index-bulk moved these out of the insert trigger (see `SQLiteStore._after_insert`).
 _NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? ORDER BY rowid"
 _INDEX_NEW_ROWS = (
     f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, content, tags, hex(scope) {_NEW_ROWS}",
     f"INSERT INTO memories_trgm (rowid, content) SELECT rowid, content {_NEW_ROWS}",
     f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS}",
 )
-
-
-def _split_sql(sql: str) -> list[str]:
-    """Split a migration into statements, keeping trigger bodies (which contain `;`) whole."""
-    statements, current = [], []
-    for line in sql.strip().splitlines():
-        current.append(line)
-        joined = "\n".join(current).strip()
-        if joined.endswith(";") and sqlite3.complete_statement(joined):
-            statements.append(joined)
-            current = []
-    if "\n".join(current).strip():
-        statements.append("\n".join(current))
-    return statements
-
-
-MIGRATIONS = [(number, _split_sql(script)) for number, script in _SCRIPTS]
 _CHANGES_KEEP = 20_000
 _FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
 
@@ -258,12 +162,26 @@ def _epoch(value: datetime | None) -> float | None:
     return None if value is None else as_utc(value).timestamp()
 
 
-def _row_meta(scope: str, category: str, created: datetime, deleted: bool, expires: datetime | None) -> RowMeta:
-    """What the vector index keeps of a row besides its vector (times as epoch seconds)."""
+def _epoch_text(value: str | None) -> float | None:
+    return None if value is None else datetime.fromisoformat(value).timestamp()
+
+
+# How the vector index gets each indexed column: from a record, and from a row as stored
+_TIMES = [MEMORIES.column(c).type == "time" for c in INDEX_COLUMNS]
+_INDEX_SELECT = ", ".join(("id", "embedding", "scope", *INDEX_COLUMNS))
+
+
+def _record_meta(r: MemoryRecord) -> RowMeta:
     from .vector_index import RowMeta
 
-    return RowMeta(scope=scope, category=category, created=as_utc(created).timestamp(), deleted=deleted,
-                   expires=float("inf") if expires is None else as_utc(expires).timestamp())
+    return RowMeta(r.scope, tuple(_epoch(getattr(r, c)) if t else getattr(r, c) for c, t in zip(INDEX_COLUMNS, _TIMES)))
+
+
+def _stored_meta(row: tuple) -> RowMeta:
+    """From a row selected as `_INDEX_SELECT`."""
+    from .vector_index import RowMeta
+
+    return RowMeta(row[2], tuple(_epoch_text(v) if t else v for v, t in zip(row[3:], _TIMES)))
 
 
 # What a write can meet that is not clawrecall's fault: a read-only file or folder, a full disk,
@@ -277,12 +195,13 @@ def _reports_damage(exc: sqlite3.DatabaseError) -> bool:
     return getattr(exc, "sqlite_errorname", "").startswith(_DAMAGE)
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(Store):
     backend = "sqlite"
-    order_column = "rowid"
-    migrations = MIGRATIONS
+    dialect = SQLiteDialect()
+    legacy_versions = {n: CORE.steps[:n] for n in range(1, 8)}  # schema vN: the first N core steps
 
     def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
+        self._init_maps()
         self.path = Path(path).expanduser()
         self.location = str(self.path)
         if not create and (not self.path.is_file() or self.path.stat().st_size == 0):
@@ -378,6 +297,12 @@ class SQLiteStore(SQLStore):
     def _lock_schema(self) -> None:
         """BEGIN IMMEDIATE already holds the write lock: no other process can migrate meanwhile."""
 
+    def _steps(self) -> dict[str, list[str]]:
+        return _STEPS
+
+    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+        return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
+
     def _table_exists(self, name: str) -> bool:
         return bool(self._run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
@@ -450,30 +375,6 @@ class SQLiteStore(SQLStore):
         hint = " (is the file, or its folder, read-only?)" if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) else ""
         return StorageError(f"cannot write to SQLite database {self.path}: {exc}{hint}")
 
-    # -- value adapters ----------------------------------------------------------------------
-    def _ts(self, value: datetime | None) -> Any:
-        return to_db(value)
-
-    def _from_ts(self, raw: Any) -> datetime | None:
-        return from_db(raw)
-
-    def _tags(self, tags: list[str]) -> Any:
-        return json.dumps(tags) if tags else "[]"
-
-    def _from_tags(self, raw: Any) -> list[str]:
-        return [] if raw == "[]" else json.loads(raw)
-
-    def _tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
-        return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({', '.join('?' * len(tags))}))", list(tags)
-
-    def _vector(self, vector: np.ndarray) -> Any:
-        return vector.astype("float32", copy=False).tobytes()
-
-    def _from_vector(self, raw: Any) -> np.ndarray | None:
-        import numpy as np
-
-        return None if raw is None else np.frombuffer(raw, dtype=np.float32)
-
     def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         """Index the new rows (the last len(records) rowids: each insert took max(rowid) + 1) with
         one statement per table, trim the `changes` log, and have the vector index take the new
@@ -500,9 +401,7 @@ class SQLiteStore(SQLStore):
             for index, records, vectors, seq in pending:
                 if index is not self._index or index.last_seq != seq - len(records):
                     break
-                index.upsert_many([r.id for r in records], vectors, [
-                    _row_meta(r.scope, r.category, r.created_at, r.deleted_at is not None, r.expires_at) for r in records
-                ])
+                index.upsert_many([r.id for r in records], vectors, [_record_meta(r) for r in records])
                 index.last_seq = seq
         except Exception:  # the rows are committed: never report a failed write; the next search reloads
             self._index = None
@@ -522,17 +421,12 @@ class SQLiteStore(SQLStore):
         index = self._fresh_index()
         if index is None:
             return []
-        kwargs = dict(
-            scopes=filters.scopes, categories=filters.categories, since=_epoch(filters.since), until=_epoch(filters.until),
-            include_deleted=filters.include_deleted, only_deleted=filters.only_deleted,
-            include_expired=filters.include_expired, now=(filters.now or utcnow()).timestamp(),
-        )
-        if not (filters.tags or filters.user_id or filters.session_id):
-            return [Candidate(i, s) for i, s in index.search(query, k, **kwargs)]
+        if not checked_in_sql(filters):
+            return [Candidate(i, s) for i, s in index.search(query, k, filters)]
         # Filters the matrix does not carry are checked in SQL; widen until k survive or all were seen.
         want = k * 4
         while True:
-            hits = index.search(query, want, **kwargs)
+            hits = index.search(query, want, filters)
             kept = self._filter_ids([i for i, _ in hits], filters)
             out = [Candidate(i, s) for i, s in hits if i in kept]
             if len(out) >= k or len(hits) < want:
@@ -543,7 +437,7 @@ class SQLiteStore(SQLStore):
         index = self._fresh_index()
         if index is None:
             return [None] * len(vectors)
-        found = index.nearest_many(vectors, scope, utcnow().timestamp(), min_score)
+        found = index.nearest_many(vectors, scope, min_score)
         return [None if hit is None else Candidate(*hit) for hit in found]
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
@@ -607,8 +501,7 @@ class SQLiteStore(SQLStore):
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             rows = self._conn.execute(
-                "SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories "
-                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                f"SELECT {_INDEX_SELECT} FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})",
                 chunk,
             ).fetchall()
             if not self._index_rows(index, rows):  # other dimensions: the store was re-embedded
@@ -626,7 +519,7 @@ class SQLiteStore(SQLStore):
         from .vector_index import VectorIndex
 
         index = VectorIndex(row[0] // 4)
-        cursor = self._conn.execute("SELECT id, embedding, scope, category, created_at, deleted_at, expires_at FROM memories")
+        cursor = self._conn.execute(f"SELECT {_INDEX_SELECT} FROM memories")
         while rows := cursor.fetchmany(5000):
             self._index_rows(index, rows)
         index.last_seq = seq
@@ -635,7 +528,7 @@ class SQLiteStore(SQLStore):
 
     @staticmethod
     def _index_rows(index: VectorIndex, rows: list[tuple]) -> bool:
-        """Put rows (id, embedding, scope, category, created_at, deleted_at, expires_at) in the index;
+        """Put rows (selected as `_INDEX_SELECT`) in the index;
         False when some vector has other dimensions than the index (those rows are left out)."""
         size = index.dims * 4
         fits: list[tuple] = []
@@ -650,7 +543,6 @@ class SQLiteStore(SQLStore):
             index.upsert_many(
                 [r[0] for r in fits],
                 np.frombuffer(b"".join(r[1] for r in fits), dtype=np.float32).reshape(len(fits), index.dims),
-                [_row_meta(scope, category, from_db(created), deleted is not None, from_db(expires))
-                 for _, _, scope, category, created, deleted, expires in fits],
+                [_stored_meta(r) for r in fits],
             )
         return all(r[1] is None for r in misfits)

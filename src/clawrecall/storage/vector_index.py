@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .._blas import one_blas_thread
+from .filters import INDEX_COLUMNS, Columns, Filters, index_tests
+from .schema import MEMORIES
 
 
 _AXES = 32  # `nearest_many` first compares a batch on the stored vectors' 32 main axes ...
@@ -28,11 +32,20 @@ _QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any
 
 @dataclass(slots=True)
 class RowMeta:
+    """What the index keeps of a row besides its vector: its scope (the partition), and its value of
+    each of `filters.INDEX_COLUMNS`, in that order (times as epoch seconds; None for NULL)."""
+
     scope: str
-    category: str
-    created: float  # epoch seconds
-    deleted: bool
-    expires: float  # epoch seconds, inf when it never expires
+    values: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, scope: str, **values: Any) -> RowMeta:
+        """A row's meta from its column values by name (a column not given is NULL)."""
+        return cls(scope, tuple(values.get(c) for c in INDEX_COLUMNS))
+
+
+#: how each indexed column is held: times as float64 epoch seconds (NaN for NULL), text as int32 codes
+_TIME = {c for c in INDEX_COLUMNS if MEMORIES.column(c).type == "time"}
 
 
 def _bounds(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
@@ -46,12 +59,13 @@ def _bounds(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
 
 
 class _Partition:
-    """The rows of one scope: a growable matrix plus the per-row fields filters need."""
+    """The rows of one scope: a growable matrix plus the indexed columns filters read."""
 
-    def __init__(self, dims: int, capacity: int = 256):
+    def __init__(self, dims: int, codes: dict[str, dict[str, int]], capacity: int = 256):
         self.dims = dims
         self.size = 0  # slots ever used (high-water mark)
         self.free: list[int] = []
+        self._codes = codes  # the index's text codes, per column
         self._alloc(capacity)
 
     def _alloc(self, capacity: int) -> None:
@@ -59,19 +73,17 @@ class _Partition:
         self.bounds = np.zeros((capacity, _AXES + 1), dtype=np.float32)  # `_bounds` of each row
         self.ids: list[str | None] = [None] * capacity
         self.alive = np.zeros(capacity, dtype=bool)
-        self.deleted = np.zeros(capacity, dtype=bool)
-        self.category = np.zeros(capacity, dtype=np.int32)
-        self.created = np.zeros(capacity, dtype=np.float64)
-        self.expires = np.full(capacity, np.inf, dtype=np.float64)
+        self.cols = {c: np.full(capacity, np.nan) if c in _TIME else np.zeros(capacity, dtype=np.int32)
+                     for c in INDEX_COLUMNS}
 
     def _grow(self) -> None:
-        arrays = ("mat", "bounds", "alive", "deleted", "category", "created", "expires")
-        old = [getattr(self, name) for name in arrays]
+        old = (self.mat, self.bounds, self.alive, self.cols)
         ids, n = self.ids, len(self.ids)
         self._alloc(n * 2)
         self.ids[:n] = ids
-        for name, prev in zip(arrays, old):
-            getattr(self, name)[:n] = prev
+        self.mat[:n], self.bounds[:n], self.alive[:n] = old[:3]
+        for c, prev in old[3].items():
+            self.cols[c][:n] = prev
 
     def project(self, basis: np.ndarray, rows: slice) -> None:
         self.bounds[rows] = _bounds(self.mat[rows], basis)
@@ -84,22 +96,18 @@ class _Partition:
         self.size += 1
         return self.size - 1
 
-    def mask(self, categories: np.ndarray | None, since: float | None, until: float | None,
-             include_deleted: bool, only_deleted: bool, include_expired: bool, now: float) -> np.ndarray:
-        n = self.size
-        mask = self.alive[:n].copy()
-        if only_deleted:
-            mask &= self.deleted[:n]
-        elif not include_deleted:
-            mask &= ~self.deleted[:n]
-        if not include_expired:
-            mask &= self.expires[:n] > now
-        if categories is not None:
-            mask &= np.isin(self.category[:n], categories)
-        if since is not None:
-            mask &= self.created[:n] >= since
-        if until is not None:
-            mask &= self.created[:n] <= until
+    # `filters.Columns`: what a rule's test reads
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.cols[column][: self.size]
+
+    def codes(self, column: str, values: Sequence[str]) -> np.ndarray:
+        known = self._codes.get(column, {})
+        return np.array([known[v] for v in values if v in known], dtype=np.int32)
+
+    def mask(self, tests: list[Callable[[Columns], np.ndarray]]) -> np.ndarray:
+        mask = self.alive[: self.size].copy()
+        for test in tests:
+            mask &= test(self)
         return mask
 
 
@@ -109,7 +117,7 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._parts: dict[str, _Partition] = {}
         self._pos: dict[str, tuple[str, int]] = {}
-        self._codes: dict[str, int] = {}
+        self._codes: dict[str, dict[str, int]] = {c: {} for c in INDEX_COLUMNS if c not in _TIME}
         self._basis: np.ndarray | None = None  # dims x _AXES, orthonormal columns
         self._basis_rows = 0  # rows the index held when the axes were computed
         self.last_seq = 0
@@ -117,8 +125,12 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._pos)
 
-    def _code(self, name: str) -> int:
-        return self._codes.setdefault(name, len(self._codes) + 1)
+    def _column(self, column: str, values: list[Any]) -> list[Any]:
+        """Values of one indexed column as its array holds them."""
+        if column in _TIME:
+            return [np.nan if v is None else v for v in values]
+        codes = self._codes[column]
+        return [codes.setdefault(v, len(codes) + 1) for v in values]
 
     def upsert_many(self, ids: list[str], vectors: np.ndarray, metas: list[RowMeta]) -> None:
         """Insert or replace rows (distinct ids; `vectors` has one row per id): one array write per scope."""
@@ -132,7 +144,7 @@ class VectorIndex:
                     where = None
                 part = self._parts.get(meta.scope)
                 if part is None:
-                    part = self._parts[meta.scope] = _Partition(self.dims)
+                    part = self._parts[meta.scope] = _Partition(self.dims, self._codes)
                 slot = part.slot() if where is None else where[1]
                 self._pos[memory_id] = (meta.scope, slot)
                 part.ids[slot] = memory_id
@@ -145,10 +157,8 @@ class VectorIndex:
                 if bounds is not None:
                     part.bounds[slots] = bounds[rows]
                 part.alive[slots] = True
-                part.deleted[slots] = [metas[n].deleted for n in rows]
-                part.category[slots] = [self._code(metas[n].category) for n in rows]
-                part.created[slots] = [metas[n].created for n in rows]
-                part.expires[slots] = [metas[n].expires for n in rows]
+                for i, column in enumerate(INDEX_COLUMNS):
+                    part.cols[column][slots] = self._column(column, [metas[n].values[i] for n in rows])
 
     def remove(self, memory_id: str) -> None:
         with self._lock:
@@ -164,40 +174,29 @@ class VectorIndex:
             where = self._pos.get(memory_id)
             return None if where is None else self._parts[where[0]].mat[where[1]].copy()
 
-    def search(
-        self,
-        query: np.ndarray,
-        k: int,
-        *,
-        scopes: list[str] | None,
-        categories: list[str] | None,
-        since: float | None,
-        until: float | None,
-        include_deleted: bool,
-        only_deleted: bool,
-        include_expired: bool,
-        now: float,
-    ) -> list[tuple[str, float]]:
-        """The k nearest rows passing the filters, best first, as (id, cosine)."""
+    def search(self, query: np.ndarray, k: int, filters: Filters) -> list[tuple[str, float]]:
+        """The k nearest rows passing the filters the index holds (`filters.index_rules`), best
+        first, as (id, cosine)."""
         with self._lock, one_blas_thread():
             if k <= 0:
                 return []
+            scopes = filters.scopes
             names = list(self._parts) if scopes is None else [s for s in scopes if s in self._parts]
-            codes = None if categories is None else np.array([self._codes[c] for c in categories if c in self._codes])
+            tests = index_tests(filters)
             found: list[tuple[float, str]] = []
             for name in names:
                 part = self._parts[name]
                 if part.size == 0:
                     continue
                 sims = part.mat[: part.size] @ query
-                sims[~part.mask(codes, since, until, include_deleted, only_deleted, include_expired, now)] = -np.inf
+                sims[~part.mask(tests)] = -np.inf
                 top = np.argpartition(-sims, k - 1)[:k] if sims.size > k else np.arange(sims.size)
                 found.extend((float(sims[i]), part.ids[i]) for i in top if sims[i] != -np.inf)  # type: ignore[misc]
             found.sort(key=lambda x: -x[0])
             return [(memory_id, score) for score, memory_id in found[:k]]
 
     def nearest_many(
-        self, queries: np.ndarray, scope: str, now: float, min_score: float
+        self, queries: np.ndarray, scope: str, min_score: float, now: datetime | None = None
     ) -> list[tuple[str, float] | None]:
         """For each query, its most similar live row in one scope if that reaches `min_score` (the
         deduplication of a batch), else None.
@@ -211,7 +210,7 @@ class VectorIndex:
             part = self._parts.get(scope)
             if part is None or part.size == 0 or len(queries) == 0:
                 return [None] * len(queries)
-            live = part.mask(None, None, None, False, False, False, now)
+            live = part.mask(index_tests(Filters(now=now)))
             # Once a batch has made the axes, pruning pays for a single query too; one never makes them.
             prune = part.size >= _PRUNE_FROM and (len(queries) >= _BULK_QUERIES or self._basis is not None)
             basis = self._axes() if prune else None

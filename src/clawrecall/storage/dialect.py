@@ -1,0 +1,237 @@
+"""What differs between SQLite and PostgreSQL in SQL text and values: the parameter mark, the
+column types, and how a logical value (a time, JSON, tags, a vector) is stored and read back.
+
+Shared SQL is composed with the dialect's mark (`d.p`, `d.marks(n)`) and sent to the driver as
+written: PostgreSQL receives `%s` placeholders and its own operators (jsonb's `?`, a literal
+'?') untouched. A literal `%` in PostgreSQL SQL is written `%%` (psycopg's rule).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._time import from_db, to_db
+from .schema import Column, ColumnType, Index, Table
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Convert = Callable[[Any], Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str) if value != {} else "{}"
+
+
+def _loads(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    return {} if raw == "{}" else json.loads(raw)  # most memories have no metadata: skip the parser
+
+
+class Dialect:
+    name: str
+    #: the parameter placeholder
+    p: str
+    #: the column that orders rows by insertion
+    order_column: str
+    #: appended to a SELECT that reads a row in a write transaction to lock it
+    for_update: str
+    types: dict[ColumnType, str]
+    #: value -> stored value (absent: stored as it is)
+    to_db: dict[ColumnType, Convert]
+    #: stored value -> value (absent: read as it is)
+    from_db: dict[ColumnType, Convert]
+
+    def marks(self, n: int) -> str:
+        return ", ".join([self.p] * n)
+
+    def ts(self, value: datetime | None) -> Any:
+        convert = self.to_db.get("time")
+        return value if convert is None else convert(value)
+
+    # -- DDL ------------------------------------------------------------------------------
+    def create_table(self, table: Table) -> list[str]:
+        """CREATE TABLE and CREATE INDEX statements for a table as declared now."""
+        lines = [self._order_column()] if table.ordered else []
+        single_key = table.key[0] if len(table.key) == 1 else None
+        for col in table.columns:
+            if col.only in (None, self.name):
+                lines.append(self.column_sql(col, key=col.name == single_key, ordered=table.ordered))
+        if single_key is None:
+            lines.append(f"PRIMARY KEY ({', '.join(table.key)})")
+        body = ",\n    ".join(lines)
+        return [f"CREATE TABLE {table.name} (\n    {body}\n)", *(self.create_index(table, i) for i in table.indexes)]
+
+    def create_index(self, table: Table, index: Index) -> str:
+        where = "" if index.where is None else f" WHERE {index.where}"
+        return f"CREATE INDEX {index.name} ON {table.name} ({index.columns}){where}"
+
+    def column_sql(self, col: Column, *, key: bool = False, ordered: bool = False) -> str:
+        """One column's definition. In an ordered table the insertion order is the SQLite primary
+        key, so there the declared key is a NOT NULL UNIQUE column (see `_order_column`)."""
+        parts = [col.name, self.types[col.type]]
+        if key and not (ordered and self.name == "sqlite"):
+            parts.append("PRIMARY KEY")
+        else:
+            if not col.nullable:
+                parts.append("NOT NULL")
+            if key:
+                parts.append("UNIQUE")
+        if col.default is not None:
+            parts.append("DEFAULT " + self.literal(col))
+        if col.check is not None:
+            parts.append(f"CHECK ({col.check})")
+        return " ".join(parts)
+
+    def literal(self, col: Column) -> str:
+        value = col.default
+        if col.type in ("tags", "json"):
+            if value not in ([], {}):
+                raise ValueError(f"{col.name}: only an empty default is supported")
+            return "'[]'" if col.type == "tags" and self.name == "sqlite" else "'{}'"
+        if isinstance(value, bool):
+            return self.bool_literal(value)
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
+        return str(value)
+
+    def bool_literal(self, value: bool) -> str:
+        raise NotImplementedError
+
+    def _order_column(self) -> str:
+        raise NotImplementedError
+
+
+class SQLiteDialect(Dialect):
+    name = "sqlite"
+    p = "?"
+    order_column = "rowid"
+    for_update = ""  # BEGIN IMMEDIATE holds the whole file
+    types = {
+        "uuid": "TEXT", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "INTEGER", "time": "TEXT",
+        "json": "TEXT", "tags": "TEXT", "vector": "BLOB", "serial": "INTEGER",
+    }
+
+    def __init__(self) -> None:
+        self.to_db = {"time": to_db, "json": _dumps, "tags": _sqlite_tags, "vector": _sqlite_vector}
+        self.from_db = {"time": from_db, "json": _loads, "tags": _sqlite_from_tags, "bool": bool,
+                        "vector": _sqlite_from_vector}
+
+    def bool_literal(self, value: bool) -> str:
+        return "1" if value else "0"
+
+    def _order_column(self) -> str:
+        return "rowid INTEGER PRIMARY KEY"
+
+    def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
+        return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({self.marks(len(tags))}))", list(tags)
+
+
+class PostgresDialect(Dialect):
+    name = "postgres"
+    p = "%s"
+    order_column = "seq"
+    for_update = " FOR UPDATE"
+    types = {
+        "uuid": "UUID", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "BOOLEAN", "time": "TIMESTAMPTZ",
+        "json": "JSONB", "tags": "TEXT[]", "vector": "vector", "serial": "BIGINT GENERATED ALWAYS AS IDENTITY",
+        "tsvector": "tsvector",
+    }
+    #: binary COPY needs each column's type named
+    copy_types = {
+        "uuid": "uuid", "text": "text", "real": "real", "int": "int4", "bool": "bool", "time": "timestamptz",
+        "json": "jsonb", "tags": "text[]", "vector": "vector",
+    }
+
+    def __init__(self) -> None:
+        self.to_db = {"uuid": uuid.UUID, "json": _pg_jsonb, "tags": list, "vector": _pg_vector}
+        self.from_db = {"uuid": str, "time": _pg_utc, "tags": _pg_from_tags, "json": _loads, "vector": _pg_from_vector}
+
+    def bool_literal(self, value: bool) -> str:
+        return "true" if value else "false"
+
+    def _order_column(self) -> str:
+        return "seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE"
+
+    def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
+        return f"{alias}.tags && {self.p}::text[]", [list(tags)]
+
+
+def _sqlite_tags(tags: list[str]) -> str:
+    return json.dumps(tags) if tags else "[]"
+
+
+def _sqlite_from_tags(raw: str) -> list[str]:
+    return [] if raw == "[]" else json.loads(raw)
+
+
+def _sqlite_vector(vector: np.ndarray) -> bytes:
+    return vector.astype("float32", copy=False).tobytes()
+
+
+def _sqlite_from_vector(raw: bytes | None) -> np.ndarray | None:
+    import numpy as np
+
+    return None if raw is None else np.frombuffer(raw, dtype=np.float32)
+
+
+def _pg_jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
+
+
+def _pg_utc(raw: datetime | None) -> datetime | None:
+    return None if raw is None else raw.astimezone(timezone.utc)
+
+
+def _pg_from_tags(raw: list[str] | None) -> list[str]:
+    return list(raw or [])
+
+
+def _pg_vector(vector: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32)
+
+
+def _pg_from_vector(raw: Any) -> np.ndarray | None:
+    import numpy as np
+
+    if raw is None:
+        return None
+    return np.asarray(raw.to_numpy() if hasattr(raw, "to_numpy") else raw, dtype=np.float32)
+
+
+class RowMap:
+    """A table's row <-> object mapping in one dialect, derived from its declaration: the row
+    object's attributes are named as the columns (`Table.fields`, or the `fields` given)."""
+
+    def __init__(self, d: Dialect, table: Table, fields: tuple[str, ...] | None = None):
+        self.fields = fields or table.fields
+        self.columns = ", ".join(self.fields)
+        cols = [table.column(f) for f in self.fields]
+        self._out = [(i, _keep_none(d.to_db[c.type], c)) for i, c in enumerate(cols) if c.type in d.to_db]
+        self._in = [(c.name, _keep_none(d.from_db.get(c.type), c)) for c in cols]
+
+    def row(self, obj: Any) -> list[Any]:
+        """The stored values of an object's fields, in `fields` order."""
+        values = [getattr(obj, f) for f in self.fields]
+        for i, convert in self._out:
+            values[i] = convert(values[i])
+        return values
+
+    def read(self, model: Callable[..., Any], row: Any) -> Any:
+        """An object of `model` from a row selected as `columns`."""
+        return model(**{f: v if convert is None else convert(v) for (f, convert), v in zip(self._in, row)})
+
+
+def _keep_none(convert: Convert | None, col: Column) -> Convert | None:
+    """A nullable column's converter passes NULL through (a jsonb NULL is not JSON null)."""
+    if convert is None or not col.nullable or convert in (to_db, from_db):  # the time helpers keep None already
+        return convert
+    return lambda v: None if v is None else convert(v)

@@ -1,0 +1,220 @@
+"""What a read may see (`Filters`), and each rule of it written once: as SQL for both backends
+and as a test on the in-process vector index's columns (`vector_index.py`).
+
+A rule names the memory columns it reads. Those the vector index holds (`INDEX_COLUMNS`: the
+columns of every rule with `in_index`) are applied to its arrays; the others are checked in SQL
+on the index's hits (`Store._filter_ids`). A new filter (`as_of`, visibility) is one `Rule`
+added to `RULES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from .._time import as_utc, utcnow
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .dialect import Dialect
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a read may see. `scopes=None` means every scope (already checked by `scopes.py`)."""
+
+    scopes: list[str] | None = None
+    categories: list[str] | None = None
+    tags: list[str] | None = None  # any of these tags
+    user_id: str | None = None
+    session_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_deleted: bool = False
+    only_deleted: bool = False
+    include_expired: bool = False
+    now: datetime | None = None
+
+
+class Columns(Protocol):
+    """The vector index's view of one scope's rows: each indexed column as an array (times as
+    epoch seconds, NaN for NULL; text as integer codes)."""
+
+    def __getitem__(self, column: str) -> np.ndarray: ...
+
+    def codes(self, column: str, values: Sequence[str]) -> np.ndarray: ...
+
+
+def epoch(value: datetime) -> float:
+    return as_utc(value).timestamp()
+
+
+class Rule:
+    """One condition of a `Filters`; `in_index`: the vector index applies it to its own arrays."""
+
+    columns: tuple[str, ...] = ()
+    in_index = True
+
+    def applies(self, f: Filters) -> bool:
+        raise NotImplementedError
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        """The condition on table alias `a`, with its parameters."""
+        raise NotImplementedError
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        """Which of the index's rows pass, as a function of their columns (only for rules
+        `in_index`); made once per search, so values it needs (times, codes) are worked out once."""
+        raise NotImplementedError
+
+
+class Deleted(Rule):
+    columns = ("deleted_at",)
+
+    def applies(self, f: Filters) -> bool:
+        return f.only_deleted or not f.include_deleted
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"{a}.deleted_at IS {'NOT ' if f.only_deleted else ''}NULL", []
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        import numpy as np
+
+        if f.only_deleted:
+            return lambda rows: ~np.isnan(rows["deleted_at"])
+        return lambda rows: np.isnan(rows["deleted_at"])
+
+
+class NotExpired(Rule):
+    columns = ("expires_at",)
+
+    def applies(self, f: Filters) -> bool:
+        return not f.include_expired
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"({a}.expires_at IS NULL OR {a}.expires_at > {d.p})", [d.ts(f.now or utcnow())]
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        now = epoch(f.now or utcnow())
+        return lambda rows: ~(rows["expires_at"] <= now)  # NULL (NaN) never expires
+
+
+@dataclass(frozen=True)
+class OneOf(Rule):
+    """The column's value is one of a list (an empty list matches nothing)."""
+
+    column: str
+    field: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (self.column,)
+
+    def applies(self, f: Filters) -> bool:
+        return getattr(f, self.field) is not None
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        values = getattr(f, self.field)
+        return (f"{a}.{self.column} IN ({d.marks(len(values))})" if values else "1 = 0"), list(values)
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        import numpy as np
+
+        column, values = self.column, getattr(f, self.field)
+        return lambda rows: np.isin(rows[column], rows.codes(column, values))
+
+
+@dataclass(frozen=True)
+class Equals(Rule):
+    column: str
+    in_index = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (self.column,)
+
+    def applies(self, f: Filters) -> bool:
+        return getattr(f, self.column) is not None
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"{a}.{self.column} = {d.p}", [getattr(f, self.column)]
+
+
+class AnyTag(Rule):
+    columns = ("tags",)
+    in_index = False
+
+    def applies(self, f: Filters) -> bool:
+        return bool(f.tags)
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return d.tags_any(a, list(f.tags or ()))
+
+
+@dataclass(frozen=True)
+class Bound(Rule):
+    """A time column at or after (`>=`) or at or before (`<=`) a time of the filters."""
+
+    column: str
+    field: str
+    op: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (self.column,)
+
+    def applies(self, f: Filters) -> bool:
+        return getattr(f, self.field) is not None
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"{a}.{self.column} {self.op} {d.p}", [d.ts(getattr(f, self.field))]
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        at, column = epoch(getattr(f, self.field)), self.column
+        if self.op == ">=":
+            return lambda rows: rows[column] >= at
+        return lambda rows: rows[column] <= at
+
+
+#: The scope is the vector index's partition key: it reads only the named scopes' rows.
+SCOPE = OneOf("scope", "scopes")
+RULES: tuple[Rule, ...] = (
+    Deleted(),
+    NotExpired(),
+    SCOPE,
+    OneOf("category", "categories"),
+    AnyTag(),
+    Equals("user_id"),
+    Equals("session_id"),
+    Bound("created_at", "since", ">="),
+    Bound("created_at", "until", "<="),
+)
+#: the columns the vector index keeps per row besides the scope
+INDEX_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(
+    c for r in RULES if r.in_index and r is not SCOPE for c in r.columns
+))
+
+
+def where(f: Filters, d: Dialect, alias: str) -> tuple[str, list[Any]]:
+    """The SQL of a `Filters`: every rule that applies, ANDed."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for rule in RULES:
+        if rule.applies(f):
+            sql, extra = rule.sql(f, d, alias)
+            clauses.append(sql)
+            params.extend(extra)
+    return (" AND ".join(clauses) or "1 = 1"), params
+
+
+def index_tests(f: Filters) -> list[Callable[[Columns], np.ndarray]]:
+    """The tests the vector index applies for these filters (the scope aside: its partitions)."""
+    return [r.test(f) for r in RULES if r is not SCOPE and r.in_index and r.applies(f)]
+
+
+def checked_in_sql(f: Filters) -> bool:
+    """Whether these filters have rules the vector index does not apply (its hits are then
+    checked in SQL)."""
+    return any(not r.in_index and r.applies(f) for r in RULES)

@@ -1,0 +1,174 @@
+"""Schema migrations as named sets: one set per feature, each an ordered list of named steps,
+recorded in the store's `migrations` table (set, name, applied_at) alike on SQLite and PostgreSQL.
+
+A set not yet in a store is *installed*: its tables are created as `schema.py` declares them now
+(plus the backend's own objects: full-text tables, triggers, functions) and every one of its
+steps is recorded as done. A store that has the set gets the steps it lacks, in order. A step's
+name means the same change on both backends; each backend supplies its SQL (`Store._steps`),
+empty where the change never applied to it.
+
+Stores written before named migrations kept one number in `meta.schema_version` (SQLite 1–7,
+PostgreSQL 1–5, counting different things); `Store.legacy_versions` says which steps each
+number stands for, and the first migration records them. From then on `meta.schema_version`
+holds `REFUSED_BY_OLD_RELEASES`, which those releases read as "a newer clawrecall wrote this".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._time import utcnow
+from ..errors import StorageError
+from .schema import API_TOKENS, HISTORY, MEMORIES, META, MIGRATIONS, STARTUP, Table
+
+if TYPE_CHECKING:
+    from .sql import Store
+
+REFUSED_BY_OLD_RELEASES = "1000"
+
+
+@dataclass(frozen=True)
+class MigrationSet:
+    name: str
+    tables: tuple[Table, ...]  # created as declared when the set is installed
+    steps: tuple[str, ...]  # the first one is the installation itself
+
+
+CORE = MigrationSet(
+    "core",
+    (META, MEMORIES, HISTORY, STARTUP, API_TOKENS),
+    (
+        "initial",  # memories, their history, full-text and trigram indexes, meta
+        "startup",  # the startup entries table
+        "partial-indexes",  # deleted, expiring and session rows indexed alone
+        "text-index-scope",  # the scope joins the full-text (and PostgreSQL's trigram) index
+        "text-index-scope-key",  # SQLite: the scope indexed as one token, hex(scope)
+        "api-tokens",  # the API tokens table
+        "text-index-bulk",  # SQLite: new rows indexed by one statement per insert, not a trigger
+    ),
+)
+SETS: tuple[MigrationSet, ...] = (CORE,)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step to apply: `statements` empty when the step has nothing to do on this backend (or
+    when an installation already made what it would)."""
+
+    migration_set: str
+    name: str
+    statements: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.migration_set}/{self.name}"
+
+
+def latest() -> int:
+    """The schema version of a store with every step applied."""
+    return sum(len(s.steps) for s in SETS)
+
+
+def applied(store: Store) -> tuple[dict[str, set[str]], bool]:
+    """The steps a store has, per set, and whether they are recorded (False: a store from before
+    named migrations, read from its `meta.schema_version`; or an empty store)."""
+    if store._table_exists(MIGRATIONS.name):
+        done: dict[str, set[str]] = {}
+        for set_name, name in store._run(f"SELECT migration_set, name FROM {MIGRATIONS.name}"):
+            done.setdefault(set_name, set()).add(name)
+        known = {(s.name, n) for s in SETS for n in s.steps}
+        unknown = sorted(f"{s}/{n}" for s, names in done.items() for n in names if (s, n) not in known)
+        if unknown:
+            raise StorageError(f"{store.location} has migrations this clawrecall does not know "
+                               f"({', '.join(unknown)}): upgrade clawrecall")
+        return done, True
+    if not store._table_exists(META.name):
+        return {}, False
+    rows = store._run(f"SELECT value FROM meta WHERE key = {store.dialect.p}", ("schema_version",))
+    if not rows:
+        return {}, False
+    number = int(rows[0][0])
+    if number not in store.legacy_versions:
+        raise StorageError(f"{store.location} has schema version {number}, newer than this clawrecall: upgrade clawrecall")
+    return {CORE.name: set(store.legacy_versions[number])}, False
+
+
+def version(store: Store) -> int:
+    """How many steps a store has (all sets): `latest()` when it is up to date."""
+    return sum(len(names) for names in applied(store)[0].values())
+
+
+def pending(store: Store, done: dict[str, set[str]] | None = None) -> list[Step]:
+    """The steps `migrate` would apply, in order, with their SQL for this backend."""
+    if done is None:
+        done = applied(store)[0]
+    steps = store._steps()
+    out: list[Step] = []
+    for s in SETS:
+        have = done.get(s.name, set())
+        if not have:
+            create = [sql for table in s.tables for sql in store.dialect.create_table(table)]
+            before, after = store._extras(s.name)
+            out.append(Step(s.name, s.steps[0], (*before, *create, *after)))
+            out.extend(Step(s.name, name, ()) for name in s.steps[1:])
+        else:
+            out.extend(Step(s.name, name, tuple(steps.get(name, ()))) for name in s.steps if name not in have)
+    return out
+
+
+def migrate(store: Store) -> list[str]:
+    """Apply pending steps in one transaction, under the backend's schema lock, so several
+    processes opening one store at once migrate it once. Returns the labels applied."""
+    done, recorded = applied(store)
+    if recorded and not pending(store, done):
+        return []
+    with store.transaction():
+        store._lock_schema()
+        done, recorded = applied(store)  # again, under the lock
+        todo = pending(store, done)
+        d = store.dialect
+        now = d.ts(utcnow())
+        record = f"INSERT INTO {MIGRATIONS.name} (migration_set, name, applied_at) VALUES ({d.marks(3)})"
+        if not recorded:
+            for sql in d.create_table(MIGRATIONS):
+                store._run(sql)
+            for set_name, names in done.items():  # what an older release applied
+                for name in sorted(names, key=CORE.steps.index):
+                    store._run(record, (set_name, name, now))
+        for step in todo:
+            for sql in step.statements:
+                store._run(sql)
+            store._run(record, (step.migration_set, step.name, now))
+        store._run(
+            f"INSERT INTO meta (key, value) VALUES ('schema_version', {d.p}) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (REFUSED_BY_OLD_RELEASES,),
+        )
+    return [step.label for step in todo]
+
+
+# Step SQL both backends share, as written when the step was added.
+PARTIAL_INDEXES = [
+    "DROP INDEX idx_memories_deleted_at",
+    "DROP INDEX idx_memories_session_id",
+    "CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL",
+    "CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
+    "CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL",
+]
+
+
+def api_tokens_table(timestamp: str) -> str:
+    """The api-tokens step in a backend's timestamp type; IF NOT EXISTS: older SQLite stores have it."""
+    return f"""CREATE TABLE IF NOT EXISTS api_tokens (
+        id TEXT PRIMARY KEY,
+        name TEXT,
+        kind TEXT NOT NULL CHECK (kind IN ('user', 'service')),
+        user_id TEXT,
+        agent_id TEXT,
+        scopes TEXT,
+        salt TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        revoked_at {timestamp}
+    )"""

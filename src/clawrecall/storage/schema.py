@@ -1,0 +1,149 @@
+"""The tables, declared once: each column's name, logical type, nullability, default and check.
+
+Both dialects' DDL (`Dialect.create_table`), PostgreSQL's COPY types and the row <-> model
+mapping (`Store._to_row`, `Store._from_row`) are derived from these declarations, so a new
+column is one line here plus a migration step (`migrations.add_column`). Virtual tables,
+triggers and other engine specifics stay dialect SQL in the backends.
+
+A column's name is its model's field name: `Table.fields` are the columns a row object has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: the logical types a dialect knows how to declare, store and read back
+ColumnType = Literal["uuid", "text", "real", "int", "bool", "time", "json", "tags", "vector", "serial", "tsvector"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    default: object = None  # as the model holds it ("shared", 2, False, [], {}); each dialect spells it
+    check: str | None = None
+    only: Literal["sqlite", "postgres"] | None = None  # a column one backend needs for its own indexing
+    field: bool = True  # read into, and written from, the row object (not: the vector, the tsvector)
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    columns: str  # the indexed expression list, as in CREATE INDEX … (columns)
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]  # the primary key (the identity of a row, for both dialects)
+    ordered: bool = False  # rows carry their insertion order (SQLite `rowid`, PostgreSQL `seq`)
+    indexes: tuple[Index, ...] = ()
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The columns read into and written from a row object, in declaration order."""
+        return tuple(c.name for c in self.columns if c.field and c.only is None)
+
+
+def _unit(name: str) -> str:
+    return f"{name} >= 0 AND {name} <= 1"
+
+
+META = Table("meta", (Column("key", "text", False), Column("value", "text", False)), key=("key",))
+
+MEMORIES = Table(
+    "memories",
+    (
+        Column("id", "uuid", False),
+        Column("content", "text", False, check="length(content) > 0"),
+        Column("title", "text"),
+        Column("category", "text", False),
+        Column("tags", "tags", False, default=[]),
+        Column("importance", "real", False, check=_unit("importance")),
+        Column("confidence", "real", False, check=_unit("confidence")),
+        Column("scope", "text", False),
+        Column("user_id", "text"),
+        Column("agent_id", "text"),
+        Column("session_id", "text"),
+        Column("visibility", "text", False, default="shared", check="visibility IN ('private', 'shared', 'secret')"),
+        Column("source_type", "text"),
+        Column("source_id", "text"),
+        Column("metadata", "json", False, default={}),
+        Column("created_at", "time", False),
+        Column("updated_at", "time", False),
+        Column("deleted_at", "time"),
+        Column("expires_at", "time"),
+        Column("embedding_model", "text"),
+        Column("embedding", "vector", field=False),
+        Column("fts", "tsvector", only="postgres"),  # kept by a trigger (postgres.py)
+    ),
+    key=("id",),
+    ordered=True,
+    indexes=(
+        Index("idx_memories_scope", "scope, created_at"),
+        Index("idx_memories_category", "category"),
+        Index("idx_memories_created_at", "created_at"),
+        Index("idx_memories_user_id", "user_id"),
+        Index("idx_memories_deleted", "deleted_at", where="deleted_at IS NOT NULL"),
+        Index("idx_memories_expires", "expires_at", where="expires_at IS NOT NULL"),
+        Index("idx_memories_session", "session_id, created_at", where="session_id IS NOT NULL"),
+    ),
+)
+
+HISTORY = Table(
+    "history",
+    (
+        Column("id", "serial", False),
+        Column("memory_id", "uuid", False),
+        Column("action", "text", False),
+        Column("before", "json"),
+        Column("after", "json"),
+        Column("actor", "text"),
+        Column("at", "time", False),
+    ),
+    key=("id",),
+    indexes=(Index("idx_history_memory", "memory_id, id"),),
+)
+
+STARTUP = Table(
+    "startup",
+    (
+        Column("scope", "text", False),
+        Column("key", "text", False),
+        Column("content", "text", False),
+        Column("priority", "int", False, default=2),
+        Column("reinforce", "bool", False, default=False),
+        Column("updated_at", "time", False),
+    ),
+    key=("scope", "key"),
+)
+
+API_TOKENS = Table(
+    "api_tokens",
+    (
+        Column("id", "text", False),
+        Column("name", "text"),
+        Column("kind", "text", False, check="kind IN ('user', 'service')"),
+        Column("user_id", "text"),
+        Column("agent_id", "text"),
+        Column("scopes", "text"),  # JSON text of the allowed scopes; NULL for a service token
+        Column("salt", "text", False),
+        Column("hash", "text", False),
+        Column("created_at", "time", False),
+        Column("revoked_at", "time"),
+    ),
+    key=("id",),
+)
+
+MIGRATIONS = Table(
+    "migrations",
+    (Column("migration_set", "text", False), Column("name", "text", False), Column("applied_at", "time", False)),
+    key=("migration_set", "name"),
+)

@@ -1,0 +1,57 @@
+"""One definition of what a read may see: the SQL of `Filters` and the vector index's own test of
+the same rules agree, on every combination, on both backends."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+from clawrecall.storage import Filters
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+NOW = T0 + timedelta(days=10)
+
+
+def _fill(mem) -> None:
+    items = []
+    for i in range(24):
+        items.append({
+            "content": f"Note {i} about the harbour, boat number {i * 7}",
+            "user_id": ("alice", "bob", None)[i % 3],
+            "category": ("fact", "preference", "decision")[i % 3 if i % 2 else 0],
+            "tags": [("sea", "land")[i % 2]],
+            "session_id": f"s{i % 4}",
+            "created_at": T0 + timedelta(days=i % 12),
+            "expires_at": (T0 + timedelta(days=5 + i % 10)) if i % 5 == 0 else None,
+        })
+    added = mem.add_many(items, dedup=False)
+    for result in added[::7]:
+        mem.delete(result.id)
+
+
+def test_the_vector_index_and_sql_apply_the_same_filters(mem):
+    _fill(mem)
+    store = mem.store
+    query = np.asarray(mem.embedder.embed(["harbour boat"], kind="query")[0], dtype=np.float32)
+    total = store.count(Filters(include_deleted=True, include_expired=True))
+    combos = itertools.product(
+        (None, ["global"], ["user:alice", "global"], []),  # scopes
+        (None, ["fact"], ["preference", "decision"]),  # categories
+        (None, ["sea"]),  # tags (checked in SQL on the index's hits)
+        (None, "s1"),  # session
+        (None, T0 + timedelta(days=3)),  # since
+        (None, T0 + timedelta(days=8)),  # until
+        ((False, False), (True, False), (False, True)),  # include_deleted, only_deleted
+        (False, True),  # include_expired
+    )
+    seen = set()
+    for scopes, categories, tags, session, since, until, (incl, only), expired in combos:
+        f = Filters(scopes=scopes, categories=categories, tags=tags, session_id=session, since=since, until=until,
+                    include_deleted=incl, only_deleted=only, include_expired=expired, now=NOW)
+        by_sql = {r.id for r in store.list(f, limit=total + 1, offset=0, order="newest")}
+        by_vector = {c.id for c in store.vector_candidates(query, f, total + 1)}
+        assert by_vector == by_sql, f
+        seen.add(len(by_sql))
+    assert len(seen) > 10  # the combinations select many different sets, not all or nothing

@@ -1,0 +1,78 @@
+"""Stores written by the release before named migrations (SQLite schema v7, PostgreSQL v5, and
+the first release's v1) upgrade in place, on both backends, to what a new store is."""
+
+from __future__ import annotations
+
+import pytest
+from legacy import TOKENS, catalog, load
+
+from clawrecall import Memory
+from clawrecall.auth import TokenStore
+from clawrecall.storage import is_postgres_url, open_store
+from clawrecall.storage.migrations import CORE, REFUSED_BY_OLD_RELEASES, latest
+
+
+def _recorded(store) -> list[tuple[str, str]]:
+    return [tuple(r) for r in store._run("SELECT migration_set, name FROM migrations ORDER BY migration_set, name")]
+
+
+def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
+    load(db_target, "latest")
+    backend = "postgres" if is_postgres_url(db_target) else "sqlite"
+    before = open_store(db_target, migrate=False)
+    assert before.schema_version() == latest()  # every step the old number stands for, none pending
+    assert before.pending_migrations() == []
+    before.close()
+
+    with Memory.open(db_target) as mem:
+        assert sorted(_recorded(mem.store)) == sorted(("core", name) for name in CORE.steps)
+        assert mem.store.get_meta("schema_version") == REFUSED_BY_OLD_RELEASES
+        assert mem.stats().schema_version == latest()
+
+        [kept] = mem.list()
+        assert kept.content == "Alice's camper van is parked behind the old mill?"
+        assert (kept.tags, kept.metadata, kept.session_id, kept.scope) == (
+            ["travel", "van"], {"source": "chat", "n": 1}, "s1", "user:alice")
+        assert kept.importance == 0.9 and kept.created_at.year == 2025
+        [gone] = mem.list(only_deleted=True)
+        assert gone.content.startswith("The spare key")
+        assert [h.action for h in mem.history(kept.id)] == ["add", "update"]
+        assert mem.history(kept.id)[1].after == {"importance": 0.9}
+        assert [e.key for e in mem.startup_list()] == ["rules"]
+
+        tokens = TokenStore(mem.store)
+        token = tokens.verify(TOKENS[backend])
+        assert token is not None and token.user_id == "alice" and token.scopes == ["global", "user:alice"]
+        assert tokens.verify(TOKENS[backend][:-1] + "x") is None
+
+        # every leg finds old rows, and new rows join them
+        assert mem.search("camper van", user_id="alice", mode="bm25")[0].memory.id == kept.id
+        assert mem.search("camper vna", user_id="alice", mode="trigram")[0].memory.id == kept.id
+        assert mem.search("where is the van parked", user_id="alice", mode="vector")[0].memory.id == kept.id
+        added = mem.add("The camper van needs new tyres before the trip.", user_id="alice")
+        assert {h.memory.id for h in mem.search("camper van", user_id="alice", mode="bm25")} == {kept.id, added.id}
+        assert mem.store.integrity_problems() == []
+
+
+@pytest.mark.parametrize("version", ["v1", "latest"])
+def test_upgraded_stores_have_the_schema_of_a_new_one(db_target, version, request, tmp_path):
+    """From the first release's schema and from the last one's alike: the steps and a fresh
+    installation make the same tables, columns, constraints, indexes, triggers, functions and views."""
+    fresh_target = request.getfixturevalue("other_pg_url") if is_postgres_url(db_target) else str(tmp_path / "fresh.db")
+    fresh = open_store(fresh_target)
+    expected = catalog(fresh)
+    fresh.close()
+    load(db_target, version)
+    store = open_store(db_target)
+    assert store.schema_version() == latest() and sorted(_recorded(store)) == sorted(("core", n) for n in CORE.steps)
+    assert catalog(store) == expected
+    store.close()
+
+
+def test_store_newer_than_this_release_is_refused(tmp_path):
+    path = str(tmp_path / "new.db")
+    store = open_store(path)
+    store._run("INSERT INTO migrations (migration_set, name, applied_at) VALUES ('core', 'valid-time', '2030-01-01')")
+    store.close()
+    with pytest.raises(Exception, match="core/valid-time.*upgrade clawrecall"):
+        open_store(path)
