@@ -158,12 +158,15 @@ _CHANGES_KEEP = 20_000
 _FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
 
 
-def _epoch(value: datetime | None) -> float | None:
-    return None if value is None else as_utc(value).timestamp()
+_NULL_TIME = float("nan")  # how the vector index holds a NULL time
 
 
-def _epoch_text(value: str | None) -> float | None:
-    return None if value is None else datetime.fromisoformat(value).timestamp()
+def _epoch(value: datetime | None) -> float:
+    return _NULL_TIME if value is None else as_utc(value).timestamp()
+
+
+def _epoch_text(value: str | None) -> float:
+    return _NULL_TIME if value is None else datetime.fromisoformat(value).timestamp()
 
 
 # How the vector index gets each indexed column: from a record, and from a row as stored

@@ -33,7 +33,7 @@ _QUERY_BLOCK = 256  # queries compared at once: temporaries stay bounded for any
 @dataclass(slots=True)
 class RowMeta:
     """What the index keeps of a row besides its vector: its scope (the partition), and its value of
-    each of `filters.INDEX_COLUMNS`, in that order (times as epoch seconds; None for NULL)."""
+    each of `filters.INDEX_COLUMNS`, in that order (times as epoch seconds, NaN for NULL)."""
 
     scope: str
     values: tuple[Any, ...]
@@ -41,7 +41,7 @@ class RowMeta:
     @classmethod
     def of(cls, scope: str, **values: Any) -> RowMeta:
         """A row's meta from its column values by name (a column not given is NULL)."""
-        return cls(scope, tuple(values.get(c) for c in INDEX_COLUMNS))
+        return cls(scope, tuple(values.get(c, np.nan if c in _TIME else None) for c in INDEX_COLUMNS))
 
 
 #: how each indexed column is held: times as float64 epoch seconds (NaN for NULL), text as int32 codes
@@ -125,10 +125,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._pos)
 
-    def _column(self, column: str, values: list[Any]) -> list[Any]:
+    def _column(self, column: str, values: tuple[Any, ...]) -> Sequence[Any]:
         """Values of one indexed column as its array holds them."""
         if column in _TIME:
-            return [np.nan if v is None else v for v in values]
+            return values
         codes = self._codes[column]
         return [codes.setdefault(v, len(codes) + 1) for v in values]
 
@@ -157,8 +157,8 @@ class VectorIndex:
                 if bounds is not None:
                     part.bounds[slots] = bounds[rows]
                 part.alive[slots] = True
-                for i, column in enumerate(INDEX_COLUMNS):
-                    part.cols[column][slots] = self._column(column, [metas[n].values[i] for n in rows])
+                for column, values in zip(INDEX_COLUMNS, zip(*(metas[n].values for n in rows))):
+                    part.cols[column][slots] = self._column(column, values)
 
     def remove(self, memory_id: str) -> None:
         with self._lock:
