@@ -102,8 +102,8 @@ class NotExpired(Rule):
 
 
 @dataclass(frozen=True)
-class OneOf(Rule):
-    """The column's value is one of a list (an empty list matches nothing)."""
+class _OnColumn(Rule):
+    """A rule on one column, set by one field of the filters (it applies when the field is set)."""
 
     column: str
     field: str
@@ -114,6 +114,10 @@ class OneOf(Rule):
 
     def applies(self, f: Filters) -> bool:
         return getattr(f, self.field) is not None
+
+
+class OneOf(_OnColumn):
+    """The column's value is one of a list (an empty list matches nothing)."""
 
     def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
         values = getattr(f, self.field)
@@ -126,20 +130,11 @@ class OneOf(Rule):
         return lambda rows: np.isin(rows[column], rows.codes(column, values))
 
 
-@dataclass(frozen=True)
-class Equals(Rule):
-    column: str
+class Equals(_OnColumn):
     in_index = False
 
-    @property
-    def columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        return (self.column,)
-
-    def applies(self, f: Filters) -> bool:
-        return getattr(f, self.column) is not None
-
     def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
-        return f"{a}.{self.column} = {d.p}", [getattr(f, self.column)]
+        return f"{a}.{self.column} = {d.p}", [getattr(f, self.field)]
 
 
 class AnyTag(Rule):
@@ -154,19 +149,10 @@ class AnyTag(Rule):
 
 
 @dataclass(frozen=True)
-class Bound(Rule):
-    """A time column at or after (`>=`) or at or before (`<=`) a time of the filters."""
+class Bound(_OnColumn):
+    """A time column at or after (`>=`), or at or before (`<=`), a time of the filters."""
 
-    column: str
-    field: str
-    op: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        return (self.column,)
-
-    def applies(self, f: Filters) -> bool:
-        return getattr(f, self.field) is not None
+    op: str = ">="
 
     def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
         return f"{a}.{self.column} {self.op} {d.p}", [d.ts(getattr(f, self.field))]
@@ -186,8 +172,8 @@ RULES: tuple[Rule, ...] = (
     SCOPE,
     OneOf("category", "categories"),
     AnyTag(),
-    Equals("user_id"),
-    Equals("session_id"),
+    Equals("user_id", "user_id"),
+    Equals("session_id", "session_id"),
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),
 )
