@@ -45,6 +45,8 @@ class Dialect:
     to_db: dict[ColumnType, Convert]
     #: stored value -> value (absent: read as it is)
     from_db: dict[ColumnType, Convert]
+    #: JSON text -> stored value of a JSON column (None: stored as it is)
+    json_text: Convert | None = None
 
     def marks(self, n: int) -> str:
         return ", ".join([self.p] * n)
@@ -148,6 +150,7 @@ class PostgresDialect(Dialect):
     }
 
     def __init__(self) -> None:
+        self.json_text = _pg_jsonb_text
         self.to_db = {"uuid": uuid.UUID, "json": _pg_jsonb, "tags": list, "vector": _pg_vector}
         self.from_db = {"uuid": str, "time": _pg_utc, "tags": _pg_from_tags, "json": _loads, "vector": _pg_from_vector}
 
@@ -185,6 +188,13 @@ def _pg_jsonb(value: Any) -> Any:
     return Jsonb(value)
 
 
+def _pg_jsonb_text(text: str) -> Any:
+    """Already-serialised JSON for a jsonb column (as is: not serialised again as a string)."""
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(text, dumps=str)
+
+
 def _pg_utc(raw: datetime | None) -> datetime | None:
     return None if raw is None else raw.astimezone(timezone.utc)
 
@@ -211,11 +221,13 @@ class RowMap:
     """A table's row <-> object mapping in one dialect, derived from its declaration: the row
     object's attributes are named as the columns (`Table.fields`, or the `fields` given)."""
 
-    def __init__(self, d: Dialect, table: Table, fields: tuple[str, ...] | None = None):
+    def __init__(self, d: Dialect, table: Table, fields: tuple[str, ...] | None = None, *, json_text: bool = False):
+        """`json_text`: the object holds its JSON fields serialised already (written as they are)."""
         self.fields = fields or table.fields
         self.columns = ", ".join(self.fields)
         cols = [table.column(f) for f in self.fields]
-        self._out = [(i, _keep_none(d.to_db[c.type], c)) for i, c in enumerate(cols) if c.type in d.to_db]
+        to_db = {**d.to_db, "json": d.json_text} if json_text else d.to_db
+        self._out = [(i, _keep_none(to_db[c.type], c)) for i, c in enumerate(cols) if to_db.get(c.type)]
         self._in = [(c.name, _keep_none(d.from_db.get(c.type), c)) for c in cols]
 
     def row(self, obj: Any) -> list[Any]:

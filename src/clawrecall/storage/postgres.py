@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import uuid
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
@@ -30,8 +29,8 @@ from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, api_tokens_table
-from .schema import MEMORIES
-from .sql import Store
+from .schema import HISTORY, MEMORIES
+from .sql import HISTORY_DRAFT_FIELDS, Store
 from .text import keywords
 
 if TYPE_CHECKING:
@@ -56,6 +55,7 @@ _TEXT_INDEXES = [
 _EXTENSIONS = ["CREATE EXTENSION IF NOT EXISTS vector", "CREATE EXTENSION IF NOT EXISTS pg_trgm"]
 # Binary COPY needs each column's type named (a vector goes as pgvector's binary)
 _COPY_TYPES = [PostgresDialect.copy_types[MEMORIES.column(c).type] for c in (*MEMORIES.fields, "embedding")]
+_HISTORY_COPY_TYPES = [PostgresDialect.copy_types[HISTORY.column(c).type] for c in HISTORY_DRAFT_FIELDS]
 _ALL_STEPS = CORE.steps
 # schema v1-v5 of releases before named migrations (v4 added the API tokens, v5 the scoped text indexes)
 _LEGACY = {
@@ -156,7 +156,7 @@ class PostgresStore(Store):
         cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
         if not _TS_CONFIG.match(cfg.text_search_config):
             raise ConfigError(f"invalid text search configuration {cfg.text_search_config!r}")
-        self._init_maps()
+        super().__init__()
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
@@ -290,15 +290,12 @@ class PostgresStore(Store):
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         """Binary COPY as well: a bulk load writes one history row per memory."""
+        drafts = self._history_drafts
         with self.transaction(), self._connection() as conn:
-            with conn.cursor().copy(
-                "COPY history (memory_id, action, before, after, actor, at) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(("uuid", "text", "jsonb", "jsonb", "text", "timestamptz"))
+            with conn.cursor().copy(f"COPY history ({drafts.columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_HISTORY_COPY_TYPES)
                 for e in entries:
-                    copy.write_row((
-                        uuid.UUID(e.memory_id), e.action, _jsonb_text(e.before), _jsonb_text(e.after), e.actor, e.at,
-                    ))
+                    copy.write_row(drafts.row(e))
 
     def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         self._ensure_vector_index()
@@ -527,13 +524,6 @@ class PostgresStore(Store):
                 )
             hits = [Candidate(str(r[0]), float(r[1])) for r in rows]
         return self._with_short_cjk_words(query, hits, filters, k)
-
-
-def _jsonb_text(text: str | None) -> Any:
-    """Already-serialised JSON for a jsonb column of a COPY (as is: not serialised again as a string)."""
-    from psycopg.types.json import Jsonb
-
-    return None if text is None else Jsonb(text, dumps=str)
 
 
 def _redact(url: str) -> str:

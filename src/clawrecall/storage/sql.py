@@ -16,16 +16,20 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import utcnow
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
-from . import filters, migrations
+from . import migrations
 from .base import Candidate, HistoryDraft, Order, StoreStats
 from .dialect import Dialect, RowMap
-from .filters import Filters
+from .filters import Filters, where
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
 from .tokens import ApiTokens
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+#: what a `HistoryDraft` holds: every column but the id the database gives
+HISTORY_DRAFT_FIELDS = tuple(c for c in HISTORY.fields if HISTORY.column(c).type != "serial")
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str]:
@@ -50,12 +54,13 @@ class Store(ABC):
     #: old `meta.schema_version` numbers -> the core steps they stand for
     legacy_versions: dict[int, tuple[str, ...]]
 
-    def _init_maps(self) -> None:
-        """Row mappings of this dialect; called by a backend's __init__ once `dialect` is set."""
+    def __init__(self) -> None:
+        """The row mappings of the backend's dialect (a backend's __init__ calls this first)."""
         d = self.dialect
         self._memories = RowMap(d, MEMORIES)
         self._memory_columns = ", ".join(f"m.{c}" for c in MEMORIES.fields)
         self._history = RowMap(d, HISTORY)
+        self._history_drafts = RowMap(d, HISTORY, HISTORY_DRAFT_FIELDS, json_text=True)
         self._startup = RowMap(d, STARTUP)
         self.api_tokens = ApiTokens(self)
 
@@ -194,11 +199,11 @@ class Store(ABC):
             self._run_many(f"DELETE FROM memories WHERE id = {self.dialect.p}", [(i,) for i in ids])
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
-        d = self.dialect
-        rows = ((e.memory_id, e.action, e.before, e.after, e.actor, d.ts(e.at)) for e in entries)
+        drafts = self._history_drafts
         with self.transaction():
             self._run_many(
-                f"INSERT INTO history (memory_id, action, before, after, actor, at) VALUES ({d.marks(6)})", rows
+                f"INSERT INTO history ({drafts.columns}) VALUES ({self.dialect.marks(len(drafts.fields))})",
+                (drafts.row(e) for e in entries),
             )
 
     def erase_history(self, memory_id: str) -> None:
@@ -401,7 +406,7 @@ class Store(ABC):
     # -- filters ------------------------------------------------------------------------------
     def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
-        return filters.where(f, self.dialect, alias)
+        return where(f, self.dialect, alias)
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:

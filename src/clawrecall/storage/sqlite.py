@@ -204,7 +204,7 @@ class SQLiteStore(Store):
     legacy_versions = {n: CORE.steps[:n] for n in range(1, 8)}  # schema vN: the first N core steps
 
     def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
-        self._init_maps()
+        super().__init__()
         self.path = Path(path).expanduser()
         self.location = str(self.path)
         if not create and (not self.path.is_file() or self.path.stat().st_size == 0):
