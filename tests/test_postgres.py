@@ -415,3 +415,37 @@ def test_sql_with_question_marks_reaches_postgres_as_written(pg_url):
         assert [str(r[0]) for r in rows] == [asked.id]
         assert store._run("SELECT '?'::text, %s::text", ("?",))[0] == ("?", "?")
         assert asked.id in {h.memory.id for h in mem.search("park the camper van?", mode="bm25")}
+
+
+def test_tokens_of_an_old_per_server_tokens_db_move_into_the_database(pg_url, tmp_path):
+    """Releases before tokens lived in the store kept them in `tokens.db` in the data directory."""
+    import sqlite3
+
+    from clawrecall.auth import TokenStore, _digest
+    from clawrecall.config import data_dir
+
+    data_dir().mkdir(parents=True, exist_ok=True)
+    legacy = data_dir() / "tokens.db"
+    conn = sqlite3.connect(legacy)
+    conn.execute(
+        "CREATE TABLE api_tokens (id TEXT PRIMARY KEY, name TEXT, kind TEXT NOT NULL, user_id TEXT, agent_id TEXT, "
+        "scopes TEXT, salt TEXT NOT NULL, hash TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT)"
+    )
+    salt = "00" * 16
+    conn.executemany("INSERT INTO api_tokens VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        ("aaaaaaaaaaaa", "laptop", "user", "alice", None, '["global", "user:alice"]', salt, _digest(salt, "s3cret"),
+         "2025-01-01T00:00:00.000000+00:00", None),
+        ("bbbbbbbbbbbb", "plugin", "service", None, None, None, salt, _digest(salt, "other"),
+         "2025-01-02T00:00:00.000000+00:00", "2025-02-01T00:00:00.000000+00:00"),
+    ])
+    conn.commit()
+    conn.close()
+    with Memory.open(pg_url) as mem:
+        tokens = TokenStore.for_memory(mem)
+        assert not legacy.exists() and legacy.with_name("tokens.db.imported").exists()
+        assert tokens.verify("cr_aaaaaaaaaaaa_s3cret").scopes == ["global", "user:alice"]
+        assert tokens.verify("cr_bbbbbbbbbbbb_other") is None
+        [revoked] = [t for t in tokens.list(include_revoked=True) if t.revoked_at is not None]
+        assert revoked.id == "bbbbbbbbbbbb" and revoked.revoked_at.month == 2 and revoked.kind == "service"
+        TokenStore.for_memory(mem)  # nothing left to adopt: the same two tokens
+        assert len(tokens.list(include_revoked=True)) == 2
