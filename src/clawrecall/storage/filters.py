@@ -177,10 +177,10 @@ RULES: tuple[Rule, ...] = (
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),
 )
+_IN_INDEX = tuple(r for r in RULES if r.in_index and r is not SCOPE)
+_IN_SQL = tuple(r for r in RULES if not r.in_index)
 #: the columns the vector index keeps per row besides the scope
-INDEX_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(
-    c for r in RULES if r.in_index and r is not SCOPE for c in r.columns
-))
+INDEX_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(c for r in _IN_INDEX for c in r.columns))
 
 
 def where(f: Filters, d: Dialect, alias: str) -> tuple[str, list[Any]]:
@@ -197,10 +197,10 @@ def where(f: Filters, d: Dialect, alias: str) -> tuple[str, list[Any]]:
 
 def index_tests(f: Filters) -> list[Callable[[Columns], np.ndarray]]:
     """The tests the vector index applies for these filters (the scope aside: its partitions)."""
-    return [r.test(f) for r in RULES if r is not SCOPE and r.in_index and r.applies(f)]
+    return [r.test(f) for r in _IN_INDEX if r.applies(f)]
 
 
 def checked_in_sql(f: Filters) -> bool:
     """Whether these filters have rules the vector index does not apply (its hits are then
     checked in SQL)."""
-    return any(not r.in_index and r.applies(f) for r in RULES)
+    return any(r.applies(f) for r in _IN_SQL)
