@@ -1,9 +1,10 @@
 """The tables, declared once: each column's name, logical type, nullability, default and check.
 
 Both dialects' DDL (`Dialect.create_table`), PostgreSQL's COPY types and the row <-> model
-mapping (`Store._to_row`, `Store._from_row`) are derived from these declarations, so a new
-column is one line here plus a migration step (`migrations.add_column`). Virtual tables,
-triggers and other engine specifics stay dialect SQL in the backends.
+mapping (`dialect.RowMap`) are derived from these declarations, so a new column is one line
+here plus a named migration step for existing stores (its `ALTER TABLE … ADD COLUMN` spelled by
+`Dialect.column_sql`; a new store is created with it). Virtual tables, triggers and other
+engine specifics stay dialect SQL in the backends.
 
 A column's name is its model's field name: `Table.fields` are the columns a row object has.
 """
