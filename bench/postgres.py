@@ -570,13 +570,13 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
 
             def search(q: np.ndarray, f: Filters) -> list[tuple[str, float]]:
                 where, params = store.where(f, "bench_part")
-                v = store._vector(q)
+                v = store.dialect.to_db["vector"](q)
                 with store.transaction():  # exactly the engine's vector leg, on the partitioned copy
                     run(f"SET LOCAL hnsw.ef_search = {max(ef or store.config.hnsw_ef_search, K)}")
                     run("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    got = run(f"SELECT id, 1 - ((embedding::vector({DIMS})) <=> ?::vector({DIMS})) FROM bench_part "
+                    got = run(f"SELECT id, 1 - ((embedding::vector({DIMS})) <=> %s::vector({DIMS})) FROM bench_part "
                               f"WHERE embedding IS NOT NULL AND {where} "
-                              f"ORDER BY (embedding::vector({DIMS})) <=> ?::vector({DIMS}) LIMIT ?",
+                              f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT %s",
                               (v, *params, v, K))
                 return [(str(r[0]), float(r[1])) for r in got]
 
@@ -613,8 +613,8 @@ def exact_sql(mem: Memory, data: Data, queries: np.ndarray, qscopes: np.ndarray,
                 store._run("SET LOCAL enable_indexscan = off")
                 got = store._run(
                     f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
-                    f"ORDER BY (embedding::vector({DIMS})) <=> ?::vector({DIMS}) LIMIT {K}",
-                    (*params, store._vector(queries[i])),
+                    f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT {K}",
+                    (*params, store.dialect.to_db["vector"](queries[i])),
                 )
             lat.append((time.perf_counter() - t) * 1000)
             agree.append(len({str(r[0]) for r in got} & truth[flt][i][0]) / K)

@@ -38,7 +38,7 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
         assert gone.content.startswith("The spare key")
         assert [h.action for h in mem.history(kept.id)] == ["add", "update"]
         assert mem.history(kept.id)[1].after == {"importance": 0.9}
-        assert [e.key for e in mem.startup_list()] == ["rules"]
+        assert [e.key for e in mem.startup.list()] == ["rules"]
 
         tokens = TokenStore(mem.store)
         token = tokens.verify(TOKENS[backend])
