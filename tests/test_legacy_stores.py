@@ -16,6 +16,7 @@ def _recorded(store) -> list[tuple[str, str]]:
     return [tuple(r) for r in store._run("SELECT migration_set, name FROM migrations ORDER BY migration_set, name")]
 
 
+@pytest.mark.model  # the old rows' vectors are the local model's: found by meaning, next to new ones
 def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     load(db_target, "latest")
     backend = "postgres" if is_postgres_url(db_target) else "sqlite"
