@@ -77,3 +77,21 @@ def test_store_newer_than_this_release_is_refused(tmp_path):
     store.close()
     with pytest.raises(Exception, match="core/valid-time.*upgrade clawrecall"):
         open_store(path)
+
+
+@pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
+@pytest.mark.model  # the database's vectors are the local model's
+def test_up_to_date_store_of_the_last_release_opens_on_a_read_only_replica(pg_server, pg_url):
+    """A read-only PostgreSQL (a hot standby) of a v5 database serves reads before the primary has
+    recorded the steps, as it did before named migrations: nothing needs changing."""
+    from urllib.parse import urlsplit
+
+    from conftest import _admin
+
+    load(pg_url, "latest")
+    _admin(pg_server, f"ALTER DATABASE {urlsplit(pg_url).path.lstrip('/')} SET default_transaction_read_only = on")
+    with Memory.open(pg_url, writes={"enabled": False}) as mem:
+        assert mem.store.schema_version() == latest() and mem.store.pending_migrations() == []
+        assert not mem.store._table_exists("migrations")
+        assert [m.content for m in mem.list(include_deleted=True, order="oldest")][0].startswith("Alice's camper van")
+        assert mem.search("camper van", mode="bm25", user_id="alice")[0].memory.content.startswith("Alice's")

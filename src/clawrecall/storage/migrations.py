@@ -121,8 +121,19 @@ def migrate(store: Store) -> list[str]:
     """Apply pending steps in one transaction, under the backend's schema lock, so several
     processes opening one store at once migrate it once. Returns the labels applied."""
     done, recorded = applied(store)
-    if recorded and not pending(store, done):
+    if not pending(store, done):
+        if not recorded:
+            try:
+                _apply(store)
+            except Exception:
+                # An up-to-date store of an earlier release, on a read-only replica or file: it
+                # needs no change, and the first open that may write records its steps.
+                pass
         return []
+    return _apply(store)
+
+
+def _apply(store: Store) -> list[str]:
     with store.transaction():
         store._lock_schema()
         done, recorded = applied(store)  # again, under the lock
