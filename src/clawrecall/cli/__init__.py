@@ -16,6 +16,7 @@ from .. import __version__
 from ..errors import ClawrecallError
 from .commands import AGENT_COMMANDS, COMMANDS, State
 from .migrate import migrate
+from .openclaw import openclaw_group
 from .output import report_error
 
 
@@ -74,6 +75,7 @@ def cli(ctx: click.Context, db: str | None, config_path: str | None, as_json: bo
 for _command in COMMANDS + AGENT_COMMANDS:
     cli.add_command(_command)
 cli.add_command(migrate)
+cli.add_command(openclaw_group)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

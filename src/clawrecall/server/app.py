@@ -3,6 +3,7 @@
     /v1/memories…, /v1/search, /v1/context, /v1/stats   REST over the engine (memories.py)
     /v1/tools, /v1/tools/{name}                          the tool layer (tool_routes.py)
     /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
+    /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
     /mcp                                                 MCP streamable HTTP (mcp.py)
     /embed, /batch, /health                              seed 000's E5 server API (embed.py; /health here)
     /openapi.json, /docs                                 the API's description
@@ -28,7 +29,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import embed, memories
+from . import embed, imports, memories
 from .errors import install_error_handlers
 from .hooks import router as hooks_router
 from .logs import configure_logging
@@ -72,6 +73,7 @@ def create_app(
     app.include_router(memories.router)
     app.include_router(tool_router(mem))
     app.include_router(hooks_router)
+    app.include_router(imports.router)
     app.include_router(embed.router)
 
     @app.get("/health", tags=["embeddings"])

@@ -1,0 +1,105 @@
+// Recall, startup identity and capture, as OpenClaw hooks over the server's /v1/hooks routes.
+// The rules (what to recall, how it is wrapped as untrusted data, what is worth keeping) live in
+// the server; the plugin only picks what to send and never lets a failure reach the turn.
+
+/** Who a hook or tool call belongs to, from OpenClaw's trusted ctx (never from an event body). */
+export function identityOf(ctx, config) {
+  const sender =
+    ctx?.senderId ?? ctx?.channelContext?.sender?.id ?? ctx?.requesterSenderId ?? undefined;
+  return {
+    agent: text(ctx?.agentId),
+    session: text(ctx?.sessionKey ?? ctx?.sessionId),
+    user: text(sender) ?? config.user,
+  };
+}
+
+function text(value) {
+  if (value === undefined || value === null) return undefined;
+  const s = String(value).trim();
+  return s ? s : undefined;
+}
+
+/** Messages reduced to what the server reads (role and text), so a long transcript stays small. */
+export function plainMessages(messages) {
+  const out = [];
+  for (const m of messages ?? []) {
+    if (!m || (m.role !== "user" && m.role !== "assistant")) continue;
+    const content =
+      typeof m.content === "string"
+        ? m.content
+        : Array.isArray(m.content)
+          ? m.content.filter((p) => p?.type === "text" && typeof p.text === "string").map((p) => p.text).join("\n")
+          : "";
+    if (content) out.push({ role: m.role, content });
+  }
+  return out;
+}
+
+const MAX_TRACKED_RUNS = 512;
+
+/** The hooks of one plugin instance; `historyAt` remembers where each run's own messages start. */
+export function createHooks({ client, config }) {
+  const historyAt = new Map(); // runId or session -> number of messages before the turn
+  const startedSessions = new Set();
+
+  function remember(key, length) {
+    if (!key) return;
+    historyAt.set(key, length);
+    if (historyAt.size > MAX_TRACKED_RUNS) historyAt.delete(historyAt.keys().next().value);
+  }
+
+  async function beforePromptBuild(event, ctx) {
+    const identity = identityOf(ctx, config);
+    const history = Array.isArray(event?.messages) ? event.messages : [];
+    remember(ctx?.runId ?? identity.session, history.length);
+    // The server resets a session's state on an empty history (a new or /reset session); otherwise
+    // the last two messages are enough for it (it reads the prompt, not the history).
+    const messages = history.length === 0 ? [] : plainMessages(history.slice(-2));
+    const calls = [];
+    if (config.startup.enabled && identity.session && !startedSessions.has(identity.session)) {
+      startedSessions.add(identity.session);
+      calls.push(
+        client.request("/v1/hooks/startup", {
+          body: { model: ctx?.modelId, messages },
+          identity,
+          timeoutMs: config.recall.timeoutMs,
+        }),
+      );
+    }
+    if (config.recall.enabled && typeof event?.prompt === "string" && event.prompt.trim()) {
+      calls.push(
+        client.request("/v1/hooks/before_prompt_build", {
+          body: { prompt: event.prompt, messages },
+          identity,
+          timeoutMs: config.recall.timeoutMs,
+        }),
+      );
+    }
+    if (calls.length === 0) return undefined;
+    const answers = await Promise.all(calls);
+    const blocks = answers.map((a) => a?.prependContext).filter((b) => typeof b === "string" && b);
+    return blocks.length ? { prependContext: blocks.join("\n\n") } : undefined;
+  }
+
+  async function agentEnd(event, ctx) {
+    if (!config.capture.enabled || event?.success === false) return;
+    const identity = identityOf(ctx, config);
+    const all = Array.isArray(event?.messages) ? event.messages : [];
+    const key = ctx?.runId ?? identity.session;
+    const start = historyAt.get(key);
+    historyAt.delete(key);
+    // Only this turn's messages: the event carries the whole transcript. Without a mark (a turn
+    // whose prompt hook did not run here) the server keeps the last run of user messages on.
+    const messages = plainMessages(start !== undefined && start <= all.length ? all.slice(start) : all.slice(-8));
+    if (!messages.some((m) => m.role === "user")) return;
+    // The server answers once the capture is queued and writes in the background, so a gateway
+    // turn never waits for embedding; a one-shot CLI run still sees it delivered before exiting.
+    await client.request("/v1/hooks/agent_end", {
+      body: { messages, success: event?.success ?? true },
+      identity,
+      timeoutMs: config.capture.timeoutMs,
+    });
+  }
+
+  return { beforePromptBuild, agentEnd };
+}

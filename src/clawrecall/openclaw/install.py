@@ -1,0 +1,235 @@
+"""Write the clawrecall plugin's entries into a user's `openclaw.json`, keeping everything else as it was.
+
+`openclaw.json` is JSON5, usually hand-edited, with comments worth keeping. The file is parsed
+with json-five, whose model knows where every value starts and ends, and each change is a small
+splice of the original text at those positions: a new key before the closing brace of the object
+it belongs to, a changed value in place, a new list element after the last one. Comments,
+key order, quoting and blank lines elsewhere stay byte for byte.
+
+OpenClaw loads a plugin of kind "memory" only while it holds the memory slot, so both modes put
+clawrecall in `plugins.slots.memory`; they differ in memory-core:
+- `beside` (default): memory-core stays enabled and keeps running beside clawrecall (its
+  Markdown memory_search/memory_get and dreaming);
+- `slot`: memory-core is disabled and clawrecall serves memory_search/memory_get itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import ValidationError
+
+PLUGIN_ID = "clawrecall"
+Mode = Literal["beside", "slot"]
+MODES: tuple[Mode, ...] = ("beside", "slot")
+INDENT = 2
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # dotted, as OpenClaw's docs name config keys
+    old: Any
+    new: Any
+    append: bool = False  # `new` was added to the list at `path`
+
+    def describe(self) -> str:
+        if self.append:
+            return f"{self.path}: added {json.dumps(self.new)}"
+        if self.old is None:
+            return f"{self.path}: set to {json.dumps(self.new)}"
+        return f"{self.path}: {json.dumps(self.old)} -> {json.dumps(self.new)}"
+
+
+def planned_settings(
+    data: dict[str, Any], mode: Mode, plugin_dir: Path, plugin_config: dict[str, Any]
+) -> tuple[list[tuple[tuple[str, ...], Any]], list[tuple[tuple[str, ...], str]]]:
+    """(values to set, list elements to add) for this config and mode."""
+    if mode not in MODES:
+        raise ValidationError(f"mode is beside or slot, not {mode!r}")
+    entry = ("plugins", "entries", PLUGIN_ID)
+    sets: list[tuple[tuple[str, ...], Any]] = [
+        (("plugins", "slots", "memory"), PLUGIN_ID),
+        ((*entry, "enabled"), True),
+        ((*entry, "hooks", "allowConversationAccess"), True),
+        ((*entry, "config", "mode"), mode),
+        *(((*entry, "config", key), value) for key, value in plugin_config.items()),
+        (("plugins", "entries", "memory-core", "enabled"), mode == "beside"),
+    ]
+    adds: list[tuple[tuple[str, ...], str]] = [(("plugins", "load", "paths"), str(plugin_dir))]
+    plugins = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+    if plugins.get("allow"):  # an allowlist loads only what it names
+        adds.append((("plugins", "allow"), PLUGIN_ID))
+    tools = data.get("tools") if isinstance(data.get("tools"), dict) else {}
+    if tools.get("allow") or tools.get("profile") == "minimal":  # these hide plugin tools
+        adds.append((("tools", "alsoAllow"), PLUGIN_ID))
+    return sets, adds
+
+
+def install_entries(
+    config_path: Path, *, mode: Mode = "beside", plugin_dir: Path, plugin_config: dict[str, Any] | None = None,
+    dry_run: bool = False,
+) -> list[Change]:
+    """Apply the plugin's settings to `config_path` (created if missing); the changes, in order.
+
+    With `dry_run` nothing is written. Running it again changes nothing.
+    """
+    path = Path(config_path)
+    text = path.read_text(encoding="utf-8") if path.exists() else "{\n}\n"
+    document = Json5Document(text, str(path))
+    sets, adds = planned_settings(document.data, mode, Path(plugin_dir).resolve(), plugin_config or {})
+    changes = [c for c in (document.set(keys, value) for keys, value in sets) if c]
+    changes += [c for c in (document.append(keys, value) for keys, value in adds) if c]
+    if changes and not dry_run:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".clawrecall-tmp")
+        tmp.write_text(document.text, encoding="utf-8")
+        tmp.replace(path)
+    return changes
+
+
+class Json5Document:
+    """A JSON5 text changed by splices at the positions json-five reports; re-parsed after every change."""
+
+    def __init__(self, text: str, name: str):
+        self.text = text
+        self.name = name
+        self._parse()
+
+    def _parse(self) -> None:
+        import json5
+        from json5.loader import ModelLoader
+
+        try:
+            self.data = json5.loads(self.text)
+            self.model = json5.loads(self.text, loader=ModelLoader()).value
+        except Exception as exc:  # json-five raises its own error types
+            raise ValidationError(f"{self.name} is not valid JSON5: {exc}") from None
+        if not isinstance(self.data, dict):
+            raise ValidationError(f"{self.name} must hold a JSON object")
+
+    # -- lookups -----------------------------------------------------------------------------
+    def _offset(self, line: int, col: int) -> int:
+        start = 0
+        for _ in range(line - 1):
+            start = self.text.index("\n", start) + 1
+        return start + col
+
+    def _start(self, node: Any) -> int:
+        return self._offset(node.lineno, node.col_offset)
+
+    def _end(self, node: Any) -> int:
+        return self._offset(node.end_lineno, node.end_col_offset)
+
+    @staticmethod
+    def _member(obj: Any, key: str) -> Any:
+        for pair in obj.key_value_pairs:
+            name = getattr(pair.key, "name", None)
+            if name is None:
+                name = getattr(pair.key, "characters", None)
+            if name == key:
+                return pair.value
+        return None
+
+    def _walk(self, keys: tuple[str, ...]) -> tuple[Any, int, Any]:
+        """(deepest object node on the way, how many keys it covers, the node at the full path or None)."""
+        node, value = self.model, self.data
+        for depth, key in enumerate(keys):
+            child = self._member(node, key) if type(node).__name__ == "JSONObject" else None
+            if child is None:
+                return node, depth, None
+            if not isinstance(value.get(key), (dict, list)) and depth < len(keys) - 1:
+                raise ValidationError(f"{self.name}: {'.'.join(keys[: depth + 1])} is not an object")
+            node, value = child, value[key]
+        return node, len(keys), node
+
+    def _value(self, keys: tuple[str, ...]) -> Any:
+        value: Any = self.data
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def _indent_of(self, offset: int) -> str:
+        line_start = self.text.rfind("\n", 0, offset) + 1
+        line = self.text[line_start:]
+        return line[: len(line) - len(line.lstrip(" \t"))]
+
+    def _splice(self, at: int, until: int, new: str) -> None:
+        self.text = self.text[:at] + new + self.text[until:]
+        self._parse()
+
+    # -- edits -------------------------------------------------------------------------------
+    def set(self, keys: tuple[str, ...], value: Any) -> Change | None:
+        old = self._value(keys)
+        if old == value and type(old) is type(value):
+            return None
+        parent, depth, node = self._walk(keys)
+        dotted = ".".join(keys)
+        if node is not None:
+            if type(node).__name__ in ("JSONObject", "JSONArray"):
+                raise ValidationError(f"{self.name}: {dotted} is an object or list, not a value")
+            self._splice(self._start(node), self._end(node), json.dumps(value))
+            return Change(dotted, old, value)
+        nested: Any = value
+        for key in reversed(keys[depth + 1:]):
+            nested = {key: nested}
+        self._insert_member(parent, keys[depth], nested)
+        return Change(dotted, None, value)
+
+    def append(self, keys: tuple[str, ...], item: str) -> Change | None:
+        current = self._value(keys)
+        if isinstance(current, list) and item in current:
+            return None
+        parent, depth, node = self._walk(keys)
+        dotted = ".".join(keys)
+        if node is None:
+            nested: Any = [item]
+            for key in reversed(keys[depth + 1:]):
+                nested = {key: nested}
+            self._insert_member(parent, keys[depth], nested)
+        elif type(node).__name__ != "JSONArray":
+            raise ValidationError(f"{self.name}: {dotted} is not a list")
+        elif node.values:
+            at = self._end(node.values[-1])
+            if node.trailing_comma:  # keep the list's trailing-comma style
+                at = self.text.index(",", at) + 1
+                self._splice(at, at, f" {json.dumps(item)},")
+            else:
+                self._splice(at, at, f", {json.dumps(item)}")
+        else:
+            close = self._end(node) - 1
+            self._splice(close, close, json.dumps(item))
+        return Change(dotted, None, item, append=True)
+
+    def _insert_member(self, obj: Any, key: str, value: Any) -> None:
+        """Add `key: value` as the last member of `obj`, in the object's own layout."""
+        close = self._end(obj) - 1  # the closing brace
+        pairs = obj.key_value_pairs
+        closing_indent = self._indent_of(close)
+        on_own_line = self.text[self.text.rfind("\n", 0, close) + 1: close].strip() == ""
+        if pairs:
+            member_indent = self._indent_of(self._start(pairs[0].key))
+            multiline = self.text.rfind("\n", 0, self._start(pairs[0].key)) > self._start(obj)
+        else:
+            member_indent, multiline = closing_indent + " " * INDENT, on_own_line
+        rendered = _render(value, member_indent) if multiline else json.dumps(value)
+        member = f"{json.dumps(key)}: {rendered}"
+        comma = "," if obj.trailing_comma else ""
+        if pairs and not obj.trailing_comma:
+            last_end = self._end(pairs[-1].value)
+            self._splice(last_end, last_end, ",")
+            close += 1
+        if multiline and on_own_line:
+            line_start = self.text.rfind("\n", 0, close) + 1
+            self._splice(line_start, line_start, f"{member_indent}{member}{comma}\n")
+        elif multiline:
+            self._splice(close, close, f"\n{member_indent}{member}{comma}\n{closing_indent}")
+        else:
+            self._splice(close, close, f"{' ' if pairs else ''}{member}{comma}{' ' if pairs else ''}")
+
+
+def _render(value: Any, indent: str) -> str:
+    """JSON for a value placed at `indent`: nested lines indented under it."""
+    return json.dumps(value, indent=INDENT, ensure_ascii=False).replace("\n", "\n" + indent)

