@@ -28,8 +28,13 @@ export function resolveConfig(raw = {}) {
   };
 }
 
+/** The host's version; `api.runtime` throws while OpenClaw only collects metadata (CLI help). */
 function hostVersion(api) {
-  return api.runtime?.version ?? api.runtime?.host?.version ?? process.env.OPENCLAW_VERSION;
+  try {
+    return api.runtime?.version;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Lines for the system prompt's memory section when clawrecall holds the memory slot. */
@@ -98,7 +103,16 @@ export default {
 
     api.registerCli(
       ({ program }) => registerCommands({ program, client, config: api.config, pluginConfig: config, toolNames: names }),
-      { descriptors: [{ name: PLUGIN_ID, description: "clawrecall memory: status, search, stats, import", hasSubcommands: true }] },
+      {
+        descriptors: [
+          {
+            name: PLUGIN_ID,
+            description: "clawrecall memory: status, search, stats, import",
+            hasSubcommands: true,
+            machineOutput: ({ argv }) => argv.includes("--json"), // stdout is ours, diagnostics go to stderr
+          },
+        ],
+      },
     );
 
     if (api.registrationMode === undefined || api.registrationMode === "full") {

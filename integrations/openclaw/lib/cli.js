@@ -7,21 +7,30 @@ import { join, relative } from "node:path";
 
 import { configWarnings, PLUGIN_ID } from "./checks.js";
 
-/** Every configured agent with its workspace folder (OpenClaw's defaults when the config names none). */
+/**
+ * Every configured agent with its workspace folder, by OpenClaw's rules: the agent's own
+ * `workspace`, else (default agent) `agents.defaults.workspace` or <stateDir>/workspace, else
+ * (other agents) <agents.defaults.workspace>/<id> or <stateDir>/workspace-<id>.
+ */
 export function agentWorkspaces(config, env = process.env) {
   const stateDir = env.OPENCLAW_STATE_DIR || join(env.HOME || homedir(), ".openclaw");
-  const defaults = config?.agents?.defaults?.workspace;
-  const list = Array.isArray(config?.agents?.list) && config.agents.list.length ? config.agents.list : [{ id: "main" }];
-  const defaultId = (list.find((a) => a?.default) ?? list[0])?.id ?? "main";
-  return list
+  const agents = config?.agents ?? {};
+  const entries = Object.entries(agents.entries ?? {}).map(([id, a]) => ({ ...a, id }));
+  if (!entries.length && Array.isArray(agents.list)) entries.push(...agents.list); // older configs
+  if (!entries.length) entries.push({ id: "main" });
+  const defaultId = (entries.find((a) => a?.default) ?? entries.find((a) => a?.id === "main") ?? entries[0]).id;
+  const shared = agents.defaults?.workspace;
+  return entries
     .filter((a) => typeof a?.id === "string" && a.id)
-    .map((a) => ({
-      agent: a.id,
-      workspace: expand(
-        a.workspace ?? (a.id === defaultId ? defaults ?? join(stateDir, "workspace") : join(stateDir, `workspace-${a.id}`)),
-        env,
-      ),
-    }));
+    .map((a) => {
+      const fallback =
+        a.id === defaultId
+          ? shared ?? env.OPENCLAW_WORKSPACE_DIR ?? join(stateDir, "workspace")
+          : shared
+            ? join(shared, a.id)
+            : join(stateDir, `workspace-${a.id}`);
+      return { agent: a.id, workspace: expand(a.workspace ?? fallback, env) };
+    });
 }
 
 function expand(path, env) {
@@ -72,7 +81,8 @@ export async function importMarkdown(client, config, { agent } = {}) {
 
 export function registerCommands({ program, client, config, pluginConfig, toolNames }) {
   const root = program.command(PLUGIN_ID).description("clawrecall memory: status, search, stats, import");
-  const print = (json, value, text) => console.log(json ? JSON.stringify(value, null, 2) : text);
+  // process.stdout itself: OpenClaw sends console output of plugin commands to stderr.
+  const print = (json, value, text) => process.stdout.write((json ? JSON.stringify(value, null, 2) : text) + "\n");
 
   root
     .command("status")

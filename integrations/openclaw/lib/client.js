@@ -7,6 +7,10 @@
 
 export const WARNING_PREFIX = "clawrecall: server unreachable";
 
+// Whether each server is known to be down, shared by every plugin instance of this process:
+// OpenClaw may register a plugin more than once in one process (and load its module more than once).
+const DOWN = (globalThis[Symbol.for("clawrecall.down")] ??= new Set());
+
 export class ClawrecallClient {
   /**
    * @param {{serverUrl: string, token?: string}} config
@@ -16,7 +20,10 @@ export class ClawrecallClient {
     this.baseUrl = config.serverUrl.replace(/\/+$/, "");
     this.token = config.token || process.env.CLAWRECALL_TOKEN || "";
     this.logger = logger;
-    this.down = false;
+  }
+
+  get down() {
+    return DOWN.has(this.baseUrl);
   }
 
   /** Headers naming the caller; absent ids are left out (the server then treats them as unknown). */
@@ -68,7 +75,7 @@ export class ClawrecallClient {
       this.logger.debug?.(`clawrecall: still unreachable (${reason})`);
       return;
     }
-    this.down = true;
+    DOWN.add(this.baseUrl);
     this.logger.warn(
       `${WARNING_PREFIX} at ${this.baseUrl} (${reason}); turns go on without long-term memory until it answers again ` +
         "(start it with `clawrecall serve`)",
@@ -77,7 +84,7 @@ export class ClawrecallClient {
 
   #reachable() {
     if (this.down) {
-      this.down = false;
+      DOWN.delete(this.baseUrl);
       this.logger.info(`clawrecall: server at ${this.baseUrl} is reachable again`);
     }
   }
