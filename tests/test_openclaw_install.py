@@ -1,0 +1,244 @@
+"""`clawrecall openclaw install` (JSON5 edits that keep a hand-written openclaw.json intact) and the
+Markdown import the plugin calls (`/v1/import/markdown`), on real files and a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import json5
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from clawrecall import Memory
+from clawrecall.auth import TokenStore
+from clawrecall.cli import cli
+from clawrecall.errors import ValidationError
+from clawrecall.openclaw import sections
+from clawrecall.openclaw.install import install_entries
+from clawrecall.server.app import create_app
+
+HAND_WRITTEN = textwrap.dedent("""\
+    // my OpenClaw config: keep these comments
+    {
+      models: { mode: "merge" }, // merge with the catalog
+      plugins: {
+        /* memory-core on purpose */
+        entries: {
+          'memory-core': { enabled: true },
+        },
+        allow: ["telegram"],
+      },
+      tools: {
+        profile: "minimal",
+      },
+    }
+    """)
+
+
+def _install(path: Path, mode: str = "beside", **extra):
+    return install_entries(path, mode=mode, plugin_dir=path.parent, plugin_config=extra.get("config"),
+                           dry_run=extra.get("dry_run", False))
+
+
+def test_install_keeps_comments_and_layout_and_adds_only_our_entries(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text(HAND_WRITTEN)
+    changes = _install(path, "slot", config={"serverUrl": "http://127.0.0.1:9000", "user": "alice"})
+    text = path.read_text()
+    for comment in ("// my OpenClaw config: keep these comments", "// merge with the catalog", "/* memory-core on purpose */"):
+        assert comment in text
+    assert text.startswith(HAND_WRITTEN.splitlines()[0])
+    data = json5.loads(text)
+    assert data["models"] == {"mode": "merge"}
+    plugins = data["plugins"]
+    assert plugins["slots"] == {"memory": "clawrecall"}
+    assert plugins["entries"]["memory-core"] == {"enabled": False}
+    assert plugins["entries"]["clawrecall"] == {
+        "enabled": True, "hooks": {"allowConversationAccess": True},
+        "config": {"mode": "slot", "serverUrl": "http://127.0.0.1:9000", "user": "alice"},
+    }
+    assert plugins["load"]["paths"] == [str(tmp_path.resolve())]
+    assert plugins["allow"] == ["telegram", "clawrecall"]  # an allowlist would otherwise keep us out
+    assert data["tools"] == {"profile": "minimal", "alsoAllow": ["clawrecall"]}  # minimal hides plugin tools
+    assert [c.path for c in changes] == [
+        "plugins.slots.memory", "plugins.entries.clawrecall.enabled",
+        "plugins.entries.clawrecall.hooks.allowConversationAccess", "plugins.entries.clawrecall.config.mode",
+        "plugins.entries.clawrecall.config.serverUrl", "plugins.entries.clawrecall.config.user",
+        "plugins.entries.memory-core.enabled", "plugins.load.paths", "plugins.allow", "tools.alsoAllow",
+    ]
+    assert _install(path, "slot", config={"serverUrl": "http://127.0.0.1:9000", "user": "alice"}) == []  # idempotent
+
+
+def test_switching_mode_changes_only_the_mode_and_memory_core(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text(HAND_WRITTEN)
+    _install(path, "slot")
+    before = path.read_text()
+    changes = _install(path, "beside")
+    assert [(c.path, c.old, c.new) for c in changes] == [
+        ("plugins.entries.clawrecall.config.mode", "slot", "beside"),
+        ("plugins.entries.memory-core.enabled", False, True),
+    ]
+    after = path.read_text()
+    assert after.replace('"beside"', '"slot"').replace("enabled: true }", "enabled: false }") == before
+
+
+def test_dry_run_writes_nothing_and_a_missing_file_is_created(tmp_path):
+    path = tmp_path / "state" / "openclaw.json"
+    assert _install(path, dry_run=True)
+    assert not path.exists()
+    assert _install(path)
+    data = json.loads(path.read_text())  # a new file is plain JSON
+    assert data["plugins"]["entries"]["clawrecall"]["config"] == {"mode": "beside"}
+    assert data["plugins"]["entries"]["memory-core"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{ plugins: ", "not valid JSON5"),
+    ("[1, 2]", "must hold a JSON object"),
+    ('{"plugins": {"slots": "memory-core"}}', "plugins.slots is not an object"),
+    ('{"plugins": {"load": {"paths": "/x"}}}', "plugins.load.paths is not a list"),
+])
+def test_a_config_it_cannot_edit_is_one_clear_error_and_stays_untouched(tmp_path, text, message):
+    path = tmp_path / "openclaw.json"
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=message):
+        _install(path)
+    assert path.read_text() == text
+
+
+def test_cli_prints_the_changes_and_dry_run_only_prints(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text(HAND_WRITTEN)
+    runner = CliRunner()
+    dry = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--mode", "slot", "--dry-run",
+                              "--server-url", "http://127.0.0.1:9000"])
+    assert dry.exit_code == 0, dry.output
+    assert "would change 9 setting(s)" in dry.output
+    assert 'plugins.entries.clawrecall.config.serverUrl: set to "http://127.0.0.1:9000"' in dry.output
+    assert path.read_text() == HAND_WRITTEN
+    done = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    answer = json.loads(done.output)
+    assert answer["dryRun"] is False and answer["mode"] == "beside"
+    assert Path(answer["pluginDir"], "openclaw.plugin.json").exists()
+    assert {"path": "plugins.slots.memory", "old": None, "new": "clawrecall", "append": False} in answer["changes"]
+    again = runner.invoke(cli, ["openclaw", "install", "--config", str(path)])
+    assert "already set up, nothing to change" in again.output
+    bad = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--mode", "other"])
+    assert bad.exit_code == 2 and "'other' is not one of 'beside', 'slot'" in bad.output
+
+
+# -- the Markdown import -------------------------------------------------------------------------
+MEMORY_MD = textwrap.dedent("""\
+    # People
+
+    - Alice is the product owner
+      and signs off releases.
+    - Bob runs the on-call rota.
+
+    ## Decisions
+    We moved billing to PostgreSQL in March.
+
+    ```
+    code stays with its paragraph
+    ```
+    """)
+
+
+def test_sections_are_paragraphs_and_top_level_items_under_their_heading():
+    found = [(s.heading, s.text) for s in sections(MEMORY_MD)]
+    assert found == [
+        ("People", "Alice is the product owner\nand signs off releases."),
+        ("People", "Bob runs the on-call rota."),
+        ("Decisions", "We moved billing to PostgreSQL in March."),
+        ("Decisions", "```\ncode stays with its paragraph\n```"),
+    ]
+
+
+@pytest.fixture
+def client(tmp_path):
+    mem = Memory.open(tmp_path / "m.db")
+    tokens = TokenStore(mem.store)
+    _, token = tokens.create(kind="service")
+    with TestClient(create_app(mem, tokens=tokens)) as c:
+        c.headers["authorization"] = f"Bearer {token}"
+        yield c, mem
+    mem.close()
+
+
+def test_markdown_import_goes_to_the_agents_scope_once(client):
+    c, mem = client
+    files = {"files": [{"path": "MEMORY.md", "content": MEMORY_MD},
+                       {"path": "memory/2026-03-02.md", "content": "Standup moved to 9:30."}]}
+    first = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
+    assert first.status_code == 200, first.text
+    assert first.json() == {"files": 2, "sections": 5, "created": 5, "duplicates": 0, "scope": "agent:main"}
+    again = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
+    assert again.json() == {"files": 2, "sections": 5, "created": 0, "duplicates": 5, "scope": "agent:main"}
+    records = mem.list(scope="agent:main", limit=50)
+    assert len(records) == 5 and {r.source_type for r in records} == {"openclaw-markdown"}
+    daily = next(r for r in records if "Standup" in r.content)
+    assert daily.created_at.date().isoformat() == "2026-03-02" and daily.metadata["path"] == "memory/2026-03-02.md"
+    assert mem.list(agent_id="scout", scope="agent:scout") == []
+    hits = c.post("/v1/tools/memory_recall", json={"query": "who signs off releases"},
+                  headers={"x-clawrecall-agent": "scout"}).json()
+    assert "Alice" not in hits["content"][0]["text"]  # another agent never sees main's workspace
+
+
+def test_markdown_import_needs_an_agent_and_a_well_formed_body(client):
+    c, _ = client
+    body = {"files": [{"path": "MEMORY.md", "content": "Something worth keeping."}]}
+    assert c.post("/v1/import/markdown", json=body).json()["error"]["code"] == "invalid_input"
+    assert c.post("/v1/import/markdown", json={"files": [{"path": "x.md"}]},
+                  headers={"x-clawrecall-agent": "main"}).status_code == 422
+
+
+# -- the plugin's own rules (JavaScript, run by Node) ------------------------------------------------
+PLUGIN = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
+PROBE = """
+import { versionProblem, configWarnings } from "./lib/checks.js";
+import { identityOf, plainMessages } from "./lib/hooks.js";
+import { agentWorkspaces } from "./lib/cli.js";
+const good = { plugins: { slots: { memory: "clawrecall" },
+  entries: { clawrecall: { hooks: { allowConversationAccess: true } }, "memory-core": { enabled: false } } },
+  tools: { toolSearch: false } };
+console.log(JSON.stringify({
+  old: versionProblem("2026.8.21"), same: versionProblem("2026.9.6"), newer: versionProblem("2026.10.1-beta.1"),
+  good: configWarnings(good, { mode: "slot" }, ["clawrecall_recall"]),
+  bad: configWarnings({ tools: { profile: "minimal" } }, { mode: "slot" }, ["clawrecall_recall"]),
+  identity: identityOf({ agentId: "main", sessionKey: "agent:main:s1", senderId: "42" }, { user: "owner" }),
+  fallback: identityOf({ agentId: "main" }, { user: "owner" }),
+  messages: plainMessages([{ role: "user", content: [{ type: "text", text: "hi" }, { type: "toolCall" }] },
+                           { role: "toolResult", content: "x" }, { role: "assistant", content: "yo" }]),
+  workspaces: agentWorkspaces({ agents: { defaults: { workspace: "/w" }, entries: { main: {}, ops: {}, x: { workspace: "/x" } } } },
+                              { HOME: "/h" }),
+}));
+"""
+
+
+def test_plugin_rules_version_warnings_identity_and_workspaces():
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    assert node, "Node.js is needed to test the OpenClaw plugin"
+    done = subprocess.run([node, "--input-type=module", "-e", PROBE], cwd=PLUGIN, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert "needs OpenClaw 2026.9.6 or newer; this is 2026.8.21" in r["old"]
+    assert r["same"] is None and r["newer"] is None
+    assert r["good"] == []
+    bad = "\n".join(r["bad"])
+    for trap in ("allowConversationAccess", '"minimal" tool profile', "tool search is on",
+                 'plugins.slots.memory is "memory-core"', "memory-core is still enabled"):
+        assert trap in bad
+    assert r["identity"] == {"agent": "main", "session": "agent:main:s1", "user": "42"}
+    assert r["fallback"] == {"agent": "main", "user": "owner"}
+    assert r["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert r["workspaces"] == [{"agent": "main", "workspace": "/w"}, {"agent": "ops", "workspace": "/w/ops"},
+                               {"agent": "x", "workspace": "/x"}]
