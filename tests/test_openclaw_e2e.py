@@ -122,6 +122,14 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         assert captured[0]["source_type"] == "capture"
         assert model.take()[0]["messages"], "the model was called"
 
+        # the plugin's CLI: a configuration without traps, and a search as alice at agent main
+        status = oc.run("clawrecall", "status", "--json")
+        assert status.returncode == 0, status.stdout + status.stderr
+        report = json.loads(status.stdout[status.stdout.index("{"):])
+        assert report["health"]["status"] == "ok" and report["mode"] == mode and report["warnings"] == []
+        found = oc.run("clawrecall", "search", "favourite tea", "--agent", "main", "--user", "alice", "--json")
+        assert "oolong" in json.loads(found.stdout[found.stdout.index("{"):])["results"][0]["snippet"]
+
         # (2) the next turn's request carries our recall block, wrapped as untrusted data
         # (3) the model calls our recall tool (and, in slot mode, core's memory_search) and gets the memory
         calls = '[call clawrecall_recall {"query": "favourite tea"}]'

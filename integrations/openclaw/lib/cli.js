@@ -83,6 +83,15 @@ export function registerCommands({ program, client, config, pluginConfig, toolNa
   const root = program.command(PLUGIN_ID).description("clawrecall memory: status, search, stats, import");
   // process.stdout itself: OpenClaw sends console output of plugin commands to stderr.
   const print = (json, value, text) => process.stdout.write((json ? JSON.stringify(value, null, 2) : text) + "\n");
+  const showTool = async (tool, body, opts) => {
+    const answer = await client.request(`/v1/tools/${tool}`, {
+      body,
+      identity: { agent: opts.agent, user: opts.user },
+      timeoutMs: 30000,
+    });
+    if (!answer) return void (process.exitCode = 1);
+    print(opts.json, answer.details, answer.content?.[0]?.text ?? "");
+  };
 
   root
     .command("status")
@@ -108,15 +117,9 @@ export function registerCommands({ program, client, config, pluginConfig, toolNa
     .option("--user <id>", "user", pluginConfig.user)
     .option("--limit <n>", "most results", "8")
     .option("--json", "JSON output")
-    .action(async (query, opts) => {
-      const answer = await client.request("/v1/tools/memory_search", {
-        body: { query, maxResults: Number.parseInt(opts.limit, 10) || 8 },
-        identity: { agent: opts.agent, user: opts.user },
-        timeoutMs: 30000,
-      });
-      if (!answer) return void (process.exitCode = 1);
-      print(opts.json, answer.details, answer.content?.[0]?.text ?? "");
-    });
+    .action((query, opts) =>
+      showTool("memory_search", { query, maxResults: Number.parseInt(opts.limit, 10) || 8 }, opts),
+    );
 
   root
     .command("stats")
@@ -124,15 +127,7 @@ export function registerCommands({ program, client, config, pluginConfig, toolNa
     .option("--agent <id>", "agent", "main")
     .option("--user <id>", "user", pluginConfig.user)
     .option("--json", "JSON output")
-    .action(async (opts) => {
-      const answer = await client.request("/v1/tools/memory_stats", {
-        body: {},
-        identity: { agent: opts.agent, user: opts.user },
-        timeoutMs: 30000,
-      });
-      if (!answer) return void (process.exitCode = 1);
-      print(opts.json, answer.details, answer.content?.[0]?.text ?? "");
-    });
+    .action((opts) => showTool("memory_stats", {}, opts));
 
   root
     .command("import")
