@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -57,7 +58,7 @@ def seed(db: Path) -> str:
     return token
 
 
-def run_variant(root: Path, bins: dict[str, Path], model: StubModel, plugin: dict[str, str] | None,
+def run_variant(root: Path, bins: dict[str, Path], model: StubModel, plugin: dict[str, Any] | None,
                 turns: int) -> list[float]:
     oc = OpenClaw(root, bins)
     port = free_port()
@@ -108,6 +109,7 @@ def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--recall-only", action="store_true", help="Capture and startup identity off: recall alone.")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     bins = ensure_openclaw()
@@ -118,19 +120,26 @@ def main() -> None:
         token = seed(db)
         with spawn_server(db, env={"CLAWRECALL_HOME": str(root / "home")}) as server:
             without = run_variant(root / "without", bins, model, None, args.turns)
-            with_plugin = run_variant(root / "with", bins, model,
-                                      {"serverUrl": server.url, "token": token, "user": "alice"}, args.turns)
-            hook_ms = [r["ms"] for r in server.records() if r.get("path") == "/v1/hooks/before_prompt_build"]
+            plugin: dict[str, Any] = {"serverUrl": server.url, "token": token, "user": "alice"}
+            if args.recall_only:
+                plugin |= {"capture": {"enabled": False}, "startup": {"enabled": False}}
+            with_plugin = run_variant(root / "with", bins, model, plugin, args.turns)
+            records = [r for r in server.records() if r.get("msg") == "request"]
+    by_path: dict[str, list[float]] = {}
+    for r in records:
+        by_path.setdefault(r["path"], []).append(r["ms"])
+    hook_ms = by_path.get("/v1/hooks/before_prompt_build", [])
     model.stop()
     hook_ms = hook_ms[2:]  # the warm-up turns'
     added = statistics.median(with_plugin) - statistics.median(without)
     result = {
-        "turns": args.turns,
+        "turns": args.turns, "recall_only": args.recall_only,
         "without_ms": {"p50": statistics.median(without), "p95": pct(without, 0.95)},
         "with_ms": {"p50": statistics.median(with_plugin), "p95": pct(with_plugin, 0.95)},
         "added_p50_ms": round(added, 1),
         "recall_hook_server_p50_ms": round(statistics.median(hook_ms), 1) if hook_ms else None,
         "added_beyond_recall_hook_p50_ms": round(added - statistics.median(hook_ms), 1) if hook_ms else None,
+        "server_p50_ms": {path: round(statistics.median(ms), 1) for path, ms in sorted(by_path.items())},
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -140,6 +149,7 @@ def main() -> None:
     print(f"  with plugin     p50 {result['with_ms']['p50']:7.1f}  p95 {result['with_ms']['p95']:7.1f}")
     print(f"  added p50 {result['added_p50_ms']} ms; recall hook in the server p50 "
           f"{result['recall_hook_server_p50_ms']} ms; added beyond the hook {result['added_beyond_recall_hook_p50_ms']} ms")
+    print("  server time p50 by route: " + ", ".join(f"{p} {ms} ms" for p, ms in result["server_p50_ms"].items()))
 
 
 if __name__ == "__main__":
