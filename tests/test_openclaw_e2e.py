@@ -24,6 +24,7 @@ import pytest
 from openclaw_harness import PLUGIN_DIR, OpenClaw, OpenClawUnavailable, ensure_openclaw
 from openclaw_stub_model import StubModel, message_text
 
+from clawrecall import Memory
 from clawrecall.auth import TokenStore
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.spawn import spawn_server
@@ -83,6 +84,8 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
     tokens = TokenStore(db)
     _, token = tokens.create(kind="service", name="openclaw")
     tokens.close()
+    with Memory.open(db) as mem:
+        mem.startup_set("style", "Alice's assistant answers in British English.", user_id="alice")
     (oc.root / "ws-main" / "MEMORY.md").write_text(f"# Work\n\n- {BINDER}\n")
     (oc.root / "ws-main" / "memory" / "2026-11-02.md").write_text("Shipped the billing migration to PostgreSQL.\n")
 
@@ -120,7 +123,8 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         assert len(captured) == 1, captured
         assert (captured[0]["user_id"], captured[0]["agent_id"], captured[0]["scope"]) == ("alice", "main", "user:alice")
         assert captured[0]["source_type"] == "capture"
-        assert model.take()[0]["messages"], "the model was called"
+        first = "\n".join(_user_texts(model.take()[0]))
+        assert "init:\nAlice's assistant answers in British English.\n/init" in first  # startup identity
 
         # the plugin's CLI: a configuration without traps, and a search as alice at agent main
         status = oc.run("clawrecall", "status", "--json")

@@ -35,7 +35,7 @@ export function plainMessages(messages) {
   return out;
 }
 
-const MAX_TRACKED_RUNS = 512;
+const MAX_TRACKED_RUNS = 512; // runs and sessions remembered by a long-running gateway
 
 /** The hooks of one plugin instance; `historyAt` remembers where each run's own messages start. */
 export function createHooks({ client, config }) {
@@ -58,6 +58,7 @@ export function createHooks({ client, config }) {
     const calls = [];
     if (config.startup.enabled && identity.session && !startedSessions.has(identity.session)) {
       startedSessions.add(identity.session);
+      if (startedSessions.size > MAX_TRACKED_RUNS) startedSessions.delete(startedSessions.values().next().value);
       calls.push(
         client.request("/v1/hooks/startup", {
           body: { model: ctx?.modelId, messages },
