@@ -85,7 +85,7 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
     _, token = tokens.create(kind="service", name="openclaw")
     tokens.close()
     with Memory.open(db) as mem:
-        mem.startup_set("style", "Alice's assistant answers in British English.", user_id="alice")
+        mem.startup.set("style", "Alice's assistant answers in British English.", user_id="alice")
     (oc.root / "ws-main" / "MEMORY.md").write_text(f"# Work\n\n- {BINDER}\n")
     (oc.root / "ws-main" / "memory" / "2026-11-02.md").write_text("Shipped the billing migration to PostgreSQL.\n")
 

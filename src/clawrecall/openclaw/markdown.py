@@ -17,7 +17,7 @@ from ..errors import ValidationError
 
 if TYPE_CHECKING:
     from ..engine import Memory
-    from ..tools import CallContext
+    from ..scopes import Caller
 
 SOURCE_TYPE = "openclaw-markdown"
 MAX_FILES = 1000
@@ -74,13 +74,13 @@ def sections(markdown: str) -> Iterator[Section]:
     yield from flush()
 
 
-def import_markdown(mem: "Memory", ctx: "CallContext", files: list[MarkdownFile]) -> dict[str, Any]:
+def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> dict[str, Any]:
     """Store every section of `files` in the calling agent's scope; `{files, sections, created, duplicates}`."""
-    if ctx.agent_id is None:
+    if caller.agent_id is None:
         raise ValidationError("a Markdown import names the agent whose workspace it is (X-Clawrecall-Agent)")
     if len(files) > MAX_FILES:
         raise ValidationError(f"at most {MAX_FILES} files per import")
-    scope = ctx.write_scope(f"agent:{ctx.agent_id}")
+    scope = f"agent:{caller.agent_id}"  # the engine checks it against the caller (and a token's allow-list)
     items = []
     for f in files:
         dated = _DATED.search(f.path)
@@ -91,7 +91,7 @@ def import_markdown(mem: "Memory", ctx: "CallContext", files: list[MarkdownFile]
                 "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
                 "source_id": f"{f.path}#{digest}", "metadata": {"path": f.path}, "created_at": created,
             })
-    results = mem.add_many(items, user_id=ctx.user_id, agent_id=ctx.agent_id, dedup=True) if items else []
+    results = mem.add_many(items, caller=caller, dedup=True) if items else []
     created_count = sum(r.action == "created" for r in results)
     return {
         "files": len(files), "sections": len(items), "created": created_count,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
 from ..openclaw import MarkdownFile, import_markdown
-from ..tools import CallContext
+from ..scopes import Caller
 from .deps import caller, memory
 
 router = APIRouter(prefix="/v1/import", tags=["import"])
@@ -32,7 +32,7 @@ class MarkdownImport(BaseModel):
 
 @router.post("/markdown", summary="Import Markdown memory files into the calling agent's scope (idempotent)")
 def markdown(
-    body: MarkdownImport, mem: Memory = Depends(memory), ctx: CallContext = Depends(caller)
+    body: MarkdownImport, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
 ) -> dict[str, Any]:
     """`{files, sections, created, duplicates, scope}`; importing the same files again creates nothing."""
     return import_markdown(mem, ctx, [MarkdownFile(f.path, f.content) for f in body.files])
