@@ -151,11 +151,13 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
             assert json.loads(results[1])["results"][0]["path"].startswith("clawrecall/")
 
         # (4) another agent of the same user sees the user's memories, never agent main's private ones
-        oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
+        oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
+                'checklist binder"}] [call clawrecall_recall {"query": "favourite tea"}]')
         requests = model.take()
-        seen = "\n".join(_user_texts(requests[0]) + _tool_texts(requests))
+        binder, tea = _tool_texts(requests)
+        seen = "\n".join(_user_texts(requests[0])) + binder
         assert "blue binder" not in seen and "third shelf" not in seen, seen
-        assert "oolong" in "\n".join(_tool_texts(requests))  # alice's own memory follows her to every agent
+        assert "oolong" in tea  # alice's own memory follows her to every agent
         # ...while agent main does
         oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
         assert "blue binder" in "\n".join(_tool_texts(model.take()))
