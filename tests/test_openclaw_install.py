@@ -203,6 +203,7 @@ PROBE = """
 import { versionProblem, configWarnings } from "./lib/checks.js";
 import { identityOf, plainMessages } from "./lib/hooks.js";
 import { agentWorkspaces } from "./lib/cli.js";
+import { ClawrecallClient } from "./lib/client.js";
 const good = { plugins: { slots: { memory: "clawrecall" },
   entries: { clawrecall: { hooks: { allowConversationAccess: true } }, "memory-core": { enabled: false } } },
   tools: { toolSearch: false } };
@@ -211,6 +212,7 @@ console.log(JSON.stringify({
   good: configWarnings(good, { mode: "slot" }, ["clawrecall_recall"]),
   bad: configWarnings({ tools: { profile: "minimal" } }, { mode: "slot" }, ["clawrecall_recall"]),
   identity: identityOf({ agentId: "main", sessionKey: "agent:main:s1", senderId: "42" }, { user: "owner" }),
+  headers: new ClawrecallClient({ serverUrl: "http://127.0.0.1:1", token: "t" }, console).headers({ user: "山田", agent: "main", session: "a b" }),
   fallback: identityOf({ agentId: "main" }, { user: "owner" }),
   messages: plainMessages([{ role: "user", content: [{ type: "text", text: "hi" }, { type: "toolCall" }] },
                            { role: "toolResult", content: "x" }, { role: "assistant", content: "yo" }]),
@@ -239,6 +241,8 @@ def test_plugin_rules_version_warnings_identity_and_workspaces():
         assert trap in bad
     assert r["identity"] == {"agent": "main", "session": "agent:main:s1", "user": "42"}
     assert r["fallback"] == {"agent": "main", "user": "owner"}
+    assert {k: v for k, v in r["headers"].items() if k.startswith("x-")} == {
+        "x-clawrecall-user": "%E5%B1%B1%E7%94%B0", "x-clawrecall-agent": "main", "x-clawrecall-session": "a%20b"}
     assert r["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert r["workspaces"] == [{"agent": "main", "workspace": "/w"}, {"agent": "ops", "workspace": "/w/ops"},
                                {"agent": "x", "workspace": "/x"}]

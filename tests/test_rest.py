@@ -317,6 +317,11 @@ def test_a_service_token_names_the_caller_per_request(server, tokens, seeded):
         assert admin.get("/v1/stats").json()["byScope"].keys() >= {"user:alice", "user:bob", "global"}
     with client(server, tokens["service"], **{"X-Clawrecall-User": "has space"}) as bad:
         assert error_code(bad.get("/v1/stats")) == "invalid_input"
+    with client(server, tokens["service"], **{"X-Clawrecall-User": "%E5%B1%B1%E7%94%B0"}) as yamada:  # 山田
+        stored = yamada.post("/v1/memories", json={"content": "山田さんは緑茶が好き"}).json()["memory"]
+        assert (stored["user_id"], stored["scope"]) == ("山田", "user:山田")
+    with client(server, tokens["service"], **{"X-Clawrecall-User": "%FF"}) as broken:
+        assert error_code(broken.get("/v1/stats")) == "invalid_input"
 
 
 # -- hooks and embeddings ---------------------------------------------------------------------------

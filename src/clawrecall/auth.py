@@ -3,7 +3,8 @@
 A `user` token is bound to a user and/or agent and to the scopes it may use (by default the
 identity's own: global, user:<id>, agent:<id>). A `service` token is for a trusted agent runtime
 (the OpenClaw plugin) that authenticates its own users and names the user, agent and session of
-each request in `X-Clawrecall-User`, `X-Clawrecall-Agent` and `X-Clawrecall-Session`.
+each request in `X-Clawrecall-User`, `X-Clawrecall-Agent` and `X-Clawrecall-Session`, percent-encoded
+UTF-8 (an HTTP header carries no other text: a user `山田` is sent as `%E5%B1%B1%E7%94%B0`).
 
 A token (`cr_<id>_<secret>`) is shown once; the database keeps a salted SHA-256 of the secret.
 Tokens live in the store's own database (an `api_tokens` table, on SQLite and PostgreSQL alike),
@@ -18,6 +19,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+from urllib.parse import unquote
 import sqlite3
 from dataclasses import fields
 from datetime import datetime
@@ -212,7 +214,17 @@ def identity(user_id: str | None, agent_id: str | None, session_id: str | None) 
 
 
 def _named_identity(headers: Mapping[str, str]) -> dict[str, str | None]:
-    return identity(*(headers.get(h) for h in (USER_HEADER, AGENT_HEADER, SESSION_HEADER)))
+    return identity(*(_decoded(h, headers.get(h)) for h in (USER_HEADER, AGENT_HEADER, SESSION_HEADER)))
+
+
+def _decoded(name: str, value: str | None) -> str | None:
+    """A header's percent-encoded UTF-8 value as text."""
+    if value is None:
+        return None
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError(f"{name} must be percent-encoded UTF-8") from None
 
 
 def _user_token_scopes(user_id: str | None, agent_id: str | None, scopes: Sequence[str] | None) -> list[str]:

@@ -26,13 +26,16 @@ export class ClawrecallClient {
     return DOWN.has(this.baseUrl);
   }
 
-  /** Headers naming the caller; absent ids are left out (the server then treats them as unknown). */
+  /**
+   * Headers naming the caller, percent-encoded (a header holds no other text: "山田" would make
+   * fetch throw); absent ids are left out (the server then treats them as unknown).
+   */
   headers(identity) {
     const headers = { "content-type": "application/json" };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
-    if (identity?.user) headers["x-clawrecall-user"] = identity.user;
-    if (identity?.agent) headers["x-clawrecall-agent"] = identity.agent;
-    if (identity?.session) headers["x-clawrecall-session"] = identity.session;
+    if (identity?.user) headers["x-clawrecall-user"] = encodeURIComponent(identity.user);
+    if (identity?.agent) headers["x-clawrecall-agent"] = encodeURIComponent(identity.agent);
+    if (identity?.session) headers["x-clawrecall-session"] = encodeURIComponent(identity.session);
     return headers;
   }
 
