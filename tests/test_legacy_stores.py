@@ -95,3 +95,24 @@ def test_up_to_date_store_of_the_last_release_opens_on_a_read_only_replica(pg_se
         assert not mem.store._table_exists("migrations")
         assert [m.content for m in mem.list(include_deleted=True, order="oldest")][0].startswith("Alice's camper van")
         assert mem.search("camper van", mode="bm25", user_id="alice")[0].memory.content.startswith("Alice's")
+
+
+def test_a_migration_committed_between_two_reads_is_not_taken_for_a_newer_release(db_target):
+    """Another process may commit its migration after `applied` found no migrations table and before it
+    reads `meta.schema_version`: the number it then reads is the one newer releases set, not an unknown one."""
+    from clawrecall.storage import migrations, open_store
+
+    store = open_store(db_target)
+    try:
+        real = store._table_exists
+        calls = []
+
+        def not_yet_once(name: str) -> bool:
+            calls.append(name)
+            return False if calls.count(name) == 1 and name == migrations.MIGRATIONS.name else real(name)
+
+        store._table_exists = not_yet_once
+        done, recorded = migrations.applied(store)
+        assert recorded and sum(map(len, done.values())) == migrations.latest()
+    finally:
+        store.close()

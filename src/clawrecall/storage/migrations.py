@@ -89,6 +89,8 @@ def applied(store: Store) -> tuple[dict[str, set[str]], bool]:
     if not rows:
         return {}, False
     number = int(rows[0][0])
+    if rows[0][0] == REFUSED_BY_OLD_RELEASES and store._table_exists(MIGRATIONS.name):
+        return applied(store)  # another process migrated between the two reads: its record is committed now
     if number not in store.legacy_versions:
         raise StorageError(f"{store.location} has schema version {number}, newer than this clawrecall: upgrade clawrecall")
     return {CORE.name: set(store.legacy_versions[number])}, False
