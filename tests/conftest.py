@@ -30,7 +30,9 @@ for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
 
 # The config file of every test not marked `model`: it embeds with the deterministic `hash` provider.
 HASH_CONFIG = Path(tempfile.mkdtemp(prefix="clawrecall-tests-")) / "hash-embeddings.toml"
-HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n')
+# The absolute score's coefficients belong to one model; tests score the hash provider's cosines with
+# them too (unrelated texts 0, shared words high: all a test asks of the scale).
+HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n')
 
 
 def pytest_unconfigure(config):

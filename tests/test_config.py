@@ -142,3 +142,13 @@ def test_missing_or_broken_file(tmp_path):
 def test_default_file_in_data_dir_is_read(tmp_path):
     (tmp_path / "config.toml").write_text("[writes]\nenabled = false\n")
     assert load_config(env={"CLAWRECALL_HOME": str(tmp_path)}).writes.enabled is False
+
+
+def test_the_recall_hooks_old_similarity_gate_loads_with_a_warning(tmp_path, caplog):
+    """`hooks.recall.min_similarity` (earlier releases) is folded into the absolute `min_score`."""
+    path = tmp_path / "old.toml"
+    path.write_text("[hooks.recall]\nmin_similarity = 0.3\nmax_items = 4\n")
+    with caplog.at_level("WARNING", logger="clawrecall.config"):
+        cfg = load_config(path)
+    assert cfg.hooks.recall.max_items == 4 and cfg.hooks.recall.min_score == 0.15
+    assert any("min_similarity is no longer used" in r.message for r in caplog.records)

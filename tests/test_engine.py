@@ -96,6 +96,7 @@ def test_lifecycle_store_search_update_delete_undelete_forget(mem):
     assert added.id not in {h.memory.id for h in mem.search("light mode office", user_id="alice", min_score=0.0)}
 
 
+@pytest.mark.model
 def test_scores_are_absolute_and_min_score_says_nothing_is_relevant(mem):
     """The first hit of any query used to score ~1; now an unrelated query's hits score low, below the default
     minimum, so the answer is "nothing", while a related query keeps its hit."""
@@ -111,6 +112,35 @@ def test_scores_are_absolute_and_min_score_says_nothing_is_relevant(mem):
         mem.search("deploys", min_score=1.5)
     with pytest.raises(ValidationError):
         mem.search("deploys", min_score=True)
+
+
+def test_keyword_searches_need_no_query_vector(mem, monkeypatch):
+    """bm25 and trigram searches never embed (they work while the embedding provider is down); with no query
+    vector they cannot score on the absolute scale, and keep their ranking score, saying why."""
+    mem.add("The billing service runs on PostgreSQL 18", category="fact")
+
+    def down(texts):
+        raise AssertionError("a keyword-only search embedded its query")
+
+    monkeypatch.setattr(mem._embedding, "queries", down)
+    mem._pipeline = None
+    for mode in ("bm25", "trigram"):
+        hits = mem.search("billing PostgreSQL", mode=mode, explain=True)
+        assert hits and hits[0].score == pytest.approx(hits[0].explain["ranking"], abs=1e-6)
+        assert "no query vector" in hits[0].explain["relevance"]["uncalibrated"]
+
+
+def test_another_models_scores_are_ranking_scores_with_one_warning(db_target, caplog):
+    """The calibration belongs to the model it was fitted for: with another, a hit's score is its ranking
+    score, explain says so, and the log says it once."""
+    with Memory.open(db_target, retrieval={"relevance": {"model": "local/some-other-model"}}) as other:
+        other.add("The billing service runs on PostgreSQL 18", category="fact")
+        with caplog.at_level("WARNING", logger="clawrecall.retrieval"):
+            first = other.search("billing database", explain=True)
+            other.search("billing database")
+        assert first and first[0].score == pytest.approx(first[0].explain["ranking"], abs=1e-6)
+        assert "fitted for local/some-other-model" in first[0].explain["relevance"]["uncalibrated"]
+        assert [r.message.count("ranking scores") for r in caplog.records] == [1]
 
 
 def test_purge_removes_only_memories_deleted_past_retention(mem):

@@ -8,11 +8,12 @@ environment variables < keyword arguments to `Memory.open`. String values may us
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
 from types import UnionType
-from typing import Any, Iterator, Literal, Mapping, Union, get_args, get_origin
+from typing import Any, ClassVar, Iterator, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -26,6 +27,17 @@ ENV_PREFIX = "CLAWRECALL_"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # keys of earlier releases and what took their place: a config that still sets one loads, with a warning
+    RETIRED: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.RETIRED.keys() & data.keys():
+            for key in cls.RETIRED.keys() & data.keys():
+                logging.getLogger("clawrecall.config").warning(cls.RETIRED[key])
+            data = {k: v for k, v in data.items() if k not in cls.RETIRED}
+        return data
 
 
 class EmbeddingConfig(_Section):
@@ -90,6 +102,9 @@ class RelevanceConfig(_Section):
     """The absolute score's calibration (retrieval/relevance.py), fitted for the default model by
     `bench/relevance.py --fit`; another embedding model has another cosine scale and needs its own fit."""
 
+    # the embedding model (`provider/model`) the coefficients belong to: with another, scores are
+    # ranking scores (relative to the query's best hit) until it gets a fit of its own
+    model: str = "local/all-MiniLM-L6-v2"
     intercept: float = -3.24
     cosine: float = Field(default=7.41, ge=0)
     coverage: float = Field(default=0.04, ge=0)
@@ -194,6 +209,10 @@ class RecallHookConfig(_Section):
     # a cosine of 0.2 with the default calibration, the gate this hook has always had.
     min_score: float | None = Field(default=0.15, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
+    RETIRED = {
+        "min_similarity": "hooks.recall.min_similarity is no longer used: recall gates on hooks.recall.min_score, an "
+        "absolute relevance score (0.15 is about the cosine 0.2 that min_similarity defaulted to); see docs/retrieval.md",
+    }
 
 
 class StartupHookConfig(_Section):
@@ -299,7 +318,8 @@ def _unknown_keys(model: type[BaseModel], data: Mapping[str, Any], path: str = "
     for key, value in data.items():
         field = model.model_fields.get(key)
         if field is None:
-            unknown.append(f"{path}{key}")
+            if key not in getattr(model, "RETIRED", {}):
+                unknown.append(f"{path}{key}")
             continue
         sub = _model_of(field.annotation)
         if isinstance(value, Mapping) and sub is not None:

@@ -117,8 +117,10 @@ class Memory:
             from ..retrieval.pipeline import RetrievalPipeline
             from ..retrieval.rerank import create_reranker
 
+            provider, model, _ = self._embedding.configured_fingerprint()
             self._pipeline = RetrievalPipeline(
-                self.config.retrieval, self.store, self._embedding.queries, create_reranker(self.config.retrieval.rerank)
+                self.config.retrieval, self.store, self._embedding.queries, create_reranker(self.config.retrieval.rerank),
+                model=f"{provider}/{model}",
             )
         return self._pipeline
 

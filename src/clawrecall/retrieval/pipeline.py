@@ -11,6 +11,7 @@ candidates, so a stage can be tested, switched off or re-weighted on its own.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
 from .relevance import apply_relevance
 from .rerank import Reranker
+
+log = logging.getLogger("clawrecall.retrieval")
+_WARNED: set[str | None] = set()  # models whose missing calibration was logged (once per process)
 
 Mode = Literal["hybrid", "vector", "bm25", "trigram"]
 LEGS = ("vector", "bm25", "trigram")
@@ -50,11 +54,13 @@ class RetrievalPipeline:
         store: Store,
         embed_queries: Callable[[list[str]], np.ndarray],
         reranker: Reranker | None = None,
+        model: str | None = None,
     ):
         self.cfg = cfg
         self.store = store
         self.embed_queries = embed_queries
         self.reranker = reranker
+        self.model = model  # the embedding model: the absolute score's calibration belongs to one
         self._common: dict[tuple[str, ...] | None, tuple[float, set[str]]] = {}
 
     def search(
@@ -68,7 +74,7 @@ class RetrievalPipeline:
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
-        embedded = self._query_vectors(query, vector_query)  # the whole query's vector scores relevance in every mode
+        embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
         legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
@@ -93,9 +99,11 @@ class RetrievalPipeline:
         vectors = self.store.vectors([s.memory.id for s in items]) if items else {}
         if diverse and cfg.mmr_threshold is not None and len(items) > 1:
             items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
-        items = apply_relevance(items[:limit], query, embedded[query], vectors, cfg.relevance)
+        uncalibrated = self._uncalibrated(embedded)
+        items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors, cfg.relevance,
+                                uncalibrated=uncalibrated)
         floor = cfg.min_score if min_score is None else min_score
-        items = [s for s in items if s.relevance >= floor]
+        items = [s for s in items if s.relevance >= floor][:limit]
         return [
             SearchHit(
                 memory=s.memory,
@@ -109,6 +117,20 @@ class RetrievalPipeline:
             )
             for s in items
         ]
+
+    def _uncalibrated(self, embedded: dict[str, np.ndarray]) -> str | None:
+        """Why this search cannot score on the absolute scale, or None when it can."""
+        if not embedded:
+            return "a keyword-only search has no query vector: the ranking score"
+        if self.model != self.cfg.relevance.model:
+            if self.model not in _WARNED:
+                _WARNED.add(self.model)
+                log.warning(
+                    "scores are ranking scores, not calibrated relevance: retrieval.relevance was fitted for %s, "
+                    "this store embeds with %s (fit it with bench/relevance.py --fit)", self.cfg.relevance.model, self.model,
+                )
+            return f"retrieval.relevance was fitted for {self.cfg.relevance.model}, not {self.model}: the ranking score"
+        return None
 
     def _query_vectors(self, query: str, vector_query: str) -> dict[str, np.ndarray]:
         """The vector leg's query and, when it differs, the whole query (for the absolute score), in one

@@ -14,9 +14,10 @@ not" on the best hit of LoCoMo and synthetic questions (`bench/relevance.py --fi
 is the estimated probability that the query is answered by this hit's kind of match, and
 `min_score` can say "nothing relevant". The hits keep the ranking's order. The coefficients
 belong to the embedding model: a store embedded by another model needs its own fit
-(docs/retrieval.md). A hit without a vector (none was stored) keeps its ranking score, and a
-conversation turn that the session-neighbour stage brought in scores at least as well as the hit
-it is next to ("Did you go?" → "Yes, last Saturday": the answer shares no words with the question).
+(docs/retrieval.md): with another model, and in the keyword-only modes (no query vector), a hit
+keeps its ranking score, as does a hit without a stored vector. A conversation turn that the
+session-neighbour stage brought in scores at least as well as the hit it is next to ("Did you
+go?" → "Yes, last Saturday": the answer shares no words with the question).
 """
 
 from __future__ import annotations
@@ -34,16 +35,19 @@ if TYPE_CHECKING:
 
 
 def apply_relevance(
-    items: list[Scored], query: str, query_vector: np.ndarray, vectors: dict[str, np.ndarray], cfg: RelevanceConfig
+    items: list[Scored], query: str, query_vector: np.ndarray | None, vectors: dict[str, np.ndarray],
+    cfg: RelevanceConfig, *, uncalibrated: str | None = None,
 ) -> list[Scored]:
-    """Set each item's `relevance` (0–1); the items keep their ranking order."""
+    """Set each item's `relevance` (0–1); the items keep their ranking order. Without a query vector
+    the ranking score stands in, and `uncalibrated` (shown by explain) says why."""
     words = keywords(query)
     for item in items:
         vector = vectors.get(item.memory.id)
         coverage = keyword_coverage(words, item.memory.content)
-        if vector is None:
+        if query_vector is None or vector is None:
             item.relevance = min(max(item.score, 0.0), 1.0)
-            item.steps["relevance"] = {"cosine": None, "coverage": round(coverage, 6)}
+            item.steps["relevance"] = {"cosine": None, "coverage": round(coverage, 6),
+                                       "uncalibrated": uncalibrated or "this memory has no vector"}
             continue
         cosine = float(vector @ query_vector)
         item.relevance = _sigmoid(cfg.intercept + cfg.cosine * cosine + cfg.coverage * coverage)
