@@ -130,6 +130,26 @@ def test_keyword_searches_need_no_query_vector(mem, monkeypatch):
         assert "no query vector" in hits[0].explain["relevance"]["uncalibrated"]
 
 
+def test_min_score_applies_before_the_limit(mem, monkeypatch):
+    """A search returns the best-ranked `limit` hits that reach `min_score`, not the first `limit` hits filtered."""
+    from clawrecall.retrieval import pipeline
+
+    for n in range(3):
+        mem.add(f"Note {n} about the billing service", category="fact")
+    real = pipeline.apply_relevance
+
+    def first_irrelevant(items, *args, **kwargs):
+        out = real(items, *args, **kwargs)
+        for position, item in enumerate(out):
+            item.relevance = 0.0 if position == 0 else 0.9
+        return out
+
+    monkeypatch.setattr(pipeline, "apply_relevance", first_irrelevant)
+    ranked = mem.search("billing service", limit=3, min_score=0)
+    hit = mem.search("billing service", limit=1, min_score=0.5)
+    assert [h.memory.id for h in hit] == [ranked[1].memory.id]
+
+
 def test_another_models_scores_are_ranking_scores_with_one_warning(db_target, caplog):
     """The calibration belongs to the model it was fitted for: with another, a hit's score is its ranking
     score, explain says so, and the log says it once."""
