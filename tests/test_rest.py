@@ -408,9 +408,31 @@ def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback
         assert local.get("/v1/memories", headers={"X-Clawrecall-User": "dave"}).status_code == 200
         rebound = TestClient(app, base_url="http://evil.example")
         assert error_code(rebound.get("/v1/stats")) == "forbidden"
+        for host in ("[::1]evil.com", "[::1]:18802@evil.com", "127.0.0.1@evil.com", "localhost:80:80", ""):
+            assert error_code(local.get("/v1/stats", headers={"Host": host})) == "forbidden", host
+        for host in ("[::1]:8765", "LOCALHOST", "127.0.0.2:1"):
+            assert local.get("/v1/stats", headers={"Host": host}).status_code == 200, host
         store.create(user_id="dave")
         assert error_code(local.get("/v1/stats")) == "unauthenticated"
         store.close()
+
+
+def test_a_web_page_cannot_drive_a_tool_with_a_simple_request(tmp_path):
+    """text/plain and form bodies need no CORS preflight, so any page could POST them to 127.0.0.1:
+    a tool's arguments must be declared JSON."""
+    with Memory.open(tmp_path / "csrf.db", check_embedding=False) as mem:
+        kept = mem.add("Alice's locker code is 7731", dedup=False).id
+        local = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                           base_url="http://127.0.0.1:8765")
+        for content_type, body in (("text/plain", f'{{"memoryId": "{kept}"}}'),
+                                   ("application/x-www-form-urlencoded", f"memoryId={kept}"),
+                                   ("multipart/form-data; boundary=x", "--x--")):
+            answer = local.post("/v1/tools/memory_forget", content=body, headers={"Content-Type": content_type})
+            assert answer.status_code == 415 and error_code(answer) == "unsupported_media_type", content_type
+        assert mem.get(kept).id == kept
+        assert local.post("/v1/tools/memory_stats", content=b"").status_code == 200  # no arguments, no body
+        erased = local.post("/v1/tools/memory_forget", json={"memoryId": kept})
+        assert erased.status_code == 200 and erased.json()["details"]["action"] == "deleted"
 
 
 def test_a_token_reaches_memories_by_id_in_every_scope_it_allows_and_no_other(server, db, seeded, alice):

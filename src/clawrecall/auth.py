@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 import secrets
 from urllib.parse import unquote
 import sqlite3
@@ -196,11 +197,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# A Host header: a name or an IPv4 address, or an IPv6 address in brackets, then an optional port.
+_HOST = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[^\s:@/\[\]]+))(?::[0-9]{1,5})?$")
+
+
 def _host_name(host: str) -> str:
-    """`[::1]:8765` → `::1`, `localhost:8765` → `localhost`."""
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
+    """`[::1]:8765` → `::1`, `localhost:8765` → `localhost`; anything else (`[::1]evil.com`,
+    `[::1]:1@evil.com`) → "" , which is no loopback name."""
+    match = _HOST.match(host)
+    return "" if match is None else (match["v6"] or match["name"]).lower()
 
 
 def identity(user_id: str | None, agent_id: str | None, session_id: str | None) -> dict[str, str | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -64,6 +64,10 @@ def tool_router(mem: Memory) -> APIRouter:
 def _endpoint(t: Tool):
     async def call_tool(request: Request) -> JSONResponse:
         body = await request.body()
+        if body.strip() and not _is_json(request.headers.get("content-type", "")):
+            # a web page may POST text/plain or a form to 127.0.0.1 without asking first (no CORS
+            # preflight): refusing every body that is not declared JSON keeps it from driving a tool
+            raise HTTPException(415, "send the tool's arguments as application/json")
         try:
             arguments = json.loads(body) if body.strip() else {}
         except (ValueError, RecursionError):
@@ -72,3 +76,8 @@ def _endpoint(t: Tool):
         return JSONResponse(result.to_json())
 
     return call_tool
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
