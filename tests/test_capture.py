@@ -291,6 +291,19 @@ def test_malformed_requests(mem):
         agent_end(mem, {"messages": [], "success": "yes"}, ctx())
 
 
+@pytest.mark.parametrize("bad", ["Remember that my PIN is \x00 1234", "Remember that my name is \ud800 Bob"])
+def test_a_turn_the_store_cannot_keep_is_refused_not_acknowledged(mem, bad):
+    """NUL and lone surrogates cannot be stored: the hook says so at once instead of answering `queued`
+    and losing the capture in the background. Only the finished turn is checked, so one bad message
+    does not block every later turn of its session."""
+    with pytest.raises(ValidationError, match="a message of this turn"):
+        agent_end(mem, {"messages": [user(bad)]}, ctx())
+    later = agent_end(mem, {"messages": [user(bad), assistant("ok"), user("Remember that my badge is 42")]}, ctx())
+    assert later["queued"] == 1
+    mem.runtime.drain(10)
+    assert [m.content for m in mem.list()] == ["Remember that my badge is 42"]
+
+
 def test_full_queue_drops_instead_of_blocking(mem, monkeypatch):
     monkeypatch.setattr(capture, "MAX_PENDING", 1)  # read when the store's capture queue is made, on first use
     gate = threading.Event()

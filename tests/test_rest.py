@@ -417,6 +417,15 @@ def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback
         store.close()
 
 
+def test_a_capture_with_text_the_store_cannot_keep_is_a_400(tmp_path):
+    with Memory.open(tmp_path / "capture.db", check_embedding=False) as mem:
+        local = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                           base_url="http://127.0.0.1:8765")
+        body = '{"messages": [{"role": "user", "content": "Remember that my name is \\ud800 Bob"}]}'
+        answer = local.post("/v1/hooks/agent_end", content=body, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 400 and error_code(answer) == "invalid_input"
+
+
 def test_a_web_page_cannot_drive_a_tool_with_a_simple_request(tmp_path):
     """text/plain and form bodies need no CORS preflight, so any page could POST them to 127.0.0.1:
     a tool's arguments must be declared JSON."""

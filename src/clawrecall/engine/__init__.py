@@ -11,6 +11,6 @@
 """
 
 from ._memory import Memory
-from ._validate import MAX_CONTENT_CHARS
+from ._validate import MAX_CONTENT_CHARS, check_text
 
-__all__ = ["MAX_CONTENT_CHARS", "Memory"]
+__all__ = ["MAX_CONTENT_CHARS", "Memory", "check_text"]

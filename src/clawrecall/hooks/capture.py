@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import CaptureHookConfig
+from ..engine import check_text
 from ..errors import ValidationError
 from ..retrieval.noise import is_noise
 from ..scopes import Caller, may_write
@@ -182,6 +183,8 @@ def _candidates(
         if role not in roles:
             continue
         text = strip_envelope(message_text(message))
+        # checked before the answer: a capture that is acknowledged must be one the store can keep
+        check_text(text, "a message of this turn")
         if should_capture(text, cfg):
             category = detect_category(text)
             out.append({"text": text, "category": category if category in categories else "other", "role": role})
