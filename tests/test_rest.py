@@ -173,7 +173,9 @@ def test_errors_are_json_with_stable_codes(alice, seeded):
         (alice.post("/v1/search", json={"query": "x", "limit": 0}), 422, "invalid_request"),
         (alice.get("/v1/nowhere"), 404, "not_found"),
         (alice.put("/v1/stats"), 405, "method_not_allowed"),
-        (alice.post("/v1/tools/memory_recall", content=b"{not json"), 400, "invalid_input"),
+        (alice.post("/v1/tools/memory_recall", content=b"{not json", headers={"Content-Type": "application/json"}), 400,
+         "invalid_input"),
+        (alice.post("/v1/tools/memory_recall", content=b"{not json"), 415, "unsupported_media_type"),
         (alice.post("/v1/tools/no_such_tool", json={}), 404, "not_found"),
     ]
     for response, status, code in cases:
