@@ -384,3 +384,21 @@ def test_command_timeout(tmp_path):
     emb = create_embedder(EmbeddingConfig(provider="command", command=argv, timeout_s=0.3))
     with pytest.raises(EmbeddingError, match="timed out after 0.3s"):
         emb.embed(["x"])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0])
+def test_vectors_that_are_not_finite_or_all_zero_are_refused_never_stored(tmp_path, monkeypatch, bad):
+    """A provider answering NaN, infinity or all-zero vectors: the add fails with EmbeddingError and stores
+    nothing (such a vector, once stored, broke every later search of its scope)."""
+    from clawrecall import EmbeddingError
+
+    with Memory.open(tmp_path / "bad.db") as mem:
+        mem.add("a memory from before the provider broke")
+        dims = mem.embedder.dimensions
+        monkeypatch.setattr(type(mem.embedder), "_embed_batch",
+                            lambda self, texts, kind: np.full((len(texts), dims), bad, dtype=np.float32))
+        with pytest.raises(EmbeddingError, match="not finite or are all zero"):
+            mem.add("a memory the provider cannot embed")
+        with pytest.raises(EmbeddingError, match="not finite or are all zero"):
+            mem.search("a query the provider cannot embed either")
+        assert [m.content for m in mem.list()] == ["a memory from before the provider broke"]

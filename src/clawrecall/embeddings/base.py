@@ -166,7 +166,9 @@ class Embedder(ABC):
                 f"{self.provider}/{self.model} returned {dims}-dimensional vectors, expected {self._dimensions}"
             )
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
+        if not np.all(np.isfinite(arr)) or np.any(norms == 0):
+            # stored, such a vector would match nothing (or everything) and break every later search
+            raise EmbeddingError(f"{self.provider}/{self.model} returned vectors that are not finite or are all zero")
         return arr / norms
 
 
