@@ -289,3 +289,28 @@ def test_stdio_answers_a_line_that_is_not_a_message_and_goes_on(db, home):
     assert replies[1] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}
     assert replies[2]["id"] == 1 and replies[2]["result"]["serverInfo"]["name"] == "clawrecall"
     assert done.returncode == 0
+
+
+def test_stdio_refuses_bytes_that_are_not_utf8_and_says_who_it_serves_as(db, home):
+    """REST and the CLI refuse text that is not UTF-8; so does stdio (it used to store U+FFFD in its place).
+    Without --user/--agent it serves as the administrator, and says so on stderr."""
+    import subprocess
+
+    store = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "memory_store", "arguments": {"content": "Remember the caf\u00e9 on Main Street"}}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode(),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(),
+        json.dumps(store).encode().replace(b"\\u00e9", b"\xe9"),  # Latin-1, not UTF-8
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "mcp"],
+        input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=120,
+        env={**os.environ, "CLAWRECALL_HOME": str(home)},
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert replies[1] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert "serving as the administrator" in done.stderr.decode()
+    with Memory.open(db) as mem:
+        assert not [m for m in mem.list() if "Main Street" in m.content]

@@ -725,6 +725,9 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
         os.environ.pop(name, None)
     caller = Caller(**identity(user_id, agent_id, session_id))
     configure_logging("warning")
+    if caller.administrator:
+        click.echo("clawrecall mcp: no --user or --agent given: serving as the administrator, who reads and "
+                   "writes every scope", err=True)
     run_stdio(state.open(embeds=True, creates=True), caller)
 
 

@@ -7,6 +7,9 @@ command line). Either way the handshake does not wait for the embedding model.
 
 from __future__ import annotations
 
+import io
+import sys
+
 from typing import Any, Callable
 
 import anyio
@@ -75,8 +78,12 @@ def run_stdio(mem: Memory, caller: Caller) -> None:
     ModelWarmup(mem).start()
     server = mcp_server(mem, lambda ctx: caller)
 
+    # Bytes that are not UTF-8 stay recognisable (as lone surrogates, which no message may hold), so
+    # such a line is refused as REST and the CLI refuse it, instead of being stored with U+FFFD in it.
+    stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+
     async def serve() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server(stdin=stdin) as (read, write):
             send, receive = anyio.create_memory_object_stream[Any](0)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_answer_unreadable_lines, read, send, write)
@@ -93,7 +100,9 @@ async def _answer_unreadable_lines(read: Any, forward: Any, write: Any) -> None:
             if not isinstance(item, Exception):
                 await forward.send(item)
                 continue
-            parse = isinstance(item, PydanticValidationError) and any(e["type"] == "json_invalid" for e in item.errors())
+            parse = isinstance(item, PydanticValidationError) and any(
+                e["type"] in ("json_invalid", "string_unicode") for e in item.errors()  # not JSON, or not UTF-8
+            )
             code, message = (types.PARSE_ERROR, "Parse error") if parse else (types.INVALID_REQUEST, "Invalid Request")
             error = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
             await write.send(SessionMessage(error))
