@@ -8,7 +8,9 @@ our own blocks would be stored back as memories.
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 
 from ..storage.text import has_cjk
 
@@ -147,15 +149,20 @@ def should_skip_retrieval(text: str, min_length: int | None = None) -> bool:
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>|<!--.*?-->", re.DOTALL)
 _FAKE_MARKER = re.compile(r"\[(\s*(?:END\s+)?UNTRUSTED\s+DATA)", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _SPACE = re.compile(r"\s+")
 
 
 def sanitize_for_context(text: str, max_chars: int) -> str:
     """One line of plain text, at most `max_chars` long, that cannot close or forge our untrusted-data block.
 
-    Tags are dropped and any other angle bracket becomes ‹ › so `</relevant-memories>` cannot form;
-    `[END UNTRUSTED DATA]` inside a memory loses its bracket.
+    What only looks like a marker is first made plain: HTML entities decoded, compatibility forms
+    folded (fullwidth `＜` is `<`), invisible format characters (zero-width spaces, bidi overrides)
+    dropped. Then tags are dropped and any other angle bracket becomes ‹ › so `</relevant-memories>`
+    cannot form; `[END UNTRUSTED DATA]` inside a memory loses its bracket; a line break (which could
+    start a fake list item) is a space.
     """
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", html.unescape(text)))
     text = _TAG.sub(" ", text)
     text = text.replace("<", "‹").replace(">", "›")
     text = _FAKE_MARKER.sub(r"(\1", text)

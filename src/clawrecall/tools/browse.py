@@ -13,7 +13,7 @@ from pydantic import Field
 from ..engine import Memory
 from ..scopes import Caller, read_scopes
 from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import entry, line
+from .render import entry, line, untrusted
 
 
 class ListArgs(ToolArgs):
@@ -39,8 +39,8 @@ def memory_list(mem: Memory, caller: Caller, args: ListArgs) -> ToolResult:
     if not records:
         return ToolResult(f"No memories to show ({total} in all).", details)
     first = args.offset + 1
-    text = f"Memories {first}–{args.offset + len(records)} of {total}:\n\n" + "\n".join(
-        line(n, r) for n, r in enumerate(records, first)
+    text = f"Memories {first}–{args.offset + len(records)} of {total}:\n\n" + untrusted(
+        [line(n, r) for n, r in enumerate(records, first)]
     )
     return ToolResult(text, details)
 

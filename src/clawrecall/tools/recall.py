@@ -9,7 +9,7 @@ from ..errors import NotFoundError
 from ..models import SearchHit
 from ..scopes import Caller
 from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import LINE_CHARS, entry, line, memory_path, plural, short
+from .render import LINE_CHARS, entry, line, memory_path, plural, shown, untrusted
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
 # query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
@@ -40,8 +40,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type)
     if not hits:
         return ToolResult("No relevant memories.", {"count": 0, "memories": []})
-    text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + "\n".join(
-        line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
+    text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
+        [line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]
     )
     return ToolResult(text, {"count": len(hits), "memories": [entry(h.memory, h.score) for h in hits]})
 
@@ -70,12 +70,12 @@ def memory_store(mem: Memory, caller: Caller, args: StoreArgs) -> ToolResult:
     if result.action == "duplicate":
         existing = mem.get(result.id, caller=caller)
         return ToolResult(
-            f'Similar memory already exists: "{short(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
+            f'Similar memory already exists: "{shown(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
             {"action": "duplicate", "existingId": existing.id, "similarity": result.similarity},
         )
     assert result.memory is not None
     return ToolResult(
-        f'Stored: "{short(result.memory.content, LINE_CHARS)}" (id {result.id[:8]})',
+        f'Stored: "{shown(result.memory.content, LINE_CHARS)}" (id {result.id[:8]})',
         {"action": "created", "id": result.id, "path": memory_path(result.memory)},
     )
 
@@ -115,8 +115,8 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
     if _confident(hits):
         return _forget(mem, caller, hits[0].id)
-    text = f"Found {plural(len(hits), 'candidate', 'candidates')}. Specify memoryId:\n" + "\n".join(
-        line(n, h.memory, h.score) for n, h in enumerate(hits, 1)
+    text = f"Found {plural(len(hits), 'candidate', 'candidates')}. Specify memoryId:\n" + untrusted(
+        [line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]
     )
     return ToolResult(
         text, {"action": "candidates", "found": len(hits), "candidates": [entry(h.memory, h.score) for h in hits]}
@@ -158,8 +158,8 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
         }
         for h in hits
     ]
-    text = f"Found {plural(len(hits), 'context item', 'context items')}:\n\n" + "\n".join(
-        line(n, h.memory, h.score, label=_source(h)) for n, h in enumerate(hits, 1)
+    text = f"Found {plural(len(hits), 'context item', 'context items')}:\n\n" + untrusted(
+        [line(n, h.memory, h.score, label=_source(h)) for n, h in enumerate(hits, 1)]
     )
     return ToolResult(text, {"count": len(hits), "results": results})
 

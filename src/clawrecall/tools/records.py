@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ..engine import Memory
+from ..engine import MAX_CONTENT_CHARS, Memory
 from ..errors import ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller
 from .base import OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
-from .render import SNIPPET_CHARS, line, memory_path
+from .render import SNIPPET_CHARS, line, memory_path, shown, untrusted
 
 PROVIDER = "clawrecall"
 
@@ -49,7 +49,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         }
         for h in hits
     ]
-    text = "\n".join(line(n, h.memory, h.score) for n, h in enumerate(hits, 1)) or "No relevant records."
+    text = untrusted([line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]) if hits else "No relevant records."
     details = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto",
@@ -82,7 +82,7 @@ def memory_get(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
     if r.is_deleted:
         facts.append("deleted (memory_undelete restores it)")
     heading = f"[{r.category}] {r.title}" if r.title else f"[{r.category}]"
-    text = f"{heading}\n{r.content}\n\n({'; '.join(facts)})"
+    text = f"{heading}\n{untrusted([shown(r.content, MAX_CONTENT_CHARS)])}\n\n({'; '.join(facts)})"
     return ToolResult(text, {"memory": r.model_dump(mode="json"), "path": memory_path(r), "age": r.age})
 
 

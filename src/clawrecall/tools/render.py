@@ -1,7 +1,8 @@
 """How tools show memories: one line of text for the model, one JSON entry for programs.
 
 Texts carry score and age (seed 001: "the agent sees this and decides if it matters") and the
-short id a follow-up call (get, update, forget) needs.
+short id a follow-up call (get, update, forget) needs. Memory text reaches a model only inside
+the untrusted-data markers the recall block uses, sanitised so that it cannot close them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
 from ..models import MemoryRecord
 
 LINE_CHARS = 300
@@ -39,7 +41,17 @@ def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str
     """`1. [preference] User prefers dark mode (85%, 3d ago, id 1a2b3c4d)`."""
     facts = ([percent(score)] if score is not None else []) + [record.age, f"id {record.id[:8]}"]
     deleted = " [deleted]" if record.is_deleted else ""
-    return f"{n}. [{label or record.category}]{deleted} {short(record.content, LINE_CHARS)} ({', '.join(facts)})"
+    return f"{n}. [{label or record.category}]{deleted} {shown(record.content, LINE_CHARS)} ({', '.join(facts)})"
+
+
+def shown(content: str, limit: int) -> str:
+    """A memory's text as a model may see it: one sanitised line, at most `limit` characters."""
+    return sanitize_for_context(content, limit)
+
+
+def untrusted(lines: list[str]) -> str:
+    """Lines that hold memory text, between the untrusted-data markers."""
+    return "\n".join([RECALL_HEADER, *lines, RECALL_FOOTER])
 
 
 def entry(record: MemoryRecord, score: float | None = None) -> dict[str, Any]:
