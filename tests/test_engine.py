@@ -153,13 +153,14 @@ def test_min_score_applies_before_the_limit(mem, monkeypatch):
 def test_another_models_scores_are_ranking_scores_with_one_warning(db_target, caplog):
     """The calibration belongs to the model it was fitted for: with another, a hit's score is its ranking
     score, explain says so, and the log says it once."""
-    with Memory.open(db_target, retrieval={"relevance": {"model": "local/some-other-model"}}) as other:
+    fitted_for = f"local/some-other-model-{uuid.uuid4().hex[:8]}"  # warned about once per process
+    with Memory.open(db_target, retrieval={"relevance": {"model": fitted_for}}) as other:
         other.add("The billing service runs on PostgreSQL 18", category="fact")
         with caplog.at_level("WARNING", logger="clawrecall.retrieval"):
             first = other.search("billing database", explain=True)
             other.search("billing database")
         assert first and first[0].score == pytest.approx(first[0].explain["ranking"], abs=1e-6)
-        assert "fitted for local/some-other-model" in first[0].explain["relevance"]["uncalibrated"]
+        assert f"fitted for {fitted_for}" in first[0].explain["relevance"]["uncalibrated"]
         assert [r.message.count("ranking scores") for r in caplog.records] == [1]
 
 
