@@ -30,7 +30,7 @@ from .relevance import apply_relevance
 from .rerank import Reranker
 
 log = logging.getLogger("clawrecall.retrieval")
-_WARNED: set[str | None] = set()  # models whose missing calibration was logged (once per process)
+_WARNED: set[tuple[str | None, str]] = set()  # (model, calibrated for) pairs logged, once per process
 
 Mode = Literal["hybrid", "vector", "bm25", "trigram"]
 LEGS = ("vector", "bm25", "trigram")
@@ -123,8 +123,8 @@ class RetrievalPipeline:
         if not embedded:
             return "a keyword-only search has no query vector: the ranking score"
         if self.model != self.cfg.relevance.model:
-            if self.model not in _WARNED:
-                _WARNED.add(self.model)
+            if (self.model, self.cfg.relevance.model) not in _WARNED:
+                _WARNED.add((self.model, self.cfg.relevance.model))
                 log.warning(
                     "scores are ranking scores, not calibrated relevance: retrieval.relevance was fitted for %s, "
                     "this store embeds with %s (fit it with bench/relevance.py --fit)", self.cfg.relevance.model, self.model,
