@@ -188,6 +188,7 @@ def test_oversized_bodies_get_413(alice, seeded):
     response = alice.post("/v1/memories", json=big)
     assert response.status_code == 413 and error_code(response) == "payload_too_large"
     assert alice.post("/mcp", content=b"z" * (2 << 20)).status_code == 413
+    assert alice.get("/mcp", headers={"Accept": "text/event-stream"}, timeout=5).status_code == 405  # no stream to hang on
     routes = [
         ("POST", "/v1/memories"), ("PATCH", f"/v1/memories/{seeded['alice']}"), ("POST", "/v1/search"),
         ("POST", "/v1/context"), ("POST", "/v1/tools/memory_store"), ("POST", "/embed"), ("POST", "/batch"),

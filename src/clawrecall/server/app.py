@@ -94,7 +94,8 @@ def create_app(
             body["error"] = warmup.error
         return JSONResponse(body, status_code=503 if warmup.state == "failed" else 200)
 
-    app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
+    # no GET: a stateless server sends nothing unasked, so the event stream GET opens would never close
+    app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["POST", "DELETE"]))
     app.add_middleware(Authenticate, authenticator=Authenticator(tokens, allow_anonymous=allow_anonymous))
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(AccessLog)
