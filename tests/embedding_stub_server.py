@@ -45,6 +45,8 @@ class StubEmbeddingServer:
         self.model = "intfloat/multilingual-e5-large"  # what GET /health names
         self.mode = "ok"
         self.slow_s = 1.0
+        self.failures: list[tuple[int, str | None]] = []  # answered first, in order: (status, Retry-After)
+        self.retry_after: str | None = None  # the Retry-After of the answer being sent
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -74,9 +76,14 @@ class StubEmbeddingServer:
             self.requests.append(rec)
 
     def answer(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
-        """(status, body bytes) for one request, honouring `mode`."""
+        """(status, body bytes) for one request, honouring `failures`, then `mode`."""
         if method == "GET" and path == "/health":
             return 200, _json({"status": "ok", "model": self.model, "dimension": self.dim})
+        with self._lock:
+            failure = self.failures.pop(0) if self.failures else None
+        self.retry_after = failure[1] if failure is not None else None  # requests come one at a time in tests
+        if failure is not None:
+            return failure[0], _json({"error": {"message": f"try again later ({failure[0]})"}})
         if self.mode == "slow":
             time.sleep(self.slow_s)
         if self.mode == "error500":
@@ -145,6 +152,8 @@ def _make_handler(server: StubEmbeddingServer) -> type[BaseHTTPRequestHandler]:
             server.record(Recorded(self.command, path, headers, body))
             status, payload = server.answer(self.command, path, body, headers)
             self.send_response(status)
+            if status >= 400 and server.retry_after is not None:
+                self.send_header("Retry-After", server.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

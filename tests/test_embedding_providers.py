@@ -402,3 +402,30 @@ def test_vectors_that_are_not_finite_or_all_zero_are_refused_never_stored(tmp_pa
         with pytest.raises(EmbeddingError, match="not finite or are all zero"):
             mem.search("a query the provider cannot embed either")
         assert [m.content for m in mem.list()] == ["a memory from before the provider broke"]
+
+
+def test_a_busy_or_failing_server_is_asked_again_within_bounds(stub, monkeypatch):
+    """429 and 5xx are retried (at most twice more), after the server's Retry-After or a short backoff;
+    a Retry-After longer than is worth holding a write for, and a client error, are not retried."""
+    from clawrecall.embeddings import _http
+
+    waits: list[float] = []
+    monkeypatch.setattr(_http.time, "sleep", waits.append)
+    emb = create_embedder(EmbeddingConfig(provider="ollama", base_url=stub.url, model="stub-embed"))
+
+    stub.failures = [(429, "2"), (503, None)]
+    assert emb.embed(["busy"]).shape == (1, 8)
+    assert len(stub.posts()) == 3 and waits[0] == 2.0 and 0.5 <= waits[1] <= 1.0  # the second try: 0.5 s × 2, jittered
+
+    stub.requests.clear()
+    stub.failures = [(500, None)] * 3
+    with pytest.raises(EmbeddingError, match=r"HTTP 500 from .* \(after 3 attempts\)"):
+        emb.embed(["down"])
+    assert len(stub.posts()) == 3
+
+    for status, retry_after in ((429, "3600"), (400, None)):
+        stub.requests.clear()
+        stub.failures = [(status, retry_after)]
+        with pytest.raises(EmbeddingError, match=f"HTTP {status} from"):
+            emb.embed([f"no retry {status}"])
+        assert len(stub.posts()) == 1

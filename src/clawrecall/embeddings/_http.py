@@ -1,11 +1,16 @@
-"""What the HTTP providers share: config resolution, one pooled client, and requests whose every
-failure (refused, timeout, non-2xx, bad JSON, wrong shape) becomes a one-line `EmbeddingError`
-that names the provider and the cause and never contains the API key."""
+"""What the HTTP providers share: config resolution, one pooled client, a bounded retry of a busy
+or failing server (429, 5xx; `Retry-After` honoured), and requests whose every failure (refused,
+timeout, non-2xx, bad JSON, wrong shape) becomes a one-line `EmbeddingError` that names the
+provider and the cause and never contains the API key."""
 
 from __future__ import annotations
 
 import os
+import random
 import threading
+import time
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -16,6 +21,10 @@ from ..errors import ConfigError, EmbeddingError
 from .base import Embedder
 
 _MAX_DETAIL = 300
+RETRIES = 2  # more attempts after the first, for an answer in RETRY_STATUSES
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+BACKOFF_S = 0.5  # the first wait when the server names none; doubled each time, with jitter
+MAX_RETRY_AFTER_S = 10.0
 
 
 class HTTPEmbedder(Embedder):
@@ -103,10 +112,29 @@ class HTTPEmbedder(Embedder):
         *,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """Send one request to `base_url + path` and return its decoded JSON body."""
+        """Send one request to `base_url + path` and return its decoded JSON body. A busy or failing
+        server (429, 5xx) is asked again, at most `RETRIES` more times, after the wait its `Retry-After`
+        asks for (up to `MAX_RETRY_AFTER_S`) or a short exponential backoff."""
         url = self.base_url + path
+        for attempt in range(RETRIES + 1):
+            response = self._send(method, url, payload, headers)
+            wait = _retry_wait(response, attempt) if attempt < RETRIES else None
+            if wait is None:
+                break
+            time.sleep(wait)
+        if not response.is_success:
+            detail = _server_message(response, self._scrub)
+            tries = f" (after {attempt + 1} attempts)" if attempt else ""
+            raise self._fail(f"HTTP {response.status_code} from {_where(url)}{tries}: {detail}")
         try:
-            response = self._http().request(method, url, json=payload, headers=headers)
+            return response.json()
+        except ValueError:
+            text = _snippet(self._scrub(response.text)) or "empty body"
+            raise self._fail(f"response from {_where(url)} is not valid JSON: {text!r}") from None
+
+    def _send(self, method: str, url: str, payload: Any, headers: Mapping[str, str] | None) -> httpx.Response:
+        try:
+            return self._http().request(method, url, json=payload, headers=headers)
         except httpx.TimeoutException:
             raise self._fail(f"timed out after {self.timeout_s:g}s ({_where(url)})") from None
         except httpx.ConnectError as exc:
@@ -115,14 +143,6 @@ class HTTPEmbedder(Embedder):
             raise self._fail(f"{type(exc).__name__}: {self._scrub(str(exc)) or 'request failed'} ({_where(url)})") from None
         except (httpx.InvalidURL, ValueError) as exc:  # a bad base_url, or a key that is not a valid header
             raise self._fail(f"invalid request to {_where(url)}: {self._scrub(str(exc))}") from None
-        if not response.is_success:
-            detail = _server_message(response, self._scrub)
-            raise self._fail(f"HTTP {response.status_code} from {_where(url)}: {detail}")
-        try:
-            return response.json()
-        except ValueError:
-            text = _snippet(self._scrub(response.text)) or "empty body"
-            raise self._fail(f"response from {_where(url)} is not valid JSON: {text!r}") from None
 
     def _post(self, path: str, payload: Any, *, headers: Mapping[str, str] | None = None) -> Any:
         return self._request("POST", path, payload, headers=headers)
@@ -153,6 +173,24 @@ class HTTPEmbedder(Embedder):
         if all("index" in d for d in data):
             data = sorted(data, key=lambda d: d["index"])
         return self._vectors([d["embedding"] for d in data], expected)
+
+
+def _retry_wait(response: httpx.Response, attempt: int) -> float | None:
+    """Seconds to wait before asking again, or None when the answer stands (a success, a client
+    error, or a server that asks for a longer wait than is worth holding a write for)."""
+    if response.status_code not in RETRY_STATUSES:
+        return None
+    asked = response.headers.get("retry-after")
+    if asked is None:
+        return BACKOFF_S * 2**attempt * (0.5 + random.random() / 2)
+    try:
+        seconds = float(asked)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(asked) - datetime.now(timezone.utc)).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    return max(seconds, 0.0) if seconds <= MAX_RETRY_AFTER_S else None
 
 
 def _check_base_url(base_url: str) -> None:
