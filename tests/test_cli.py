@@ -610,3 +610,10 @@ def test_reads_do_not_import_the_ml_stack(store: Path, ids: dict[str, str], comm
     assert not {m for m in imported if m.split(".")[0] in ("torch", "sentence_transformers", "transformers")}
     if command[0] != "export":  # the only one of these that reads vectors
         assert "numpy" not in imported  # most of what is left of a read command's start-up
+
+
+def test_explain_says_how_each_absolute_score_was_made(store: Path) -> None:
+    hybrid = run(store, "search", "Kubernetes", "--explain").stdout
+    assert "→ relevance: cosine " in hybrid and ", coverage " in hybrid
+    keywords = run(store, "search", "Kubernetes", "--mode", "bm25", "--explain").stdout
+    assert "relevance: the ranking score (a keyword-only search has no query vector)" in keywords

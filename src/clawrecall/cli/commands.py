@@ -578,11 +578,19 @@ def explain_text(explain: dict[str, Any]) -> str:
     """`vector #1 0.2024, bm25 #3 0.51 → fused 0.4348 → importance 0.91 → ranking 0.3957 → relevance: cosine
     0.6100, coverage 0.5000 → final 0.7600`."""
     legs = ", ".join(f"{name} #{leg['rank']} {leg['score']:.4f}" for name, leg in explain.get("legs", {}).items())
-    steps = [f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in explain.items() if k not in ("legs", "relevance")]
+    shown = {k: v for k, v in explain.items() if k not in ("legs", "relevance", "neighbor_of")}
+    steps = [f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()]
+    if "neighbor_of" in explain:
+        steps[list(shown).index("neighbors")] += f" (next to {out.short_id(explain['neighbor_of'])})"
     if "relevance" in explain:
         r = explain["relevance"]
-        cosine = "none (no vector: the ranking score)" if r["cosine"] is None else f"{r['cosine']:.4f}"
-        steps.insert(-1, f"relevance: cosine {cosine}, coverage {r['coverage']:.4f}")
+        if r["cosine"] is None:
+            how = f"the ranking score ({r['uncalibrated']})"
+        else:
+            how = f"cosine {r['cosine']:.4f}, coverage {r['coverage']:.4f}"
+            if "from_neighbor" in r:
+                how += f", as the hit it is next to ({out.short_id(r['from_neighbor'])})"
+        steps.insert(-1, f"relevance: {how}")
     return " → ".join([legs or "no legs"] + steps)
 
 

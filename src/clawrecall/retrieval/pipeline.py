@@ -121,7 +121,7 @@ class RetrievalPipeline:
     def _uncalibrated(self, embedded: dict[str, np.ndarray]) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""
         if not embedded:
-            return "a keyword-only search has no query vector: the ranking score"
+            return "a keyword-only search has no query vector"
         if self.model != self.cfg.relevance.model:
             if (self.model, self.cfg.relevance.model) not in _WARNED:
                 _WARNED.add((self.model, self.cfg.relevance.model))
@@ -129,7 +129,7 @@ class RetrievalPipeline:
                     "scores are ranking scores, not calibrated relevance: retrieval.relevance was fitted for %s, "
                     "this store embeds with %s (fit it with bench/relevance.py --fit)", self.cfg.relevance.model, self.model,
                 )
-            return f"retrieval.relevance was fitted for {self.cfg.relevance.model}, not {self.model}: the ranking score"
+            return f"retrieval.relevance was fitted for {self.cfg.relevance.model}, not {self.model}"
         return None
 
     def _query_vectors(self, query: str, vector_query: str) -> dict[str, np.ndarray]:
