@@ -326,6 +326,22 @@ def test_import_with_one_bad_line_writes_nothing(fresh: Path, tmp_path: Path) ->
     assert "No such file or directory" in fails(fresh, "import", str(tmp_path / "missing.jsonl"), code=2)
 
 
+def test_import_as_an_identified_caller_refuses_lines_of_another_owner(db_target: str, tmp_path: Path) -> None:
+    """A line naming another user or agent would plant a memory in their scope: refused, nothing written.
+    The administrator (no --user/--agent) restores any owner, as from a backup."""
+    source = tmp_path / "planted.jsonl"
+    source.write_text(json.dumps({"content": "Alice's door code is 4711", "user_id": "alice"}) + "\n")
+    line = fails(db_target, "import", str(source), "--agent", "evil")
+    assert "line 1" in line and "user_id 'alice'" in line
+    source.write_text(json.dumps({"content": "Victim agent's rule", "agent_id": "victim"}) + "\n")
+    assert "agent_id 'victim'" in fails(db_target, "import", str(source), "--user", "bob")
+    assert active(db_target) == 0
+    source.write_text(json.dumps({"content": "Alice's door code is 4711", "user_id": "alice"}) + "\n")
+    assert run_json(db_target, "import", str(source))["created"] == 1
+    [stored] = run_json(db_target, "list", "--user", "alice")
+    assert stored["scope"] == "user:alice" and stored["user_id"] == "alice"
+
+
 def test_progress_bars_go_to_stderr(fresh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output, "_stderr_is_tty", lambda: True)
     source = tmp_path / "one.jsonl"

@@ -12,6 +12,7 @@ from legacy import load
 
 from clawrecall import (
     AmbiguousIdError,
+    Caller,
     ConfigError,
     EmbeddingMismatchError,
     Memory,
@@ -327,6 +328,49 @@ def test_each_item_of_a_batch_is_scoped_on_its_own_and_a_refusal_is_never_rememb
     with pytest.raises(ValidationError, match="invalid user_id"):
         mem.add_many([{"content": "Nobody can say who wrote this"}], user_id=["not", "text"])
     assert mem.count() == count
+
+
+def test_an_item_may_name_no_other_owner_than_its_caller(mem):
+    """The write scope is decided with the caller: an item naming another user or agent cannot plant a
+    memory in that user's or agent's scope, through add_many or import_jsonl."""
+    evil, bob = Caller(agent_id="evil"), Caller(user_id="bob")
+    token = Caller(scopes=("global",))  # a token bound to no identity is not the administrator
+    for caller, item in (
+        (evil, {"content": "Planted into alice", "user_id": "alice"}),
+        (evil, {"content": "Planted into another agent", "agent_id": "victim"}),
+        (evil, {"content": "Planted into another agent", "agent_id": "victim", "scope": "agent:victim"}),
+        (bob, {"content": "Planted into an agent", "agent_id": "victim", "scope": "agent:victim"}),
+        (bob, {"content": "Planted into an agent", "scope": "agent:victim"}),
+        (token, {"content": "Signed as alice", "user_id": "alice", "scope": "global"}),
+    ):
+        with pytest.raises(ScopeError):
+            mem.add_many([item], caller=caller)
+        with pytest.raises(ScopeError, match="^line 1: "):
+            mem.import_jsonl([json.dumps(item)], caller=caller)
+    with pytest.raises(ScopeError):
+        mem.add("Planted into alice", caller=evil, scope="user:alice")
+    assert mem.count() == 0
+    # naming one's own ids is fine, and the ids an item leaves out are the caller's
+    both = Caller(user_id="bob", agent_id="main")
+    made = mem.add_many([{"content": "Bob keeps the spare keys in the red tin", "user_id": "bob"}], caller=both)[0]
+    assert (made.memory.scope, made.memory.user_id, made.memory.agent_id) == ("user:bob", "bob", "main")
+    made = mem.add_many([{"content": "Agent main answers in French", "agent_id": "main", "scope": "agent:main"}],
+                        caller=both)[0]
+    assert (made.memory.scope, made.memory.user_id, made.memory.agent_id) == ("agent:main", "bob", "main")
+
+
+def test_a_markdown_import_stores_sections_as_its_caller(mem):
+    """The Markdown import goes through the same rule: its sections belong to the calling agent (and
+    user), and a token's allow-list still decides the agent's scope."""
+    from clawrecall.openclaw import MarkdownFile, import_markdown
+
+    files = [MarkdownFile("MEMORY.md", "- The release checklist lives in the blue binder.\n")]
+    import_markdown(mem, Caller(user_id="bob", agent_id="main"), files)
+    [stored] = mem.list()
+    assert (stored.scope, stored.user_id, stored.agent_id) == ("agent:main", "bob", "main")
+    with pytest.raises(ScopeError):
+        import_markdown(mem, Caller(agent_id="other", scopes=("global",)), files)
+    assert mem.count() == 1
 
 
 def test_global_memories_are_visible_to_every_user_but_not_writable_into_other_users(mem):
@@ -732,18 +776,25 @@ def test_default_location_is_the_data_directory(tmp_path, monkeypatch):
 
 
 def test_export_import_round_trip(mem, tmp_path):
+    """The administrator's export, read back by the administrator, keeps every owner: the rule that an
+    item names only its caller's ids is for identified callers."""
     a = mem.add("Round trip me", user_id="alice", tags=["x"], metadata={"k": 1}, category="fact")
     mem.delete(a.id, user_id="alice")
+    b = mem.add("Agent main's project note", caller=Caller(user_id="bob", agent_id="main", session_id="s1"),
+                scope="project:apollo", visibility="private", source_type="tool", source_id="t1")
+    c = mem.add("What agent main remembers", agent_id="main")
     out = tmp_path / "export.jsonl"
     with out.open("w") as fh:
-        assert mem.export_jsonl(fh) == 1
+        assert mem.export_jsonl(fh, include_deleted=True) == 3
     with Memory.open(tmp_path / "other.db") as other:
         report = other.import_jsonl(out.read_text().splitlines())
-        assert report == {"read": 1, "created": 1, "duplicates": 0, "skipped": 0}
-        copy = other.get(a.id)
-        original = mem.get(a.id)
-        assert copy.model_dump(exclude={"updated_at"}) == original.model_dump(exclude={"updated_at"})
-        assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 1
+        assert report == {"read": 3, "created": 3, "duplicates": 0, "skipped": 0}
+        for memory_id in (a.id, b.id, c.id):
+            copy = other.get(memory_id)
+            original = mem.get(memory_id)
+            assert copy.model_dump(exclude={"updated_at"}) == original.model_dump(exclude={"updated_at"})
+        assert other.get(b.id).user_id == "bob" and other.get(c.id).scope == "agent:main"
+        assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 3
 
 
 def test_import_with_a_bad_line_writes_nothing(mem):

@@ -131,15 +131,29 @@ def may_write(caller: Caller, scope: str | None = None) -> bool:
     return True
 
 
-def new_memory_scope(
-    user_id: str | None, agent_id: str | None, scope: str | None, allowed: tuple[str, ...] | None = None
-) -> str:
-    """`write_scope` for a caller given by its ids and a token's allow-list. Memoised for text ids: the
-    items of a batch name a handful of (caller, scope) pairs, and checking each again cost more than
-    the rest of its record."""
-    if _text_or_none(user_id) and _text_or_none(agent_id) and _text_or_none(scope):
-        return _new_memory_scope(user_id, agent_id, scope, allowed)
-    return write_scope(Caller(user_id=user_id, agent_id=agent_id, scopes=allowed), scope)  # raises the usual error
+def new_memory_owner(
+    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None
+) -> tuple[str, str | None, str | None]:
+    """`(scope, user_id, agent_id)` of a new memory whose item names `user_id`/`agent_id` (or not).
+
+    The ids default to the caller's. Only the administrator may name another owner (imports of
+    other users' memories); any other caller, a token's included, may name only its own ids, so an
+    item cannot plant a memory in another user's or agent's scope. The scope is then `write_scope`'s
+    for the owner: the caller itself unless the administrator named one. Memoised for text ids: the
+    items of a batch name a handful of (caller, owner, scope) combinations, and checking each again
+    cost more than the rest of its record."""
+    if not caller.administrator:
+        for name, named, own in (("user_id", user_id, caller.user_id), ("agent_id", agent_id, caller.agent_id)):
+            if named is not None and named != own:
+                raise ScopeError(
+                    f"{name} {_show(named)} is not the caller's own ({_who(caller)}); only the local administrator"
+                    " may name another owner"
+                )
+    uid = caller.user_id if user_id is None else user_id
+    aid = caller.agent_id if agent_id is None else agent_id
+    if _text_or_none(uid) and _text_or_none(aid) and _text_or_none(scope):
+        return _new_memory_scope(uid, aid, scope, caller.scopes), uid, aid
+    return write_scope(Caller(user_id=uid, agent_id=aid, scopes=caller.scopes), scope), uid, aid  # raises the usual error
 
 
 def _text_or_none(value: object) -> bool:

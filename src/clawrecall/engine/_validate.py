@@ -18,7 +18,7 @@ from .._time import checked_utc, parse_when
 from ..config import Config
 from ..errors import ScopeError, ValidationError, WritesDisabledError, pydantic_message
 from ..models import MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller, new_memory_scope
+from ..scopes import Caller, new_memory_owner
 
 MAX_CONTENT_CHARS = 100_000
 MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
@@ -58,11 +58,7 @@ def _build_record(
     for name in ("title", "session_id", "source_type", "source_id"):
         if (value := getattr(new, name)) is not None:
             check_text(value, name)
-    uid = new.user_id if new.user_id is not None else caller.user_id
-    aid = new.agent_id if new.agent_id is not None else caller.agent_id
-    if caller.user_id is not None and uid != caller.user_id:
-        raise ScopeError(f"user_id {uid!r} differs from the caller's {caller.user_id!r}")
-    scope = new_memory_scope(uid, aid, new.scope, caller.scopes)
+    scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope)
     created = check_when(new.created_at, "created_at") if new.created_at else now
     return MemoryRecord(
         id=check_new_id(new.id) if new.id else fresh_id,
