@@ -3,6 +3,8 @@ the first release's v1) upgrade in place, on both backends, to what a new store 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from legacy import TOKENS, catalog, load
 
@@ -116,3 +118,43 @@ def test_a_migration_committed_between_two_reads_is_not_taken_for_a_newer_releas
         assert recorded and sum(map(len, done.values())) == migrations.latest()
     finally:
         store.close()
+
+
+def test_an_up_to_date_store_that_may_not_be_written_here_opens_and_any_other_failure_is_raised(
+    db_target, request, monkeypatch, caplog
+):
+    """Recording the last release's steps is skipped only when the store refuses writes from here
+    (SQLite: a read-only connection; PostgreSQL: a role that may not create the table); any other
+    failure is a real one and must surface."""
+    load(db_target, "latest")
+    if is_postgres_url(db_target):
+        from urllib.parse import urlsplit, urlunsplit
+
+        from conftest import _admin
+
+        parts = urlsplit(db_target)
+        role = "reader_" + parts.path.lstrip("/")
+        _admin(db_target, f"CREATE ROLE {role} LOGIN PASSWORD 'reader'")
+        request.addfinalizer(lambda: _admin(db_target, f"DROP OWNED BY {role}; DROP ROLE {role}"))
+        _admin(db_target, f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+        netloc = f"{role}:reader@{parts.netloc.rpartition('@')[2]}"
+        with caplog.at_level(logging.DEBUG, "clawrecall.storage"):
+            reader = open_store(urlunsplit(parts._replace(netloc=netloc)))
+    else:
+        reader = open_store(db_target, migrate=False)
+        reader._run("PRAGMA query_only = ON")
+        with caplog.at_level(logging.DEBUG, "clawrecall.storage"):
+            assert reader.migrate() == []
+    assert not reader._table_exists("migrations") and reader.pending_migrations() == []
+    assert "migration steps not recorded, the store is read-only here" in caplog.text
+    reader.close()
+
+    def lock_lost() -> None:
+        raise RuntimeError("lock lost")
+
+    store = open_store(db_target, migrate=False)
+    monkeypatch.setattr(store, "_lock_schema", lock_lost)
+    with pytest.raises(RuntimeError, match="lock lost"):
+        store.migrate()
+    assert not store._table_exists("migrations")
+    store.close()

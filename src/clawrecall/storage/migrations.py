@@ -15,6 +15,7 @@ holds `REFUSED_BY_OLD_RELEASES`, which those releases read as "a newer clawrecal
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ from .schema import API_TOKENS, HISTORY, MEMORIES, META, MIGRATIONS, STARTUP, Ta
 
 if TYPE_CHECKING:
     from .sql import Store
+
+log = logging.getLogger("clawrecall.storage")
 
 REFUSED_BY_OLD_RELEASES = "1000"
 
@@ -127,10 +130,12 @@ def migrate(store: Store) -> list[str]:
         if not recorded:
             try:
                 _apply(store)
-            except Exception:
-                # An up-to-date store of an earlier release, on a read-only replica or file: it
-                # needs no change, and the first open that may write records its steps.
-                pass
+            except Exception as exc:
+                if not store._refuses_writes(exc):
+                    raise
+                # An up-to-date store of an earlier release, on a read-only replica, file or role:
+                # it needs no change, and the first open that may write records its steps.
+                log.debug("%s: migration steps not recorded, the store is read-only here: %s", store.location, exc)
         return []
     return _apply(store)
 

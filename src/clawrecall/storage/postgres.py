@@ -247,6 +247,10 @@ class PostgresStore(Store):
     def _steps(self) -> dict[str, list[str]]:
         return _steps(self.config.maintenance_work_mem)
 
+    def _refuses_writes(self, exc: BaseException) -> bool:
+        """A hot standby or read-only transaction (SQLSTATE 25006), or a role without the privilege (42501)."""
+        return getattr(exc, "sqlstate", None) in ("25006", "42501")
+
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         if migration_set != CORE.name:
             return [], []

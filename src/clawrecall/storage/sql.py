@@ -95,6 +95,11 @@ class Store(ABC):
     def _table_exists(self, name: str) -> bool: ...
 
     @abstractmethod
+    def _refuses_writes(self, exc: BaseException) -> bool:
+        """Whether `exc` says this store may not be written from here (a read-only file, replica or
+        role), as opposed to a write that went wrong."""
+
+    @abstractmethod
     def _steps(self) -> dict[str, list[str]]:
         """This backend's SQL for each migration step it has work for (see `migrations.py`)."""
 

@@ -303,6 +303,11 @@ class SQLiteStore(Store):
     def _steps(self) -> dict[str, list[str]]:
         return _STEPS
 
+    def _refuses_writes(self, exc: BaseException) -> bool:
+        """SQLITE_READONLY, raised as it is or as the StorageError `_refused` made of it."""
+        driver = exc if isinstance(exc, sqlite3.Error) else exc.__context__
+        return getattr(driver, "sqlite_errorname", "").startswith("SQLITE_READONLY")
+
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
 
