@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -302,6 +303,31 @@ def test_a_reembed_to_other_dimensions_by_another_process_needs_no_restart(pg_ur
         assert len(hits) == 5
         with pytest.raises(StorageError, match="16 dimensions"):
             server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)
+
+
+@pytest.mark.parametrize("table", [
+    "CREATE TABLE api_tokens (id TEXT PRIMARY KEY, name TEXT, kind TEXT, user_id TEXT, scopes TEXT, salt TEXT, "
+    "hash TEXT, created_at TEXT, revoked_at TEXT)",  # no agent_id
+    "CREATE TABLE something_else (id TEXT)",
+])
+def test_a_malformed_old_tokens_db_stops_the_server_with_one_line_naming_it(pg_url, table):
+    """A tokens.db the server cannot read whole is an error that names the file, not a traceback
+    (and not a silent start that rejects every token it held); the file is kept."""
+    import sqlite3
+
+    from clawrecall.auth import TokenStore
+    from clawrecall.config import data_dir
+
+    data_dir().mkdir(parents=True, exist_ok=True)
+    legacy = data_dir() / "tokens.db"
+    conn = sqlite3.connect(legacy)
+    conn.execute(table)
+    conn.commit()
+    conn.close()
+    with Memory.open(pg_url) as mem:
+        with pytest.raises(StorageError, match=f"^cannot read the API tokens of {re.escape(str(legacy))} ") as caught:
+            TokenStore.for_memory(mem)
+        assert "\n" not in str(caught.value) and legacy.exists()
 
 
 def test_api_tokens_live_in_the_database_and_every_server_shares_them(pg_url, tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from ._time import from_db, utcnow
 from .config import data_dir
-from .errors import AuthError, ForbiddenError, NotFoundError, ScopeError, ValidationError
+from .errors import AuthError, ForbiddenError, NotFoundError, ScopeError, StorageError, ValidationError
 from .scopes import Caller, validate_scope
 from .storage import TokenRow
 
@@ -79,19 +79,25 @@ class TokenStore:
 
     def _adopt(self, path: Path) -> None:
         """Move the tokens of an old per-server `tokens.db` into the database (once; the file is renamed)."""
-        conn = sqlite3.connect(str(path))
-        conn.row_factory = sqlite3.Row
+        columns = [f.name for f in fields(TokenRow)]
         try:
-            rows = conn.execute("SELECT * FROM api_tokens").fetchall()
-        except sqlite3.Error:
-            return
-        finally:
-            conn.close()
+            conn = sqlite3.connect(str(path))
+            try:
+                rows = [dict(zip(columns, row)) for row in conn.execute(f"SELECT {', '.join(columns)} FROM api_tokens")]
+            finally:
+                conn.close()
+            adopted = [
+                TokenRow(**{**row, "created_at": from_db(row["created_at"]), "revoked_at": from_db(row["revoked_at"])})
+                for row in rows
+            ]
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise StorageError(
+                f"cannot read the API tokens of {path} (an earlier release's tokens.db): {exc}; "
+                "move the file away to start without them"
+            ) from None
         with self.store.transaction():
-            for row in rows:
-                stored = {f.name: row[f.name] for f in fields(TokenRow)}
-                stored.update(created_at=from_db(row["created_at"]), revoked_at=from_db(row["revoked_at"]))
-                self.store.api_tokens.put(TokenRow(**stored))
+            for row in adopted:
+                self.store.api_tokens.put(row)
         try:
             path.rename(path.with_name(path.name + ".imported"))
         except FileNotFoundError:  # another server adopted it at the same time (token rows are idempotent)
