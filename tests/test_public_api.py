@@ -13,8 +13,8 @@ PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
     "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
-    "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "ScopeError", "SearchHit", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
+    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 

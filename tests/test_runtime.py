@@ -10,7 +10,7 @@ import pytest
 
 from hook_helpers import ctx, user
 
-from clawrecall import Memory
+from clawrecall import Memory, ShuttingDownError
 from clawrecall.hooks import agent_end, startup_context
 from clawrecall.runtime import Runtime, WorkQueue
 
@@ -70,8 +70,30 @@ def test_a_closed_store_takes_no_more_background_work(tmp_path):
     mem = Memory.open(tmp_path / "m.db")
     mem.close()
     mem.close()  # twice is harmless
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(ShuttingDownError, match="closed"):
         mem.runtime.queue("capture")
+
+
+def test_a_hook_during_shutdown_is_a_503_the_runtime_can_retry(tmp_path):
+    """Between the server's drain and its exit a hook route may still be called: its queue refuses
+    the work as `shutting_down` (503), not as an internal error (500)."""
+    from fastapi.testclient import TestClient
+
+    from clawrecall.auth import TokenStore
+    from clawrecall.server import create_app
+
+    with Memory.open(tmp_path / "m.db") as mem:
+        app = create_app(mem, tokens=TokenStore(mem.store), allow_anonymous=True)
+        client = TestClient(app, base_url="http://127.0.0.1:8765")
+        mem.runtime.stop()
+        headers = {"x-clawrecall-user": "alice", "x-clawrecall-agent": "main", "x-clawrecall-session": "s1"}
+        for route, body in (
+            ("agent_end", {"messages": [user("Remember that my locker code is 4711")]}),
+            ("before_prompt_build", {"prompt": "What is my locker code?"}),
+        ):
+            response = client.post(f"/v1/hooks/{route}", json=body, headers=headers)
+            assert response.status_code == 503, response.text
+            assert response.json()["error"]["code"] == "shutting_down"
 
 
 def test_a_bounded_queue_refuses_rather_than_blocks():

@@ -24,6 +24,7 @@ from .errors import (
     NotFoundError,
     PayloadTooLargeError,
     ScopeError,
+    ShuttingDownError,
     StorageError,
     UnknownToolError,
     ValidationError,
@@ -38,6 +39,6 @@ __all__ = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
     "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
-    "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "ScopeError", "SearchHit", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
+    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -124,6 +124,13 @@ class StorageError(ClawrecallError):
     status = 503
 
 
+class ShuttingDownError(ClawrecallError, RuntimeError):
+    """The store is closing (the server is shutting down): it takes no more background work; retry elsewhere or later."""
+
+    code = "shutting_down"
+    status = 503
+
+
 class _HasErrors(Protocol):
     def errors(self) -> Any: ...
 

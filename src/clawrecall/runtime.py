@@ -16,6 +16,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Generic, TypeVar
 
+from .errors import ShuttingDownError
+
 log = logging.getLogger("clawrecall")
 
 T = TypeVar("T")
@@ -95,7 +97,7 @@ class Runtime:
         """The queue `name`; the first call makes it, with these limits."""
         with self._lock:
             if self._stopped:
-                raise RuntimeError("this store is closed: no more background work")
+                raise ShuttingDownError("this store is closed: no more background work")
             if name not in self._queues:
                 self._queues[name] = WorkQueue(name, threads=threads, max_pending=max_pending)
             return self._queues[name]
