@@ -28,7 +28,6 @@ class Filters:
     scopes: list[str] | None = None
     categories: list[str] | None = None
     tags: list[str] | None = None  # any of these tags
-    user_id: str | None = None
     session_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
@@ -172,7 +171,6 @@ RULES: tuple[Rule, ...] = (
     SCOPE,
     OneOf("category", "categories"),
     AnyTag(),
-    Equals("user_id", "user_id"),
     Equals("session_id", "session_id"),
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),

@@ -175,7 +175,7 @@ class VectorIndex:
             return None if where is None else self._parts[where[0]].mat[where[1]].copy()
 
     def search(self, query: np.ndarray, k: int, filters: Filters) -> list[tuple[str, float]]:
-        """The k nearest rows passing the filters the index holds (`filters.index_rules`), best
+        """The k nearest rows passing the filters the index holds (`filters.index_tests`), best
         first, as (id, cosine)."""
         with self._lock, one_blas_thread():
             if k <= 0:
