@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from legacy import load
 
@@ -109,10 +111,13 @@ def test_scores_are_absolute_and_min_score_says_nothing_is_relevant(mem):
     related = mem.search("which days do we deploy to production?", user_id="alice")
     assert related[0].memory.content.startswith("Deploys") and related[0].score > 0.5
     assert mem.search("which days do we deploy to production?", user_id="alice", min_score=0.999) == []
-    with pytest.raises(ValidationError):
-        mem.search("deploys", min_score=1.5)
-    with pytest.raises(ValidationError):
-        mem.search("deploys", min_score=True)
+    # any real number will do, a numpy one included (scores are often computed with numpy)
+    for number in (np.float32(0.999), np.float64(0.999), Fraction(999, 1000)):
+        assert mem.search("which days do we deploy to production?", user_id="alice", min_score=number) == []
+    assert len(mem.search("quantum chromodynamics lattice gauge", user_id="alice", min_score=np.float64(0))) == 2
+    for bad in (1.5, -0.1, float("nan"), np.float64("nan"), True, np.bool_(True), "0.5", [0.5]):
+        with pytest.raises(ValidationError, match="min_score must be between 0 and 1"):
+            mem.search("deploys", min_score=bad)
 
 
 def test_keyword_searches_need_no_query_vector(mem, monkeypatch):

@@ -24,7 +24,7 @@ from ._maintenance import Maintenance
 from ._reads import read_filters, resolve
 from ._startup import Startup
 from ._transfer import Transfer
-from ._validate import check_int, check_text
+from ._validate import check_int, check_share, check_text
 from ._writes import Writes
 
 if TYPE_CHECKING:
@@ -285,10 +285,8 @@ class Memory:
         check_int(limit, "limit", 1, 1000)
         if mode not in ("hybrid", "vector", "bm25", "trigram"):
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
-        if min_score is not None and (
-            type(min_score) not in (int, float) or not 0 <= min_score <= 1  # NaN fails the bounds too
-        ):
-            raise ValidationError(f"min_score must be a number from 0 to 1, not {min_score!r}")
+        if min_score is not None:
+            min_score = check_share(min_score, "min_score")
         filters = read_filters(
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
             since=since, until=until, include_deleted=include_deleted,
