@@ -946,6 +946,20 @@ def test_startup_entries_by_priority_and_scope(mem):
         mem.startup.delete("rules")
 
 
+def test_a_startup_entry_is_deleted_from_where_set_put_it_by_default(mem):
+    """`delete` without a scope looks where `set` without a scope writes: the caller's own scope,
+    so alice removing her "soul" leaves the shared one of the same key alone."""
+    mem.startup.set("soul", "You are a helpful assistant.")
+    mine = mem.startup.set("soul", "You are Alice's terse assistant.", user_id="alice")
+    assert mine.scope == "user:alice"
+    mem.startup.delete("soul", user_id="alice")
+    assert [(e.scope, e.key) for e in mem.startup.list(user_id="alice")] == [("global", "soul")]
+    with pytest.raises(NotFoundError, match="in scope 'user:alice'"):
+        mem.startup.delete("soul", user_id="alice")
+    mem.startup.delete("soul")  # the administrator's default is global
+    assert mem.startup.list() == []
+
+
 def test_the_facade_keeps_its_startup_verbs_beside_the_namespace(mem):
     entry = mem.startup_set("alice", "Alice likes short answers.", priority=1, user_id="alice")
     assert entry.scope == "user:alice" and mem.startup.list(user_id="alice") == [entry]

@@ -47,10 +47,13 @@ class Startup:
         return self.store.startup_entries(read_scopes(as_caller(caller, user_id, agent_id), scope))
 
     def delete(
-        self, key: str, *, scope: str = "global", caller: Caller | None = None, user_id: str | None = None,
+        self, key: str, *, scope: str | None = None, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None,
     ) -> None:
+        """Remove the entry `key` from `scope`, by default the one `set` writes to (the caller's user,
+        agent, or global): a caller deletes its own entry, not a shared one of the same key."""
         require_writes(self.config)
+        target = write_scope(as_caller(caller, user_id, agent_id), scope)
         check_text(key, "key")
-        if not self.store.delete_startup(write_scope(as_caller(caller, user_id, agent_id), scope), key):
-            raise NotFoundError(f"no startup entry {key!r} in scope {scope!r}")
+        if not self.store.delete_startup(target, key):
+            raise NotFoundError(f"no startup entry {key!r} in scope {target!r}")
