@@ -136,6 +136,7 @@ def test_an_up_to_date_store_that_may_not_be_written_here_opens_and_any_other_fa
         role = "reader_" + parts.path.lstrip("/")
         _admin(db_target, f"CREATE ROLE {role} LOGIN PASSWORD 'reader'")
         request.addfinalizer(lambda: _admin(db_target, f"DROP OWNED BY {role}; DROP ROLE {role}"))
+        _admin(db_target, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # the default before PostgreSQL 15
         _admin(db_target, f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
         netloc = f"{role}:reader@{parts.netloc.rpartition('@')[2]}"
         with caplog.at_level(logging.DEBUG, "clawrecall.storage"):
