@@ -322,11 +322,16 @@ class Memory:
         include_deleted: bool = False,
         only_deleted: bool = False,
         include_expired: bool = False,
+        source_type: str | None = None,
+        source_id: str | Sequence[str] | None = None,
         limit: int = 50,
         offset: int = 0,
         order: str = "newest",
     ) -> list[MemoryRecord]:
-        """Memories without searching, newest first; deleted and expired ones only when asked for."""
+        """Memories without searching, newest first; deleted and expired ones only when asked for.
+
+        `source_type`/`source_id` (one id or any of several) find what an importer wrote before,
+        so it can skip it by identity."""
         caller = as_caller(caller, user_id, agent_id)
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
@@ -335,6 +340,7 @@ class Memory:
         filters = read_filters(
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id, since=since,
             until=until, include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
+            source_type=source_type, source_id=source_id,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 

@@ -20,7 +20,7 @@ def read_filters(
     caller: Caller, scope: str | list[str] | None, categories: Sequence[str], *, category: str | list[str] | None = None,
     tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
     until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
-    include_expired: bool = False,
+    include_expired: bool = False, source_type: str | None = None, source_id: str | Sequence[str] | None = None,
 ) -> Filters:
     """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
@@ -28,9 +28,13 @@ def read_filters(
         check_category(c, categories)
     check_text(list(tags or []), "a tag")
     check_text(session_id, "session_id")
+    check_text(source_type, "source_type")
+    source_ids = None if source_id is None else ([source_id] if isinstance(source_id, str) else list(source_id))
+    check_text(source_ids or [], "a source_id")
     return Filters(
         scopes=read_scopes(caller, scope), categories=wanted, tags=list(tags) if tags else None,
-        session_id=session_id, since=check_when(since, "since") if since is not None else None,
+        session_id=session_id, source_type=source_type, source_ids=source_ids,
+        since=check_when(since, "since") if since is not None else None,
         until=check_when(until, "until") if until is not None else None,
         include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
     )

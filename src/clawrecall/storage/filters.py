@@ -29,6 +29,8 @@ class Filters:
     categories: list[str] | None = None
     tags: list[str] | None = None  # any of these tags
     session_id: str | None = None
+    source_type: str | None = None
+    source_ids: list[str] | None = None  # any of these (an importer's own ids for what it wrote)
     since: datetime | None = None
     until: datetime | None = None
     include_deleted: bool = False
@@ -129,6 +131,12 @@ class OneOf(_OnColumn):
         return lambda rows: np.isin(rows[column], rows.codes(column, values))
 
 
+class OneOfInSql(OneOf):
+    """`OneOf` on a column the vector index does not keep."""
+
+    in_index = False
+
+
 class Equals(_OnColumn):
     in_index = False
 
@@ -172,6 +180,8 @@ RULES: tuple[Rule, ...] = (
     OneOf("category", "categories"),
     AnyTag(),
     Equals("session_id", "session_id"),
+    Equals("source_type", "source_type"),
+    OneOfInSql("source_id", "source_ids"),
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),
 )
