@@ -12,11 +12,12 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
-from clawrecall.errors import ValidationError
-from clawrecall.openclaw import sections
+from clawrecall.errors import ScopeError, ValidationError
+from clawrecall.openclaw import MarkdownFile, import_markdown, sections
+from clawrecall.openclaw.markdown import MAX_SECTION_CHARS
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.app import create_app
 
@@ -195,6 +196,50 @@ def test_markdown_import_needs_an_agent_and_a_well_formed_body(client):
     assert c.post("/v1/import/markdown", json=body).json()["error"]["code"] == "invalid_input"
     assert c.post("/v1/import/markdown", json={"files": [{"path": "x.md"}]},
                   headers={"x-clawrecall-agent": "main"}).status_code == 422
+
+
+def test_a_daily_note_named_by_no_real_date_is_imported_undated(client):
+    c, mem = client
+    body = {"files": [{"path": "memory/2026-13-45.md", "content": "Shipped the billing migration."}]}
+    answer = c.post("/v1/import/markdown", json=body, headers={"x-clawrecall-agent": "main"})
+    assert answer.status_code == 200, answer.text
+    [record] = mem.list(scope="agent:main")
+    assert record.metadata["path"] == "memory/2026-13-45.md"
+    assert abs((record.created_at - record.updated_at).total_seconds()) < 60  # dated when stored, like any undated file
+
+
+def test_markdown_import_is_idempotent_by_identity_on_both_backends(mem):
+    main = Caller(agent_id="main")
+    notes = ("- The deploy key is in vault A.\n- The deploy key is in vault B.\n"
+             "- The release checklist is in the blue binder.\n")
+    files = [MarkdownFile("MEMORY.md", notes)]
+    first = import_markdown(mem, main, files)
+    assert (first["sections"], first["created"], first["duplicates"]) == (3, 3, 0)  # similar lines stay distinct
+    binder = next(r for r in mem.list(caller=main) if "binder" in r.content)
+    assert binder.source_type == "openclaw-markdown" and binder.source_id.startswith("MEMORY.md#")
+    mem.delete(binder.id, caller=main)
+    again = import_markdown(mem, main, files)
+    assert (again["created"], again["duplicates"]) == (0, 3)
+    assert all("binder" not in r.content for r in mem.list(caller=main))  # what the user deleted stays deleted
+    changed = import_markdown(mem, main, [MarkdownFile("MEMORY.md", notes + "- Standups are at 9:30.\n")])
+    assert (changed["created"], changed["duplicates"]) == (1, 3)
+    other = import_markdown(mem, Caller(agent_id="scout"), files)  # identity is per agent scope
+    assert other["created"] == 3
+    with pytest.raises(ScopeError):  # a token limited to other scopes cannot look into agent:main either
+        import_markdown(mem, Caller(agent_id="main", scopes=("global",)), files)
+
+
+def test_a_section_over_the_limit_is_split_between_lines_never_cut(client):
+    c, mem = client
+    lines = [f"Line {i}: the quarterly report covers region {i} in detail." for i in range(200)]
+    body = {"files": [{"path": "USER.md", "content": "# Regions\n" + "\n".join(lines)}]}
+    answer = c.post("/v1/import/markdown", json=body, headers={"x-clawrecall-agent": "main"}).json()
+    assert answer["sections"] == answer["created"] > 1
+    stored = mem.list(scope="agent:main", limit=50, order="oldest")
+    assert all(len(r.content) <= MAX_SECTION_CHARS and r.title == "Regions" for r in stored)
+    assert "\n".join(r.content for r in stored) == "\n".join(lines)  # every line, whole, in order
+    one_word = "x" * (MAX_SECTION_CHARS * 2 + 5)
+    assert [len(s.text) for s in sections(one_word)] == [MAX_SECTION_CHARS, MAX_SECTION_CHARS, 5]
 
 
 # -- the plugin's own rules (JavaScript, run by Node) ------------------------------------------------

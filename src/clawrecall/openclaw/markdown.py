@@ -1,8 +1,14 @@
 """OpenClaw's Markdown memory (`MEMORY.md`, `USER.md`, `memory/*.md`) as clawrecall memories.
 
-Each paragraph or list item becomes one memory in the agent's scope, titled by its nearest heading;
-a dated daily note (`memory/2026-03-02.md`) keeps its date as the memory's creation time. Importing
-again stores nothing twice: an identical section is a duplicate in that scope.
+Each paragraph or list item becomes one memory in the agent's scope, titled by its nearest heading
+(one longer than `MAX_SECTION_CHARS` becomes several, split between lines or words: no text is
+dropped); a daily note named by a real date (`memory/2026-03-02.md`) keeps it as the memory's
+creation time, any other file is undated.
+
+Importing again stores nothing twice, by identity rather than by likeness: each section's
+`source_id` is its file and a hash of its text, and a section whose `source_id` is already in the
+agent's scope, deleted or not, is skipped. So a memory the user deleted stays deleted, and two
+similar but different lines are two memories.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ if TYPE_CHECKING:
 
 SOURCE_TYPE = "openclaw-markdown"
 MAX_FILES = 1000
-MAX_SECTION_CHARS = 4000
+MAX_SECTION_CHARS = 4000  # one memory's text: a paragraph, not a whole file, is what recall should find
+_LOOKUP_BATCH = 500  # source ids per query (SQLite's bound-parameter limit is 999 on old builds)
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _DATED = re.compile(r"(?:^|/)(\d{4}-\d{2}-\d{2})[^/]*\.md$")
@@ -49,7 +56,8 @@ def sections(markdown: str) -> Iterator[Section]:
         text = "\n".join(block).strip()
         block.clear()
         if len(text) >= 3:
-            yield Section(text[:MAX_SECTION_CHARS], heading)
+            for part in split(text, MAX_SECTION_CHARS):
+                yield Section(part, heading)
 
     for line in markdown.splitlines():
         if line.lstrip().startswith("```"):
@@ -74,26 +82,76 @@ def sections(markdown: str) -> Iterator[Section]:
     yield from flush()
 
 
+def split(text: str, limit: int) -> list[str]:
+    """`text` in pieces of at most `limit` characters, cut after a line, else after a space, else anywhere."""
+    parts: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit + 1)
+        if cut <= 0:
+            cut = text.rfind(" ", 0, limit + 1)
+        if cut <= 0:
+            cut = limit
+        head, text = text[:cut].strip(), text[cut:].strip()
+        if head:
+            parts.append(head)
+    if text:
+        parts.append(text)
+    return parts
+
+
+def _created_at(path: str) -> datetime | None:
+    """The date a daily note is named by; None for other files and names that are no date (`2026-13-45.md`)."""
+    dated = _DATED.search(path)
+    if not dated:
+        return None
+    try:
+        return datetime.strptime(dated.group(1), "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
 def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> dict[str, Any]:
-    """Store every section of `files` in the calling agent's scope; `{files, sections, created, duplicates}`."""
+    """Store the sections of `files` not imported before in the calling agent's scope.
+
+    Answers `{files, sections, created, duplicates, scope}`; `duplicates` counts the sections
+    skipped because their `source_id` is already in the scope (a deleted memory's too) or earlier
+    in this import.
+    """
     if caller.agent_id is None:
         raise ValidationError("a Markdown import names the agent whose workspace it is (X-Clawrecall-Agent)")
     if len(files) > MAX_FILES:
         raise ValidationError(f"at most {MAX_FILES} files per import")
     scope = f"agent:{caller.agent_id}"  # the engine checks it against the caller (and a token's allow-list)
-    items = []
+    items: dict[str, dict[str, Any]] = {}
+    found = 0
     for f in files:
-        dated = _DATED.search(f.path)
-        created = datetime.strptime(dated.group(1), "%Y-%m-%d").replace(tzinfo=timezone.utc) if dated else None
+        created = _created_at(f.path)
         for s in sections(f.content):
-            digest = hashlib.sha256(s.text.encode()).hexdigest()[:16]
-            items.append({
+            found += 1
+            source_id = f"{f.path}#{hashlib.sha256(s.text.encode()).hexdigest()[:16]}"
+            items.setdefault(source_id, {
                 "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
-                "source_id": f"{f.path}#{digest}", "metadata": {"path": f.path}, "created_at": created,
+                "source_id": source_id, "metadata": {"path": f.path}, "created_at": created,
             })
-    results = mem.add_many(items, caller=caller, dedup=True) if items else []
+    known = _imported(mem, caller, scope, list(items))
+    new = [item for source_id, item in items.items() if source_id not in known]
+    # No near-duplicate check: identity decides, and similar lines of a file are distinct memories.
+    results = mem.add_many(new, caller=caller, dedup=False) if new else []
     created_count = sum(r.action == "created" for r in results)
     return {
-        "files": len(files), "sections": len(items), "created": created_count,
-        "duplicates": len(results) - created_count, "scope": scope,
+        "files": len(files), "sections": found, "created": created_count,
+        "duplicates": found - created_count, "scope": scope,
     }
+
+
+def _imported(mem: "Memory", caller: "Caller", scope: str, source_ids: list[str]) -> set[str]:
+    """Which of `source_ids` an earlier import stored in `scope`, deleted and expired memories included."""
+    known: set[str] = set()
+    for at in range(0, len(source_ids), _LOOKUP_BATCH):
+        batch = source_ids[at: at + _LOOKUP_BATCH]
+        records = mem.list(
+            caller=caller, scope=scope, source_type=SOURCE_TYPE, source_id=batch, include_deleted=True,
+            include_expired=True, limit=1_000_000,
+        )
+        known.update(r.source_id for r in records if r.source_id)
+    return known
