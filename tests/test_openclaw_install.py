@@ -4,6 +4,7 @@ Markdown import the plugin calls (`/v1/import/markdown`), on real files and a re
 from __future__ import annotations
 
 import json
+import stat
 import textwrap
 from pathlib import Path
 
@@ -131,6 +132,30 @@ def test_cli_prints_the_changes_and_dry_run_only_prints(tmp_path):
     assert "already set up, nothing to change" in again.output
     bad = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--mode", "other"])
     assert bad.exit_code == 2 and "'other' is not one of 'beside', 'slot'" in bad.output
+
+
+def test_install_keeps_the_files_permissions_and_never_prints_the_token(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text('{\n  // my gateway\n  "gateway": {"auth": {"token": "secret"}},\n}\n')
+    path.chmod(0o600)
+    token = "cr_abcdefghijklmnop_SECRET"
+    runner = CliRunner()
+    done = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--token", token])
+    assert done.exit_code == 0, done.output
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json5.loads(path.read_text())["plugins"]["entries"]["clawrecall"]["config"]["token"] == token
+    assert token not in done.output and "plugins.entries.clawrecall.config.token: set to \"cr_…CRET\"" in done.output
+    path.chmod(0o640)
+    shown = runner.invoke(cli, ["openclaw", "install", "--config", str(path), "--token", "cr_other-token-0000",
+                                "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert "cr_abcdefghijklmnop" not in shown.output and "cr_other-token" not in shown.output
+    [change] = [c for c in json.loads(shown.output)["changes"] if c["path"].endswith(".token")]
+    assert (change["old"], change["new"]) == ("cr_…CRET", "cr_…0000")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    new = tmp_path / "new" / "openclaw.json"
+    assert _install(new)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o600  # a new config (it may come to hold tokens) is private
 
 
 # -- the Markdown import -------------------------------------------------------------------------

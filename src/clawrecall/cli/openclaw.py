@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..openclaw.install import MODES, install_entries
+from ..openclaw.install import MODES, Change, install_entries
 from . import output as out
 from .commands import group_json_option, json_option
 
@@ -65,7 +65,9 @@ def install(mode: str, dry_run: bool, config_path: Path | None, server_url: str 
     changes = install_entries(target, mode=mode, plugin_dir=folder, plugin_config=settings, dry_run=dry_run)  # type: ignore[arg-type]
     data: dict[str, Any] = {
         "config": str(target), "mode": mode, "dryRun": dry_run, "pluginDir": str(folder),
-        "changes": [{"path": c.path, "old": c.old, "new": c.new, "append": c.append} for c in changes],
+        "changes": [
+            {"path": c.path, "old": c.old, "new": c.new, "append": c.append} for c in map(Change.shown, changes)
+        ],
     }
     verb = "would change" if dry_run else "changed"
     lines = [f"{target}: {verb} {len(changes)} setting(s)" if changes else f"{target}: already set up, nothing to change"]

@@ -16,6 +16,8 @@ clawrecall in `plugins.slots.memory`; they differ in memory-core:
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,12 +37,32 @@ class Change:
     new: Any
     append: bool = False  # `new` was added to the list at `path`
 
+    def shown(self) -> "Change":
+        """This change as it may be printed: a secret's values masked."""
+        if self.path.rsplit(".", 1)[-1] not in SECRET_KEYS:
+            return self
+        return Change(self.path, mask(self.old), mask(self.new), self.append)
+
     def describe(self) -> str:
-        if self.append:
-            return f"{self.path}: added {json.dumps(self.new)}"
-        if self.old is None:
-            return f"{self.path}: set to {json.dumps(self.new)}"
-        return f"{self.path}: {json.dumps(self.old)} -> {json.dumps(self.new)}"
+        c = self.shown()
+        if c.append:
+            return f"{c.path}: added {json.dumps(c.new, ensure_ascii=False)}"
+        if c.old is None:
+            return f"{c.path}: set to {json.dumps(c.new, ensure_ascii=False)}"
+        return f"{c.path}: {json.dumps(c.old, ensure_ascii=False)} -> {json.dumps(c.new, ensure_ascii=False)}"
+
+
+SECRET_KEYS = frozenset({"token"})
+
+
+def mask(value: Any) -> Any:
+    """A secret as output may show it: clawrecall's token prefix and the last 4 characters, enough to
+    tell tokens apart; a short value not even that."""
+    if not isinstance(value, str) or not value:
+        return value
+    if len(value) < 16:
+        return "(hidden)"
+    return f"{'cr_' if value.startswith('cr_') else ''}…{value[-4:]}"
 
 
 def planned_settings(
@@ -83,11 +105,27 @@ def install_entries(
     changes = [c for c in (document.set(keys, value) for keys, value in sets) if c]
     changes += [c for c in (document.append(keys, value) for keys, value in adds) if c]
     if changes and not dry_run:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".clawrecall-tmp")
-        tmp.write_text(document.text, encoding="utf-8")
-        tmp.replace(path)
+        _write_atomically(path, document.text)
     return changes
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace `path` by `text` through a synced temporary file with the original's permissions:
+    openclaw.json holds tokens, and a 0600 file must not come back 0644."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
+    tmp = path.with_name(path.name + ".clawrecall-tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)  # the umask narrowed os.open's mode; an existing tmp kept its own
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class Json5Document:
