@@ -3,13 +3,16 @@
 //
 // A server that is down or slow must not break a turn: every request has a time budget, a failure
 // is reported to the caller as `null`, and the log gets ONE warning until the server answers again
-// (one per turn would flood a busy gateway's log).
+// (one per turn would flood a busy gateway's log). An error answer is logged the same way: once per
+// status until the server answers with another status or succeeds.
 
 export const WARNING_PREFIX = "clawrecall: server unreachable";
 
-// Whether each server is known to be down, shared by every plugin instance of this process:
-// OpenClaw may register a plugin more than once in one process (and load its module more than once).
+// Whether each server is known to be down, and the status it last refused with, shared by every
+// plugin instance of this process: OpenClaw may register a plugin more than once in one process
+// (and load its module more than once).
 const DOWN = (globalThis[Symbol.for("clawrecall.down")] ??= new Set());
+const FAILING = (globalThis[Symbol.for("clawrecall.failing")] ??= new Map());
 
 export class ClawrecallClient {
   /**
@@ -41,9 +44,18 @@ export class ClawrecallClient {
 
   /**
    * POST (or GET when `body` is undefined) `path`; the parsed JSON answer, or null when the server
-   * could not be reached or answered with an error (logged, once while it stays down).
+   * could not be reached or answered with an error (logged once, see above).
    */
-  async request(path, { body, identity, timeoutMs, method } = {}) {
+  async request(path, options = {}) {
+    const answer = await this.call(path, options);
+    return answer.ok ? answer.data : null;
+  }
+
+  /**
+   * Like `request`, with the outcome: `{ok, status, data}`; `status` is 0 when no answer came.
+   * For callers that act on the status (the import halves a batch the server finds too large).
+   */
+  async call(path, { body, identity, timeoutMs, method } = {}) {
     const started = Date.now();
     let response;
     try {
@@ -55,7 +67,7 @@ export class ClawrecallClient {
       });
     } catch (err) {
       this.#unreachable(err, Date.now() - started, timeoutMs);
-      return null;
+      return { ok: false, status: 0, data: null };
     }
     this.#reachable();
     let data = null;
@@ -65,11 +77,21 @@ export class ClawrecallClient {
       data = null;
     }
     if (!response.ok) {
-      const message = data?.error?.message ?? `HTTP ${response.status}`;
-      this.logger.warn(`clawrecall: ${path} failed: ${message}`);
-      return null;
+      this.#refused(path, response.status, data?.error?.message);
+      return { ok: false, status: response.status, data };
     }
-    return data;
+    if (FAILING.delete(this.baseUrl)) this.logger.info(`clawrecall: server at ${this.baseUrl} accepts requests again`);
+    return { ok: true, status: response.status, data };
+  }
+
+  #refused(path, status, message) {
+    const said = message ? `: ${message}` : "";
+    if (FAILING.get(this.baseUrl) === status) {
+      this.logger.debug?.(`clawrecall: ${path} failed again (HTTP ${status}${said})`);
+      return;
+    }
+    FAILING.set(this.baseUrl, status);
+    this.logger.warn(`clawrecall: ${path} failed (HTTP ${status}${said}); ${meaning(status)}`);
   }
 
   #unreachable(err, ms, timeoutMs) {
@@ -91,6 +113,17 @@ export class ClawrecallClient {
       this.logger.info(`clawrecall: server at ${this.baseUrl} is reachable again`);
     }
   }
+}
+
+/** What an error status means for the person reading the gateway's log, and what to do. */
+export function meaning(status) {
+  if (status === 401) return "the token was refused: check CLAWRECALL_TOKEN or the plugin's token setting";
+  if (status === 403) {
+    return "the token may not do this: the plugin needs a service token (`clawrecall token create --service`)";
+  }
+  if (status === 413) return "the request is larger than the server accepts (`clawrecall serve --max-body`)";
+  if (status >= 500) return "the server failed; its log says why";
+  return "the server refused the request";
 }
 
 function describe(err) {
