@@ -37,10 +37,13 @@ export function plainMessages(messages) {
 
 const MAX_TRACKED_RUNS = 512; // runs and sessions remembered by a long-running gateway
 
-/** The hooks of one plugin instance; `historyAt` remembers where each run's own messages start. */
+/**
+ * The hooks of one plugin instance; `historyAt` remembers where each run's own messages start.
+ * Whether a turn gets the startup identity is the server's call (its `hooks.startup.mode`: every
+ * turn, once per session, or again when it changed or aged); the plugin asks on every turn.
+ */
 export function createHooks({ client, config }) {
   const historyAt = new Map(); // runId or session -> number of messages before the turn
-  const startedSessions = new Set();
 
   function remember(key, length) {
     if (!key) return;
@@ -52,13 +55,13 @@ export function createHooks({ client, config }) {
     const identity = identityOf(ctx, config);
     const history = Array.isArray(event?.messages) ? event.messages : [];
     remember(ctx?.runId ?? identity.session, history.length);
-    // The server resets a session's state on an empty history (a new or /reset session); otherwise
-    // the last two messages are enough for it (it reads the prompt, not the history).
-    const messages = history.length === 0 ? [] : plainMessages(history.slice(-2));
+    // The server resets a session's state on an empty history (a new, /new or /reset session);
+    // otherwise the last two messages are enough for it (it reads the prompt, not the history).
+    // A history with no text in them is left out rather than sent empty, which would reset it.
+    const recent = plainMessages(history.slice(-2));
+    const messages = history.length === 0 ? [] : recent.length ? recent : undefined;
     const calls = [];
-    if (config.startup.enabled && identity.session && !startedSessions.has(identity.session)) {
-      startedSessions.add(identity.session);
-      if (startedSessions.size > MAX_TRACKED_RUNS) startedSessions.delete(startedSessions.values().next().value);
+    if (config.startup.enabled && identity.session) {
       calls.push(
         client.request("/v1/hooks/startup", {
           body: { model: ctx?.modelId, messages },
