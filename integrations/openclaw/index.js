@@ -21,6 +21,7 @@ export function resolveConfig(raw = {}) {
     token: raw.token,
     mode: raw.mode === "slot" ? "slot" : "beside",
     user: raw.user,
+    senderIds: raw.senderIds === "bare" ? "bare" : "channel",
     recall: { enabled: raw.recall?.enabled ?? true, timeoutMs: raw.recall?.timeoutMs ?? 3000 },
     capture: { enabled: raw.capture?.enabled ?? true, timeoutMs: raw.capture?.timeoutMs ?? 3000 },
     startup: { enabled: raw.startup?.enabled ?? true },

@@ -2,15 +2,33 @@
 // The rules (what to recall, how it is wrapped as untrusted data, what is worth keeping) live in
 // the server; the plugin only picks what to send and never lets a failure reach the turn.
 
-/** Who a hook or tool call belongs to, from OpenClaw's trusted ctx (never from an event body). */
+/**
+ * Who a hook or tool call belongs to, from OpenClaw's trusted ctx (never from an event body).
+ * A sender id is only unique within its channel (telegram 123 and discord 123 are two people), so
+ * it is named `<channel>:<id>` when the ctx names the channel, unless `senderIds` is "bare" (the
+ * ids of plugin versions before this rule, for memories already stored under them).
+ */
 export function identityOf(ctx, config) {
-  const sender =
-    ctx?.senderId ?? ctx?.channelContext?.sender?.id ?? ctx?.requesterSenderId ?? undefined;
+  const sender = text(ctx?.senderId ?? ctx?.channelContext?.sender?.id ?? ctx?.requesterSenderId);
+  const channel = config.senderIds === "bare" ? undefined : channelOf(ctx);
   return {
     agent: text(ctx?.agentId),
     session: text(ctx?.sessionKey ?? ctx?.sessionId),
-    user: text(sender) ?? config.user,
+    user: (sender && channel ? `${channel}:${sender}` : sender) ?? config.user,
   };
+}
+
+/**
+ * The messaging channel of a turn ("telegram", "discord"): hooks carry it as `messageProvider`,
+ * tool factories as `messageChannel`; `channelId` holds it too when it is a plain name (OpenClaw's
+ * own rule: a value with ":" or "/" is a conversation id, not a channel).
+ */
+function channelOf(ctx) {
+  for (const value of [ctx?.messageProvider, ctx?.messageChannel, ctx?.channelId]) {
+    const name = text(value)?.toLowerCase();
+    if (name && !name.includes(":") && !name.includes("/")) return name;
+  }
+  return undefined;
 }
 
 function text(value) {
