@@ -58,25 +58,79 @@ export async function memoryFiles(workspace) {
   return files;
 }
 
-/** Import each agent's Markdown memory into that agent's scope; one summary per agent. */
-export async function importMarkdown(client, config, { agent } = {}) {
+// One import request stays under the server's limits: at most 1,000 files (the route's) and well
+// under its default body limit of 1 MiB (`clawrecall serve --max-body`). A batch the server still
+// finds too large (413, a lower limit) is halved; a single file over the limit is reported, not sent.
+export const BATCH_FILES = 200;
+export const BATCH_BYTES = 512 * 1024;
+const COUNTS = ["files", "sections", "created", "duplicates"];
+
+/** `files` in batches of at most `maxFiles` files and about `maxBytes` of JSON. */
+export function batches(files, { maxFiles = BATCH_FILES, maxBytes = BATCH_BYTES } = {}) {
+  const out = [];
+  let batch = [];
+  let bytes = 0;
+  for (const file of files) {
+    const size = Buffer.byteLength(JSON.stringify(file));
+    if (batch.length && (batch.length >= maxFiles || bytes + size > maxBytes)) {
+      out.push(batch);
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(file);
+    bytes += size;
+  }
+  if (batch.length) out.push(batch);
+  return out;
+}
+
+/**
+ * Import each agent's Markdown memory into that agent's scope; one summary per agent, with the
+ * counts summed over its batches. An agent whose import fails gets `error` (and `skipped`, the
+ * files the server would not take) and the others still run.
+ */
+export async function importMarkdown(client, config, { agent, limits } = {}) {
   const summaries = [];
   for (const ws of agentWorkspaces(config)) {
     if (agent && ws.agent !== agent) continue;
-    const files = await memoryFiles(ws.workspace);
-    if (!files.length) {
-      summaries.push({ agent: ws.agent, workspace: ws.workspace, files: 0, created: 0, duplicates: 0 });
-      continue;
+    const summary = { agent: ws.agent, workspace: ws.workspace, files: 0, sections: 0, created: 0, duplicates: 0 };
+    summaries.push(summary);
+    try {
+      await importAgent(client, ws.agent, await memoryFiles(ws.workspace), summary, limits);
+    } catch (err) {
+      summary.error = err?.message ?? String(err);
     }
-    const answer = await client.request("/v1/import/markdown", {
-      body: { files },
-      identity: { agent: ws.agent },
-      timeoutMs: 120000,
-    });
-    if (!answer) throw new Error(`import for agent ${ws.agent} failed (see the warning above)`);
-    summaries.push({ agent: ws.agent, workspace: ws.workspace, ...answer });
   }
   return summaries;
+}
+
+async function importAgent(client, agent, files, summary, limits) {
+  const pending = batches(files, limits);
+  const skipped = [];
+  while (pending.length) {
+    const batch = pending.shift();
+    const answer = await client.call("/v1/import/markdown", {
+      body: { files: batch },
+      identity: { agent },
+      timeoutMs: 120000,
+    });
+    if (answer.ok) {
+      for (const key of COUNTS) summary[key] += answer.data?.[key] ?? 0;
+      summary.scope = answer.data?.scope;
+    } else if (answer.status === 413 && batch.length > 1) {
+      const half = Math.ceil(batch.length / 2);
+      pending.unshift(batch.slice(0, half), batch.slice(half));
+    } else if (answer.status === 413) {
+      skipped.push(batch[0].path);
+    } else {
+      const said = answer.data?.error?.message;
+      throw new Error(answer.status ? `HTTP ${answer.status}${said ? `: ${said}` : ""}` : "the server did not answer");
+    }
+  }
+  if (skipped.length) {
+    summary.skipped = skipped;
+    summary.error = `${skipped.length} file(s) larger than the server accepts: ${skipped.join(", ")}`;
+  }
 }
 
 export function registerCommands({ program, client, config, pluginConfig, toolNames }) {
@@ -137,10 +191,13 @@ export function registerCommands({ program, client, config, pluginConfig, toolNa
     .action(async (opts) => {
       const summaries = await importMarkdown(client, config, { agent: opts.agent });
       print(opts.json, summaries, summaries.map(importLine).join("\n") || "no agents configured");
+      if (summaries.some((s) => s.error)) process.exitCode = 1;
     });
 }
 
 export function importLine(s) {
+  const counts = `${s.files} file(s), ${s.sections} section(s): ${s.created} imported, ${s.duplicates} already there`;
+  if (s.error) return `${s.agent}: FAILED (${s.error})${s.files ? `; before that ${counts}` : ""}`;
   if (!s.files) return `${s.agent}: no MEMORY.md, USER.md or memory/*.md in ${s.workspace}`;
-  return `${s.agent}: ${s.files} file(s), ${s.sections} section(s): ${s.created} imported, ${s.duplicates} already there`;
+  return `${s.agent}: ${counts}`;
 }
