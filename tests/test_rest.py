@@ -468,3 +468,17 @@ def test_a_token_reaches_memories_by_id_in_every_scope_it_allows_and_no_other(se
             assert response.status_code == 404 and error_code(response) == "not_found"
     # alice's default token does not list project:apollo, so the same id is "not found" to it
     assert alice.get(f"/v1/memories/{memory_id}").status_code == 404
+
+
+def test_health_says_the_model_failed_without_saying_where_the_provider_lives(tmp_path):
+    """`/health` needs no token, so a failed model load is reported there without the provider's URL."""
+    import time
+
+    with Memory.open(tmp_path / "down.db", embedding={"provider": "ollama", "base_url": "http://127.0.0.1:9/hidden"}) as mem:
+        with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                        base_url="http://127.0.0.1:8765") as local:
+            deadline = time.monotonic() + 20
+            while (health := local.get("/health")).json()["status"] == "loading" and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert health.status_code == 503 and health.json()["status"] == "failed"
+    assert "<provider URL>" in health.json()["error"] and "127.0.0.1:9" not in health.text and "hidden" not in health.text

@@ -6,6 +6,7 @@ The first search waits for the load instead; `/health` says where it stands.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Literal
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..engine import Memory
 
 log = logging.getLogger("clawrecall.server")
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s)]+", re.IGNORECASE)
 
 
 class ModelWarmup:
@@ -33,8 +35,9 @@ class ModelWarmup:
         try:
             self.mem.embedder.embed(["warm up"], kind="query")
         except ClawrecallError as exc:
-            self.state, self.error = "failed", str(exc)
-            log.error("embedding model failed to load", extra={"error": self.error})
+            log.error("embedding model failed to load", extra={"error": str(exc)})
+            # `/health` answers without a token: where the provider lives is for the log, not for anyone asking
+            self.state, self.error = "failed", _URL.sub("<provider URL>", str(exc))
             return
         self.state = "ready"
         seconds = round(time.perf_counter() - started, 2)
