@@ -482,3 +482,12 @@ def test_health_says_the_model_failed_without_saying_where_the_provider_lives(tm
                 time.sleep(0.05)
     assert health.status_code == 503 and health.json()["status"] == "failed"
     assert "<provider URL>" in health.json()["error"] and "127.0.0.1:9" not in health.text and "hidden" not in health.text
+
+
+def test_query_string_booleans_are_true_or_false(alice, seeded):
+    assert alice.get("/v1/memories", params={"include_deleted": "true"}).status_code == 200
+    for value in ("yes", "1", "on", "True"):
+        answer = alice.get("/v1/memories", params={"include_deleted": value})
+        assert answer.status_code == 422 and error_code(answer) == "invalid_request", value
+    assert alice.delete(f"/v1/memories/{seeded['alice']}", params={"hard": "yse"}).status_code == 422
+    assert alice.get(f"/v1/memories/{seeded['alice']}").json()["deleted_at"] is None  # nothing was deleted

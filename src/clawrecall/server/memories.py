@@ -21,6 +21,16 @@ from ..scopes import Caller
 from ..tools import browse, recall
 from .deps import caller, memory
 
+def _true_or_false(value: Any) -> Any:
+    """A query string's boolean is `true` or `false`: `yes`, `1` or `on` are refused, as JSON bodies refuse them,
+    since a mistyped flag (`hard=yse`) must not be read as a guess."""
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return value
+
+
+QueryBool = Annotated[bool, BeforeValidator(_true_or_false)]
+
 router = APIRouter(prefix="/v1")
 Order = Literal["newest", "oldest", "updated"]
 
@@ -114,8 +124,8 @@ def list_memories(
     session: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    include_deleted: bool = False,
-    only_deleted: bool = False,
+    include_deleted: QueryBool = False,
+    only_deleted: QueryBool = False,
     order: Order = "newest",
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
@@ -146,7 +156,7 @@ def update_memory(
 @router.delete("/memories/{memory_id}", tags=["memories"])
 def delete_memory(
     memory_id: str,
-    hard: bool = Query(False, description="Erase for good (GDPR forget) instead of a reversible soft delete."),
+    hard: QueryBool = Query(False, description="Erase for good (GDPR forget) instead of a reversible soft delete."),
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
 ) -> dict[str, Any]:
