@@ -3,7 +3,7 @@
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
       → importance weight → length normalisation → time decay → noise filter → MMR diversity
-      → limit → absolute score (relevance.py) → minimum score
+      → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
 candidates, so a stage can be tested, switched off or re-weighted on its own.
