@@ -350,6 +350,8 @@ def test_e5_embedding_endpoints(alice):
     assert max(abs(a - b) for a, b in zip(many[2], one)) < 1e-4  # no prefixes for a non-E5 model: same vector
     assert alice.post("/embed", json={"text": "x", "type": "document"}).status_code == 422
     assert alice.post("/batch", json={"texts": []}).status_code == 422
+    assert len(alice.post("/batch", json={"texts": ["short"] * 256}).json()["embeddings"]) == 256
+    assert alice.post("/batch", json={"texts": ["short"] * 257}).status_code == 422  # one request's work is bounded
 
 
 # -- tokens and binding ----------------------------------------------------------------------------
