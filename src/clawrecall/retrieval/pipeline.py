@@ -96,10 +96,12 @@ class RetrievalPipeline:
         items.sort(key=lambda s: s.score, reverse=True)
         # Only the head can reach the result; later stages need not look further.
         items = apply_noise(items, noise=cfg.noise_filter, keep=head)
-        vectors = self.store.vectors([s.memory.id for s in items]) if items else {}
-        if diverse and cfg.mmr_threshold is not None and len(items) > 1:
-            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         uncalibrated = self._uncalibrated(embedded)
+        mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
+        # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
+        vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
+        if mmr:
+            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
         items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors, cfg.relevance,
                                 uncalibrated=uncalibrated)
         floor = cfg.min_score if min_score is None else min_score
