@@ -99,13 +99,24 @@ class Conversations:
             records: list[MemoryRecord] = []
             rows: list[Message] = []
             changed: dict[str, Segment] = {}
+
+            def flush() -> None:
+                """Write what the loop has made so far (a segment about to close reads its messages back)."""
+                self.writes.record(records)
+                self.store.messages.insert(rows)
+                for s in changed.values():
+                    self.store.segments.replace(s)
+                records.clear()
+                rows.clear()
+                changed.clear()
+
             for memory_id, e in zip(ids, fresh):
                 at = min(e.created_at or now, now)
                 turn = e.role == "user"
                 if segment is not None and (rules.pause_closes(segment, at, cfg) or (turn and segment.turn_count >= cfg.max_turns)):
                     reason = "pause" if rules.pause_closes(segment, at, cfg) else "size"
+                    flush()
                     closed.append(self._close(segment, reason, now))
-                    changed.pop(segment.id, None)
                     segment = None
                 if segment is None:
                     segment = Segment(
@@ -128,10 +139,7 @@ class Conversations:
                     ordinal=e.ordinal, dedup_key=e.dedup_key, provider_id=e.provider_id, channel=channel, model=e.model,
                     input_tokens=e.input_tokens, output_tokens=e.output_tokens, summary=e.summary, created_at=at,
                 ))
-            self.writes.record(records)
-            self.store.messages.insert(rows)
-            for s in changed.values():
-                self.store.segments.replace(s)
+            flush()
         self._closed(closed)
         self.backfill.kick()
         return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,

@@ -255,6 +255,16 @@ class Memory:
         """Build the vector index if it is missing (after a deferred load that was interrupted)."""
         self._maintenance.build_vector_index()
 
+    def sweep(self) -> dict[str, int]:
+        """The record's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
+        pause has passed (also those that should have closed while nothing ran) and schedule the
+        embedding of rows waiting for a vector. Returns what it closed and how many rows wait."""
+        closed = self.conversations.close_due()
+        waiting = self._backfill.pending()
+        if waiting:
+            self._backfill.kick()
+        return {"segments_closed": len(closed), "awaiting_vectors": waiting}
+
     def backfill(self, *, limit: int | None = None) -> int:
         """Embed now the rows stored without a vector (messages, file chunks); how many were embedded.
 

@@ -96,6 +96,9 @@ class SearchIn(_Body):
         "default: the server's `retrieval.min_score`.",
     )
     explain: bool = False
+    sources: list[Literal["memory", "message", "chunk"]] | None = Field(
+        None, description="What to search: memories (the default), conversation messages, file chunks."
+    )
 
 
 @router.post(
@@ -185,6 +188,7 @@ def search(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
+        sources=body.sources,
     )
     return {"results": [h.model_dump(mode="json") for h in hits]}
 

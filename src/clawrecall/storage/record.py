@@ -70,6 +70,8 @@ class Messages(_Table[Message]):
         # a message with its text and owner, from its `memories` row
         self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
                         "FROM messages t JOIN memories m ON m.id = t.id")
+        # said order: time, place in the transcript, then the order the parts of one message were stored in
+        self._order = f"t.created_at, t.ordinal, m.{store.dialect.order_column}"
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Message]:
         n = len(self._map.fields)
@@ -102,11 +104,11 @@ class Messages(_Table[Message]):
     def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int) -> list[Message]:
         p = self._store.dialect.p
         where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
-        return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY t.created_at, t.ordinal, t.id LIMIT {p} OFFSET {p}",
+        return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
     def in_segment(self, segment_id: str) -> list[Message]:
-        return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY t.created_at, t.ordinal, t.id", (segment_id,))
+        return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY {self._order}", (segment_id,))
 
     def move(self, ids: Sequence[str], segment_id: str) -> None:
         s, p = self._store, self._store.dialect.p
