@@ -154,6 +154,21 @@ def test_close_listeners_hear_every_closed_segment(mem):
     assert [s.close_reason for s in heard] == ["pause", "session_end"]
 
 
+def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_the_open_one(mem, tmp_path):
+    mem.config.conversations.dir = str(tmp_path / "c")
+    mem.conversations.log(transcript(2), caller=ALICE, now=T0 + timedelta(days=1))  # closed by the next one's pause
+    mem.conversations.log(transcript(1, start=T0 + timedelta(days=1)), caller=ALICE, now=T0 + timedelta(days=1))
+    [old] = [s for s in mem.conversations.segments(caller=ALICE) if s.closed_at is not None]
+    assert (tmp_path / "c" / old.file).exists()
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 0, "segments": 0, "files": 0}  # keep
+    mem.config.conversations.retention_days = 30
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 4, "segments": 1, "files": 1}
+    assert not (tmp_path / "c" / old.file).exists()
+    assert [m.content for m in stored(mem)] == [m["content"] for m in transcript(1)]
+    assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)[0].content == "Question 0 about the garden shed roof"
+    assert len(mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)) == 2
+
+
 # -- search and isolation -------------------------------------------------------------------------
 
 
@@ -196,6 +211,21 @@ def test_recall_draws_on_an_earlier_session_but_not_on_the_current_one(mem):
     next_session = Caller("alice", "main", "s2")
     recalled = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, next_session)
     assert "my favourite tea is oolong" in recalled["prependContext"] and "[user said]" in recalled["prependContext"]
+
+
+def test_after_a_new_session_the_earlier_transcript_is_recalled_though_the_session_key_is_the_same(mem):
+    """OpenClaw keeps a chat's session key across `/new`: what was said before it is no longer in the
+    prompt, so recall may bring it back; what was said since is in the prompt, so it may not."""
+    old = T0 - timedelta(days=1)
+    mem.conversations.log([{"role": "user", "content": "My favourite tea is oolong, remember it",
+                            "timestamp": int(old.timestamp() * 1000)}], caller=ALICE)
+    mem.backfill()
+    assert before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"] is None
+    before_prompt_build(mem, {"prompt": "hello again my friend", "messages": []}, ALICE)  # `/new`
+    mem.conversations.log([{"role": "user", "content": "Do I like oolong tea or green tea?"}], caller=ALICE)
+    mem.backfill()
+    block = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"]
+    assert "My favourite tea is oolong" in block and "Do I like oolong" not in block
 
 
 def test_the_hook_skips_a_message_an_earlier_turn_could_not_store(mem):

@@ -11,7 +11,7 @@ import click
 from ..models import Message, Segment
 from ..scopes import Caller
 from . import output as out
-from .commands import State, caller_options, json_option, output_file, pass_state
+from .commands import State, caller_options, confirm, json_option, output_file, pass_state
 
 SNIPPET = 100
 
@@ -75,7 +75,7 @@ def export(state: State, session_id: str | None, caller: Caller, path: str | Non
     with output_file(path or "-") as fh:
         n = mem.conversations.export(fh, caller=caller, session_id=session_id)
     if path:
-        click.echo(f"Exported {n} message{'s' if n != 1 else ''} to {path}.", err=True)
+        click.echo(f"Exported {_n(n, 'message')} to {path}.", err=True)
 
 
 @conversations_group.command("stats")
@@ -105,8 +105,7 @@ def log_messages(state: State, source: str, session_id: str, channel: str | None
     messages = _parse_messages(text)
     result = state.open(embeds=False, creates=True).conversations.log(messages, caller=caller, session_id=session_id,
                                                                        channel=channel)
-    out.respond(as_json, dict(result), f"Recorded {result['stored']} message{'s' if result['stored'] != 1 else ''}"
-                f" ({result['skipped']} already recorded).")
+    out.respond(as_json, dict(result), f"Recorded {_n(result['stored'], 'message')} ({result['skipped']} already recorded).")
 
 
 @conversations_group.command("end")
@@ -125,14 +124,36 @@ def end(state: State, session_id: str, caller: Caller, as_json: bool) -> None:
 @json_option
 @pass_state
 def sweep(state: State, as_json: bool) -> None:
-    """Close the segments whose pause has passed and embed the messages still waiting for a vector
-    (what `clawrecall serve` does every 30 s; for a store no server runs on, e.g. from cron)."""
+    """Close the segments whose pause has passed, erase what is past `conversations.retention_days` and
+    embed the messages still waiting for a vector (what `clawrecall serve` does every 30 s; for a
+    store no server runs on, e.g. from cron)."""
     mem = state.open(embeds=True)
-    closed = mem.conversations.close_due()
-    embedded = mem.backfill()
-    data = {"segments_closed": len(closed), "embedded": embedded}
-    out.respond(as_json, data, f"Closed {len(closed)} segment{'s' if len(closed) != 1 else ''}; embedded {embedded} row"
-                f"{'s' if embedded != 1 else ''}.")
+    data = mem.sweep()
+    data["embedded"] = mem.backfill()
+    data.pop("awaiting_vectors")
+    out.respond(as_json, data, f"Closed {_n(data['segments_closed'], 'segment')}; erased {_n(data['messages_pruned'], 'message')}"
+                f" past retention; embedded {_n(data['embedded'], 'row')}.")
+
+
+@conversations_group.command("prune")
+@click.option("--older-than-days", type=click.FloatRange(0, 365_000), metavar="DAYS",
+              help="Erase segments closed longer ago than this [default: conversations.retention_days].")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_state
+def prune(state: State, older_than_days: float | None, yes: bool, as_json: bool) -> None:
+    """Erase for good the messages, segments and JSONL files of segments closed long ago."""
+    mem = state.open(embeds=False)
+    if older_than_days is None and mem.config.conversations.retention_days is None:
+        raise click.UsageError("no retention is set: give --older-than-days or set conversations.retention_days")
+    confirm("Erase old conversations for good?", yes)
+    counts = mem.conversations.prune(older_than_days=older_than_days)
+    out.respond(as_json, counts, f"Erased {_n(counts['messages'], 'message')}, {_n(counts['segments'], 'segment')} and "
+                f"{_n(counts['files'], 'file')}.")
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _read(path: str) -> str:

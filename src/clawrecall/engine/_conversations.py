@@ -22,7 +22,7 @@ from ..conversations import segments as rules
 from ..conversations.transcript import Entry, entries
 from ..errors import NotFoundError, ValidationError
 from ..models import MemoryRecord, Message, Segment
-from ..scopes import Caller, read_scopes, write_scope
+from ..scopes import Caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
 from ._validate import check_int, check_text, new_ids, require_writes
@@ -179,6 +179,38 @@ class Conversations:
         self._closed(out)
         return out
 
+    def prune(self, *, older_than_days: float | None = None, now: datetime | None = None) -> dict[str, int]:
+        """Erase the messages and segments (rows and JSONL files) of segments closed longer ago than
+        `conversations.retention_days` (or `older_than_days`); an open segment is kept whole. The server's
+        sweep runs it when retention is set."""
+        require_writes(self.config)
+        days = self.config.conversations.retention_days if older_than_days is None else older_than_days
+        if days is None:
+            return {"messages": 0, "segments": 0, "files": 0}
+        if not 0 <= days <= 365_000:
+            raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
+        cutoff = (now or utcnow()) - timedelta(days=days)
+        counts = {"messages": 0, "segments": 0, "files": 0}
+        while ids := self.store.messages.ended_before(cutoff, 1000):
+            self.store.messages.delete(ids)
+            counts["messages"] += len(ids)
+        while old := self.store.segments.closed_before(cutoff, 1000):
+            counts["files"] += self._remove_files(old)
+            self.store.segments.delete([s.id for s in old])
+            counts["segments"] += len(old)
+        return counts
+
+    def _remove_files(self, segments: Sequence[Segment]) -> int:
+        removed = 0
+        for segment in segments:
+            if segment.file:
+                try:
+                    (self.folder() / segment.file).unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        return removed
+
     def _close(self, segment: Segment, reason: str, now: datetime) -> Segment:
         """Inside the caller's transaction: write the segment's JSONL, then mark it closed."""
         messages = self.store.messages.in_segment(segment.id)
@@ -245,6 +277,12 @@ class Conversations:
             closed.append(self._close(shortened, "topic", utcnow()))
             self.store.segments.insert([fresh])
         self._closed(closed)
+
+    def transcript_start(self, caller: Caller, session_id: str) -> datetime | None:
+        """When the session's current transcript began: its last end (`/new`, a reset), None if it never ended."""
+        if not may_write(caller):  # a read-only caller has recorded no transcript of its own
+            return None
+        return self.store.segments.last_end(write_scope(caller, None), session_id)
 
     def folder(self) -> Path:
         """Where closed segments are written: the configured folder, else `conversations/` beside a
