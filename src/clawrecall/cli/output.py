@@ -109,7 +109,7 @@ def _char_width(ch: str) -> int:
 
 def display_width(text: str) -> int:
     """Terminal columns `text` takes: CJK and other wide characters take two, combining marks none."""
-    return text.__len__() if text.isascii() else sum(_char_width(ch) for ch in text)
+    return len(text) if text.isascii() else sum(_char_width(ch) for ch in text)
 
 
 def truncate(text: str, width: int) -> str:

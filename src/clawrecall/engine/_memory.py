@@ -260,7 +260,7 @@ class Memory:
 
         Unlike other verbs, `user_id`/`agent_id` name whom to erase (as mem0's `delete_all` does),
         not who asks: that is `caller` (default: the administrator), who must be the administrator
-        or the person itself. Returns the rows per kind, e.g. `{"history": 9, "memories": 4,
+        or the person itself. Returns the rows per kind, e.g. `{"memories": 4, "history": 9,
         "startup": 1}`; with `dry_run`, what would go, and nothing changes."""
         person = Person.named(user_id, agent_id)
         return erase_person(self.store, self._writes, person, caller or Caller(), dry_run=dry_run)

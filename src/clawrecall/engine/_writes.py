@@ -238,9 +238,9 @@ class Writes:
     def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
         """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
         out), each with its history row; how many (that would be, with `dry_run`)."""
-        require_writes(self.config)
         if dry_run:
             return self.store.count(filters)
+        require_writes(self.config)
         now = utcnow()
         before, after = json.dumps({"deleted_at": None}), json.dumps({"deleted_at": _jsonable(now)})
         with self.store.transaction():
