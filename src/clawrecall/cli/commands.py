@@ -242,7 +242,7 @@ def init(state: State, as_json: bool) -> None:
     out.respond(as_json, data, out.key_values([
         ("Data directory", home),
         ("Config file", f"{config_path} ({'created' if created else 'already there, left as is'})"),
-        ("Database", f"{data['db']} (schema v{data['schema_version']}, {out.plural(data['memories'], 'memory', 'memories')})"),
+        ("Database", f"{data['db']} (schema v{data['schema_version']}, {out.memories(data['memories'])})"),
     ]))
 
 
@@ -378,7 +378,7 @@ def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool,
     confirm(f"Erase for good every memory deleted more than {days:g} days ago?", yes)
     purged = mem.purge(older_than_days=days, caller=caller)
     out.respond(as_json, {"purged": purged, "older_than_days": days},
-                f"Purged {out.plural(purged, 'memory', 'memories')} deleted more than {days:g} days ago.")
+                f"Purged {out.memories(purged)} deleted more than {days:g} days ago.")
 
 
 @click.command()
@@ -428,12 +428,12 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:
-            click.echo(f"Exported {out.plural(exported, 'memory', 'memories')}.", err=True)
+            click.echo(f"Exported {out.memories(exported)}.", err=True)
         return
     with output_file(output) as fh:
         exported = mem.export_jsonl(fh, **engine_args(filters))
     out.respond(as_json, {"exported": exported, "output": output},
-                f"Exported {out.plural(exported, 'memory', 'memories')} to {output}.")
+                f"Exported {out.memories(exported)} to {output}.")
 
 
 @click.command("import")
@@ -473,7 +473,7 @@ def reembed(state: State, as_json: bool) -> None:
         done = mem.reembed(progress=progress)
     fingerprint = mem.stored_fingerprint()
     out.respond(as_json, {"reembedded": done, "embedding": fingerprint},
-                f"Re-embedded {out.plural(done, 'memory', 'memories')} with {fingerprint}.")
+                f"Re-embedded {out.memories(done)} with {fingerprint}.")
 
 
 @click.group("index")
@@ -557,7 +557,7 @@ class Doctor:
         """Before counting: a damaged store may still count, and counting may be what fails."""
         if problems := mem.store.integrity_problems():
             raise StorageError(f"{mem.store.location}: " + "; ".join(problems))
-        return True, f"no problems found ({out.plural(mem.count(include_deleted=True), 'memory', 'memories')})"
+        return True, f"no problems found ({out.memories(mem.count(include_deleted=True))})"
 
     def embedding(self, mem: Memory) -> tuple[EmbeddingFingerprint, str]:
         started = time.perf_counter()
@@ -600,13 +600,13 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
     """`Imported 3 of 5 memories from f.jsonl; left out: 1 already stored (same id), 1 near-duplicate.` and
     the first lines left out, each with why."""
     verb = "Would import" if result["dry_run"] else "Imported"
-    text = f"{verb} {result['created']} of {out.plural(result['read'], 'memory', 'memories')} from {source}"
-    reasons = [out.plural(result["skipped"], "already stored (same id)", "already stored (same id)"),
-               out.plural(result["duplicates"], "near-duplicate")]
+    text = f"{verb} {result['created']} of {out.memories(result['read'])} from {source}"
     left_out = result["left_out"]
     if not left_out:
         return text + "." + (" Nothing was written (dry run)." if result["dry_run"] else "")
-    lines = [f"{text}; left out: {', '.join(r for r in reasons if not r.startswith('0 '))}."]
+    reasons = [f"{result['skipped']} already stored (same id)" if result["skipped"] else "",
+               out.plural(result["duplicates"], "near-duplicate") if result["duplicates"] else ""]
+    lines = [f"{text}; left out: {', '.join(filter(None, reasons))}."]
     for entry in left_out[:shown]:
         if entry["reason"] == "id_exists":
             lines.append(f"  line {entry['line']}: id {out.short_id(entry['id'])} is already stored")

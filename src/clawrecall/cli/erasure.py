@@ -75,7 +75,7 @@ def delete_bulk(state: State, yes: bool, as_json: bool, caller: Caller, **filter
     mem = state.open(embeds=False)
     args = engine_args(filters)
     n = mem.delete_bulk(caller=caller, dry_run=not yes, **args)
-    found = out.plural(n, "memory", "memories")
+    found = out.memories(n)
     text = f"Deleted {found} (`list --deleted` lists deleted memories, `undelete ID` restores one)." if yes else (
         f"Would delete {found}. Run again with --yes to delete." if n else "No memories match."
     )

@@ -96,6 +96,10 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+def memories(n: int) -> str:
+    return plural(n, "memory", "memories")
+
+
 def terminal_width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
