@@ -22,7 +22,7 @@ SECRET = "Alice's passport number is X4471-QZ"
 
 def seed(mem: Memory) -> dict[str, str]:
     """Alice: two memories in her scope (one soft-deleted, one updated), one she wrote to global, a startup
-    entry; bob: one memory and a startup entry; one global memory of nobody's."""
+    entry, a change to a global memory of nobody's; bob: one memory and a startup entry."""
     alice = Caller("alice")
     ids = {
         "secret": mem.add(SECRET, caller=alice).id,
@@ -32,6 +32,7 @@ def seed(mem: Memory) -> dict[str, str]:
         "shared": mem.add("The office closes at six").id,
     }
     mem.update(ids["secret"], content=SECRET + " (renewed 2024)", caller=alice)
+    mem.update(ids["shared"], title="Opening hours", caller=alice)  # a change alice signed on a memory not hers
     mem.delete(ids["deleted"], caller=alice)
     mem.startup.set("name", "The user is Alice", caller=alice)
     mem.startup.set("name", "The user is Bob", user_id="bob")
@@ -41,7 +42,8 @@ def seed(mem: Memory) -> dict[str, str]:
 def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_target):
     with Memory.open(db_target) as mem:
         ids = seed(mem)
-        expected = {"memories": 3, "history": 5, "startup": 1}  # history: 3 adds, 1 update, 1 delete
+        # history: 3 adds, 1 update, 1 delete; signed by alice: those 5 and her change to the shared memory
+        expected = {"memories": 3, "history": 5, "history_actor": 6, "startup": 1}
         assert mem.erase(user_id="alice", dry_run=True) == expected
         assert mem.count(include_deleted=True) == 5  # a dry run changes nothing
 
@@ -52,8 +54,11 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
             trail = mem.history(ids[key])  # the administrator still sees that it was erased, by whom, when
             assert trail[-1].action == "forget" and trail[-1].actor == "local"
             assert all(e.before is None and e.after is None for e in trail)
+            assert {e.actor for e in trail[:-1]} == {"user:(erased)"}
+        shared = mem.history(ids["shared"])
+        assert [(e.action, e.actor, e.after) for e in shared[1:]] == [("update", "user:(erased)", {"title": "Opening hours"})]
         assert {h.id for h in mem.search("passport number", min_score=0)} == {ids["bob"], ids["shared"]}
-        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "startup": 0}
+        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "startup": 0}
         if mem.store.backend == "sqlite":
             mem.close()
             raw = b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*"))
@@ -62,12 +67,14 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
 
 def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
     with Memory.open(db_target) as mem:
-        mine = mem.add("Deploy bot's runbook lives in ops/", agent_id="deploy").id
-        in_user = mem.add("Alice asked the deploy bot for a rollback", caller=Caller("alice", "deploy")).id
+        mem.add("Deploy bot's runbook lives in ops/", agent_id="deploy")
+        mem.add("Alice asked the deploy bot for a rollback", caller=Caller("alice", "deploy"))
         other = mem.add("Review bot checks style", agent_id="review").id
-        assert mem.erase(agent_id="deploy")["memories"] == 2
-        assert [r.id for r in mem.list(include_deleted=True)] == [other]
-        assert mine and in_user
+        shared = mem.add("The style guide lives in docs/").id
+        mem.update(shared, title="style", caller=Caller("alice", "deploy"))
+        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "startup": 0}
+        assert {r.id for r in mem.list(include_deleted=True)} == {other, shared}
+        assert [e.actor for e in mem.history(shared)] == ["local", "user:alice agent:(erased)"]
 
 
 def test_only_the_administrator_or_the_person_may_erase(db_target):
@@ -79,7 +86,8 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
             mem.erase(user_id="alice", caller=Caller("alice", scopes=("global",)))
         assert mem.count(include_deleted=True) == 5
         assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 3
-        assert mem.history(mem.list(user_id="bob")[0].id)[-1].action == "add"
+        assert "user:alice" not in mem.store.history_actors() and "user:(erased)" in mem.store.history_actors()
+        assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -103,7 +111,7 @@ def test_erasing_thousands_of_memories_is_one_statement_per_table(db_target):
         started = time.perf_counter()
         counts = mem.erase(user_id="carol")
         took = time.perf_counter() - started
-        assert counts == {"memories": 2000, "history": 2000, "startup": 0}
+        assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "startup": 0}
         assert took < 5, f"erasing 2,000 memories took {took:.2f} s"
         assert mem.count(include_deleted=True) == 1
 
@@ -171,7 +179,7 @@ def test_rest_erase_is_the_administrators_or_the_users_own(tmp_path):
         both = post(alice, "/v1/erase", {"user_id": "alice", "agent_id": "x"})
         assert both.status_code == 422
         dry = post(alice, "/v1/erase", {"user_id": "alice", "dry_run": True})
-        assert dry.json() == {"erased": {"memories": 3, "history": 5, "startup": 1}, "dry_run": True}
+        assert dry.json() == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "startup": 1}, "dry_run": True}
         done = post(alice, "/v1/erase", {"user_id": "alice"})
         assert done.status_code == 200 and done.json()["erased"]["memories"] == 3
         assert mem.count(include_deleted=True) == 2
@@ -210,16 +218,17 @@ def test_cli_erase_shows_the_count_asks_and_erases(tmp_path):
     with Memory.open(db) as mem:
         seed(mem)
     dry = run("--db", db, "erase", "--user", "alice", "--dry-run")
-    assert dry.stdout == ("Would erase user alice: 3 memories, 5 history entries, 1 startup entry. "
-                          "Nothing changed (dry run).\n")
+    assert dry.stdout == ("Would erase user alice: 3 memories, 5 history entries, 6 changes signed by them, "
+                          "1 startup entry. Nothing changed (dry run).\n")
     refused = run("erase", "--user", "alice", "--db", db, code=2)  # no terminal to confirm on
     assert "pass --yes" in refused.stderr
     done = json.loads(run("erase", "--user", "alice", "--yes", "--json", "--db", db).stdout)
-    assert done == {"erased": {"memories": 3, "history": 5, "startup": 1}, "dry_run": False, "user_id": "alice",
+    assert done == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "startup": 1}, "dry_run": False,
+                    "user_id": "alice",
                     "agent_id": None}
     assert run("erase", "--db", db, code=2).stderr.startswith("Error: name one person")
     assert run("erase", "--agent", "nobody", "--db", db).stdout == (
-        "Erased agent nobody: 0 memories, 0 history entries, 0 startup entries.\n")
+        "Erased agent nobody: 0 memories, 0 history entries, 0 changes signed by them, 0 startup entries.\n")
 
 
 def test_cli_delete_bulk_counts_unless_yes(tmp_path):

@@ -44,6 +44,18 @@ class Person:
     def column(self) -> str:
         return f"{self.kind}_id"
 
+    def unnamed(self, actor: str) -> str | None:
+        """A history actor (`user:alice agent:main`, as `actor_of` writes it) with this person's part
+        replaced by `user:(erased)`; None when it does not name the person."""
+        own, erased = self.scope, f"{self.kind}:(erased)"
+        if actor == own:
+            return erased
+        if self.kind == "user" and actor.startswith(own + " agent:"):
+            return erased + actor[len(own):]
+        if self.kind == "agent" and actor.startswith("user:") and actor.endswith(" " + own):
+            return actor[: -len(own)] + erased
+        return None
+
 
 @dataclass
 class Erasing:
@@ -79,6 +91,15 @@ def _history(e: Erasing) -> int:
     return e.history_rows
 
 
+def _actor(e: Erasing) -> int:
+    """History rows, of any memory, that name the person as who made the change: the person's part
+    of the actor becomes `user:(erased)` (or `agent:(erased)`), the rest stays."""
+    renamed = {actor: new for actor in e.store.history_actors() if (new := e.person.unnamed(actor)) is not None}
+    if e.dry_run:
+        return e.store.count_history_by_actor(list(renamed))
+    return sum(e.store.rename_history_actor(old, new) for old, new in renamed.items())
+
+
 def _startup(e: Erasing) -> int:
     """Startup identity entries of the person's scope."""
     if e.dry_run:
@@ -90,6 +111,7 @@ def _startup(e: Erasing) -> int:
 KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("memories", _memories),
     ("history", _history),
+    ("history_actor", _actor),
     ("startup", _startup),
 )
 
@@ -100,7 +122,8 @@ def erase_person(store: Store, writes: Writes, person: Person, caller: Caller, *
     Only the administrator, or a caller that may reach the person's own scope (the user itself,
     through the one scope check), may erase it. One transaction: all of it is gone, or nothing."""
     read_scopes(caller, person.scope)  # raises ScopeError for anyone else
-    e = Erasing(store, writes, person, actor_of(caller), dry_run)
+    actor = actor_of(caller)
+    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run)  # a self-erasure is signed anonymously
     if dry_run:
         return {name: kind(e) for name, kind in KINDS}
     require_writes(writes.config)

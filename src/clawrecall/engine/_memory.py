@@ -256,12 +256,13 @@ class Memory:
         dry_run: bool = False,
     ) -> dict[str, int]:
         """Erase a person for good (GDPR): every memory of the user or agent named (owned by it, or
-        in its scope; deleted ones included), their history's old values, its startup entries.
+        in its scope; deleted ones included), their history's old values, its name on the changes
+        history says it made (now `user:(erased)`), its startup entries.
 
         Unlike other verbs, `user_id`/`agent_id` name whom to erase (as mem0's `delete_all` does),
         not who asks: that is `caller` (default: the administrator), who must be the administrator
         or the person itself. Returns the rows per kind, e.g. `{"memories": 4, "history": 9,
-        "startup": 1}`; with `dry_run`, what would go, and nothing changes."""
+        "history_actor": 9, "startup": 1}`; with `dry_run`, what would go, and nothing changes."""
         person = Person.named(user_id, agent_id)
         return erase_person(self.store, self._writes, person, caller or Caller(), dry_run=dry_run)
 

@@ -237,6 +237,21 @@ class Store(ABC):
                     chunk,
                 )
 
+    def history_actors(self) -> list[str]:
+        """Every distinct actor history names (a few per user and agent)."""
+        return [r[0] for r in self._run("SELECT DISTINCT actor FROM history WHERE actor IS NOT NULL")]
+
+    def count_history_by_actor(self, actors: list[str]) -> int:
+        if not actors:
+            return 0
+        return self._run(f"SELECT count(*) FROM history WHERE actor IN ({self.dialect.marks(len(actors))})", actors)[0][0]
+
+    def rename_history_actor(self, old: str, new: str) -> int:
+        """Name another actor on every history row of `old`; how many rows."""
+        p = self.dialect.p
+        with self.transaction():
+            return self._rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
+
     def count_history(self, ids: list[str]) -> int:
         """History rows of these memories."""
         return sum(
