@@ -46,6 +46,7 @@ def stored(mem, user_id="alice"):
         "Call me on +420123456789 after six",
         "My dentist is Dr. Novak on Main Street",
         "I love long walks after lunch",
+        "Our on-call rota tool is called PagerTree",
         "Always run the linter before committing",
         "It's important that invoices go out by the 5th",
         # Russian
@@ -66,6 +67,8 @@ def stored(mem, user_id="alice"):
         "Můj email je jan@example.cz",
         "Můj zubař je doktor Novák",
         "Nikdy nenasazuj v pátek večer",
+        "Jmenuje se Jan Novák a vede účetnictví",
+        "Jmenuji se Petra",
         # Chinese
         "记住我的生日是五月三日",
         "请記住我喜歡綠茶",

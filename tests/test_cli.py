@@ -290,7 +290,8 @@ def test_export_import_round_trip(store: Path, tmp_path: Path, fresh: Path) -> N
     assert [json.loads(line) for line in streamed] == original
 
     result = run_json(fresh, "import", str(export))
-    assert result == {"read": len(original), "created": len(original), "duplicates": 0, "skipped": 0, "source": str(export)}
+    assert result == {"read": len(original), "created": len(original), "duplicates": 0, "skipped": 0, "dry_run": False,
+                      "left_out": [], "source": str(export)}
     copy = [json.loads(line) for line in run(fresh, "export").stdout.splitlines()]
     assert sorted(copy, key=lambda r: r["id"]) == sorted(original, key=lambda r: r["id"])
     again = run_json(fresh, "import", "-", input=export.read_text())
@@ -590,6 +591,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["export", "--output", str(export)], ["import", str(export)], ["reembed"], ["doctor"], ["purge", "--yes"],
         ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"], ["token", "list"],
         ["migrate", "status"], ["index", "build"], ["import", str(export), "--defer-index"],
+        ["delete-bulk", "--tag", "none"], ["erase", "--user", "nobody", "--dry-run"], ["startup", "list"],
         ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
         ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
         ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],

@@ -116,6 +116,11 @@ def _content_length(data: bytes) -> int:
     return int(next(line.split(":", 1)[1] for line in head if line.startswith("content-length:")))
 
 
+def test_serve_says_where_it_listens_in_one_line_for_people(server):
+    lines = [line for line in server.log().splitlines() if not line.startswith("{")]
+    assert len(lines) == 1 and lines[0].startswith("clawrecall serving ") and f" at {server.url} " in lines[0], lines
+
+
 def test_logs_are_json_lines(server, alice, seeded):
     alice.get("/v1/stats", headers={"X-Clawrecall-Session": "log-check"})
     deadline = time.monotonic() + 5  # the access line is written once the response is sent
@@ -125,7 +130,9 @@ def test_logs_are_json_lines(server, alice, seeded):
     assert any(r["logger"] == "clawrecall.access" and r["path"] == "/v1/stats" and r["user"] == "alice" for r in records)
     assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
     complete = [line for line in server.log().splitlines(keepends=True) if line.endswith("\n")]
-    assert len(complete) >= len(records) and all(line.startswith("{") for line in complete)  # nothing but JSON
+    people = [line for line in complete if line.startswith("clawrecall serving ")]  # on stdout (the log merges both)
+    assert len(people) == 1 and len(complete) >= len(records) + 1
+    assert all(line.startswith("{") for line in complete if line not in people)  # logs: nothing but JSON
 
 
 def test_every_request_needs_a_valid_token(server):

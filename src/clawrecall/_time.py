@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
 
@@ -40,6 +41,31 @@ def parse_when(text: str) -> datetime:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
+    return checked_utc(value)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "mo": 30 * 86400, "y": 365 * 86400}
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*(mo|[smhdwy])(?:\s+ago)?$")
+
+
+def parse_when_or_ago(text: str, now: datetime | None = None) -> datetime:
+    """A time as people type it on a command line: ISO-8601, an age (`7d`, `2h`, `30m`, `2w`, `3mo`,
+    `1y`, `7d ago`: that long before now, in `age_string`'s units), `now`, `today` or `yesterday`
+    (midnight UTC)."""
+    word = text.strip().lower()
+    now = now or utcnow()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word in ("now", "today", "yesterday"):
+        return {"now": now, "today": midnight, "yesterday": midnight - timedelta(days=1)}[word]
+    if match := _AGO.match(word):
+        try:
+            return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        except OverflowError:
+            raise ValueError(f"{text!r} is further back than a date can go") from None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 date or time, nor an age like 7d, 2h or yesterday: {text!r}") from None
     return checked_utc(value)
 
 

@@ -16,8 +16,10 @@ from .. import __version__
 from ..errors import ClawrecallError
 from .commands import AGENT_COMMANDS, COMMANDS, State
 from .conversations import conversations_group
+from .erasure import COMMANDS as ERASURE_COMMANDS
 from .migrate import migrate
 from .openclaw import openclaw_group
+from .startup import startup_group
 from .output import report_error
 
 
@@ -73,11 +75,32 @@ def cli(ctx: click.Context, db: str | None, config_path: str | None, as_json: bo
     ctx.obj = State(db=db, config=config_path, json=as_json)
 
 
-for _command in COMMANDS + AGENT_COMMANDS:
+def _store_option(name: str, attribute: str) -> click.Option:
+    """`clawrecall count --db X` means `clawrecall --db X count`: the global option, given after the command."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        state = ctx.find_object(State)
+        if value is not None and state is not None:
+            setattr(state, attribute, value)
+
+    return click.Option([name], expose_value=False, callback=remember, metavar="PATH|URL" if name == "--db" else "FILE",
+                        help=f"The same as the global {name}, given after the command.")
+
+
+def _accept_store_options(command: click.Command) -> None:
+    """Every command (and subcommand) takes --db and --config after its name too, unless it has its own."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_store_options(sub)
+        return
+    taken = {opt for p in command.params for opt in getattr(p, "opts", [])}
+    command.params += [_store_option(name, attr) for name, attr in (("--db", "db"), ("--config", "config")) if name not in taken]
+
+
+for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
+                 conversations_group]:
+    _accept_store_options(_command)
     cli.add_command(_command)
-cli.add_command(migrate)
-cli.add_command(openclaw_group)
-cli.add_command(conversations_group)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 import click
 from pydantic import BaseModel
 
-from .._time import parse_when, utcnow
+from .._time import parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
@@ -56,15 +56,16 @@ pass_state = click.make_pass_decorator(State)
 
 # -- option types and shared option groups ---------------------------------------------------
 class IsoTime(click.ParamType):
-    """An ISO-8601 date or time (naive means UTC); a bad one is a usage error, not a traceback."""
+    """An ISO-8601 date or time (naive means UTC), or an age (`7d`, `2h`, `yesterday`); a bad one is a
+    usage error, not a traceback."""
 
-    name = "ISO-DATE"
+    name = "TIME"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
         if isinstance(value, datetime):
             return value
         try:
-            return parse_when(value)
+            return parse_when_or_ago(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -156,8 +157,8 @@ filter_options = options(
     category_filter,
     click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable: any of them)."),
     click.option("--session", "session_id", metavar="ID", help="Only memories from this session."),
-    click.option("--since", type=IsoTime(), help="Only memories created at or after this ISO date or time."),
-    click.option("--until", type=IsoTime(), help="Only memories created before this ISO date or time."),
+    click.option("--since", type=IsoTime(), help="Only memories created at or after this time: ISO, or 7d, 2h, yesterday."),
+    click.option("--until", type=IsoTime(), help="Only memories created before this time: ISO, or 30d (older than 30 days)."),
     include_deleted_option,
 )
 field_options = options(
@@ -171,6 +172,34 @@ field_options = options(
     click.option("--expires", "expires_at", type=IsoTime(), help="When it stops being recalled (ISO date or time)."),
 )
 by_id = options(click.argument("memory_id", metavar="ID"), caller_options, json_option, pass_state)
+
+
+def _as_format(command: Callable) -> Callable:
+    """`--json`/`--nl`/`--csv` → the one `fmt` the command answers in (at most one of them)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, as_json: bool, as_nl: bool, as_csv: bool, **kwargs: Any) -> Any:
+        given = [name for name, on in (("json", as_json), ("nl", as_nl), ("csv", as_csv)) if on]
+        if len(given) > 1 and not (as_json and len(given) == 2 and _global_json()):
+            raise click.UsageError("give one output format: --json, --nl or --csv")
+        fmt = next((f for f in given if f != "json"), "json" if as_json else "text")
+        return command(*args, fmt=fmt, **kwargs)
+
+    return run
+
+
+def _global_json() -> bool:
+    state = click.get_current_context().find_object(State)
+    return bool(state and state.json)
+
+
+# List-like commands also print sqlite-utils' formats: one JSON object a line, or CSV.
+rows_format_options = options(
+    json_option,
+    click.option("--nl", "as_nl", is_flag=True, help="Print one JSON object per line (newline-delimited JSON)."),
+    click.option("--csv", "as_csv", is_flag=True, help="Print CSV: a header, then a row per item."),
+    _as_format,
+)
 
 
 def engine_args(params: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +243,7 @@ def init(state: State, as_json: bool) -> None:
     out.respond(as_json, data, out.key_values([
         ("Data directory", home),
         ("Config file", f"{config_path} ({'created' if created else 'already there, left as is'})"),
-        ("Database", f"{data['db']} (schema v{data['schema_version']}, {data['memories']} memories)"),
+        ("Database", f"{data['db']} (schema v{data['schema_version']}, {out.memories(data['memories'])})"),
     ]))
 
 
@@ -249,13 +278,13 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 )
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
 @click.option("--sources", metavar="LIST", help="What to search, comma-separated: memory (default), message, chunk.")
-@json_option
+@rows_format_options
 @pass_state
-def search(state: State, query: str, as_json: bool, sources: str | None, **params: Any) -> None:
+def search(state: State, query: str, fmt: out.Format, sources: str | None, **params: Any) -> None:
     """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
     kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
     hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
-    out.respond(as_json, hits, hits_text(hits, params["explain"]))
+    out.respond_rows(fmt, hits, hits_text(hits, params["explain"]))
 
 
 @click.command()
@@ -274,12 +303,12 @@ def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
 @click.option("--limit", "-n", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
 @click.option("--order", type=click.Choice(["newest", "oldest", "updated"]), default="newest", show_default=True)
-@json_option
+@rows_format_options
 @pass_state
-def list_memories(state: State, as_json: bool, **params: Any) -> None:
+def list_memories(state: State, fmt: out.Format, **params: Any) -> None:
     """List memories, newest first, without searching (and without loading the embedding model)."""
     records = state.open(embeds=False).list(**engine_args(params))
-    out.respond(as_json, records, records_text(records))
+    out.respond_rows(fmt, records, records_text(records))
 
 
 @click.command()
@@ -351,7 +380,8 @@ def purge(state: State, older_than_days: float | None, yes: bool, as_json: bool,
     days = mem.config.writes.retention_days if older_than_days is None else older_than_days
     confirm(f"Erase for good every memory deleted more than {days:g} days ago?", yes)
     purged = mem.purge(older_than_days=days, caller=caller)
-    out.respond(as_json, {"purged": purged, "older_than_days": days}, f"Purged {purged} memories deleted more than {days:g} days ago.")
+    out.respond(as_json, {"purged": purged, "older_than_days": days},
+                f"Purged {out.memories(purged)} deleted more than {days:g} days ago.")
 
 
 @click.command()
@@ -377,11 +407,14 @@ def stats(state: State, as_json: bool) -> None:
 
 
 @click.command()
-@by_id
-def history(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
+@click.argument("memory_id", metavar="ID")
+@caller_options
+@rows_format_options
+@pass_state
+def history(state: State, memory_id: str, fmt: out.Format, caller: Caller) -> None:
     """Every change to a memory, oldest first: what it was, what it became, who did it and when."""
     entries = state.open(embeds=False).history(memory_id, caller=caller)
-    out.respond(as_json, entries, history_text(entries))
+    out.respond_rows(fmt, entries, history_text(entries))
 
 
 @click.command()
@@ -398,37 +431,39 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:
-            click.echo(f"Exported {exported} memories.", err=True)
+            click.echo(f"Exported {out.memories(exported)}.", err=True)
         return
     with output_file(output) as fh:
         exported = mem.export_jsonl(fh, **engine_args(filters))
-    out.respond(as_json, {"exported": exported, "output": output}, f"Exported {exported} memories to {output}.")
+    out.respond(as_json, {"exported": exported, "output": output},
+                f"Exported {out.memories(exported)} to {output}.")
 
 
 @click.command("import")
 @click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
 @caller_options
-@click.option("--dedup", is_flag=True, help="Skip memories nearly identical to a stored one (off: an export comes back as it was).")
+@click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
+              help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
+@click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
 @click.option("--defer-index", is_flag=True,
               help="PostgreSQL: drop the vector index for the import and build it once at the end "
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
-def import_memories(state: State, source: TextIO, dedup: bool, defer_index: bool, as_json: bool, caller: Caller) -> None:
-    """Read a JSONL export back. Every line is checked before anything is written; ids already stored are skipped."""
+def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bool, defer_index: bool, as_json: bool,
+                    caller: Caller) -> None:
+    """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
+    lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing."""
     try:
         lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
     except UnicodeDecodeError as exc:
         raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
-    mem = state.open(embeds=True, creates=True)
-    deferred = mem.deferred_vector_index(rebuild=True) if defer_index else nullcontext()
-    with out.progress_bar("Importing") as progress, deferred:
-        result = mem.import_jsonl(lines, dedup=dedup, progress=progress, caller=caller)
+    mem = state.open(embeds=True, creates=not dry_run)
+    deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
+    with out.progress_bar("Checking" if dry_run else "Importing") as progress, deferred:
+        result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     name = "stdin" if source.name == "<stdin>" else source.name
-    out.respond(as_json, {**result, "source": name}, (
-        f"Imported {result['created']} of {result['read']} memories from {name} "
-        f"({result['skipped']} already stored, {result['duplicates']} duplicates)."
-    ))
+    out.respond(as_json, {**result, "source": name}, import_text(result, name))
 
 
 @click.command()
@@ -440,7 +475,8 @@ def reembed(state: State, as_json: bool) -> None:
     with out.progress_bar("Re-embedding") as progress:
         done = mem.reembed(progress=progress)
     fingerprint = mem.stored_fingerprint()
-    out.respond(as_json, {"reembedded": done, "embedding": fingerprint}, f"Re-embedded {done} memories with {fingerprint}.")
+    out.respond(as_json, {"reembedded": done, "embedding": fingerprint},
+                f"Re-embedded {out.memories(done)} with {fingerprint}.")
 
 
 @click.group("index")
@@ -524,7 +560,7 @@ class Doctor:
         """Before counting: a damaged store may still count, and counting may be what fails."""
         if problems := mem.store.integrity_problems():
             raise StorageError(f"{mem.store.location}: " + "; ".join(problems))
-        return True, f"no problems found ({mem.count(include_deleted=True)} memories)"
+        return True, f"no problems found ({out.memories(mem.count(include_deleted=True))})"
 
     def embedding(self, mem: Memory) -> tuple[EmbeddingFingerprint, str]:
         started = time.perf_counter()
@@ -561,6 +597,32 @@ def add_text(result: AddResult) -> str:
     memory = result.memory
     assert memory is not None
     return f"Added {out.short_id(memory.id)} ({memory.category}, {memory.scope})."
+
+
+def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
+    """`Imported 3 of 5 memories from f.jsonl; left out: 1 already stored (same id), 1 near-duplicate.` and
+    the first lines left out, each with why."""
+    verb = "Would import" if result["dry_run"] else "Imported"
+    text = f"{verb} {result['created']} of {out.memories(result['read'])} from {source}"
+    left_out = result["left_out"]
+    if not left_out:
+        return text + "." + (" Nothing was written (dry run)." if result["dry_run"] else "")
+    reasons = [f"{result['skipped']} already stored (same id)" if result["skipped"] else "",
+               out.plural(result["duplicates"], "near-duplicate") if result["duplicates"] else ""]
+    lines = [f"{text}; left out: {', '.join(filter(None, reasons))}."]
+    for entry in left_out[:shown]:
+        if entry["reason"] == "id_exists":
+            lines.append(f"  line {entry['line']}: id {out.short_id(entry['id'])} is already stored")
+        else:
+            like = f"line {entry['existing_line']}" if entry["existing_line"] else out.short_id(entry["existing_id"])
+            lines.append(f"  line {entry['line']}: nearly identical to {like} (similarity {out.percent(entry['similarity'] or 0)})")
+    if len(left_out) > shown:
+        lines.append(f"  … and {len(left_out) - shown} more (--json lists them all)")
+    if result["duplicates"]:
+        lines.append("Near-duplicates are stored with --on-duplicate keep.")
+    if result["dry_run"]:
+        lines.append("Nothing was written (dry run).")
+    return "\n".join(lines)
 
 
 def shown_content(record: MemoryRecord) -> str:
@@ -733,7 +795,12 @@ def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: in
 
     state.db = db or state.db
     mem = state.open(embeds=True, creates=True)
-    run_server(mem, host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level)
+
+    def listening(url: str) -> None:  # for people; the logs (stderr) stay JSON lines
+        if not as_json:
+            click.echo(f"clawrecall serving {mem.store.location} at {url} (REST /v1, MCP /mcp, docs /docs); Ctrl-C stops it")
+
+    run_server(mem, host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level, listening=listening)
 
 
 @click.command("mcp")
@@ -803,9 +870,9 @@ def token_create(state: State, user_id: str | None, agent_id: str | None, scopes
 
 @token_group.command("list")
 @click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
-@json_option
+@rows_format_options
 @pass_state
-def token_list(state: State, include_revoked: bool, as_json: bool) -> None:
+def token_list(state: State, include_revoked: bool, fmt: out.Format) -> None:
     """List tokens: who each is bound to and what it may read (never the secret)."""
     infos = open_tokens(state).list(include_revoked=include_revoked)
     rows = [
@@ -814,7 +881,7 @@ def token_list(state: State, include_revoked: bool, as_json: bool) -> None:
         for t in infos
     ]
     headers = ["ID", "KIND", "USER", "AGENT", "NAME", "CREATED", "STATE", "SCOPES"]
-    out.respond(as_json, infos, out.table(headers, rows) if rows else "No tokens.")
+    out.respond_rows(fmt, infos, out.table(headers, rows) if rows else "No tokens.")
 
 
 @token_group.command("revoke")

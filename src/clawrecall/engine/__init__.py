@@ -2,10 +2,11 @@
 
     _memory       Memory: the verbs every door calls, and its namespaces (`mem.startup`)
     _validate     checks on input, and the one place an item becomes a record
-    _writes       the one write path: add, update, delete/undelete, forget — scope, dedup, history
+    _writes       the one write path: add, update, delete/undelete (one or by filter), forget — scope, dedup, history
     _reads        the filters of a read; an id or prefix resolved in the caller's scopes
     _embedding    the embedding provider and the store's model fingerprint
     _maintenance  purge, re-embedding, the vector index
+    _erasure      erasing a person: every kind of row of one user or agent, counted per kind
     _startup      startup entries (`mem.startup`)
     _transfer     JSONL export and import
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, overload
 
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
@@ -22,11 +22,12 @@ from ..storage import Store, open_store
 from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
+from ._erasure import Person, erase_person
 from ._maintenance import Maintenance
 from ._reads import read_filters, resolve, with_origins
 from ._startup import Startup
 from ._transfer import Transfer
-from ._validate import check_int, check_share, check_text
+from ._validate import chat_turns, check_int, check_share, check_text
 from ._writes import Writes
 
 if TYPE_CHECKING:
@@ -45,7 +46,15 @@ class Memory:
     (not both); no caller at all is the local administrator.
     """
 
-    def __init__(self, store: Store, config: Config, *, check_embedding: bool = True):
+    def __init__(self, store: Store | None = None, config: Config | None = None, *, check_embedding: bool = True):
+        """`Memory()` opens the default store with the default config, as `Memory.open()` does
+        (mem0's habit); `Memory(store, config)` wraps a store already open."""
+        opened = store is None
+        if store is None:
+            config = config or load_config(None)
+            store = _open_store(None, config, create=True)
+        elif config is None:
+            raise ValidationError("Memory(store) needs its config too: Memory(store, config), or Memory.open(path)")
         self.store = store
         self.config = config
         self._embedding = Embedding(store, config)
@@ -58,7 +67,12 @@ class Memory:
         self._backfill = Backfill(store, self._embedding, self.runtime)
         self.conversations = Conversations(store, config, self._writes, self._backfill)
         if check_embedding:
-            self.check_fingerprint(static_only=True)
+            try:
+                self.check_fingerprint(static_only=True)
+            except BaseException:
+                if opened:
+                    store.close()
+                raise
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -80,8 +94,7 @@ class Memory:
         if path_or_url is not None and not str(path_or_url).strip():
             raise ConfigError("the database path is empty: give a SQLite file, sqlite:///path or postgresql://…")
         cfg = load_config(config_path, overrides=config)
-        target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
-        store = open_store(target, postgres=cfg.postgres, create=create)
+        store = _open_store(path_or_url, cfg, create=create)
         try:
             return cls(store, cfg, check_embedding=check_embedding)
         except BaseException:
@@ -129,9 +142,15 @@ class Memory:
         return self._pipeline
 
     # -- writes ----------------------------------------------------------------------------
+    @overload
+    def add(self, content: str, **fields: Any) -> AddResult: ...
+
+    @overload
+    def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
+
     def add(
         self,
-        content: str,
+        content: str | Sequence[Mapping[str, Any]],
         *,
         caller: Caller | None = None,
         user_id: str | None = None,
@@ -150,17 +169,25 @@ class Memory:
         created_at: datetime | None = None,
         expires_at: datetime | None = None,
         dedup: bool | None = None,
-    ) -> AddResult:
+    ) -> AddResult | list[AddResult]:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing.
 
         It belongs to the caller and its session unless `session_id` names another; `scope` defaults
-        to the caller's user, else agent, else global."""
+        to the caller's user, else agent, else global. `content` may also be a chat, a list of
+        `{"role", "content"}` messages as mem0 takes: each user and assistant turn is then one
+        memory (its role in `metadata["role"]`; system turns are not stored) and a list of results
+        comes back, one per stored turn."""
         item = dict(
-            content=content, session_id=session_id, scope=scope, category=category, title=title,
+            session_id=session_id, scope=scope, category=category, title=title,
             tags=[] if tags is None else tags, importance=importance, confidence=confidence, visibility=visibility,
             source_type=source_type, source_id=source_id, metadata=metadata, created_at=created_at, expires_at=expires_at,
         )
-        return self._writes.add_many([item], as_caller(caller, user_id, agent_id), dedup=dedup)[0]
+        who = as_caller(caller, user_id, agent_id)
+        if not isinstance(content, (list, tuple)):
+            return self._writes.add_many([{**item, "content": content}], who, dedup=dedup)[0]
+        turns = chat_turns(content)
+        items = [{**item, "content": text, "metadata": {**(metadata or {}), "role": role}} for role, text in turns]
+        return self._writes.add_many(items, who, dedup=dedup) if items else []
 
     def add_many(
         self,
@@ -228,6 +255,49 @@ class Memory:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
         return self._writes.forget(memory_id, as_caller(caller, user_id, agent_id), scope)
 
+    def erase(
+        self, *, user_id: str | None = None, agent_id: str | None = None, caller: Caller | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, int]:
+        """Erase a person for good (GDPR): every memory of the user or agent named (owned by it, or
+        in its scope; deleted ones included), their history's old values, its name on the changes
+        history says it made (now `user:(erased)`), its startup entries.
+
+        Unlike other verbs, `user_id`/`agent_id` name whom to erase (as mem0's `delete_all` does),
+        not who asks: that is `caller` (default: the administrator), who must be the administrator
+        or the person itself. Returns the rows per kind, e.g. `{"memories": 4, "history": 9,
+        "history_actor": 9, "messages": 12, "segments": 2, "startup": 1}` (a closed segment's JSONL
+        file goes with it); with `dry_run`, what would go, and nothing changes."""
+        person = Person.named(user_id, agent_id)
+        return erase_person(self.store, self._writes, person, caller or Caller(), dry_run=dry_run,
+                            folder=self.conversations.folder())
+
+    def delete_bulk(
+        self,
+        *,
+        caller: Caller | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+        category: str | list[str] | None = None,
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        dry_run: bool = False,
+    ) -> int:
+        """Soft-delete every active memory that matches the filters, in the scopes the caller reads
+        (memory-lancedb-pro's delete-bulk); how many (would be, with `dry_run`). At least one
+        filter is required; `until` is "older than", `since` "newer than". Restorable until purged."""
+        if all(v is None for v in (scope, category, tags, session_id, since, until)):
+            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
+        caller = as_caller(caller, user_id, agent_id)
+        filters = read_filters(
+            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
+            since=since, until=until,
+        )
+        return self._writes.delete_bulk(filters, caller, dry_run=dry_run)
+
     # -- maintenance -----------------------------------------------------------------------
     def purge(
         self, *, older_than_days: float | None = None, caller: Caller | None = None, user_id: str | None = None,
@@ -293,6 +363,7 @@ class Memory:
         explain: bool = False,
         diverse: bool = True,
         min_score: float | None = None,
+        threshold: float | None = None,
         sources: Sequence[str] | None = None,
         exclude_session: str | None = None,
         message_roles: Sequence[str] | None = None,
@@ -301,8 +372,9 @@ class Memory:
 
         `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
         Hits below `min_score` (default `retrieval.min_score`) are left out, so a query about nothing
-        stored returns no hits. `diverse=False` skips the diversity stage, which moves near-copies of
-        a better hit to the end: to see every copy of a memory, e.g. before erasing one.
+        stored returns no hits (`threshold` is the same, under mem0's name). `diverse=False` skips the
+        diversity stage, which moves near-copies of a better hit to the end: to see every copy of a
+        memory, e.g. before erasing one.
 
         `sources` searches conversation messages (`message`) and ingested file chunks (`chunk`) with or
         instead of memories (`memory`, the default); each hit says its `source` and `origin`.
@@ -310,6 +382,10 @@ class Memory:
         ended: they are in the prompt already), `message_roles` messages of other roles (user, assistant,
         reasoning, tool_call, tool_result, system)."""
         caller = as_caller(caller, user_id, agent_id)
+        if threshold is not None:
+            if min_score is not None and min_score != threshold:
+                raise ValidationError("give min_score or threshold (the same thing), not both")
+            min_score = threshold
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
         check_text(query, "query")
@@ -448,9 +524,22 @@ class Memory:
 
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
-        agent_id: str | None = None, dedup: bool = False, progress: Progress | None = None, chunk: int = 512,
-    ) -> dict[str, int]:
-        """Import an export. Every line is validated before anything is written; ids already present are skipped."""
+        agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
+        progress: Progress | None = None, chunk: int = 512,
+    ) -> dict[str, Any]:
+        """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
+
+        Lines whose id is stored are skipped, and near-duplicates of a stored memory or an earlier
+        line too unless `on_duplicate="keep"`: running an import twice adds nothing. `dry_run`
+        checks and counts, writing nothing. Returns `read`, `created` (would be, in a dry run),
+        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why."""
         return self._transfer.import_jsonl(
-            lines, as_caller(caller, user_id, agent_id), dedup=dedup, progress=progress, chunk=chunk
+            lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
+            dry_run=dry_run, progress=progress, chunk=chunk,
         )
+
+
+def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) -> Store:
+    """The store a path or URL names, else the config's `db` or `database`, else the default file."""
+    target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
+    return open_store(target, postgres=cfg.postgres, create=create)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import IO, Iterable
+from typing import IO, Any, Iterable, Literal
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -17,6 +17,8 @@ from ._embedding import Progress
 from ._reads import read_filters
 from ._validate import new_ids, new_record, require_writes
 from ._writes import Writes
+
+OnDuplicate = Literal["skip", "keep"]
 
 
 class Transfer:
@@ -36,10 +38,15 @@ class Transfer:
         return n
 
     def import_jsonl(
-        self, lines: Iterable[str], caller: Caller, *, dedup: bool, progress: Progress | None, chunk: int
-    ) -> dict[str, int]:
-        """Every line is validated before anything is written; ids already present are skipped."""
+        self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
+        progress: Progress | None, chunk: int,
+    ) -> dict[str, Any]:
+        """Every line is validated before anything is written. A line whose id is stored is skipped,
+        and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
+        so running an import again adds nothing. Returns the counts and, per line left out, why."""
         require_writes(self.config)
+        if on_duplicate not in ("skip", "keep"):
+            raise ValidationError(f"on_duplicate must be skip or keep, got {on_duplicate!r}")
         items_by_line: list[tuple[int, NewMemory]] = []
         for n, line in enumerate(lines, start=1):
             if not line.strip():
@@ -53,7 +60,6 @@ class Transfer:
             except (ValueError, PydanticValidationError) as exc:
                 detail = pydantic_message(exc, NewMemory) if isinstance(exc, PydanticValidationError) else str(exc)
                 raise ValidationError(f"line {n}: {detail}") from None
-        items = [item for _, item in items_by_line]
         now = utcnow()
         seen: dict[str, int] = {}
         for (n, item), fresh in zip(items_by_line, new_ids(len(items_by_line))):  # validation, nothing written yet
@@ -64,17 +70,36 @@ class Transfer:
                 seen[record.id] = n
                 item.id = record.id
         existing = set(self.store.fetch(list(seen)))
-        todo = [i for i in items if not (i.id and i.id in existing)]
-        created = duplicates = skipped = 0
-        for start in range(0, len(todo), chunk):
-            part = todo[start : start + chunk]
-            if stored := self.store.fetch([i.id for i in part if i.id]):  # by another import running beside this one
-                part = [i for i in part if i.id not in stored]
-                skipped += len(stored)
-            results = self.writes.add_many(part, caller, dedup=dedup, actor="import") if part else []
-            created += sum(r.action == "created" for r in results)
-            duplicates += sum(r.action == "duplicate" for r in results)
+        left_out = [_stored(n, item.id) for n, item in items_by_line if item.id and item.id in existing]
+        todo = [(n, item) for n, item in items_by_line if not (item.id and item.id in existing)]
+        created = 0
+        line_of: dict[str, int] = {}  # an id this import gave: a later near-duplicate of it names its line
+        size = max(len(todo), 1) if dry_run else chunk  # a dry run compares every line with every other, as one batch
+        for start in range(0, len(todo), size):
+            part = todo[start : start + size]
+            if stored := self.store.fetch([i.id for _, i in part if i.id]):  # by another import running beside this one
+                left_out += [_stored(n, i.id) for n, i in part if i.id in stored]
+                part = [(n, i) for n, i in part if i.id not in stored]
+            results = self.writes.add_many(
+                [i for _, i in part], caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run
+            ) if part else []
+            for (n, _), result in zip(part, results):
+                if result.action == "created":
+                    created += 1
+                    line_of[result.id] = n
+                else:
+                    left_out.append({"line": n, "reason": "duplicate", "existing_id": result.existing_id,
+                                     "existing_line": line_of.get(result.id), "similarity": result.similarity})
             if progress:
-                progress(min(start + chunk, len(todo)), len(todo))
-        skipped += len(items) - len(todo)
-        return {"read": len(items), "created": created, "duplicates": duplicates, "skipped": skipped}
+                progress(min(start + size, len(todo)), len(todo))
+        left_out.sort(key=lambda d: d["line"])
+        return {
+            "read": len(items_by_line), "created": created,
+            "duplicates": sum(d["reason"] == "duplicate" for d in left_out),
+            "skipped": sum(d["reason"] == "id_exists" for d in left_out),
+            "dry_run": dry_run, "left_out": left_out,
+        }
+
+
+def _stored(line: int, memory_id: str | None) -> dict[str, Any]:
+    return {"line": line, "reason": "id_exists", "id": memory_id}

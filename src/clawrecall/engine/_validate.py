@@ -204,3 +204,27 @@ def check_text(value: Any, name: str) -> None:
         for item in value:
             check_text(item, name)
 
+
+
+CHAT_ROLES = ("user", "assistant", "system")
+_MESSAGE_KEYS = {"role", "content", "name"}
+
+
+def chat_turns(messages: Sequence[Any]) -> list[tuple[str, str]]:
+    """A chat (`[{"role", "content"}]`, as mem0 and OpenAI spell it) → `(role, text)` of the turns worth
+    remembering: user and assistant ones. Without an extraction model each turn is stored as said;
+    a system prompt is an instruction, not something the user said, and is left out."""
+    turns = []
+    for n, message in enumerate(messages, start=1):
+        if not isinstance(message, Mapping):
+            raise ValidationError(f"message {n}: expected an object with role and content, got {type(message).__name__}")
+        if unknown := set(message) - _MESSAGE_KEYS:
+            raise ValidationError(f"message {n}: unknown field(s) {', '.join(sorted(map(str, unknown)))}: use role and content")
+        role, text = message.get("role"), message.get("content")
+        if role not in CHAT_ROLES:
+            raise ValidationError(f"message {n}: role must be one of {', '.join(CHAT_ROLES)}, got {role!r}")
+        if not isinstance(text, str):
+            raise ValidationError(f"message {n}: content must be text, got {type(text).__name__}")
+        if role != "system":
+            turns.append((role, text))
+    return turns

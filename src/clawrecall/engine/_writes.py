@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller
-from ..storage import HistoryDraft, Store
+from ..storage import Filters, HistoryDraft, Store
 from ._embedding import Embedding, Progress
 from ._reads import resolve
 from ._validate import (
@@ -58,8 +58,11 @@ class Writes:
         progress: Progress | None = None,
         actor: str | None = None,
         embeddings: np.ndarray | None = None,
+        dry_run: bool = False,
     ) -> list[AddResult]:
-        """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction."""
+        """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction.
+
+        `dry_run` does all of it but the insert: the results say what would be created and what is a duplicate."""
         require_writes(self.config)
         now = utcnow()
         if isinstance(items, (str, bytes, Mapping, NewMemory)):
@@ -97,7 +100,7 @@ class Writes:
                 results[i] = AddResult(action="duplicate", id=existing, existing_id=existing, similarity=round(similarity, 4))
             else:
                 keep.append(i)
-        if keep:
+        if keep and not dry_run:
             actor = actor or actor_of(caller)
             with self.store.transaction():
                 if named:
@@ -235,9 +238,22 @@ class Writes:
         now = utcnow()
         with self.store.transaction():
             self.store.remove(ids)
-            for memory_id in ids:
-                self.store.erase_history(memory_id)
+            self.store.erase_history(ids)
             self.store.add_history([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+
+    def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
+        """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
+        out), each with its history row; how many (that would be, with `dry_run`)."""
+        if dry_run:
+            return self.store.count(filters)
+        require_writes(self.config)
+        now = utcnow()
+        before, after = json.dumps({"deleted_at": None}), json.dumps({"deleted_at": _jsonable(now)})
+        with self.store.transaction():
+            ids = self.store.ids(filters)
+            self.store.mark_deleted(ids, now)
+            self.store.add_history([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
+        return len(ids)
 
     def _current(self, memory_id: str) -> MemoryRecord:
         """In a write transaction: the memory as stored now. Another process may have changed it since

@@ -34,7 +34,7 @@ _TRIGGERS = re.compile(
         r"\bprefer",
         r"\b(?:we )?decided\b|\bwe'?ll use\b|\b(?:we )?will use\b|\bswitch(?:ed)? to\b|\bmigrat(?:e|ed) to\b"
         r"|\bgoing forward\b|\bfrom now on\b",
-        r"\bmy\s+\w+\s+is\b|\bis\s+my\b",
+        r"\bmy\s+\w+\s+is\b|\bis\s+my\b|\bis called\b",
         r"\bi\s+(?:like|prefer|hate|love|want|need|care)\b",
         r"\b(?:always|never|important)\b",
         # contact details, any language
@@ -51,7 +51,7 @@ _TRIGGERS = re.compile(
         r"zapamatuj|pamatuj",
         r"preferuji|radši|nechci",
         r"rozhodli jsme|budeme používat",
-        r"\b(?:můj|moje|má)\s+\w+\s+je\b|\bje\s+(?:můj|moje|má)\b",
+        r"\b(?:můj|moje|má)\s+\w+\s+je\b|\bje\s+(?:můj|moje|má)\b|\bjmenuj[ei] se\b",
         r"\b(?:vždy|vždycky|nikdy|důležité)\b",
         # Chinese (simplified and traditional)
         r"记住|記住|记一下|記一下|别忘了|別忘了|备注|備註",

@@ -2,6 +2,7 @@
 
     /v1/memories…, /v1/search, /v1/context, /v1/stats   REST over the engine (memories.py)
     /v1/conversations…                                   the conversation record (conversations.py)
+    /v1/erase, /v1/memories/delete-bulk, /v1/startup…    erasure, bulk soft delete, startup entries (people.py)
     /v1/tools, /v1/tools/{name}                          the tool layer (tool_routes.py)
     /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
@@ -20,7 +21,7 @@ import logging
 import os
 import socket
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -31,7 +32,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import conversations, embed, imports, memories
+from . import conversations, embed, imports, memories, people
 from .errors import install_error_handlers
 from .hooks import router as hooks_router
 from .logs import configure_logging
@@ -77,6 +78,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(memories.router)
     app.include_router(conversations.router)
+    app.include_router(people.router)
     app.include_router(tool_router(mem))
     app.include_router(hooks_router)
     app.include_router(imports.router)
@@ -152,9 +154,11 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(
     mem: Memory, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_body_bytes: int = DEFAULT_MAX_BODY,
-    log_level: str = "info",
+    log_level: str = "info", listening: Callable[[str], None] | None = None,
 ) -> None:
-    """Run the server until interrupted. Off loopback a token must exist: nothing public is served unauthenticated."""
+    """Run the server until interrupted. Off loopback a token must exist: nothing public is served unauthenticated.
+
+    `listening` is told the server's URL once its socket is bound."""
     import uvicorn
 
     tokens = TokenStore.for_memory(mem)
@@ -171,7 +175,10 @@ def serve(
     configure_logging(log_level)
     app = create_app(mem, tokens=tokens, allow_anonymous=loopback, max_body_bytes=max_body_bytes)
     auth = not loopback or tokens.any_active()
-    log.info("serving", extra={"host": host, "port": sock.getsockname()[1], "db": mem.store.location, "auth": auth})
+    bound = sock.getsockname()[1]
+    log.info("serving", extra={"host": host, "port": bound, "db": mem.store.location, "auth": auth})
+    if listening is not None:
+        listening(f"http://{f'[{host}]' if ':' in host else host}:{bound}")
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])

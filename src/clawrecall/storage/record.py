@@ -197,6 +197,13 @@ class Segments(_Table[Segment]):
         )
         return d.from_db["time"](rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def owned(self, column: str, owner: str, scope: str) -> list[Segment]:
+        """One person's segments: those it owns (`column` is user_id or agent_id), and any in its scope."""
+        if column not in ("user_id", "agent_id"):
+            raise ValueError(f"not an owner column: {column}")
+        p = self._store.dialect.p
+        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))
+
     def closed_before(self, cutoff: datetime, limit: int) -> list[Segment]:
         d = self._store.dialect
         return self._read(f"WHERE t.closed_at IS NOT NULL AND t.closed_at < {d.p} ORDER BY t.closed_at LIMIT {d.p}",

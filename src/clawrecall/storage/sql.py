@@ -224,7 +224,24 @@ class Store(ABC):
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
-            self._run_many(f"DELETE FROM memories WHERE id = {self.dialect.p}", [(i,) for i in ids])
+            for chunk in _chunks(ids):
+                self._run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+            self.erased()
+
+    def erased(self) -> None:
+        """In a write transaction that removed personal data: a backend that keeps copies of
+        written pages (SQLite's WAL) drops them after COMMIT."""
+
+    def mark_deleted(self, ids: list[str], when: datetime) -> None:
+        """Soft-delete these memories (those not deleted yet) at `when`."""
+        ts = self.dialect.ts(when)
+        with self.transaction():
+            for chunk in _chunks(ids):
+                self._run(
+                    f"UPDATE memories SET deleted_at = {self.dialect.p}, updated_at = {self.dialect.p} "
+                    f"WHERE id IN ({self.dialect.marks(len(chunk))}) AND deleted_at IS NULL",
+                    (ts, ts, *chunk),
+                )
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         drafts = self._history_drafts
@@ -234,10 +251,36 @@ class Store(ABC):
                 (drafts.row(e) for e in entries),
             )
 
-    def erase_history(self, memory_id: str) -> None:
-        """Blank the before/after of every history row of a memory (GDPR forget)."""
+    def erase_history(self, ids: list[str]) -> None:
+        """Blank the before/after of every history row of these memories (GDPR forget)."""
         with self.transaction():
-            self._run(f"UPDATE history SET before = NULL, after = NULL WHERE memory_id = {self.dialect.p}", (memory_id,))
+            for chunk in _chunks(ids):
+                self._run(
+                    f"UPDATE history SET before = NULL, after = NULL WHERE memory_id IN ({self.dialect.marks(len(chunk))})",
+                    chunk,
+                )
+
+    def history_actors(self) -> list[str]:
+        """Every distinct actor history names (a few per user and agent)."""
+        return [r[0] for r in self._run("SELECT DISTINCT actor FROM history WHERE actor IS NOT NULL")]
+
+    def count_history_by_actor(self, actors: list[str]) -> int:
+        if not actors:
+            return 0
+        return self._run(f"SELECT count(*) FROM history WHERE actor IN ({self.dialect.marks(len(actors))})", actors)[0][0]
+
+    def rename_history_actor(self, old: str, new: str) -> int:
+        """Name another actor on every history row of `old`; how many rows."""
+        p = self.dialect.p
+        with self.transaction():
+            return self._rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
+
+    def count_history(self, ids: list[str]) -> int:
+        """History rows of these memories."""
+        return sum(
+            self._run(f"SELECT count(*) FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})", chunk)[0][0]
+            for chunk in _chunks(ids)
+        )
 
     # -- reads --------------------------------------------------------------------------
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
@@ -318,6 +361,20 @@ class Store(ABC):
             for row in rows:
                 yield self._record(row[1:-1]), from_vector(row[-1])
             last = rows[-1][0]
+
+    def ids(self, filters: Filters) -> list[str]:
+        """The ids of every memory that passes `filters`, oldest first."""
+        where, params = self.where(filters, "m")
+        return [str(r[0]) for r in self._run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
+
+    def owned_ids(self, column: str, owner: str, scope: str, kind: str = "memory") -> list[str]:
+        """Every row of one kind of one person, deleted and expired ones included: those it owns
+        (`column` is user_id or agent_id) in any scope, and any in its own scope."""
+        if column not in ("user_id", "agent_id"):
+            raise ValueError(f"not an owner column: {column}")
+        p = self.dialect.p
+        rows = self._run(f"SELECT id FROM memories WHERE ({column} = {p} OR scope = {p}) AND kind = {p}", (owner, scope, kind))
+        return [str(r[0]) for r in rows]
 
     def count(self, filters: Filters) -> int:
         where, params = self.where(filters, "m")
@@ -444,6 +501,14 @@ class Store(ABC):
                 f"ON CONFLICT ({', '.join(STARTUP.key)}) DO UPDATE SET {updates}",
                 self._startup.row(entry),
             )
+
+    def startup_count(self, scope: str) -> int:
+        return self._run(f"SELECT count(*) FROM startup WHERE scope = {self.dialect.p}", (scope,))[0][0]
+
+    def delete_startup_scope(self, scope: str) -> int:
+        """Remove every startup entry of a scope; how many there were."""
+        with self.transaction():
+            return self._rowcount(f"DELETE FROM startup WHERE scope = {self.dialect.p}", (scope,))
 
     def delete_startup(self, scope: str, key: str) -> bool:
         p = self.dialect.p

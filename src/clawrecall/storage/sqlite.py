@@ -357,7 +357,9 @@ class SQLiteStore(Store):
             super().remove(ids)
             for table in ("memories_fts", "memories_trgm"):
                 self._run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-            self._erased = True
+
+    def erased(self) -> None:
+        self._erased = True
 
     def _truncate_wal(self) -> None:
         """Frames written before a hard delete may still hold the text: copy the WAL into the file and

@@ -1,0 +1,159 @@
+"""Erasing a person (GDPR): every row that belongs to one user or one agent, in one transaction.
+
+Why a table of kinds: erasure must reach every table that holds a person's data, and one that
+is added later (conversations, files) must not be forgotten by a second erasure path. Each
+`KINDS` entry counts, or removes, one kind of row for a person; a new table adds a line there,
+and every door (Python, CLI, REST, MCP) reports its count with the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Literal
+
+from ..errors import ValidationError
+from ..scopes import Caller, read_scopes
+from ..storage import Store
+from ._validate import require_writes
+from ._writes import Writes, actor_of
+
+
+@dataclass(frozen=True)
+class Person:
+    """Whom an erasure is about: a user or an agent, by id."""
+
+    kind: Literal["user", "agent"]
+    id: str
+
+    @classmethod
+    def named(cls, user_id: str | None, agent_id: str | None) -> "Person":
+        if (user_id is None) == (agent_id is None):
+            raise ValidationError("erase names one person: give user_id or agent_id (not both)")
+        kind, ident = ("user", user_id) if user_id is not None else ("agent", agent_id)
+        if not isinstance(ident, str) or not ident.strip():
+            raise ValidationError(f"{kind}_id must be a non-empty string")
+        Caller(**{f"{kind}_id": ident})  # the same id rules as everywhere
+        return cls(kind, ident)
+
+    @property
+    def scope(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def column(self) -> str:
+        return f"{self.kind}_id"
+
+    def unnamed(self, actor: str) -> str | None:
+        """A history actor (`user:alice agent:main`, as `actor_of` writes it) with this person's part
+        replaced by `user:(erased)`; None when it does not name the person."""
+        own, erased = self.scope, f"{self.kind}:(erased)"
+        if actor == own:
+            return erased
+        if self.kind == "user" and actor.startswith(own + " agent:"):
+            return erased + actor[len(own):]
+        if self.kind == "agent" and actor.startswith("user:") and actor.endswith(" " + own):
+            return actor[: -len(own)] + erased
+        return None
+
+
+@dataclass
+class Erasing:
+    """One erasure in progress: what each kind needs to count or remove its rows."""
+
+    store: Store
+    writes: Writes
+    person: Person
+    actor: str
+    dry_run: bool
+    folder: Path  # where closed segments' JSONL files are
+    files: list[Path] = field(default_factory=list)  # to remove once the rows are gone for good (after COMMIT)
+
+    @cached_property
+    def memory_ids(self) -> list[str]:
+        """The person's memories: owned by it in any scope, or in its scope; deleted ones included."""
+        return self.store.owned_ids(self.person.column, self.person.id, self.person.scope)
+
+    @cached_property
+    def history_rows(self) -> int:
+        """History rows of those memories, counted before the erasure adds its own."""
+        return self.store.count_history(self.memory_ids)
+
+
+def _memories(e: Erasing) -> int:
+    """The memories, their vectors and index entries; their history keeps only who erased them and when."""
+    if not e.dry_run and e.memory_ids:
+        e.history_rows  # noqa: B018 (counted first: the erasure adds a row per memory)
+        e.writes.erase(e.memory_ids, "forget", e.actor)
+    return len(e.memory_ids)
+
+
+def _history(e: Erasing) -> int:
+    """History rows of the person's memories, whose old values the memories' erasure blanked."""
+    return e.history_rows
+
+
+def _actor(e: Erasing) -> int:
+    """History rows, of any memory, that name the person as who made the change: the person's part
+    of the actor becomes `user:(erased)` (or `agent:(erased)`), the rest stays."""
+    renamed = {actor: new for actor in e.store.history_actors() if (new := e.person.unnamed(actor)) is not None}
+    if e.dry_run:
+        return e.store.count_history_by_actor(list(renamed))
+    return sum(e.store.rename_history_actor(old, new) for old, new in renamed.items())
+
+
+def _messages(e: Erasing) -> int:
+    """The person's conversation messages: their text, vectors and index entries, and their rows."""
+    ids = e.store.owned_ids(e.person.column, e.person.id, e.person.scope, kind="message")
+    if not e.dry_run and ids:
+        e.store.messages.delete(ids)
+    return len(ids)
+
+
+def _segments(e: Erasing) -> int:
+    """The person's conversation segments, and each closed one's JSONL file."""
+    found = e.store.segments.owned(e.person.column, e.person.id, e.person.scope)
+    if not e.dry_run and found:
+        e.store.segments.delete([s.id for s in found])
+        e.files += [e.folder / s.file for s in found if s.file]
+    return len(found)
+
+
+def _startup(e: Erasing) -> int:
+    """Startup identity entries of the person's scope."""
+    if e.dry_run:
+        return e.store.startup_count(e.person.scope)
+    return e.store.delete_startup_scope(e.person.scope)
+
+
+#: what an erasure removes, in order, by the name its count is reported under
+KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
+    ("memories", _memories),
+    ("history", _history),
+    ("history_actor", _actor),
+    ("messages", _messages),
+    ("segments", _segments),
+    ("startup", _startup),
+)
+
+
+def erase_person(
+    store: Store, writes: Writes, person: Person, caller: Caller, *, dry_run: bool, folder: Path
+) -> dict[str, int]:
+    """Remove (or with `dry_run`, count) every row of `person`; rows per kind.
+
+    Only the administrator, or a caller that may reach the person's own scope (the user itself,
+    through the one scope check), may erase it. One transaction: all of it is gone, or nothing."""
+    read_scopes(caller, person.scope)  # raises ScopeError for anyone else
+    actor = actor_of(caller)
+    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder)  # a self-erasure is signed anonymously
+    if dry_run:
+        return {name: kind(e) for name, kind in KINDS}
+    require_writes(writes.config)
+    with store.transaction():
+        counts = {name: kind(e) for name, kind in KINDS}
+        store.erased()
+    for path in e.files:
+        path.unlink(missing_ok=True)
+    return counts
