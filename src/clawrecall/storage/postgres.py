@@ -301,6 +301,11 @@ class PostgresStore(Store):
     def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         self._ensure_vector_index()
 
+    def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
+        with self.transaction():
+            super().set_vectors(ids, vectors, model)
+            self._ensure_vector_index()  # a store's first vectors may come from the backfill
+
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]
 
