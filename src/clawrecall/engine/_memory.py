@@ -22,6 +22,7 @@ from ..storage import Store, open_store
 from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
+from ._files import Files
 from ._maintenance import Maintenance
 from ._reads import read_filters, resolve, with_origins
 from ._startup import Startup
@@ -57,6 +58,7 @@ class Memory:
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
         self._backfill = Backfill(store, self._embedding, self.runtime)
         self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.files = Files(store, config, self._writes, self._backfill)
         if check_embedding:
             self.check_fingerprint(static_only=True)
 
