@@ -302,9 +302,10 @@ class PostgresStore(Store):
         self._ensure_vector_index()
 
     def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
-        with self.transaction():
-            super().set_vectors(ids, vectors, model)
-            self._ensure_vector_index()  # a store's first vectors may come from the backfill
+        super().set_vectors(ids, vectors, model)
+        if self._may_change_schema():  # a store's first vectors may come from the backfill
+            with self.transaction():  # its own: building the index holding row locks could deadlock a removal
+                self._ensure_vector_index()
 
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]

@@ -210,16 +210,16 @@ class Store(ABC):
     def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
         """Give rows written without a vector theirs (a row that got one meanwhile keeps it)."""
         p, vector = self.dialect.p, self.dialect.to_db["vector"]
-        with self.transaction():
+        with self.transaction():  # rows in id order, as `remove` takes them: two writers may wait, never deadlock
             self._run_many(
                 f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
-                ((vector(v), model, i) for i, v in zip(ids, vectors)),
+                sorted(((vector(v), model, i) for i, v in zip(ids, vectors)), key=lambda row: row[2]),
             )
 
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
-            self._run_many(f"DELETE FROM memories WHERE id = {self.dialect.p}", [(i,) for i in ids])
+            self._run_many(f"DELETE FROM memories WHERE id = {self.dialect.p}", [(i,) for i in sorted(ids)])
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
         drafts = self._history_drafts
