@@ -588,7 +588,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["export", "--output", str(export)], ["import", str(export)], ["reembed"], ["doctor"], ["purge", "--yes"],
         ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"], ["token", "list"],
         ["migrate", "status"], ["index", "build"], ["import", str(export), "--defer-index"],
-        ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
+        ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"], ["files", "list"],
     ]
     seen = set()
     for step in steps:

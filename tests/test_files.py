@@ -332,7 +332,7 @@ def test_cli_adds_lists_and_removes_files(tmp_path):
 
     again = runner.invoke(cli, ["--db", db, "files", "add", str(docs / "deploy.md"), str(tmp_path / "nope.md")])
     assert again.exit_code == 1
-    assert "unchanged" in again.stdout and "no readable file" in again.stdout
+    assert "unchanged" in again.stdout and "Error: " in again.stderr and "no readable file" in again.stderr
 
     listed = runner.invoke(cli, ["--db", db, "files", "list"])
     assert listed.exit_code == 0 and "pipeline.py" in listed.stdout and "pdf" in listed.stdout

@@ -39,7 +39,7 @@ def files_group() -> None:
 def files_add(state: State, paths: tuple[str, ...], message_id: str | None, as_json: bool, caller: Caller) -> None:
     """Ingest files (a folder: the files in it): again, a changed file is replaced, an unchanged one left as it is.
 
-    Exits 1 if a file could not be ingested; the others are."""
+    A file that cannot be ingested is an error line on stderr and exit 1; the others are ingested."""
     mem = state.open(embeds=True, creates=True)
     targets = expand(paths)
     results: list[dict[str, Any]] = []
@@ -53,6 +53,9 @@ def files_add(state: State, paths: tuple[str, ...], message_id: str | None, as_j
                 progress(n, len(targets))
     embed_now(mem)
     failed = [r for r in results if "error" in r]
+    if not as_json:
+        for r in failed:
+            out.report_error(f"{r['path']}: {r['error']['message']}", r["error"]["code"], False)
     out.respond(as_json, {"files": results, "failed": len(failed)}, added_text(results))
     if failed:
         click.get_current_context().exit(1)
@@ -78,7 +81,7 @@ def files_remove(state: State, files: tuple[str, ...], as_json: bool, caller: Ca
     mem = state.open(embeds=False)
     removed = [mem.files.remove(f, caller=caller) for f in files]
     out.respond(as_json, {"removed": [{"file_id": f.id, "path": f.path, "chunks": f.chunk_count} for f in removed]},
-                "\n".join(f"Removed {f.path} ({f.chunk_count} chunks)." for f in removed))
+                "\n".join(f"Removed {f.path} ({chunks(f.chunk_count)})." for f in removed))
 
 
 def expand(paths: tuple[str, ...]) -> list[str]:
@@ -107,13 +110,13 @@ def embed_now(mem: Any) -> None:
 
 
 def added_text(results: list[dict[str, Any]]) -> str:
-    lines = []
-    for r in results:
-        if "error" in r:
-            lines.append(f"failed     {r['path']}: {r['error']['message']}")
-        else:
-            lines.append(f"{r['action']:<10} {r['path']} ({r['file_type']}, {r['chunks']} chunks)")
-    return "\n".join(lines) or "No files to ingest."
+    done = [r for r in results if "error" not in r]
+    lines = [f"{r['action']:<10} {r['path']} ({r['file_type']}, {chunks(r['chunks'])})" for r in done]
+    return "\n".join(lines) or ("No file ingested." if results else "No files to ingest.")
+
+
+def chunks(n: int) -> str:
+    return f"{n} chunk" if n == 1 else f"{n} chunks"
 
 
 def files_text(found: list[FileRecord]) -> str:

@@ -179,9 +179,9 @@ class Files:
         kind = file_type(target)
         allowed = self.config.files.types
         if kind is None or kind not in allowed:
-            shown = target.suffix or target.name
+            what = f"{target.suffix} files" if target.suffix else f"{target.name} (no extension to tell its type)"
             raise ValidationError(
-                f"cannot ingest {shown!r} files: the types read are {', '.join(t for t in FILE_TYPES if t in allowed)} "
+                f"cannot ingest {what}: the types read are {', '.join(t for t in FILE_TYPES if t in allowed)} "
                 "(Markdown .md, text .txt, source code such as .py or .js, PDF .pdf)"
             )
         return target, kind
