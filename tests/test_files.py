@@ -369,3 +369,16 @@ def test_rest_ingests_only_under_the_roots_and_in_the_callers_scope(tmp_path):
         assert gone.status_code == 200 and gone.json()["removed"] == body["file_id"]
         assert client.get("/v1/files", headers=as_alice).json()["files"] == []
         tokens.close()
+
+
+def test_a_file_may_name_the_message_it_came_with(mem, tmp_path):
+    (tmp_path / "a.md").write_text("# Attached\n\nThe contract draft Carol sent.\n")
+    with pytest.raises(NotFoundError, match="no message"):
+        mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id="0123abcd-0000-4000-8000-000000000000")
+    with pytest.raises(ValidationError, match="ids are UUIDs"):
+        mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id="not-an-id")
+    said = mem.conversations.log([{"role": "user", "content": "Here is the contract draft"}], caller=ALICE, session_id="s1")
+    with pytest.raises(NotFoundError, match="no message"):  # another user's message is none of bob's business
+        mem.files.ingest(tmp_path / "a.md", caller=BOB, message_id=said["ids"][0])
+    made = mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id=said["ids"][0])
+    assert mem.files.get(made["file_id"], caller=ALICE).message_id == said["ids"][0]

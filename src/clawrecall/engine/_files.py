@@ -28,7 +28,7 @@ from ..models import FileRecord, MemoryRecord
 from ..scopes import Caller, read_scopes, write_scope
 from ..storage import Filters, Store
 from ._backfill import Backfill
-from ._validate import check_int, check_text, new_ids, require_writes
+from ._validate import _is_uuid, check_int, check_text, new_ids, require_writes
 from ._writes import Writes
 
 _CHUNK_IMPORTANCE = 0.5  # a chunk's weight in ranking (memories default to 0.7): read, not chosen to be kept
@@ -57,7 +57,8 @@ class Files:
         left as it is. `message_id`: the conversation message the file came with. `within_roots`:
         refuse paths outside `files.roots` (for doors serving other processes)."""
         require_writes(self.config)
-        check_text(message_id, "message_id")
+        if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
+            raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
         scope = write_scope(caller, None)
         target, kind = self._check_path(path, within_roots)
         data = self._read(target)
@@ -65,8 +66,11 @@ class Files:
         known = self.store.files.at(scope, str(target))
         if known is not None and known.content_hash == digest:
             return _result("unchanged", known)
-        if message_id is not None and not self.store.messages.of([message_id]):
-            raise NotFoundError(f"no message with id {message_id!r}")
+        if message_id is not None:
+            message_id = message_id.lower()
+            said, scopes = self.store.messages.of([message_id]).get(message_id), read_scopes(caller, None)
+            if said is None or (scopes is not None and said.scope not in scopes):
+                raise NotFoundError(f"no message with id {message_id!r}")
         cfg = self.config.files
         chunks = chunk(read(data, kind, target.name), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
         if not chunks:
