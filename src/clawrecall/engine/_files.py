@@ -1,4 +1,4 @@
-"""`mem.files`: files made searchable (memento-local's ingested documents): Markdown, text, code, PDF.
+"""`mem.files`: files made searchable (openclaw-memory-pgvector's `files` and `file_chunks`): Markdown, text, code, PDF.
 
 `ingest` reads a file, cuts it into chunks that fit the embedding model (`clawrecall.files`), and
 stores each chunk as a `memories` row of kind `chunk` (searched with `sources=["chunk"]`, guarded by
