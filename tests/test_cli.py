@@ -595,7 +595,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
         ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
         ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],
-        ["conversations", "sweep"],
+        ["conversations", "sweep"], ["files", "list"],
     ]
     seen = set()
     for step in steps:

@@ -43,7 +43,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
     with Memory.open(db_target) as mem:
         ids = seed(mem)
         # history: 3 adds, 1 update, 1 delete; signed by alice: those 5 and her change to the shared memory
-        expected = {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "startup": 1}
+        expected = {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "files": 0, "startup": 1}
         assert mem.erase(user_id="alice", dry_run=True) == expected
         assert mem.count(include_deleted=True) == 5  # a dry run changes nothing
 
@@ -58,7 +58,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         shared = mem.history(ids["shared"])
         assert [(e.action, e.actor, e.after) for e in shared[1:]] == [("update", "user:(erased)", {"title": "Opening hours"})]
         assert {h.id for h in mem.search("passport number", min_score=0)} == {ids["bob"], ids["shared"]}
-        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "messages": 0, "segments": 0, "startup": 0}
+        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0}
         if mem.store.backend == "sqlite":
             mem.close()
             raw = b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*"))
@@ -72,7 +72,7 @@ def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
         other = mem.add("Review bot checks style", agent_id="review").id
         shared = mem.add("The style guide lives in docs/").id
         mem.update(shared, title="style", caller=Caller("alice", "deploy"))
-        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "messages": 0, "segments": 0, "startup": 0}
+        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "messages": 0, "segments": 0, "files": 0, "startup": 0}
         assert {r.id for r in mem.list(include_deleted=True)} == {other, shared}
         assert [e.actor for e in mem.history(shared)] == ["local", "user:alice agent:(erased)"]
 
@@ -111,7 +111,7 @@ def test_erasing_thousands_of_memories_is_one_statement_per_table(db_target):
         started = time.perf_counter()
         counts = mem.erase(user_id="carol")
         took = time.perf_counter() - started
-        assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "messages": 0, "segments": 0, "startup": 0}
+        assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "messages": 0, "segments": 0, "files": 0, "startup": 0}
         assert took < 5, f"erasing 2,000 memories took {took:.2f} s"
         assert mem.count(include_deleted=True) == 1
 
@@ -179,7 +179,7 @@ def test_rest_erase_is_the_administrators_or_the_users_own(tmp_path):
         both = post(alice, "/v1/erase", {"user_id": "alice", "agent_id": "x"})
         assert both.status_code == 422
         dry = post(alice, "/v1/erase", {"user_id": "alice", "dry_run": True})
-        assert dry.json() == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "startup": 1}, "dry_run": True}
+        assert dry.json() == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "files": 0, "startup": 1}, "dry_run": True}
         done = post(alice, "/v1/erase", {"user_id": "alice"})
         assert done.status_code == 200 and done.json()["erased"]["memories"] == 3
         assert mem.count(include_deleted=True) == 2
@@ -219,17 +219,17 @@ def test_cli_erase_shows_the_count_asks_and_erases(tmp_path):
         seed(mem)
     dry = run("--db", db, "erase", "--user", "alice", "--dry-run")
     assert dry.stdout == ("Would erase user alice: 3 memories, 5 history entries, 6 changes signed by them, "
-                          "0 messages, 0 segments, 1 startup entry. Nothing changed (dry run).\n")
+                          "0 messages, 0 segments, 0 files, 1 startup entry. Nothing changed (dry run).\n")
     refused = run("erase", "--user", "alice", "--db", db, code=2)  # no terminal to confirm on
     assert "pass --yes" in refused.stderr
     done = json.loads(run("erase", "--user", "alice", "--yes", "--json", "--db", db).stdout)
-    assert done == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "startup": 1}, "dry_run": False,
+    assert done == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "messages": 0, "segments": 0, "files": 0, "startup": 1}, "dry_run": False,
                     "user_id": "alice",
                     "agent_id": None}
     assert run("erase", "--db", db, code=2).stderr.startswith("Error: name one person")
     assert run("erase", "--agent", "nobody", "--db", db).stdout == (
         "Erased agent nobody: 0 memories, 0 history entries, 0 changes signed by them, 0 messages, 0 segments, "
-        "0 startup entries.\n")
+        "0 files, 0 startup entries.\n")
 
 
 def test_cli_delete_bulk_counts_unless_yes(tmp_path):
@@ -268,12 +268,16 @@ def test_erasure_takes_the_persons_conversations_their_segments_and_jsonl_files(
     mem.conversations.log([{"role": "user", "content": "Bob's own words"}], caller=bob)
     closed = mem.conversations.end("s1", caller=alice)
     assert (tmp_path / "conversations" / closed.file).exists()
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Health\n\nThe qzxvwk treatment starts in May.\n")
+    mem.files.ingest(notes, caller=alice)
     dry = mem.erase(user_id="alice", dry_run=True)
-    assert (dry["messages"], dry["segments"]) == (2, 1) and (tmp_path / "conversations" / closed.file).exists()
+    assert (dry["messages"], dry["segments"], dry["files"]) == (2, 1, 1) and (tmp_path / "conversations" / closed.file).exists()
     assert mem.erase(user_id="alice") == dry
     assert not (tmp_path / "conversations" / closed.file).exists()
     assert mem.conversations.sessions(caller=Caller()) == [
         s for s in mem.conversations.sessions(caller=Caller()) if s["user_id"] == "bob"
     ] and len(mem.conversations.sessions(caller=Caller())) == 1
-    assert mem.search("qzxvwk diagnosis", sources=["message"], mode="bm25") == []
+    assert mem.search("qzxvwk diagnosis", sources=["message", "chunk"], mode="bm25") == []
+    assert mem.files.list(caller=Caller()) == []
     assert [m.content for m in mem.conversations.show("s2", caller=bob)] == ["Bob's own words"]

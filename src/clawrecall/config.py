@@ -266,6 +266,22 @@ class ConversationsConfig(_Section):
     retention_days: float | None = Field(default=None, gt=0)
 
 
+class FilesConfig(_Section):
+    """File ingestion: `mem.files`, `clawrecall files add`, `POST /v1/files` (docs/files.md)."""
+
+    # the folders a server's clients (REST) may have it read files from; empty: none. The CLI and the
+    # Python API read any file the user running them can: they are that user already.
+    roots: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
+        default_factory=lambda: ["markdown", "text", "code", "pdf"], min_length=1
+    )
+    # tokens per chunk; default: the local model's window (254 for all-MiniLM-L6-v2), else 256
+    chunk_tokens: int | None = Field(default=None, ge=16, le=8192)
+    # the share of a chunk the next one repeats, so a passage cut in two is whole in one of them
+    overlap: float = Field(default=0.15, ge=0, lt=0.5)
+
+
 class HooksConfig(_Section):
     """The lifecycle hooks agent runtimes call (OpenClaw's before_prompt_build and agent_end)."""
 
@@ -287,6 +303,7 @@ class Config(_Section):
     categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
     hooks: HooksConfig = HooksConfig()
     conversations: ConversationsConfig = ConversationsConfig()
+    files: FilesConfig = FilesConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":

@@ -17,6 +17,7 @@ from ..errors import ClawrecallError
 from .commands import AGENT_COMMANDS, COMMANDS, State
 from .conversations import conversations_group
 from .erasure import COMMANDS as ERASURE_COMMANDS
+from .files import files_group
 from .migrate import migrate
 from .openclaw import openclaw_group
 from .startup import startup_group
@@ -98,7 +99,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group]:
+                 conversations_group, files_group]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

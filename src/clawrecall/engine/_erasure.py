@@ -120,6 +120,18 @@ def _segments(e: Erasing) -> int:
     return len(found)
 
 
+def _files(e: Erasing) -> int:
+    """The person's ingested files: their chunks (text, vectors, index entries) and their rows."""
+    found = e.store.files.owned(e.person.column, e.person.id, e.person.scope)
+    if not e.dry_run:
+        chunks = e.store.owned_ids(e.person.column, e.person.id, e.person.scope, kind="chunk")
+        if chunks:
+            e.store.remove(chunks)
+        for f in found:
+            e.store.files.delete(f.id)
+    return len(found)
+
+
 def _startup(e: Erasing) -> int:
     """Startup identity entries of the person's scope."""
     if e.dry_run:
@@ -134,6 +146,7 @@ KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("history_actor", _actor),
     ("messages", _messages),
     ("segments", _segments),
+    ("files", _files),
     ("startup", _startup),
 )
 

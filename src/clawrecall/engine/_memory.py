@@ -23,6 +23,7 @@ from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._files import Files
 from ._maintenance import Maintenance
 from ._reads import read_filters, resolve, with_origins
 from ._startup import Startup
@@ -66,6 +67,7 @@ class Memory:
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
         self._backfill = Backfill(store, self._embedding, self.runtime)
         self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.files = Files(store, config, self._writes, self._backfill)
         if check_embedding:
             try:
                 self.check_fingerprint(static_only=True)

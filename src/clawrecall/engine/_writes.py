@@ -115,6 +115,12 @@ class Writes:
         require_writes(self.config)
         self.store.insert(records, None)
 
+    def unrecord(self, ids: list[str]) -> None:
+        """Remove rows of the record for good (a re-ingested or removed file's old chunks): text, vector
+        and index entries; their own tables say what happened."""
+        require_writes(self.config)
+        self.store.remove(ids)
+
     def _check_named_ids(self, named: list[tuple[str, str]]) -> None:
         """Ids an item names must be new: not repeated in the batch, not stored (deleted ones included)."""
         first: dict[str, str] = {}

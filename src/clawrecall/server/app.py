@@ -6,6 +6,7 @@
     /v1/tools, /v1/tools/{name}                          the tool layer (tool_routes.py)
     /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
+    /v1/files, /v1/files/{id}                            ingested files: Markdown, text, code, PDF (files.py)
     /mcp                                                 MCP streamable HTTP (mcp.py)
     /embed, /batch, /health                              seed 000's E5 server API (embed.py; /health here)
     /openapi.json, /docs                                 the API's description
@@ -32,7 +33,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import conversations, embed, imports, memories, people
+from . import conversations, embed, files, imports, memories, people
 from .errors import install_error_handlers
 from .hooks import router as hooks_router
 from .logs import configure_logging
@@ -82,6 +83,7 @@ def create_app(
     app.include_router(tool_router(mem))
     app.include_router(hooks_router)
     app.include_router(imports.router)
+    app.include_router(files.router)
     app.include_router(embed.router)
 
     @app.get("/health", tags=["embeddings"])

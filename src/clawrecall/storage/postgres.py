@@ -302,7 +302,9 @@ class PostgresStore(Store):
         self._ensure_vector_index()
 
     def _vectors_arrived(self) -> None:
-        self._ensure_vector_index()
+        if self._may_change_schema():  # a store's first vectors may come from the backfill
+            with self.transaction():  # its own, after the vectors' commit: an index built holding their rows could deadlock
+                self._ensure_vector_index()
 
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]

@@ -241,3 +241,10 @@ class Files(_Table[FileRecord]):
         s = self._store
         with s.transaction():
             s._run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
+
+    def owned(self, column: str, owner: str, scope: str) -> list[FileRecord]:
+        """One person's files: those it owns (`column` is user_id or agent_id), and any in its scope."""
+        if column not in ("user_id", "agent_id"):
+            raise ValueError(f"not an owner column: {column}")
+        p = self._store.dialect.p
+        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))

@@ -210,10 +210,10 @@ class Store(ABC):
     def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
         """Give rows written without a vector theirs (a row that got one meanwhile keeps it)."""
         p, vector = self.dialect.p, self.dialect.to_db["vector"]
-        with self.transaction():
+        with self.transaction():  # rows in id order, as `remove` takes them: two writers may wait, never deadlock
             self._run_many(
                 f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
-                ((vector(v), model, i) for i, v in zip(ids, vectors)),
+                sorted(((vector(v), model, i) for i, v in zip(ids, vectors)), key=lambda row: row[2]),
             )
         # after COMMIT: an index built while this transaction held its rows could deadlock with another writer
         self._vectors_arrived()
@@ -224,7 +224,7 @@ class Store(ABC):
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
-            for chunk in _chunks(ids):
+            for chunk in _chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
                 self._run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
             self.erased()
 

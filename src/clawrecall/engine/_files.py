@@ -1,0 +1,216 @@
+"""`mem.files`: files made searchable (openclaw-memory-pgvector's `files` and `file_chunks`): Markdown, text, code, PDF.
+
+`ingest` reads a file, cuts it into chunks that fit the embedding model (`clawrecall.files`), and
+stores each chunk as a `memories` row of kind `chunk` (searched with `sources=["chunk"]`, guarded by
+the same scope check) plus one `files` row. Vectors come after the answer (`_backfill.py`).
+A file is known by its resolved path in the caller's scope: ingesting it again replaces its chunks
+when its content changed, and does nothing when it did not.
+
+The file is read with this process's rights. A server's client must not make it read anything it
+can (`/etc/passwd`, a key): the doors that serve others pass `within_roots=True`, which refuses
+every path that does not resolve, symlinks followed, under a folder of `files.roots`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from .._time import utcnow
+from ..config import Config
+from ..errors import NotFoundError, ValidationError
+from ..files import FILE_TYPES, chunk, file_type, read, tokens_for
+from ..models import FileRecord, MemoryRecord
+from ..scopes import Caller, read_scopes, write_scope
+from ..storage import Filters, Store
+from ._backfill import Backfill
+from ._validate import _is_uuid, check_int, check_text, new_ids, require_writes
+from ._writes import Writes
+
+_CHUNK_IMPORTANCE = 0.5  # a chunk's weight in ranking (memories default to 0.7): read, not chosen to be kept
+_ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
+_ALL = 1_000_000_000
+
+
+class IngestResult(dict):  # type: ignore[type-arg]
+    """`{"action": "created" | "replaced" | "unchanged", "file_id", "path", "file_type", "chunks",
+    "size_bytes", "scope"}`: what `ingest` did with a file."""
+
+
+class Files:
+    def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill):
+        self.store = store
+        self.config = config
+        self.writes = writes
+        self.backfill = backfill
+
+    def ingest(
+        self, path: str | os.PathLike[str], *, caller: Caller, message_id: str | None = None, within_roots: bool = False
+    ) -> IngestResult:
+        """Make a file searchable in the caller's own scope; durable when it returns, embedded after.
+
+        A file already ingested there (same resolved path) is replaced if its content changed, else
+        left as it is. `message_id`: the conversation message the file came with. `within_roots`:
+        refuse paths outside `files.roots` (for doors serving other processes)."""
+        require_writes(self.config)
+        if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
+            raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
+        scope = write_scope(caller, None)
+        target, kind = self._check_path(path, within_roots)
+        data = self._read(target)
+        digest = hashlib.sha256(data).hexdigest()
+        known = self.store.files.at(scope, str(target))
+        if known is not None and known.content_hash == digest:
+            return _result("unchanged", known)
+        if message_id is not None:
+            message_id = message_id.lower()
+            said, scopes = self.store.messages.of([message_id]).get(message_id), read_scopes(caller, None)
+            if said is None or (scopes is not None and said.scope not in scopes):
+                raise NotFoundError(f"no message with id {message_id!r}")
+        cfg = self.config.files
+        chunks = chunk(read(data, kind, target.name), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
+        if not chunks:
+            raise ValidationError(f"{target} has no text to index")
+        for attempt in (1, 2):
+            try:
+                return self._store(target, kind, data, digest, chunks, caller, scope, message_id)
+            except Exception as exc:  # another writer ingested the same file between our read and insert
+                if attempt == 2 or not self.store.is_conflict(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _store(
+        self, target: Path, kind: str, data: bytes, digest: str, chunks: list[Any], caller: Caller, scope: str,
+        message_id: str | None,
+    ) -> IngestResult:
+        now = utcnow()
+        with self.store.transaction():
+            known = self.store.files.at(scope, str(target))
+            if known is not None:
+                known = self.store.files.get(known.id, for_update=True)  # PostgreSQL: one replacement at a time
+            if known is not None and known.content_hash == digest:
+                return _result("unchanged", known)
+            file = FileRecord(
+                id=known.id if known is not None else new_ids(1)[0], scope=scope, user_id=caller.user_id,
+                agent_id=caller.agent_id, path=str(target), file_type=kind, size_bytes=len(data),  # type: ignore[arg-type]
+                content_hash=digest, chunk_count=len(chunks), message_id=message_id,
+                created_at=known.created_at if known is not None else now, updated_at=now,
+            )
+            stale = self._chunk_ids(known) if known is not None else []
+            place = "pages" if kind == "pdf" else "lines"
+            self.writes.record([
+                MemoryRecord(
+                    id=chunk_id, content=c.text, importance=_CHUNK_IMPORTANCE, scope=scope, user_id=caller.user_id,
+                    agent_id=caller.agent_id, source_type="file", source_id=file.id, created_at=now, updated_at=now,
+                    metadata={"path": file.path, place: [c.first, c.last], "chunk": n}, kind="chunk",
+                )
+                for n, (chunk_id, c) in enumerate(zip(new_ids(len(chunks)), chunks), start=1)
+            ])
+            if known is None:
+                self.store.files.insert([file])
+            else:
+                self.writes.unrecord(stale)
+                self.store.files.replace(file)
+        self.backfill.kick()
+        return _result("created" if known is None else "replaced", file)
+
+    def list(self, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[FileRecord]:
+        """The ingested files the caller may read, by path."""
+        check_int(limit, "limit", 1, 100_000)
+        check_int(offset, "offset", 0, _ALL)
+        return self.store.files.find(read_scopes(caller, None), limit=limit, offset=offset)
+
+    def get(self, path_or_id: str, *, caller: Caller) -> FileRecord:
+        """An ingested file by its id (or 8+ first characters of it) or by its path, in the caller's scopes."""
+        if not isinstance(path_or_id, str) or not path_or_id.strip():
+            raise ValidationError("give a file's id or path")
+        check_text(path_or_id, "file")
+        wanted = path_or_id.strip()
+        scopes = read_scopes(caller, None)
+        if _ID_PREFIX.match(wanted.lower()):
+            found = [f for f in self.store.files.find(scopes, limit=_ALL, offset=0) if f.id.startswith(wanted.lower())]
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise ValidationError(f"{wanted!r} is the start of {len(found)} file ids: give more of it")
+        path = str(Path(wanted).expanduser().resolve())
+        for scope in [write_scope(caller, None)] + [s for s in scopes or [] if s != write_scope(caller, None)]:
+            if (file := self.store.files.at(scope, path)) is not None:
+                return file
+        raise NotFoundError(f"no ingested file {wanted!r}")
+
+    def remove(self, path_or_id: str, *, caller: Caller) -> FileRecord:
+        """Forget an ingested file: its chunks (text, vectors, index entries) and its row are gone."""
+        require_writes(self.config)
+        file = self.get(path_or_id, caller=caller)
+        with self.store.transaction():
+            self.writes.unrecord(self._chunk_ids(file))
+            self.store.files.delete(file.id)
+        return file
+
+    def _chunk_ids(self, file: FileRecord) -> list[str]:
+        filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
+                          include_expired=True)
+        return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
+
+    # -- what may be read ---------------------------------------------------------------------
+    def _check_path(self, path: str | os.PathLike[str], within_roots: bool) -> tuple[Path, str]:
+        """The resolved path (symlinks followed) and its type, after the type, root and kind checks."""
+        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+            raise ValidationError("give the path of a file to ingest")
+        check_text(str(path), "path")
+        given = Path(path).expanduser()
+        if within_roots and not given.is_absolute():
+            raise ValidationError(f"{str(path)!r} is not an absolute path")
+        try:
+            target = given.resolve()
+        except (OSError, RuntimeError):  # a symlink loop, no permission
+            raise NotFoundError(f"no readable file at {str(path)!r}") from None
+        if within_roots:  # before looking at the file: outside the roots, whether it exists is no one's business
+            roots = [Path(r).expanduser().resolve() for r in self.config.files.roots]
+            if not roots:
+                raise ValidationError("this server reads no files: files.roots is empty (configure the folders it may read)")
+            if not any(target.is_relative_to(root) for root in roots):
+                raise ValidationError(f"{str(path)!r} is outside the folders this server may read (files.roots)")
+        if not target.exists():
+            raise NotFoundError(f"no readable file at {str(path)!r}")
+        if target.is_dir():
+            raise ValidationError(f"{str(path)!r} is a folder: give the files in it")
+        kind = file_type(target)
+        allowed = self.config.files.types
+        if kind is None or kind not in allowed:
+            what = f"{target.suffix} files" if target.suffix else f"{target.name} (no extension to tell its type)"
+            raise ValidationError(
+                f"cannot ingest {what}: the types read are {', '.join(t for t in FILE_TYPES if t in allowed)} "
+                "(Markdown .md, text .txt, source code such as .py or .js, PDF .pdf)"
+            )
+        return target, kind
+
+    def _read(self, target: Path) -> bytes:
+        """The file's bytes, if it is a regular file within the size limit (a FIFO or device is refused, not read)."""
+        limit = self.config.files.max_bytes
+        try:
+            fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            raise NotFoundError(f"cannot read {target}: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ValidationError(f"{target} is not a regular file")
+            if info.st_size > limit:
+                raise ValidationError(f"{target} is {info.st_size} bytes; the limit is {limit} (files.max_bytes)")
+            data = fh.read(limit + 1)
+        if len(data) > limit:  # it grew since
+            raise ValidationError(f"{target} is over {limit} bytes (files.max_bytes)")
+        return data
+
+
+def _result(action: str, file: FileRecord) -> IngestResult:
+    return IngestResult(
+        action=action, file_id=file.id, path=file.path, file_type=file.file_type, chunks=file.chunk_count,
+        size_bytes=file.size_bytes, scope=file.scope,
+    )

@@ -1,0 +1,51 @@
+"""REST `/v1/files`: ingest a file the server can read, list and remove ingested files (`mem.files`).
+
+The server reads the file with its own rights, so a client may name only paths under `files.roots`
+(empty by default: the route refuses every path until an operator names the folders). The file
+goes to the caller's own scope; search its chunks with `sources: ["chunk"]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..engine import Memory
+from ..scopes import Caller
+from .deps import caller, memory
+
+router = APIRouter(prefix="/v1/files", tags=["files"])
+
+
+class FileIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(min_length=1, max_length=4096, description="An absolute path under one of the server's files.roots.")
+    message_id: str | None = Field(None, description="The conversation message the file came with.")
+
+
+@router.post("", summary="Ingest a file under the server's files.roots (again: replaced if changed, else nothing)")
+def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+    """`{action: created | replaced | unchanged, file_id, path, file_type, chunks, size_bytes, scope}`."""
+    return dict(mem.files.ingest(body.path, caller=ctx, message_id=body.message_id, within_roots=True))
+
+
+@router.get("", summary="The ingested files the caller may read, by path")
+def list_files(
+    limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
+    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> dict[str, Any]:
+    return {"files": [f.model_dump(mode="json") for f in mem.files.list(caller=ctx, limit=limit, offset=offset)]}
+
+
+@router.get("/{file_id}", summary="One ingested file")
+def get_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+    return mem.files.get(file_id, caller=ctx).model_dump(mode="json")
+
+
+@router.delete("/{file_id}", summary="Remove an ingested file: its chunks and its record")
+def remove_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+    file = mem.files.remove(file_id, caller=ctx)
+    return {"removed": file.id, "path": file.path, "chunks": file.chunk_count}
