@@ -51,11 +51,9 @@ class McpDoor:
         self.client = client
 
     def list(self) -> list[dict[str, Any]]:
+        """The tools as the wire has them: MCP's names (`inputSchema`, `readOnlyHint`) and nothing left out."""
         tools = self.portal.call(self.client.list_tools).tools
-        return [
-            {"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.input_schema}
-            for t in tools
-        ]
+        return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.portal.call(self.client.call_tool, name, arguments)
@@ -238,14 +236,17 @@ def test_http_endpoint_refuses_a_missing_or_revoked_token(portal, server, db):
 
 
 def test_stdio_without_writes_offers_read_tools_only(portal, db, home, seeded):
+    """A tool not offered is unknown: a protocol error (-32602, invalid params), as MCP specifies, where bad
+    arguments to a tool that exists are a result with isError (above)."""
     env = {"CLAWRECALL_WRITES__ENABLED": "false", "CLAWRECALL_USER": "alice"}
     with portal.wrap_async_context_manager(stdio_client(db, home, env=env)) as connected:
         door = McpDoor(portal, connected)
         names = {t["name"] for t in door.list()}
-        refused = door.call("memory_store", {"content": "anything"})
+        with pytest.raises(MCPError) as refused:
+            door.call("memory_store", {"content": "anything"})
         listed = door.call("memory_list", {"scope": "user:alice"})
     assert names and not names & WRITE_TOOLS
-    assert refused["isError"] and refused["details"]["error"]["code"] == "unknown_tool"
+    assert refused.value.code == -32602 and "no tool named 'memory_store'" in refused.value.message
     assert listed["details"]["total"] >= 4  # CLAWRECALL_USER made it alice, not a config key
 
 

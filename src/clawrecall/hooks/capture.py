@@ -12,6 +12,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from typing_extensions import TypedDict
+
 from ..config import CaptureHookConfig
 from ..engine import check_text
 from ..errors import ValidationError
@@ -146,7 +148,18 @@ def detect_category(text: str) -> str:
 MAX_PENDING = 256  # captures queued on one store; past it a turn's captures are dropped rather than block
 
 
-def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
+class Candidate(TypedDict):
+    text: str
+    category: str
+
+
+class CaptureAnswer(TypedDict):
+    queued: int
+    candidates: list[Candidate]
+    skipped: str | None
+
+
+def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> CaptureAnswer:
     """Request `{messages, success?}`; answer `{queued, candidates: [{text, category}], skipped}` before writing."""
     cfg = mem.config.hooks.capture
     messages = request_messages(request) or []
@@ -217,6 +230,6 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
             log.exception("capture write failed")
 
 
-def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> dict[str, Any]:
-    shown = [{"text": c["text"], "category": c["category"]} for c in candidates]
+def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> CaptureAnswer:
+    shown: list[Candidate] = [{"text": c["text"], "category": c["category"]} for c in candidates]
     return {"queued": queued, "candidates": shown, "skipped": skipped}

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal, Union
+
 from pydantic import Field, model_validator
+from typing_extensions import TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
 from ..models import SearchHit
 from ..scopes import Caller
-from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import LINE_CHARS, entry, line, memory_path, plural, shown, untrusted
+from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
+from .render import LINE_CHARS, MemoryEntry, entry, line, memory_path, plural, shown, untrusted
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
 # query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
@@ -29,8 +32,14 @@ class RecallArgs(ToolArgs):
     type: OptionalStr = Field(None, description="Only memories of this category.")
 
 
+class RecallDetails(TypedDict):
+    count: int
+    memories: list[MemoryEntry]
+
+
 @tool(
     label="Memory Recall",
+    details=RecallDetails,
     description="""Search long-term memory for what is known about the user, their preferences, past decisions and
     earlier conversations. Use it before answering anything that depends on earlier sessions. Each memory comes with
     a relevance score (an estimated probability, 0 to 1, that it is about the question) and its age; old memories may
@@ -55,9 +64,25 @@ class StoreArgs(ToolArgs):
     type: str = Field("other", description="The memory's category.")
 
 
+class Stored(TypedDict):
+    action: Literal["created"]
+    id: str
+    path: str
+
+
+class Duplicate(TypedDict):
+    """Nothing stored: `existing_id` already says it (`similarity`: the two texts' cosine)."""
+
+    action: Literal["duplicate"]
+    existing_id: str
+    similarity: float | None
+
+
 @tool(
     label="Memory Store",
-    writes=True,
+    details=Union[Stored, Duplicate],
+    # only adds; the same content again is a duplicate, stored once, while the store deduplicates
+    effects=Effects(writes=True, idempotent=lambda config: config.dedup.enabled),
     description="""Save one durable piece of information (a preference, fact, decision, person or to-do) in long-term
     memory so that later conversations can recall it. Store a short, self-contained statement, not a transcript. If a
     nearly identical memory already exists nothing is stored and the existing one is returned.""",
@@ -71,7 +96,7 @@ def memory_store(mem: Memory, caller: Caller, args: StoreArgs) -> ToolResult:
         existing = mem.get(result.id, caller=caller)
         return ToolResult(
             f'Similar memory already exists: "{shown(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
-            {"action": "duplicate", "existingId": existing.id, "similarity": result.similarity},
+            {"action": "duplicate", "existing_id": existing.id, "similarity": result.similarity},
         )
     assert result.memory is not None
     return ToolResult(
@@ -93,9 +118,29 @@ class ForgetArgs(ToolArgs):
         return self
 
 
+class Forgot(TypedDict):
+    action: Literal["deleted"]
+    id: str
+
+
+class NothingFound(TypedDict):
+    action: Literal["not_found"]
+    found: Literal[0]
+
+
+class Candidates(TypedDict):
+    """No clear match: nothing erased; call again with one of these as memoryId."""
+
+    action: Literal["candidates"]
+    found: int
+    candidates: list[MemoryEntry]
+
+
 @tool(
     label="Memory Forget",
-    writes=True,
+    details=Union[Forgot, NothingFound, Candidates],
+    # by query, a second call may erase the next clear match
+    effects=Effects(writes=True, destructive=True, idempotent=False),
     description="""Erase a memory for good (GDPR): its content, its vector and the old values its history kept
     are gone and cannot be restored. Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
@@ -140,8 +185,24 @@ class ContextArgs(ToolArgs):
     limit: int = Field(10, ge=1, le=50, description="Most items to return.")
 
 
+class ContextItem(TypedDict):
+    source: Literal["memory", "file"]
+    content: str
+    id: str
+    category: str
+    age: str
+    similarity: float | None
+    score: float
+
+
+class ContextDetails(TypedDict):
+    count: int
+    results: list[ContextItem]
+
+
 @tool(
     label="Search Context",
+    details=ContextDetails,
     description="""Search everything in long-term memory (facts, preferences, decisions, conversation summaries and
     file excerpts) and return the most relevant items with their source and similarity. Use it for broad questions
     about earlier work when memory_recall's few results are not enough.""",
@@ -150,7 +211,7 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     hits = mem.search(args.query, caller=caller, limit=args.limit)
     if not hits:
         return ToolResult("No relevant context found.", {"count": 0, "results": []})
-    results = [
+    results: list[ContextItem] = [
         {
             "source": _source(h), "content": h.content, "id": h.id, "category": h.memory.category, "age": h.age,
             # seed 000's cosine to the query (None when only a keyword leg found it), and the pipeline's score
@@ -164,8 +225,8 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     return ToolResult(text, {"count": len(hits), "results": results})
 
 
-def _source(hit: SearchHit) -> str:
-    """Seed 000's sources are memory, request, response and file; file chunks are the one we keep apart."""
+def _source(hit: SearchHit) -> Literal["memory", "file"]:
+    """openclaw-memory-pgvector's sources are memory, request, response and file; file chunks are the one we keep apart."""
     return "file" if hit.memory.category == "file_chunk" else "memory"
 
 
