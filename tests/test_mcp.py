@@ -135,6 +135,29 @@ def test_both_transports_list_the_tools_rest_lists(rest, mcp_http, mcp_stdio):
     assert mcp_stdio.list() == listed
 
 
+def test_tools_say_truthfully_what_they_do_and_what_they_return(mcp_http):
+    """The four annotations, as docs/server.md tabulates them, and an object output schema for every tool (the
+    SDK's client checks each structured result against it: the calls of the other tests pass that check)."""
+    tools = {t["name"]: t for t in mcp_http.list()}
+    hints = {
+        name: tuple(t["annotations"][h] for h in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"))
+        for name, t in tools.items()
+    }
+    reads = {"memory_recall", "search_context", "memory_search", "memory_get", "memory_list", "memory_stats"}
+    assert all(hints[name] == (True, False, True, False) for name in reads)
+    assert hints["memory_store"] == (False, False, True, False)  # only adds; dedup makes a repeat a duplicate
+    assert hints["memory_write"] == (False, False, False, False)
+    assert hints["memory_update"] == (False, True, True, False)
+    assert hints["memory_delete"] == (False, True, True, False)
+    assert hints["memory_undelete"] == (False, False, True, False)
+    assert hints["memory_forget"] == (False, True, False, False)
+    assert set(hints) == reads | WRITE_TOOLS
+    for name, t in tools.items():
+        assert t["outputSchema"]["type"] == "object", name
+    assert {"existing_id", "similarity"} <= set(tools["memory_store"]["outputSchema"]["$defs"]["Duplicate"]["properties"])
+    assert "created_at" in tools["memory_recall"]["outputSchema"]["$defs"]["MemoryEntry"]["properties"]
+
+
 def test_every_tool_gives_the_same_details_through_every_door(rest, mcp_http, mcp_stdio, seeded):
     pref = seeded[ALICE_PREF]
     reads = [
