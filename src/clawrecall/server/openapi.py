@@ -1,9 +1,9 @@
 """The API's description (`/openapi.json`): what each operation answers, its errors included, and who may call it.
 
 A route declares the errors of its own work with `errors(...)`; those every authenticated request
-can meet (the door's own: 401, 403, 503) and 422 (FastAPI's validation, which we answer in our
-shape) are added here, once, so every error a route gives is documented with the body it really
-has: `{"error": {"code", "message"}}`.
+can meet at the door (400, 401, 403, 503; 413 with a body) and 422 (FastAPI's validation, which we
+answer in our shape) are added here, once, so every error a route gives is documented with the body
+it really has: `{"error": {"code", "message"}}`.
 
 Operation ids are the route functions' names (`add_memory`, `memory_recall`), snake_case like
 every name of ours, so a generated client's methods read like the Python API's.
@@ -28,6 +28,7 @@ from ..errors import (
     PayloadTooLargeError,
     ShuttingDownError,
     StorageError,
+    ValidationError,
 )
 from .middleware import PUBLIC_PATHS
 
@@ -50,7 +51,7 @@ def errors(*refusals: Refusal) -> dict[int | str, dict[str, Any]]:
 
 # Every authenticated request: the token (401), identity headers naming someone else or not
 # decodable (403, 400), the token table unreadable or the store closing (503).
-_DOOR = errors(AuthError, ForbiddenError, StorageError, ShuttingDownError, (400, "invalid_input"))
+_DOOR = errors(AuthError, ForbiddenError, StorageError, ShuttingDownError, ValidationError)
 _BODY = errors(PayloadTooLargeError)
 _INVALID = errors(InvalidRequestError)
 
