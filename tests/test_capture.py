@@ -190,7 +190,7 @@ def test_agent_end_answers_before_the_write(mem):
     started = time.perf_counter()
     out = agent_end(mem, {"messages": [user("Remember that my locker code is 4711")], "success": True}, ctx())
     assert time.perf_counter() - started < 0.2  # the write alone sleeps 0.3 s
-    assert out == {"queued": 1, "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}],
+    assert out == {"recorded": 1, "queued": 1, "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}],
                    "skipped": None}
     assert stored(mem) == []
     assert mem.runtime.drain(10)
@@ -218,7 +218,9 @@ def test_at_most_max_per_turn(mem):
 
 def test_user_messages_only_unless_configured(mem):
     messages = [user("What should I drink?"), assistant("Remember: you always prefer green tea.")]
-    assert agent_end(mem, {"messages": messages}, ctx()) == {"queued": 0, "candidates": [], "skipped": "no_candidates"}
+    assert agent_end(mem, {"messages": messages}, ctx()) == {
+        "recorded": 2, "queued": 0, "candidates": [], "skipped": "no_candidates"
+    }
     mem.config.hooks.capture.capture_assistant = True
     out = agent_end(mem, {"messages": messages}, ctx())
     assert out["candidates"] == [{"text": "Remember: you always prefer green tea.", "category": "preference"}]
@@ -266,7 +268,7 @@ def test_skips(mem):
     assert agent_end(mem, {**request, "success": False}, ctx())["skipped"] == "failed_turn"
     assert agent_end(mem, {"messages": []}, ctx())["skipped"] == "no_candidates"
     mem.config.hooks.capture.enabled = False
-    assert agent_end(mem, request, ctx()) == {"queued": 0, "candidates": [], "skipped": "disabled"}
+    assert agent_end(mem, request, ctx()) == {"recorded": 0, "queued": 0, "candidates": [], "skipped": "disabled"}
     mem.config.hooks.capture.enabled = True
     mem.config.writes.enabled = False
     assert agent_end(mem, request, ctx())["skipped"] == "writes_disabled"

@@ -9,15 +9,15 @@ from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-from clawrecall.storage.migrations import CORE, latest
+from clawrecall.storage.migrations import CONVERSATIONS, CORE, latest
 
 
 def test_status_dry_run_apply(db_target):
     load(db_target, "v1")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
-    later = [f"core/{name}" for name in CORE.steps[1:]]
-    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps)
+    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial"]
+    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps) + len(CONVERSATIONS.steps)
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
@@ -30,14 +30,17 @@ def test_status_dry_run_apply(db_target):
     assert again.exit_code == 0 and "Pending: none" in again.output
 
 
-def test_status_of_the_last_release_lists_nothing_to_do_and_records_steps_on_apply(db_target):
-    """A v7 SQLite file or v5 PostgreSQL database has every step: only the record is written."""
+def test_the_last_release_gets_the_record_kinds_and_the_conversation_tables_and_every_step_recorded(db_target):
+    """A v7 SQLite file or v5 PostgreSQL database has every step up to text-index-bulk: it gets the
+    ones this release added, and the record of all of them."""
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() and status["pending"] == []
+    assert status["schema_version"] == latest() - 2
+    assert status["pending"] == ["core/record-kinds", "conversations/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
-    assert applied["applied"] == [] and applied["schema_version"] == latest()
+    assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)
-    assert store._run("SELECT count(*) FROM migrations")[0][0] == len(CORE.steps)
+    assert store._run("SELECT count(*) FROM migrations")[0][0] == latest()
+    assert store._run("SELECT count(*) FROM memories WHERE kind = 'memory'")[0][0] > 0
     store.close()

@@ -11,9 +11,9 @@ from clawrecall import errors, models
 
 PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
-    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
+    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
+    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
     "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 

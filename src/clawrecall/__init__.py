@@ -30,15 +30,28 @@ from .errors import (
     ValidationError,
     WritesDisabledError,
 )
-from .models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, StartupEntry, Stats, Visibility
+from .models import (
+    AddResult,
+    EmbeddingFingerprint,
+    FileRecord,
+    HistoryEntry,
+    MemoryRecord,
+    Message,
+    NewMemory,
+    SearchHit,
+    Segment,
+    StartupEntry,
+    Stats,
+    Visibility,
+)
 from .scopes import Caller
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
-    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
+    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
+    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
     "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

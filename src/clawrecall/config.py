@@ -134,6 +134,11 @@ class RetrievalConfig(_Section):
     min_score: float = Field(default=0.1, ge=0, le=1)
     noise_filter: bool = True
     mmr_threshold: float | None = Field(default=0.95, gt=0, le=1)
+    # a search over several sources multiplies each hit's ranking score by its source's weight, so
+    # what was stored as a memory leads the raw record it may have come from (docs/conversations.md)
+    source_weights: dict[Literal["memory", "message", "chunk"], float] = Field(
+        default_factory=lambda: {"memory": 1.0, "message": 0.8, "chunk": 0.9}
+    )
 
 
 class WritesConfig(_Section):
@@ -209,6 +214,11 @@ class RecallHookConfig(_Section):
     # a cosine of 0.2 with the default calibration, the gate this hook has always had.
     min_score: float | None = Field(default=0.15, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
+    # what recall draws on: memories, and what was said in earlier sessions (user and assistant
+    # messages; reasoning and tool output stay out of the prompt), and ingested files
+    sources: list[Literal["memory", "message", "chunk"]] = Field(
+        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
+    )
     RETIRED = {
         "min_similarity": "hooks.recall.min_similarity is no longer used: recall gates on hooks.recall.min_score, an "
         "absolute relevance score (0.15 is about the cosine 0.2 that min_similarity defaulted to); see docs/retrieval.md",
@@ -237,6 +247,25 @@ class CaptureHookConfig(_Section):
     max_chars: int = Field(default=500, ge=1)
 
 
+class ConversationsConfig(_Section):
+    """The conversation record (memento-local's capture buffer and segmenter; openclaw-memory-pgvector's tables)."""
+
+    # `agent_end` stores every message of the transcript it is sent (idempotently)
+    record: bool = True
+    pause_minutes: float = Field(default=5.0, gt=0)
+    max_turns: int = Field(default=50, ge=1)
+    # topic shift: cosine between the mean vectors of the `topic_window` messages before and from a
+    # user message; below the threshold the segment closes (bench/segments.py; 0 = never)
+    topic_threshold: float = Field(default=0.2, ge=0, le=1)
+    topic_window: int = Field(default=4, ge=1, le=50)
+    # where closed segments are written as JSONL: default `conversations/` beside a SQLite store, else
+    # in the data directory
+    dir: str | None = None
+    # messages and segments older than this are erased by `clawrecall conversations prune` and by the
+    # server's retention sweep (None: keep)
+    retention_days: float | None = Field(default=None, gt=0)
+
+
 class HooksConfig(_Section):
     """The lifecycle hooks agent runtimes call (OpenClaw's before_prompt_build and agent_end)."""
 
@@ -257,6 +286,7 @@ class Config(_Section):
     dedup: DedupConfig = DedupConfig()
     categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
     hooks: HooksConfig = HooksConfig()
+    conversations: ConversationsConfig = ConversationsConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":

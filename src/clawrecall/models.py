@@ -50,8 +50,13 @@ class EmbeddingFingerprint(BaseModel):
         return f"{self.provider}/{self.model} ({self.dimensions} dims)"
 
 
+#: what a stored row is: a memory, a conversation message, or a chunk of an ingested file
+Kind = Literal["memory", "message", "chunk"]
+KINDS: tuple[str, ...] = ("memory", "message", "chunk")
+
+
 class MemoryRecord(BaseModel):
-    """One stored memory, as read back from the store."""
+    """One stored memory, as read back from the store (a message or file chunk is one too, of its `kind`)."""
 
     id: str
     content: str
@@ -73,6 +78,7 @@ class MemoryRecord(BaseModel):
     deleted_at: datetime | None = None
     expires_at: datetime | None = None
     embedding_model: str | None = None
+    kind: Kind = "memory"
 
     @property
     def age(self) -> str:
@@ -92,6 +98,13 @@ class SearchHit(BaseModel):
     similarity: float | None = None  # cosine to the query, when the vector leg found this memory
     matched: list[str] = Field(default_factory=list)  # the candidate legs that found it
     explain: dict[str, Any] | None = None
+    # where a message or file chunk came from: session, role and time; or file path and lines/pages
+    origin: dict[str, Any] | None = None
+
+    @property
+    def source(self) -> str:
+        """memory, message or chunk."""
+        return self.memory.kind
 
     @property
     def id(self) -> str:
@@ -133,6 +146,7 @@ class Stats(BaseModel):
     expired: int
     by_category: dict[str, int]
     by_scope: dict[str, int]
+    by_kind: dict[str, int] = Field(default_factory=dict)  # live rows: memories, messages, file chunks
     users: int
     embedding: EmbeddingFingerprint | None
     schema_version: int
@@ -183,4 +197,68 @@ class StartupEntry(BaseModel):
     content: str = Field(min_length=1)
     priority: int = Field(default=2, ge=0, le=9)
     reinforce: bool = False
+    updated_at: datetime
+
+
+# -- the conversation record ---------------------------------------------------------------
+
+Role = Literal["user", "assistant", "reasoning", "tool_call", "tool_result", "system"]
+
+
+class Message(BaseModel):
+    """One stored message of a conversation: its `messages` row with its text (its `memories` row)."""
+
+    id: str
+    scope: str
+    session_id: str
+    segment_id: str | None = None
+    role: Role
+    ordinal: int | None = None  # its position in the transcript it arrived in
+    dedup_key: str
+    provider_id: str | None = None
+    channel: str | None = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    summary: str | None = None
+    created_at: datetime
+    content: str = ""
+    user_id: str | None = None
+    agent_id: str | None = None
+
+
+class Segment(BaseModel):
+    """A stretch of one conversation: it closes after a pause, at a size, on a topic shift or at the
+    session's end; a closed one is also a JSONL file under the data directory's `conversations/`."""
+
+    id: str
+    scope: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str
+    channel: str | None = None
+    started_at: datetime
+    ended_at: datetime
+    closed_at: datetime | None = None
+    close_reason: Literal["pause", "size", "topic", "session_end", "explicit"] | None = None
+    turn_count: int = 0
+    message_count: int = 0
+    title: str | None = None
+    file: str | None = None
+
+
+class FileRecord(BaseModel):
+    """An ingested file: its chunks are `memories` rows of kind `chunk` whose `source_id` is this id."""
+
+    id: str
+    scope: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    path: str
+    file_type: Literal["markdown", "text", "code", "pdf"]
+    size_bytes: int
+    content_hash: str
+    chunk_count: int = 0
+    message_id: str | None = None
+    created_at: datetime
     updated_at: datetime

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager, nullcontext
@@ -670,13 +671,23 @@ def config_template() -> str:
     return "\n".join(lines) + "\n"
 
 
+def toml_value(value: Any) -> str:
+    """A default as TOML: JSON's spelling, but tables inline as `{ key = value }`."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def template_section(lines: list[str], section: BaseModel, name: str) -> None:
     subsections = []
     for key, value in section:
         if isinstance(value, BaseModel):
             subsections.append((f"{name}.{key}" if name else key, value))
         elif not (key == "db" and not name):
-            lines.append(f"# {key} = {json.dumps(value)}" if value is not None else f"# {key}: not set by default")
+            lines.append(f"# {key} = {toml_value(value)}" if value is not None else f"# {key}: not set by default")
     for sub_name, sub in subsections:
         lines += ["", f"# [{sub_name}]"]
         template_section(lines, sub, sub_name)

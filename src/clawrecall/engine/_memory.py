@@ -19,9 +19,11 @@ from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
+from ._backfill import Backfill
+from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._maintenance import Maintenance
-from ._reads import read_filters, resolve
+from ._reads import read_filters, resolve, with_origins
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import check_int, check_share, check_text
@@ -53,6 +55,8 @@ class Memory:
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
+        self._backfill = Backfill(store, self._embedding, self.runtime)
+        self.conversations = Conversations(store, config, self._writes, self._backfill)
         if check_embedding:
             self.check_fingerprint(static_only=True)
 
@@ -251,6 +255,13 @@ class Memory:
         """Build the vector index if it is missing (after a deferred load that was interrupted)."""
         self._maintenance.build_vector_index()
 
+    def backfill(self, *, limit: int | None = None) -> int:
+        """Embed now the rows stored without a vector (messages, file chunks); how many were embedded.
+
+        The server does this in the background after each write; a script that logs messages and then
+        searches by meaning calls it in between."""
+        return self._backfill.run(limit=limit)
+
     # -- reads -----------------------------------------------------------------------------
     def search(
         self,
@@ -271,13 +282,21 @@ class Memory:
         explain: bool = False,
         diverse: bool = True,
         min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_session: str | None = None,
+        message_roles: Sequence[str] | None = None,
     ) -> list[SearchHit]:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
         `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
         Hits below `min_score` (default `retrieval.min_score`) are left out, so a query about nothing
         stored returns no hits. `diverse=False` skips the diversity stage, which moves near-copies of
-        a better hit to the end: to see every copy of a memory, e.g. before erasing one."""
+        a better hit to the end: to see every copy of a memory, e.g. before erasing one.
+
+        `sources` searches conversation messages (`message`) and ingested file chunks (`chunk`) with or
+        instead of memories (`memory`, the default); each hit says its `source` and `origin`.
+        `exclude_session` leaves out one session's messages (those already in the prompt), `message_roles`
+        messages of other roles (user, assistant, reasoning, tool_call, tool_result, system)."""
         caller = as_caller(caller, user_id, agent_id)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
@@ -289,12 +308,14 @@ class Memory:
             min_score = check_share(min_score, "min_score")
         filters = read_filters(
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
-            since=since, until=until, include_deleted=include_deleted,
+            since=since, until=until, include_deleted=include_deleted, sources=sources, exclude_session=exclude_session,
+            message_roles=message_roles,
         )
-        return self.pipeline.search(
+        hits = self.pipeline.search(
             query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
             min_score=min_score,
         )
+        return with_origins(self.store, hits) if filters.kinds != ("memory",) else hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -386,7 +407,7 @@ class Memory:
         s = self.store.stats()
         return Stats(
             total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
-            by_category=s.by_category, by_scope=s.by_scope, users=s.users, embedding=self.stored_fingerprint(),
+            by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self.stored_fingerprint(),
             schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest,
         )

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Sequence
+from typing import Sequence, get_args
 
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
-from ..models import MemoryRecord
+from ..models import KINDS, MemoryRecord, Role, SearchHit
 from ..scopes import Caller, read_scopes
 from ..storage import Filters, Store
 from ._validate import check_category, check_text, check_when
@@ -21,6 +21,7 @@ def read_filters(
     tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
     until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
     include_expired: bool = False, source_type: str | None = None, source_id: str | Sequence[str] | None = None,
+    sources: Sequence[str] | None = None, exclude_session: str | None = None, message_roles: Sequence[str] | None = None,
 ) -> Filters:
     """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
@@ -31,7 +32,10 @@ def read_filters(
     check_text(source_type, "source_type")
     source_ids = None if source_id is None else ([source_id] if isinstance(source_id, str) else list(source_id))
     check_text(source_ids or [], "a source_id")
+    check_text(exclude_session, "exclude_session")
     return Filters(
+        kinds=check_sources(sources), other_session=exclude_session,
+        message_roles=None if message_roles is None else check_roles(message_roles),
         scopes=read_scopes(caller, scope), categories=wanted, tags=list(tags) if tags else None,
         session_id=session_id, source_type=source_type, source_ids=source_ids,
         since=check_when(since, "since") if since is not None else None,
@@ -44,6 +48,24 @@ def is_id_or_prefix(text: str) -> bool:
     """Whether `text` can name a memory: its id, or 8+ of its leading hex characters."""
     prefix = text.strip().lower()
     return bool(_ID_PREFIX.match(prefix)) and len(prefix.replace("-", "")) >= 8
+
+
+def check_sources(sources: Sequence[str] | str | None) -> tuple[str, ...]:
+    """The kinds of row a read covers: memories unless it names others (memory, message, chunk)."""
+    if sources is None:
+        return ("memory",)
+    names = [sources] if isinstance(sources, str) else list(sources)
+    unknown = [s for s in names if s not in KINDS]
+    if unknown or not names:
+        raise ValidationError(f"unknown source {unknown[0] if unknown else ''!r}: use {', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in names)
+
+
+def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
+    allowed = get_args(Role)
+    if isinstance(roles, str) or any(r not in allowed for r in roles):
+        raise ValidationError(f"message_roles must be a list of {', '.join(allowed)}")
+    return tuple(roles)
 
 
 def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None = None) -> MemoryRecord:
@@ -61,3 +83,19 @@ def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str]
         raise AmbiguousIdError(memory_id, matches)
     found = prefix if prefix in matches else matches[0]
     return store.fetch([found])[found]
+
+
+def with_origins(store: Store, hits: list[SearchHit]) -> list[SearchHit]:
+    """Each message hit labelled with its session, role and time; each file chunk with its file and lines or pages."""
+    messages = store.messages.of([h.id for h in hits if h.memory.kind == "message"])
+    out = []
+    for hit in hits:
+        origin = None
+        if hit.memory.kind == "message" and (m := messages.get(hit.id)) is not None:
+            origin = {"session_id": m.session_id, "message_id": m.id, "role": m.role, "segment_id": m.segment_id,
+                      "channel": m.channel, "at": m.created_at.isoformat()}
+        elif hit.memory.kind == "chunk":
+            meta = hit.memory.metadata
+            origin = {"file_id": hit.memory.source_id, **{k: meta[k] for k in ("path", "lines", "pages", "chunk") if k in meta}}
+        out.append(hit.model_copy(update={"origin": origin}) if origin is not None else hit)
+    return out

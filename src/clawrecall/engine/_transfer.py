@@ -31,7 +31,7 @@ class Transfer:
         filters = read_filters(caller, scope, self.config.categories, include_deleted=include_deleted, include_expired=True)
         n = 0
         for record, _ in self.store.iter_all(filters):
-            out.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            out.write(json.dumps(record.model_dump(mode="json", exclude={"kind"}), ensure_ascii=False) + "\n")
             n += 1
         return n
 

@@ -106,6 +106,12 @@ class Writes:
                 self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
         return results
 
+    def record(self, records: list[MemoryRecord]) -> None:
+        """Rows of the conversation record (messages, file chunks), stored without a vector: the
+        backfill embeds them after the caller has its answer. Their own tables keep their history."""
+        require_writes(self.config)
+        self.store.insert(records, None)
+
     def _check_named_ids(self, named: list[tuple[str, str]]) -> None:
         """Ids an item names must be new: not repeated in the batch, not stored (deleted ones included)."""
         first: dict[str, str] = {}

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 from typing_extensions import TypedDict
 
 from ..config import CaptureHookConfig
-from ..engine import check_text
+from ..engine._validate import check_text
 from ..errors import ValidationError
 from ..retrieval.noise import is_noise
 from ..scopes import Caller, may_write
-from .context import message_text, request_messages
+from .context import message_text, request_messages, request_str
 from ..storage.text import has_cjk
 from .text import RECALL_OPEN, STARTUP_CLOSE, STARTUP_OPEN, strip_envelope
 
@@ -153,19 +153,47 @@ class Candidate(TypedDict):
     category: str
 
 
-class CaptureAnswer(TypedDict):
+class Captured(TypedDict):
     queued: int
     candidates: list[Candidate]
     skipped: str | None
 
 
+class CaptureAnswer(Captured):
+    recorded: int
+
+
 def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> CaptureAnswer:
-    """Request `{messages, success?}`; answer `{queued, candidates: [{text, category}], skipped}` before writing."""
+    """Request `{messages, success?, channel?}`: the session's transcript (all of it, or this turn's).
+
+    Every message not yet recorded is stored before the answer (`mem.conversations.log`: durable,
+    once each); then this turn's capture candidates are queued. Answers `{recorded, queued,
+    candidates: [{text, category}], skipped}`."""
     cfg = mem.config.hooks.capture
     messages = request_messages(request) or []
     success = request.get("success")
     if success is not None and not isinstance(success, bool):
         raise ValidationError("success must be a boolean")
+    channel = request_str(request, "channel")
+    for message in _current_turn(messages):  # the finished turn must be one the store can keep
+        check_text(message_text(message), "a message of this turn")
+    recorded = _record(mem, messages, caller, channel)
+    answer = _capture(mem, messages, caller, success)
+    return {"recorded": recorded, **answer}
+
+
+def _record(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, channel: str | None) -> int:
+    """Store the transcript's new messages (a turn without a session, or with recording off, stores none).
+    An earlier turn's message the store refused then is left out, not refused again."""
+    if not (mem.config.conversations.record and mem.config.writes.enabled and caller.session_id and messages):
+        return 0
+    if not may_write(caller):
+        return 0
+    return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True)["stored"]
+
+
+def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, success: bool | None) -> Captured:
+    cfg = mem.config.hooks.capture
     if not cfg.enabled:
         return _answer([], "disabled")
     if success is False:
@@ -230,6 +258,6 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
             log.exception("capture write failed")
 
 
-def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> CaptureAnswer:
+def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> Captured:
     shown: list[Candidate] = [{"text": c["text"], "category": c["category"]} for c in candidates]
     return {"queued": queued, "candidates": shown, "skipped": skipped}

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from ..config import RecallHookConfig
 from ..models import SearchHit
-from ..scopes import Caller
+from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
     RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, sanitize_for_context, skip_reason, strip_envelope,
@@ -28,6 +28,7 @@ log = logging.getLogger("clawrecall.hooks")
 
 MAX_QUERY_CHARS = 1000
 SEARCH_THREADS = 4
+RECALLED_ROLES = ("user", "assistant")  # reasoning and tool output stay out of the prompt
 
 
 @dataclass
@@ -59,6 +60,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         return _answer(skipped="disabled")
     key = session_key(caller)
     session = None if key is None else mem.runtime.sessions("recall", _Session).get(key, reset=messages == [])
+    if messages == [] and caller.session_id is not None:
+        end_segment(mem, caller)
     if session is not None:
         session.turn += 1
     query = _query(prompt, messages)
@@ -70,7 +73,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
-        mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score
+        mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
+        sources=cfg.sources, exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
     )
     assert future is not None  # the queue has no bound
     try:
@@ -92,6 +96,23 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         session.injected = {i: t for i, t in session.injected.items() if session.turn - t < cfg.min_repeat_turns}
     block = "\n".join([RECALL_OPEN, RECALL_HEADER, *lines, RECALL_FOOTER, RECALL_CLOSE])
     return _answer(block, [{"id": h.id, "score": round(h.score, 4)} for h in chosen])
+
+
+def label(hit: SearchHit) -> str:
+    """What a recalled line is: a memory's category, who said a message, or a file."""
+    if hit.memory.kind == "message":
+        return f"{hit.memory.source_id} said"
+    return "file" if hit.memory.kind == "chunk" else hit.memory.category
+
+
+def end_segment(mem: "Memory", caller: Caller) -> None:
+    """A new session (an empty history: `/new`, a reset) closes the conversation's open segment."""
+    if not (mem.config.conversations.record and mem.config.writes.enabled and may_write(caller)):
+        return
+    try:
+        mem.conversations.end(caller.session_id or "", caller=caller)
+    except Exception:  # recall must not fail the turn over the record
+        log.exception("closing the session's segment failed")
 
 
 def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
@@ -121,7 +142,7 @@ def _select(
         last = session.injected.get(hit.id) if session is not None else None
         if last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
-        line = f"- [{hit.memory.category}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({hit.age})"
+        line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({hit.age})"
         cost = len(line) + (1 if lines else 0)
         if used + cost > cfg.max_chars:
             continue

@@ -2,7 +2,7 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → importance weight → length normalisation → time decay → noise filter → MMR diversity
+      → importance weight → source weight → length normalisation → time decay → noise filter → MMR diversity
       → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
@@ -61,7 +61,7 @@ class RetrievalPipeline:
         self.embed_queries = embed_queries
         self.reranker = reranker
         self.model = model  # the embedding model: the absolute score's calibration belongs to one
-        self._common: dict[tuple[str, ...] | None, tuple[float, set[str]]] = {}
+        self._common: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], tuple[float, set[str]]] = {}
 
     def search(
         self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
@@ -89,6 +89,8 @@ class RetrievalPipeline:
             items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
         items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
         items = apply_importance(items, weight=cfg.importance_weight)
+        if len(filters.kinds) > 1:
+            items = apply_source_weights(items, cfg.source_weights)
         items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
         items = apply_time_decay(
             items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
@@ -167,11 +169,12 @@ class RetrievalPipeline:
         share = self.cfg.vector_common_share
         if share <= 0:
             return query
-        key = tuple(sorted(filters.scopes)) if filters.scopes is not None else None
+        key = (tuple(sorted(filters.scopes)) if filters.scopes is not None else None, filters.kinds)
         now = time.monotonic()
         cached = self._common.get(key)
         if cached is None or now - cached[0] > COMMON_TTL_S:
-            sample = self.store.list(Filters(scopes=filters.scopes), limit=COMMON_SAMPLE, offset=0, order="newest")
+            sample = self.store.list(Filters(scopes=filters.scopes, kinds=filters.kinds), limit=COMMON_SAMPLE, offset=0,
+                                     order="newest")
             words = common_words((m.content for m in sample), share) if len(sample) >= COMMON_MIN else set()
             if len(self._common) >= 256:
                 self._common.clear()
@@ -308,6 +311,16 @@ def apply_importance(items: list[Scored], *, weight: float) -> list[Scored]:
         factor = 1 - weight + weight * item.memory.importance
         item.steps["importance"] = factor
         item.score *= factor
+    return items
+
+
+def apply_source_weights(items: list[Scored], weights: dict[str, float]) -> list[Scored]:
+    """× the weight of the hit's source (memory, message, file chunk) in a search over several."""
+    for item in items:
+        factor = weights.get(item.memory.kind, 1.0)
+        if factor != 1.0:
+            item.steps["source"] = factor
+            item.score *= factor
     return items
 
 

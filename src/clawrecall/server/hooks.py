@@ -60,10 +60,11 @@ class StartupEvent(_Event):
 
 
 class CaptureEvent(_Event):
-    """OpenClaw's `agent_end` event."""
+    """OpenClaw's `agent_end` event, and the channel it came on."""
 
     messages: Messages = Field(None, description="The finished turn's messages (a whole transcript: its last turn).")
     success: bool | None = Field(None, description="A failed turn (`false`) captures nothing.")
+    channel: str | None = Field(None, description="The messaging channel, kept with the recorded messages.")
     runId: str | None = None
     error: str | None = None
     durationMs: float | None = None

@@ -34,6 +34,7 @@ class StoreStats:
     expired: int
     by_category: dict[str, int] = field(default_factory=dict)
     by_scope: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, int] = field(default_factory=dict)  # live rows of each kind (memories are `total`)
     users: int = 0
     oldest: datetime | None = None
     newest: datetime | None = None

@@ -70,7 +70,7 @@ class Dialect:
 
     def create_index(self, table: Table, index: Index) -> str:
         where = "" if index.where is None else f" WHERE {index.where}"
-        return f"CREATE INDEX {index.name} ON {table.name} ({index.columns}){where}"
+        return f"CREATE {'UNIQUE ' if index.unique else ''}INDEX {index.name} ON {table.name} ({index.columns}){where}"
 
     def column_sql(self, col: Column, *, key: bool = False, ordered: bool = False) -> str:
         """One column's definition. In an ordered table the insertion order is the SQLite primary

@@ -37,6 +37,9 @@ class Filters:
     only_deleted: bool = False
     include_expired: bool = False
     now: datetime | None = None
+    kinds: tuple[str, ...] = ("memory",)  # memories unless a read asks for messages or file chunks too
+    other_session: str | None = None  # leave out this session's messages (recall: they are in the prompt already)
+    message_roles: tuple[str, ...] | None = None  # only messages of these roles (a message row's source_id)
 
 
 class Columns(Protocol):
@@ -144,6 +147,33 @@ class Equals(_OnColumn):
         return f"{a}.{self.column} = {d.p}", [getattr(f, self.field)]
 
 
+class OtherSession(Rule):
+    """Rows of kinds other than memory must be from another session than the one named."""
+
+    columns = ("kind", "session_id")
+    in_index = False
+
+    def applies(self, f: Filters) -> bool:
+        return f.other_session is not None and f.kinds != ("memory",)
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"({a}.kind = 'memory' OR {a}.session_id IS NULL OR {a}.session_id <> {d.p})", [f.other_session]
+
+
+class MessageRoles(Rule):
+    """Messages only of some roles (recall leaves reasoning and tool output out of the prompt)."""
+
+    columns = ("kind", "source_id")
+    in_index = False
+
+    def applies(self, f: Filters) -> bool:
+        return f.message_roles is not None and "message" in f.kinds
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        roles = list(f.message_roles or ())
+        return f"({a}.kind <> 'message' OR {a}.source_id IN ({d.marks(len(roles)) if roles else 'NULL'}))", roles
+
+
 class AnyTag(Rule):
     columns = ("tags",)
     in_index = False
@@ -177,9 +207,12 @@ RULES: tuple[Rule, ...] = (
     Deleted(),
     NotExpired(),
     SCOPE,
+    OneOf("kind", "kinds"),
     OneOf("category", "categories"),
     AnyTag(),
     Equals("session_id", "session_id"),
+    OtherSession(),
+    MessageRoles(),
     Equals("source_type", "source_type"),
     OneOfInSql("source_id", "source_ids"),
     Bound("created_at", "since", ">="),

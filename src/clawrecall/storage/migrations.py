@@ -15,18 +15,15 @@ holds `REFUSED_BY_OLD_RELEASES`, which those releases read as "a newer clawrecal
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._time import utcnow
 from ..errors import StorageError
-from .schema import API_TOKENS, HISTORY, MEMORIES, META, MIGRATIONS, STARTUP, Table
+from .schema import API_TOKENS, FILES, HISTORY, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table
 
 if TYPE_CHECKING:
     from .sql import Store
-
-log = logging.getLogger("clawrecall.storage")
 
 REFUSED_BY_OLD_RELEASES = "1000"
 
@@ -49,9 +46,12 @@ CORE = MigrationSet(
         "text-index-scope-key",  # SQLite: the scope indexed as one token, hex(scope)
         "api-tokens",  # the API tokens table
         "text-index-bulk",  # SQLite: new rows indexed by one statement per insert, not a trigger
+        "record-kinds",  # memories.kind (memory, message, chunk) and the index of rows awaiting a vector
     ),
 )
-SETS: tuple[MigrationSet, ...] = (CORE,)
+#: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
+CONVERSATIONS = MigrationSet("conversations", (MESSAGES, SEGMENTS, FILES), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS)
 
 
 @dataclass(frozen=True)
@@ -125,17 +125,8 @@ def pending(store: Store, done: dict[str, set[str]] | None = None) -> list[Step]
 def migrate(store: Store) -> list[str]:
     """Apply pending steps in one transaction, under the backend's schema lock, so several
     processes opening one store at once migrate it once. Returns the labels applied."""
-    done, recorded = applied(store)
+    done, _ = applied(store)
     if not pending(store, done):
-        if not recorded:
-            try:
-                _apply(store)
-            except Exception as exc:
-                if not store._refuses_writes(exc):
-                    raise
-                # An up-to-date store of an earlier release, on a read-only replica, file or role:
-                # it needs no change, and the first open that may write records its steps.
-                log.debug("%s: migration steps not recorded, the store is read-only here: %s", store.location, exc)
         return []
     return _apply(store)
 
@@ -173,6 +164,16 @@ PARTIAL_INDEXES = [
     "CREATE INDEX idx_memories_deleted ON memories (deleted_at) WHERE deleted_at IS NOT NULL",
     "CREATE INDEX idx_memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
     "CREATE INDEX idx_memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL",
+]
+
+
+RECORD_KINDS = [
+    "ALTER TABLE memories ADD COLUMN kind TEXT NOT NULL DEFAULT 'memory' CHECK (kind IN ('memory', 'message', 'chunk'))",
+    "CREATE INDEX idx_memories_unembedded ON memories (created_at) WHERE embedding IS NULL",
+    # stats count each kind from an index, as they counted memories before
+    "DROP INDEX idx_memories_category",
+    "CREATE INDEX idx_memories_kind_category ON memories (kind, category)",
+    "CREATE INDEX idx_memories_kind_scope ON memories (kind, scope)",
 ]
 
 

@@ -28,7 +28,7 @@ from ..models import MemoryRecord
 from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, PARTIAL_INDEXES, api_tokens_table
+from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, api_tokens_table
 from .schema import HISTORY, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store
 from .text import keywords
@@ -56,7 +56,7 @@ _EXTENSIONS = ["CREATE EXTENSION IF NOT EXISTS vector", "CREATE EXTENSION IF NOT
 # Binary COPY needs each column's type named (a vector goes as pgvector's binary)
 _COPY_TYPES = [PostgresDialect.copy_types[MEMORIES.column(c).type] for c in (*MEMORIES.fields, "embedding")]
 _HISTORY_COPY_TYPES = [PostgresDialect.copy_types[HISTORY.column(c).type] for c in HISTORY_DRAFT_FIELDS]
-_ALL_STEPS = CORE.steps
+_ALL_STEPS = CORE.steps[: CORE.steps.index("text-index-bulk") + 1]  # the core steps before named migrations
 # schema v1-v5 of releases before named migrations (v4 added the API tokens, v5 the scoped text indexes)
 _LEGACY = {
     1: _ALL_STEPS[:1], 2: _ALL_STEPS[:2], 3: _ALL_STEPS[:3], 4: (*_ALL_STEPS[:3], "api-tokens"), 5: _ALL_STEPS,
@@ -131,6 +131,7 @@ def _steps(maintenance_work_mem: str) -> dict[str, list[str]]:
         ],
         # API tokens live in the database, so every server on it shares them
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
+        "record-kinds": RECORD_KINDS,
     }
 
 
@@ -247,10 +248,6 @@ class PostgresStore(Store):
     def _steps(self) -> dict[str, list[str]]:
         return _steps(self.config.maintenance_work_mem)
 
-    def _refuses_writes(self, exc: BaseException) -> bool:
-        """A hot standby or read-only transaction (SQLSTATE 25006), or a role without the privilege (42501)."""
-        return getattr(exc, "sqlstate", None) in ("25006", "42501")
-
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         if migration_set != CORE.name:
             return [], []
@@ -306,6 +303,9 @@ class PostgresStore(Store):
 
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]
+
+    def is_conflict(self, exc: BaseException) -> bool:
+        return getattr(exc, "sqlstate", None) == "23505"  # unique_violation
 
     # -- the vector index ------------------------------------------------------------------------
     def _vector_dims(self, expected: int | None = None) -> int | None:

@@ -34,6 +34,7 @@ class Index:
     name: str
     columns: str  # the indexed expression list, as in CREATE INDEX … (columns)
     where: str | None = None
+    unique: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,17 +85,23 @@ MEMORIES = Table(
         Column("embedding_model", "text"),
         Column("embedding", "vector", field=False),
         Column("fts", "tsvector", only="postgres"),  # kept by a trigger (postgres.py)
+        # what the row is: a memory, a conversation message or a file chunk (`record.py`). All three
+        # are searched by one pipeline, through one scope check; reads name the kinds they want.
+        Column("kind", "text", False, default="memory", check="kind IN ('memory', 'message', 'chunk')"),
     ),
     key=("id",),
     ordered=True,
     indexes=(
         Index("idx_memories_scope", "scope, created_at"),
-        Index("idx_memories_category", "category"),
+        Index("idx_memories_kind_category", "kind, category"),
+        Index("idx_memories_kind_scope", "kind, scope"),
         Index("idx_memories_created_at", "created_at"),
         Index("idx_memories_user_id", "user_id"),
         Index("idx_memories_deleted", "deleted_at", where="deleted_at IS NOT NULL"),
         Index("idx_memories_expires", "expires_at", where="expires_at IS NOT NULL"),
         Index("idx_memories_session", "session_id, created_at", where="session_id IS NOT NULL"),
+        # rows written before their vector (messages, chunks, a write while the provider was down)
+        Index("idx_memories_unembedded", "created_at", where="embedding IS NULL"),
     ),
 )
 
@@ -147,4 +154,79 @@ MIGRATIONS = Table(
     "migrations",
     (Column("migration_set", "text", False), Column("name", "text", False), Column("applied_at", "time", False)),
     key=("migration_set", "name"),
+)
+
+# -- the conversation record (`record.py`): each message and file chunk is also a `memories` row
+# of its kind, with the same id, so search, scopes and erasure need nothing of their own.
+
+MESSAGES = Table(
+    "messages",
+    (
+        Column("id", "uuid", False),  # the message's `memories` row
+        Column("scope", "text", False),
+        Column("session_id", "text", False),
+        Column("segment_id", "uuid"),
+        Column("role", "text", False, check="role IN ('user', 'assistant', 'reasoning', 'tool_call', 'tool_result', 'system')"),
+        Column("ordinal", "int"),  # its position in the transcript it came in
+        Column("dedup_key", "text", False),  # the provider's id, else role + time or position + content hash
+        Column("provider_id", "text"),
+        Column("channel", "text"),
+        Column("model", "text"),
+        Column("input_tokens", "int"),
+        Column("output_tokens", "int"),
+        Column("summary", "text"),
+        Column("created_at", "time", False),
+    ),
+    key=("id",),
+    indexes=(
+        Index("idx_messages_key", "scope, session_id, dedup_key", unique=True),
+        Index("idx_messages_segment", "segment_id, created_at"),
+        Index("idx_messages_session", "scope, session_id, created_at"),
+    ),
+)
+
+SEGMENTS = Table(
+    "segments",
+    (
+        Column("id", "uuid", False),
+        Column("scope", "text", False),
+        Column("user_id", "text"),
+        Column("agent_id", "text"),
+        Column("session_id", "text", False),
+        Column("channel", "text"),
+        Column("started_at", "time", False),
+        Column("ended_at", "time", False),  # its last message
+        Column("closed_at", "time"),  # NULL while open: a session has at most one open segment
+        Column("close_reason", "text", check="close_reason IN ('pause', 'size', 'topic', 'session_end', 'explicit')"),
+        Column("turn_count", "int", False, default=0),
+        Column("message_count", "int", False, default=0),
+        Column("title", "text"),
+        Column("file", "text"),  # the closed segment's JSONL, relative to the data directory
+    ),
+    key=("id",),
+    indexes=(
+        Index("idx_segments_open", "scope, session_id", where="closed_at IS NULL", unique=True),
+        Index("idx_segments_session", "scope, session_id, started_at"),
+        Index("idx_segments_closed", "closed_at"),
+    ),
+)
+
+FILES = Table(
+    "files",
+    (
+        Column("id", "uuid", False),
+        Column("scope", "text", False),
+        Column("user_id", "text"),
+        Column("agent_id", "text"),
+        Column("path", "text", False),  # absolute, resolved
+        Column("file_type", "text", False, check="file_type IN ('markdown', 'text', 'code', 'pdf')"),
+        Column("size_bytes", "int", False),
+        Column("content_hash", "text", False),
+        Column("chunk_count", "int", False, default=0),
+        Column("message_id", "uuid"),  # the message it came attached to, if any
+        Column("created_at", "time", False),
+        Column("updated_at", "time", False),
+    ),
+    key=("id",),
+    indexes=(Index("idx_files_path", "scope, path", unique=True),),
 )

@@ -12,6 +12,7 @@ import uuid
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import utcnow
@@ -22,6 +23,7 @@ from .dialect import Dialect, RowMap
 from .filters import Filters, where
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
+from .record import Files, Messages, Segments
 from .tokens import ApiTokens
 
 if TYPE_CHECKING:
@@ -63,6 +65,9 @@ class Store(ABC):
         self._history_drafts = RowMap(d, HISTORY, HISTORY_DRAFT_FIELDS, json_text=True)
         self._startup = RowMap(d, STARTUP)
         self.api_tokens = ApiTokens(self)
+        self.messages = Messages(self)
+        self.segments = Segments(self)
+        self.files = Files(self)
 
     # -- what a backend provides -------------------------------------------------------
     @abstractmethod
@@ -93,11 +98,6 @@ class Store(ABC):
 
     @abstractmethod
     def _table_exists(self, name: str) -> bool: ...
-
-    @abstractmethod
-    def _refuses_writes(self, exc: BaseException) -> bool:
-        """Whether `exc` says this store may not be written from here (a read-only file, replica or
-        role), as opposed to a write that went wrong."""
 
     @abstractmethod
     def _steps(self) -> dict[str, list[str]]:
@@ -197,6 +197,24 @@ class Store(ABC):
             params.append(self.dialect.to_db["vector"](vector))
         with self.transaction():
             self._run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
+
+    def unembedded(self, limit: int) -> list[tuple[str, str]]:
+        """(id, content) of rows written without a vector (messages, chunks), oldest first."""
+        rows = self._run(f"SELECT id, content FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
+                         (limit,))
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def count_unembedded(self) -> int:
+        return int(self._run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
+
+    def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
+        """Give rows written without a vector theirs (a row that got one meanwhile keeps it)."""
+        p, vector = self.dialect.p, self.dialect.to_db["vector"]
+        with self.transaction():
+            self._run_many(
+                f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
+                ((vector(v), model, i) for i, v in zip(ids, vectors)),
+            )
 
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""
@@ -301,36 +319,55 @@ class Store(ABC):
         return self._run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
     def stats(self) -> StoreStats:
-        """Counts from indexes only: all rows grouped, minus the (few) deleted or expired rows."""
+        """Counts from indexes only: each kind's rows grouped, minus the (few) deleted or expired rows.
+        The totals are memories'; `by_kind` counts the live rows of every kind."""
         d = self.dialect
         now = d.ts(utcnow())
-        total, deleted, expired, users, oldest, newest = self._run(
-            "SELECT (SELECT count(*) FROM memories), "
-            "(SELECT count(*) FROM memories WHERE deleted_at IS NOT NULL), "
-            f"(SELECT count(*) FROM memories WHERE expires_at IS NOT NULL AND expires_at <= {d.p}), "
-            "(SELECT count(DISTINCT user_id) FROM memories), "
-            "(SELECT min(created_at) FROM memories), (SELECT max(created_at) FROM memories)",
-            (now,),
+        users, oldest, newest = self._run(
+            "SELECT (SELECT count(DISTINCT user_id) FROM memories), (SELECT min(created_at) FROM memories), "
+            "(SELECT max(created_at) FROM memories)",
         )[0]
         # two conditions, each served by its own partial index (an OR of them would scan the table)
-        inactive = (("deleted_at IS NOT NULL", ()),
-                    (f"expires_at IS NOT NULL AND expires_at <= {d.p} AND deleted_at IS NULL", (now,)))
-        grouped: dict[str, dict[str, int]] = {}
+        inactive = {"deleted": ("deleted_at IS NOT NULL", ()),
+                    "expired": (f"expires_at IS NOT NULL AND expires_at <= {d.p} AND deleted_at IS NULL", (now,))}
+        grouped: dict[str, dict[tuple[str, str], int]] = {}
+        gone: dict[str, dict[str, int]] = {}
         for column in ("category", "scope"):
-            counts = dict(self._run(f"SELECT {column}, count(*) FROM memories GROUP BY {column}"))
-            for condition, params in inactive:  # few rows: counted here, so no planner can trade the index for a sort
-                for (name,) in self._run(f"SELECT {column} FROM memories WHERE {condition}", params):
-                    counts[name] -= 1
-            grouped[column] = dict(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
+            counts = {(k, v): n for k, v, n in self._run(f"SELECT kind, {column}, count(*) FROM memories GROUP BY kind, {column}")}
+            for name, (condition, params) in inactive.items():  # few rows: counted here, so no planner can trade the index for a sort
+                for kind, value in self._run(f"SELECT kind, {column} FROM memories WHERE {condition}", params):
+                    counts[(kind, value)] -= 1
+                    if column == "category":
+                        gone.setdefault(name, {}).setdefault(kind, 0)
+                        gone[name][kind] += 1
+            grouped[column] = counts
+        by_kind: dict[str, int] = {}
+        for (kind, _), n in grouped["category"].items():
+            by_kind[kind] = by_kind.get(kind, 0) + n
+        deleted, expired = gone.get("deleted", {}).get("memory", 0), gone.get("expired", {}).get("memory", 0)
+
+        def memories_by(column: str) -> dict[str, int]:
+            rows = ((v, n) for (k, v), n in grouped[column].items() if k == "memory" and n)
+            return dict(sorted(rows, key=lambda kv: (-kv[1], kv[0])))
+
         from_ts = d.from_db["time"]
         return StoreStats(
-            total=total, deleted=deleted, expired=int(expired), by_category=grouped["category"],
-            by_scope=grouped["scope"], users=users, oldest=from_ts(oldest), newest=from_ts(newest),
-            size_bytes=self._size_bytes(),
+            total=by_kind.get("memory", 0) + deleted + expired, deleted=deleted, expired=expired,
+            by_category=memories_by("category"), by_scope=memories_by("scope"),
+            by_kind={k: n for k, n in sorted(by_kind.items()) if n}, users=users,
+            oldest=from_ts(oldest), newest=from_ts(newest), size_bytes=self._size_bytes(),
         )
 
     def _size_bytes(self) -> int | None:
         return None
+
+    def local_folder(self) -> Path | None:
+        """The folder a file-based store lives in (files that belong with it go there), else None."""
+        return None
+
+    def is_conflict(self, exc: BaseException) -> bool:
+        """Whether `exc` is a unique-key violation (another writer stored the same row first)."""
+        return False
 
     def history(self, memory_id: str) -> list[HistoryEntry]:
         rows = self._run(

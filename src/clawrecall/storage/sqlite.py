@@ -23,7 +23,7 @@ from .base import Candidate
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters, checked_in_sql
-from .migrations import CORE, PARTIAL_INDEXES, api_tokens_table
+from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, api_tokens_table
 from .schema import MEMORIES
 from .sql import Store
 from .text import fts_or_query, keywords, trigrams
@@ -144,6 +144,7 @@ _STEPS: dict[str, list[str]] = {
     # New rows are indexed by `SQLiteStore._after_insert`, one statement per table: 10x cheaper
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
+    "record-kinds": RECORD_KINDS,
 }
 
 
@@ -201,7 +202,7 @@ def _reports_damage(exc: sqlite3.DatabaseError) -> bool:
 class SQLiteStore(Store):
     backend = "sqlite"
     dialect = SQLiteDialect()
-    legacy_versions = {n: CORE.steps[:n] for n in range(1, 8)}  # schema vN: the first N core steps
+    legacy_versions = {n: CORE.steps[:n] for n in range(1, 8)}  # schema vN (before named migrations): the first N core steps
 
     def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
         super().__init__()
@@ -302,11 +303,6 @@ class SQLiteStore(Store):
 
     def _steps(self) -> dict[str, list[str]]:
         return _STEPS
-
-    def _refuses_writes(self, exc: BaseException) -> bool:
-        """SQLITE_READONLY, raised as it is or as the StorageError `_refused` made of it."""
-        driver = exc if isinstance(exc, sqlite3.Error) else exc.__context__
-        return getattr(driver, "sqlite_errorname", "").startswith("SQLITE_READONLY")
 
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
@@ -416,6 +412,12 @@ class SQLiteStore(Store):
 
     def _size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    def local_folder(self) -> Path | None:
+        return None if str(self.path) == ":memory:" else Path(self.path).resolve().parent
+
+    def is_conflict(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
     # -- candidate legs ----------------------------------------------------------------------
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:

@@ -41,7 +41,7 @@ class RowMeta:
     @classmethod
     def of(cls, scope: str, **values: Any) -> RowMeta:
         """A row's meta from its column values by name (a column not given is NULL)."""
-        return cls(scope, tuple(values.get(c, np.nan if c in _TIME else None) for c in INDEX_COLUMNS))
+        return cls(scope, tuple(values.get(c, np.nan if c in _TIME else MEMORIES.column(c).default) for c in INDEX_COLUMNS))
 
 
 #: how each indexed column is held: times as float64 epoch seconds (NaN for NULL), text as int32 codes

@@ -1,0 +1,294 @@
+"""`mem.conversations`: the record of what was said, as it was said (openclaw-memory-pgvector's
+requests/responses/reasoning, memento-local's capture buffer and segments).
+
+`log` stores each message of a transcript once, in the database, before it answers: the buffer is
+the database, so an acknowledged message survives a kill -9. Each message is a `memories` row of
+kind `message` (searchable with memories, guarded by the same scope check) plus a `messages` row.
+Vectors come after the answer (`_backfill.py`); the topic check runs once they have.
+Closing a segment is the event the extraction of facts hangs on (`on_close` listeners).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+
+from .._time import utcnow
+from ..config import Config, data_dir
+from ..conversations import segments as rules
+from ..conversations.transcript import Entry, entries
+from ..errors import NotFoundError, ValidationError
+from ..models import MemoryRecord, Message, Segment
+from ..scopes import Caller, read_scopes, write_scope
+from ..storage import Store
+from ._backfill import Backfill
+from ._validate import check_int, check_text, new_ids, require_writes
+from ._writes import Writes
+
+log = logging.getLogger("clawrecall.conversations")
+
+_ROW_IMPORTANCE = 0.5  # a message's weight in ranking (memories default to 0.7): said, not chosen to be kept
+MAX_CHANNEL_CHARS = 200
+
+
+class LogResult(dict):  # type: ignore[type-arg]
+    """`{"stored": n, "skipped": n, "unstorable": n, "ids": [...], "segment_id": ...}`: what `log` kept of a
+    transcript (`skipped`: stored before; `unstorable`: left out by `skip_bad`)."""
+
+
+class Conversations:
+    def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill):
+        self.store = store
+        self.config = config
+        self.writes = writes
+        self.backfill = backfill
+        self.on_close: list[Callable[[Segment], None]] = []  # told of every segment that closes
+        backfill.listeners.append(self._check_topics)
+
+    # -- recording ----------------------------------------------------------------------------
+    def log(
+        self, messages: Sequence[Any], *, caller: Caller, session_id: str | None = None, channel: str | None = None,
+        now: datetime | None = None, skip_bad: bool = False,
+    ) -> LogResult:
+        """Store the messages of a transcript not stored yet (by provider id, else role, time or position and
+        content), in order, in the session's open segment. Durable when it returns; embedded after.
+
+        A message that cannot be stored (NUL, bytes that are not UTF-8, an unknown role) is an error,
+        unless `skip_bad` leaves it out and counts it (`unstorable`)."""
+        require_writes(self.config)
+        session = session_id if session_id is not None else caller.session_id
+        if not isinstance(session, str) or not session.strip():
+            raise ValidationError("a conversation needs a session id (session_id, or the caller's session)")
+        check_text(session, "session_id")
+        if channel is not None and (not isinstance(channel, str) or len(channel) > MAX_CHANNEL_CHARS):
+            raise ValidationError(f"channel must be a string of at most {MAX_CHANNEL_CHARS} characters")
+        check_text(channel, "channel")
+        items, unstorable = entries(list(messages) if not isinstance(messages, list) else messages, skip_bad=skip_bad)
+        scope = write_scope(caller, None)
+        now = now or utcnow()
+        if not items:
+            return LogResult(stored=0, skipped=0, unstorable=unstorable, ids=[], segment_id=None)
+        for attempt in (1, 2):
+            try:
+                return LogResult(self._store_new(items, caller, scope, session, channel, now), unstorable=unstorable)
+            except Exception as exc:  # another writer stored the same messages between our read and insert
+                if attempt == 2 or not self.store.is_conflict(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _store_new(
+        self, items: list[Entry], caller: Caller, scope: str, session: str, channel: str | None, now: datetime
+    ) -> LogResult:
+        cfg = self.config.conversations
+        closed: list[Segment] = []
+        with self.store.transaction():
+            known = self.store.messages.existing_keys(scope, session, [e.dedup_key for e in items])
+            seen: set[str] = set(known)
+            fresh: list[Entry] = []
+            for e in items:
+                if e.dedup_key not in seen:
+                    seen.add(e.dedup_key)
+                    fresh.append(e)
+            if not fresh:
+                return LogResult(stored=0, skipped=len(items), ids=[], segment_id=None)
+            segment = self.store.segments.open_for(scope, session)
+            ids = new_ids(len(fresh))
+            records: list[MemoryRecord] = []
+            rows: list[Message] = []
+            changed: dict[str, Segment] = {}
+            for memory_id, e in zip(ids, fresh):
+                at = min(e.created_at or now, now)
+                turn = e.role == "user"
+                if segment is not None and (rules.pause_closes(segment, at, cfg) or (turn and segment.turn_count >= cfg.max_turns)):
+                    reason = "pause" if rules.pause_closes(segment, at, cfg) else "size"
+                    closed.append(self._close(segment, reason, now))
+                    changed.pop(segment.id, None)
+                    segment = None
+                if segment is None:
+                    segment = Segment(
+                        id=new_ids(1)[0], scope=scope, user_id=caller.user_id, agent_id=caller.agent_id, session_id=session,
+                        channel=channel, started_at=at, ended_at=at,
+                    )
+                    self.store.segments.insert([segment])
+                segment = segment.model_copy(update={
+                    "ended_at": max(segment.ended_at, at), "message_count": segment.message_count + 1,
+                    "turn_count": segment.turn_count + turn, "title": segment.title or (rules.cut(e.text) if turn else None),
+                })
+                changed[segment.id] = segment
+                records.append(MemoryRecord(
+                    id=memory_id, content=e.text, category="other", importance=_ROW_IMPORTANCE, scope=scope,
+                    user_id=caller.user_id, agent_id=caller.agent_id, session_id=session, source_type="conversation",
+                    source_id=e.role, metadata={}, created_at=at, updated_at=now, kind="message",
+                ))
+                rows.append(Message(
+                    id=memory_id, scope=scope, session_id=session, segment_id=segment.id, role=e.role,  # type: ignore[arg-type]
+                    ordinal=e.ordinal, dedup_key=e.dedup_key, provider_id=e.provider_id, channel=channel, model=e.model,
+                    input_tokens=e.input_tokens, output_tokens=e.output_tokens, summary=e.summary, created_at=at,
+                ))
+            self.writes.record(records)
+            self.store.messages.insert(rows)
+            for s in changed.values():
+                self.store.segments.replace(s)
+        self._closed(closed)
+        self.backfill.kick()
+        return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
+                         segment_id=segment.id if segment is not None else None)
+
+    # -- segments ------------------------------------------------------------------------------
+    def end(self, session_id: str, *, caller: Caller, reason: str = "session_end") -> Segment | None:
+        """Close the session's open segment now (`/new`, a reset, or an explicit call); None when none is open."""
+        require_writes(self.config)
+        if reason not in ("session_end", "explicit"):
+            raise ValidationError("reason must be session_end or explicit")
+        check_text(session_id, "session_id")
+        scope = write_scope(caller, None)
+        with self.store.transaction():
+            segment = self.store.segments.open_for(scope, session_id)
+            if segment is None:
+                return None
+            done = self._close(segment, reason, utcnow())  # type: ignore[arg-type]
+        self._closed([done])
+        return done
+
+    def close_due(self, *, now: datetime | None = None) -> list[Segment]:
+        """Close every open segment whose pause has passed: run on a timer by the server, and at its start
+        (segments that should have closed while it was down)."""
+        if not self.config.writes.enabled:
+            return []
+        now = now or utcnow()
+        idle = now - timedelta(minutes=self.config.conversations.pause_minutes)
+        out: list[Segment] = []
+        while due := self.store.segments.due(idle):
+            for segment in due:
+                with self.store.transaction():
+                    current = self.store.segments.get(segment.id, for_update=True)
+                    if current is None or current.closed_at is not None:
+                        continue
+                    out.append(self._close(current, "pause", now))
+        self._closed(out)
+        return out
+
+    def _close(self, segment: Segment, reason: str, now: datetime) -> Segment:
+        """Inside the caller's transaction: write the segment's JSONL, then mark it closed."""
+        messages = self.store.messages.in_segment(segment.id)
+        done = segment.model_copy(update={"closed_at": now, "close_reason": reason, "title": rules.title(messages) or None})
+        try:
+            name = rules.write_file(self.folder(), done, messages)
+            done = done.model_copy(update={"file": name})
+        except OSError as exc:  # the record is in the database; the file is a copy, not worth losing the close over
+            log.error("could not write the JSONL of segment %s: %s", segment.id, exc)
+        self.store.segments.replace(done)
+        return done
+
+    def _closed(self, segments: list[Segment]) -> None:
+        for segment in segments:
+            for listener in self.on_close:
+                try:
+                    listener(segment)
+                except Exception:  # a listener's failure must not undo a close
+                    log.exception("segment close listener failed")
+
+    def _check_topics(self, ids: list[str]) -> None:
+        """After new vectors: split an open segment where the topic shifted (`segments.topic_shift`)."""
+        cfg = self.config.conversations
+        if cfg.topic_threshold <= 0:
+            return
+        segment_ids = {m.segment_id for m in self.store.messages.of(ids).values() if m.segment_id is not None}
+        for segment_id in segment_ids:
+            self._split_on_topic(segment_id)
+
+    def _split_on_topic(self, segment_id: str) -> None:
+        import numpy as np
+
+        cfg = self.config.conversations
+        closed: list[Segment] = []
+        with self.store.transaction():
+            segment = self.store.segments.get(segment_id, for_update=True)
+            if segment is None or segment.closed_at is not None:
+                return
+            messages = [m for m in self.store.messages.in_segment(segment_id) if m.role in ("user", "assistant")]
+            vectors = self.store.vectors([m.id for m in messages])
+            if len(vectors) < len(messages) or len(messages) < 2 * cfg.topic_window:
+                return  # wait until every message has its vector
+            at = rules.topic_shift(
+                np.stack([vectors[m.id] for m in messages]), [m.role == "user" for m in messages],
+                cfg.topic_window, cfg.topic_threshold,
+            )
+            if at is None:
+                return
+            everything = self.store.messages.in_segment(segment_id)
+            cut = everything.index(next(m for m in everything if m.id == messages[at].id))
+            before, after = everything[:cut], everything[cut:]
+            fresh = Segment(
+                id=new_ids(1)[0], scope=segment.scope, user_id=segment.user_id, agent_id=segment.agent_id,
+                session_id=segment.session_id, channel=segment.channel, started_at=after[0].created_at,
+                ended_at=segment.ended_at, message_count=len(after), turn_count=sum(m.role == "user" for m in after),
+                title=rules.title(after),
+            )
+            shortened = segment.model_copy(update={
+                "ended_at": before[-1].created_at, "message_count": len(before),
+                "turn_count": sum(m.role == "user" for m in before),
+            })
+            # one open segment per session: the first closes before the second opens
+            self.store.messages.move([m.id for m in after], fresh.id)
+            closed.append(self._close(shortened, "topic", utcnow()))
+            self.store.segments.insert([fresh])
+        self._closed(closed)
+
+    def folder(self) -> Path:
+        """Where closed segments are written: the configured folder, else `conversations/` beside a
+        SQLite store, else in the data directory."""
+        configured = self.config.conversations.dir
+        if configured:
+            return Path(configured).expanduser()
+        local = self.store.local_folder()
+        return (local if local is not None else data_dir()) / "conversations"
+
+    # -- reading --------------------------------------------------------------------------------
+    def sessions(self, *, caller: Caller, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """The conversations the caller may read, the latest first."""
+        check_int(limit, "limit", 1, 10_000)
+        check_int(offset, "offset", 0, 1_000_000_000)
+        return self.store.messages.sessions(read_scopes(caller, None), limit=limit, offset=offset)
+
+    def show(self, session_id: str, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[Message]:
+        """A conversation's messages in order; "not found" when the caller may read none of it."""
+        check_text(session_id, "session_id")
+        check_int(limit, "limit", 1, 100_000)
+        check_int(offset, "offset", 0, 1_000_000_000)
+        found = self.store.messages.in_session(read_scopes(caller, None), session_id, limit=limit, offset=offset)
+        if not found and offset == 0:
+            raise NotFoundError(f"no conversation with session id {session_id!r}")
+        return found
+
+    def segments(
+        self, *, caller: Caller, session_id: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[Segment]:
+        check_text(session_id, "session_id")
+        check_int(limit, "limit", 1, 10_000)
+        check_int(offset, "offset", 0, 1_000_000_000)
+        return self.store.segments.find(read_scopes(caller, None), session_id, limit=limit, offset=offset)
+
+    def export(self, out: IO[str], *, caller: Caller, session_id: str | None = None) -> int:
+        """One JSON object per message (of one session, or of every conversation the caller may read)."""
+        sessions = [session_id] if session_id is not None else [
+            s["session_id"] for s in self.store.messages.sessions(read_scopes(caller, None), limit=1_000_000, offset=0)
+        ]
+        n = 0
+        for session in sessions:
+            offset = 0
+            while batch := self.store.messages.in_session(read_scopes(caller, None), session, limit=1000, offset=offset):
+                for m in batch:
+                    out.write(json.dumps(m.model_dump(mode="json", exclude={"dedup_key"}), ensure_ascii=False) + "\n")
+                n += len(batch)
+                offset += len(batch)
+        return n
+
+    def stats(self, *, caller: Caller, by: str = "user") -> list[dict[str, Any]]:
+        """openclaw-memory-pgvector's `conversation_stats`, per user, agent or session."""
+        if by not in ("user", "agent", "session"):
+            raise ValidationError("by must be user, agent or session")
+        return self.store.messages.stats(read_scopes(caller, None), by)

@@ -1,0 +1,201 @@
+"""The conversation record as the store keeps it: `store.messages`, `store.segments`, `store.files`.
+
+A message's or file chunk's text, vector and scope live in its `memories` row (same id, of kind
+`message` or `chunk`), so the one pipeline searches them and the one scope check guards them;
+these tables hold what only the record has (role, order, tokens, segment, file).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
+
+from pydantic import BaseModel
+
+from ..models import FileRecord, Message, Segment
+from .dialect import RowMap
+from .schema import FILES, MESSAGES, SEGMENTS, Table
+
+if TYPE_CHECKING:
+    from .sql import Store
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Table(Generic[M]):
+    """Insert, replace and read whole rows of one declared table as models."""
+
+    table: Table
+    model: type[M]
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._map = RowMap(store.dialect, self.table)
+        self._select = f"SELECT {', '.join(f't.{c}' for c in self._map.fields)} FROM {self.table.name} t"
+
+    def insert(self, rows: Sequence[M]) -> None:
+        s = self._store
+        with s.transaction():
+            s._run_many(
+                f"INSERT INTO {self.table.name} ({self._map.columns}) VALUES ({s.dialect.marks(len(self._map.fields))})",
+                (self._map.row(r) for r in rows),
+            )
+
+    def replace(self, row: M) -> None:
+        """Every column of the row with this id."""
+        s, p = self._store, self._store.dialect.p
+        assignments = ", ".join(f"{c} = {p}" for c in self._map.fields[1:])
+        with s.transaction():
+            s._run(f"UPDATE {self.table.name} SET {assignments} WHERE id = {p}", (*self._map.row(row)[1:], row.id))
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[M]:
+        """Rows selected as `self._select` + `sql`."""
+        return [self._map.read(self.model, r) for r in self._store._run(f"{self._select} {sql}", params)]
+
+    def get(self, row_id: str, *, for_update: bool = False) -> M | None:
+        d = self._store.dialect
+        rows = self._read(f"WHERE t.id = {d.p}{d.for_update if for_update else ''}", (row_id,))
+        return rows[0] if rows else None
+
+    def _in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"t.{column} IN ({self._store.dialect.marks(len(values))})" if values else "1 = 0", list(values)
+
+
+class Messages(_Table[Message]):
+    table = MESSAGES
+    model = Message
+
+    def __init__(self, store: Store):
+        super().__init__(store)
+        # a message with its text and owner, from its `memories` row
+        self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
+                        "FROM messages t JOIN memories m ON m.id = t.id")
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Message]:
+        n = len(self._map.fields)
+        out = []
+        for row in self._store._run(f"{self._select} {sql}", params):
+            fields = self._map.read(dict, row[:n])
+            out.append(Message(**fields, content=row[n], user_id=row[n + 1], agent_id=row[n + 2]))
+        return out
+
+    def existing_keys(self, scope: str, session_id: str, keys: Sequence[str]) -> set[str]:
+        p = self._store.dialect.p
+        found: set[str] = set()
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            rows = self._store._run(
+                f"SELECT dedup_key FROM messages WHERE scope = {p} AND session_id = {p} "
+                f"AND dedup_key IN ({self._store.dialect.marks(len(chunk))})",
+                (scope, session_id, *chunk),
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    def of(self, ids: Sequence[str]) -> dict[str, Message]:
+        out: dict[str, Message] = {}
+        for start in range(0, len(ids), 500):
+            where, params = self._in("id", ids[start : start + 500])
+            out.update((m.id, m) for m in self._read(f"WHERE {where}", params))
+        return out
+
+    def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int) -> list[Message]:
+        p = self._store.dialect.p
+        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY t.created_at, t.ordinal, t.id LIMIT {p} OFFSET {p}",
+                          (*params, session_id, limit, offset))
+
+    def in_segment(self, segment_id: str) -> list[Message]:
+        return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY t.created_at, t.ordinal, t.id", (segment_id,))
+
+    def move(self, ids: Sequence[str], segment_id: str) -> None:
+        s, p = self._store, self._store.dialect.p
+        with s.transaction():
+            s._run_many(f"UPDATE messages SET segment_id = {p} WHERE id = {p}", [(segment_id, i) for i in ids])
+
+    def sessions(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[dict[str, Any]]:
+        """One row per conversation (scope and session), the latest first."""
+        d = self._store.dialect
+        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        rows = self._store._run(
+            "SELECT t.scope, t.session_id, min(m.user_id), min(m.agent_id), min(t.channel), count(*), "
+            "min(t.created_at), max(t.created_at) FROM messages t JOIN memories m ON m.id = t.id "
+            f"WHERE {where} GROUP BY t.scope, t.session_id ORDER BY max(t.created_at) DESC, t.session_id "
+            f"LIMIT {d.p} OFFSET {d.p}",
+            (*params, limit, offset),
+        )
+        from_ts = d.from_db["time"]
+        return [
+            {"scope": r[0], "session_id": r[1], "user_id": r[2], "agent_id": r[3], "channel": r[4], "messages": r[5],
+             "first_at": from_ts(r[6]), "last_at": from_ts(r[7])}
+            for r in rows
+        ]
+
+    def stats(self, scopes: Sequence[str] | None, by: str) -> list[dict[str, Any]]:
+        """Seed 000's `conversation_stats`, grouped by user, agent or session: messages per role,
+        tokens, segments and files."""
+        column = {"user": "m.user_id", "agent": "m.agent_id", "session": "t.session_id"}[by]
+        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        rows = self._store._run(
+            f"SELECT {column}, t.role, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0), "
+            f"count(DISTINCT t.segment_id) FROM messages t JOIN memories m ON m.id = t.id WHERE {where} "
+            f"GROUP BY {column}, t.role ORDER BY {column}, t.role",
+            params,
+        )
+        groups: dict[Any, dict[str, Any]] = {}
+        for key, role, n, tokens_in, tokens_out, _ in rows:
+            g = groups.setdefault(key, {by: key, "messages": 0, "by_role": {}, "input_tokens": 0, "output_tokens": 0})
+            g["messages"] += n
+            g["by_role"][role] = n
+            g["input_tokens"] += int(tokens_in)
+            g["output_tokens"] += int(tokens_out)
+        return list(groups.values())
+
+
+class Segments(_Table[Segment]):
+    table = SEGMENTS
+    model = Segment
+
+    def open_for(self, scope: str, session_id: str) -> Segment | None:
+        """The session's open segment, locked until the transaction ends (PostgreSQL)."""
+        d = self._store.dialect
+        rows = self._read(f"WHERE t.scope = {d.p} AND t.session_id = {d.p} AND t.closed_at IS NULL{d.for_update}",
+                          (scope, session_id))
+        return rows[0] if rows else None
+
+    def due(self, idle_since: datetime, limit: int = 100) -> list[Segment]:
+        """Open segments whose last message is older than `idle_since`."""
+        d = self._store.dialect
+        return self._read(f"WHERE t.closed_at IS NULL AND t.ended_at < {d.p} ORDER BY t.ended_at LIMIT {d.p}",
+                          (d.ts(idle_since), limit))
+
+    def open_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._store._run("SELECT id FROM segments WHERE closed_at IS NULL")]
+
+    def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int) -> list[Segment]:
+        d = self._store.dialect
+        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        if session_id is not None:
+            where += f" AND t.session_id = {d.p}"
+            params.append(session_id)
+        return self._read(f"WHERE {where} ORDER BY t.started_at DESC, t.id LIMIT {d.p} OFFSET {d.p}", (*params, limit, offset))
+
+
+class Files(_Table[FileRecord]):
+    table = FILES
+    model = FileRecord
+
+    def at(self, scope: str, path: str) -> FileRecord | None:
+        d = self._store.dialect
+        rows = self._read(f"WHERE t.scope = {d.p} AND t.path = {d.p}", (scope, path))
+        return rows[0] if rows else None
+
+    def find(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[FileRecord]:
+        d = self._store.dialect
+        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        return self._read(f"WHERE {where} ORDER BY t.path LIMIT {d.p} OFFSET {d.p}", (*params, limit, offset))
+
+    def delete(self, file_id: str) -> None:
+        s = self._store
+        with s.transaction():
+            s._run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
