@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CALL = re.compile(r"\[call (\w+) (\{.*?\})\]")
+# what a plugin prepended to the user's words: recalled text is data, never the script
+INJECTED = re.compile(r"<relevant-memories>.*?</relevant-memories>", re.DOTALL)
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -27,13 +29,17 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def script_text(message: dict[str, Any]) -> str:
+    return INJECTED.sub("", message_text(message))
+
+
 def next_step(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """("call", {name, arguments}) for the next scripted tool call, else ("text", {text})."""
-    last_call = max((i for i, m in enumerate(messages) if m.get("role") == "user" and CALL.search(message_text(m))),
+    last_call = max((i for i, m in enumerate(messages) if m.get("role") == "user" and CALL.search(script_text(m))),
                     default=None)
     if last_call is None:
         return "text", {"text": "done"}
-    script = CALL.findall(message_text(messages[last_call]))
+    script = CALL.findall(script_text(messages[last_call]))
     results = [message_text(m) for m in messages[last_call:] if m.get("role") == "tool"]
     if len(results) < len(script):
         name, arguments = script[len(results)]

@@ -582,6 +582,8 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     db = tmp_path / "all.db"
     export = tmp_path / "all.jsonl"
     memory_id = add(db, "Grace reviews every pull request before lunch")
+    said = tmp_path / "said.json"
+    said.write_text(json.dumps([{"role": "user", "content": "Grace moved the review to the afternoon"}]))
     steps = [
         ["init"], ["search", "pull request reviews"], ["get", memory_id[:8]], ["list"], ["update", memory_id, "--title", "reviews"],
         ["delete", memory_id], ["undelete", memory_id], ["history", memory_id], ["count"], ["stats"],
@@ -589,6 +591,9 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"], ["token", "list"],
         ["migrate", "status"], ["index", "build"], ["import", str(export), "--defer-index"],
         ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
+        ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
+        ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],
+        ["conversations", "sweep"],
     ]
     seen = set()
     for step in steps:
@@ -597,6 +602,9 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         seen.add(step[0])
     for line in run(db, "export", "--json").stdout.splitlines():
         json.loads(line)
+    assert [json.loads(line)["content"] for line in run(db, "conversations", "export").stdout.splitlines()] == [
+        "Grace moved the review to the afternoon"
+    ]
     # serve and mcp run until stopped: their JSON (health, tools) is tested in test_rest/test_mcp
     assert seen | {"export", "serve", "mcp"} == set(cli.commands)
 

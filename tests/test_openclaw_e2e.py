@@ -33,6 +33,7 @@ from clawrecall.server.spawn import spawn_server
 
 WARNING = "clawrecall: server unreachable"
 TEA = "Remember that my favourite tea is oolong."
+PASSING = "Just so you know, my favourite biscuit is the Hobnob."
 BINDER = "The release checklist lives in the blue binder on the third shelf."
 
 pytestmark = pytest.mark.timeout(1500)
@@ -63,6 +64,16 @@ def _memories(server_url: str, token: str) -> list[dict[str, Any]]:
     answer.raise_for_status()
     body = answer.json()
     return body["memories"] if isinstance(body, dict) else body
+
+
+def _get(server_url: str, token: str, path: str, **search: Any) -> Any:
+    """A GET as the administrator, or with `search` keywords a POST of them (`/v1/search`): the JSON answer."""
+    headers = {"authorization": f"Bearer {token}"}
+    answer = (httpx.post(f"{server_url}{path}", json=search, headers=headers, timeout=10) if search
+              else httpx.get(f"{server_url}{path}", headers=headers, timeout=10))
+    answer.raise_for_status()
+    body = answer.json()
+    return body["results"] if search else body
 
 
 def _wait_for(predicate, timeout_s: float = 20.0):
@@ -166,6 +177,19 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         # ...while agent main does
         oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
         assert "blue binder" in "\n".join(_tool_texts(model.take()))
+
+        # (6) said in passing, kept by no capture rule: the record has it, and the next session recalls it
+        oc.turn("main", "s6", PASSING)
+        model.take()
+        said = _wait_for(lambda: [c for c in _get(server.url, token, "/v1/conversations")["conversations"]
+                                  if any(PASSING in m["content"] for m in _get(
+                                      server.url, token, f"/v1/conversations/{c['session_id']}")["messages"])])
+        assert said and said[0]["user_id"] == "alice" and said[0]["agent_id"] == "main", said
+        assert not [m for m in _memories(server.url, token) if "Hobnob" in m["content"]]  # no memory was made of it
+        _wait_for(lambda: _get(server.url, token, "/v1/search", query="Hobnob biscuit", sources=["message"], mode="vector"))
+        oc.turn("main", "s7", "Which biscuit should I buy for the office?")
+        first = "\n".join(_user_texts(model.take()[0]))
+        assert "Hobnob" in first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
 
         # (5) with the server gone the turn still completes, and the log says so once
         server.process.terminate()

@@ -261,8 +261,8 @@ class ConversationsConfig(_Section):
     # where closed segments are written as JSONL: default `conversations/` beside a SQLite store, else
     # in the data directory
     dir: str | None = None
-    # messages and segments older than this are erased by `clawrecall conversations prune` and by the
-    # server's retention sweep (None: keep)
+    # the messages, segments and JSONL files of segments closed longer ago than this are erased by the
+    # server's sweep and by `clawrecall conversations prune` / `sweep` (None: keep them)
     retention_days: float | None = Field(default=None, gt=0)
 
 

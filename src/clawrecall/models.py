@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ._time import age_string
 
@@ -101,6 +101,7 @@ class SearchHit(BaseModel):
     # where a message or file chunk came from: session, role and time; or file path and lines/pages
     origin: dict[str, Any] | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def source(self) -> str:
         """memory, message or chunk."""

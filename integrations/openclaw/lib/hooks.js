@@ -37,6 +37,39 @@ function text(value) {
   return s ? s : undefined;
 }
 
+const OVERLAP = 2; // messages sent again after the last acknowledged ones (the server skips them)
+const MAX_PART_CHARS = 20_000; // a tool result that dumps a file is cut, not sent whole every turn
+const MAX_SENT = 400; // messages in one agent_end body
+
+/**
+ * A transcript as the record keeps it: role, text, thinking and tool-call parts, timestamp, id,
+ * model and token usage of each message; images and other binary parts are left out.
+ */
+export function transcriptMessages(messages) {
+  const out = [];
+  for (const m of messages ?? []) {
+    if (!m || typeof m.role !== "string") continue;
+    const parts = [];
+    for (const p of typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content ?? []) {
+      if (p?.type === "text" && typeof p.text === "string") parts.push({ type: "text", text: cut(p.text) });
+      else if (p?.type === "thinking" && typeof p.thinking === "string") parts.push({ type: "thinking", thinking: cut(p.thinking) });
+      else if (p?.type === "toolCall") parts.push({ type: "toolCall", name: String(p.name ?? "tool"), arguments: p.arguments ?? {} });
+    }
+    if (!parts.length) continue;
+    const entry = { role: m.role, content: parts };
+    if (typeof m.timestamp === "number" || typeof m.timestamp === "string") entry.timestamp = m.timestamp;
+    if (typeof m.id === "string") entry.id = m.id;
+    if (typeof m.model === "string") entry.model = m.model;
+    if (m.usage && typeof m.usage === "object") entry.usage = { input: m.usage.input, output: m.usage.output };
+    out.push(entry);
+  }
+  return out.slice(-MAX_SENT);
+}
+
+function cut(s) {
+  return s.length > MAX_PART_CHARS ? s.slice(0, MAX_PART_CHARS) : s;
+}
+
 /** Messages reduced to what the server reads (role and text), so a long transcript stays small. */
 export function plainMessages(messages) {
   const out = [];
@@ -62,6 +95,7 @@ const MAX_TRACKED_RUNS = 512; // runs and sessions remembered by a long-running 
  */
 export function createHooks({ client, config }) {
   const historyAt = new Map(); // runId or session -> number of messages before the turn
+  const recorded = new Map(); // session -> transcript length the server has acknowledged
 
   function remember(key, length) {
     if (!key) return;
@@ -107,20 +141,24 @@ export function createHooks({ client, config }) {
     if (!config.capture.enabled || event?.success === false) return;
     const identity = identityOf(ctx, config);
     const all = Array.isArray(event?.messages) ? event.messages : [];
-    const key = ctx?.runId ?? identity.session;
-    const start = historyAt.get(key);
-    historyAt.delete(key);
-    // Only this turn's messages: the event carries the whole transcript. Without a mark (a turn
-    // whose prompt hook did not run here) the server keeps the last run of user messages on.
-    const messages = plainMessages(start !== undefined && start <= all.length ? all.slice(start) : all.slice(-8));
+    historyAt.delete(ctx?.runId ?? identity.session);
+    // The server records every message it has not seen (by provider id or timestamp) and captures from
+    // this turn's. What it acknowledged before is not sent again, but for a small overlap; after a
+    // gateway restart the whole transcript goes once.
+    const from = identity.session ? Math.max(0, (recorded.get(identity.session) ?? 0) - OVERLAP) : 0;
+    const messages = transcriptMessages(all.slice(from));
     if (!messages.some((m) => m.role === "user")) return;
-    // The server answers once the capture is queued and writes in the background, so a gateway
-    // turn never waits for embedding; a one-shot CLI run still sees it delivered before exiting.
-    await client.request("/v1/hooks/agent_end", {
-      body: { messages, success: event?.success ?? true },
+    // The server answers once the messages are in its database and the capture is queued; embedding
+    // happens after, so a gateway turn never waits for it.
+    const answer = await client.request("/v1/hooks/agent_end", {
+      body: { messages, success: event?.success ?? true, channel: channelOf(ctx) },
       identity,
       timeoutMs: config.capture.timeoutMs,
     });
+    if (answer && identity.session) {
+      recorded.set(identity.session, all.length);
+      if (recorded.size > MAX_TRACKED_RUNS) recorded.delete(recorded.keys().next().value);
+    }
   }
 
   return { beforePromptBuild, agentEnd };

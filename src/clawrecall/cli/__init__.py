@@ -15,6 +15,7 @@ import click
 from .. import __version__
 from ..errors import ClawrecallError
 from .commands import AGENT_COMMANDS, COMMANDS, State
+from .conversations import conversations_group
 from .migrate import migrate
 from .openclaw import openclaw_group
 from .output import report_error
@@ -76,6 +77,7 @@ for _command in COMMANDS + AGENT_COMMANDS:
     cli.add_command(_command)
 cli.add_command(migrate)
 cli.add_command(openclaw_group)
+cli.add_command(conversations_group)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

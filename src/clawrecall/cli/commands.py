@@ -248,11 +248,13 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
 )
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
+@click.option("--sources", metavar="LIST", help="What to search, comma-separated: memory (default), message, chunk.")
 @json_option
 @pass_state
-def search(state: State, query: str, as_json: bool, **params: Any) -> None:
-    """Find the memories closest to QUERY in meaning and in words, best first."""
-    hits = state.open(embeds=True).search(query, **engine_args(params))
+def search(state: State, query: str, as_json: bool, sources: str | None, **params: Any) -> None:
+    """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
+    kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
+    hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
     out.respond(as_json, hits, hits_text(hits, params["explain"]))
 
 
@@ -568,11 +570,23 @@ def shown_content(record: MemoryRecord) -> str:
 def hits_text(hits: list[SearchHit], explain: bool) -> str:
     if not hits:
         return "No relevant memories."
-    rows = [[out.percent(h.score), h.age, out.short_id(h.id), h.memory.category, shown_content(h.memory)] for h in hits]
+    rows = [[out.percent(h.score), h.age, out.short_id(h.id), hit_kind(h), shown_content(h.memory)] for h in hits]
     text = out.table(["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"], rows, right=[0])
     if explain:
         text += "\n\n" + "\n".join(f"{out.short_id(h.id)}  {explain_text(h.explain or {})}" for h in hits)
     return text
+
+
+def hit_kind(hit: SearchHit) -> str:
+    """A memory's category; for the record, who said it (`user said`) or the file and its lines."""
+    origin = hit.origin or {}
+    if hit.source == "message":
+        return f"{origin.get('role', 'message')} said"
+    if hit.source == "chunk":
+        span = origin.get("lines") or origin.get("pages")
+        where = f":{span[0]}-{span[1]}" if span else ""
+        return f"{Path(str(origin.get('path', 'file'))).name}{where}"
+    return hit.memory.category
 
 
 def explain_text(explain: dict[str, Any]) -> str:

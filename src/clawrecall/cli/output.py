@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import click
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 Progress = Callable[[int, int], None]
 
@@ -27,6 +28,8 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return to_jsonable_python(value)  # as a model's times are written
     return value
 
 

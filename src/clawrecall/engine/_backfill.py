@@ -28,6 +28,7 @@ class Backfill:
         self.runtime = runtime
         self.listeners: list[Callable[[list[str]], None]] = []  # told which rows got vectors (segment topic checks)
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # one run at a time in this process: the same rows are not embedded twice
         self._scheduled = False
         self._failed_at: float | None = None
 
@@ -55,6 +56,10 @@ class Backfill:
 
     def run(self, *, limit: int | None = None) -> int:
         """Embed pending rows now, in batches, until none is left (or `limit` rows are done). Returns how many."""
+        with self._running:
+            return self._run_batches(limit)
+
+    def _run_batches(self, limit: int | None) -> int:
         done = 0
         while limit is None or done < limit:
             rows = self.store.unembedded(BATCH if limit is None else min(BATCH, limit - done))

@@ -22,7 +22,7 @@ from ..conversations import segments as rules
 from ..conversations.transcript import Entry, entries
 from ..errors import NotFoundError, ValidationError
 from ..models import MemoryRecord, Message, Segment
-from ..scopes import Caller, read_scopes, write_scope
+from ..scopes import Caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
 from ._validate import check_int, check_text, new_ids, require_writes
@@ -99,13 +99,24 @@ class Conversations:
             records: list[MemoryRecord] = []
             rows: list[Message] = []
             changed: dict[str, Segment] = {}
+
+            def flush() -> None:
+                """Write what the loop has made so far (a segment about to close reads its messages back)."""
+                self.writes.record(records)
+                self.store.messages.insert(rows)
+                for s in changed.values():
+                    self.store.segments.replace(s)
+                records.clear()
+                rows.clear()
+                changed.clear()
+
             for memory_id, e in zip(ids, fresh):
                 at = min(e.created_at or now, now)
                 turn = e.role == "user"
                 if segment is not None and (rules.pause_closes(segment, at, cfg) or (turn and segment.turn_count >= cfg.max_turns)):
                     reason = "pause" if rules.pause_closes(segment, at, cfg) else "size"
+                    flush()
                     closed.append(self._close(segment, reason, now))
-                    changed.pop(segment.id, None)
                     segment = None
                 if segment is None:
                     segment = Segment(
@@ -128,10 +139,7 @@ class Conversations:
                     ordinal=e.ordinal, dedup_key=e.dedup_key, provider_id=e.provider_id, channel=channel, model=e.model,
                     input_tokens=e.input_tokens, output_tokens=e.output_tokens, summary=e.summary, created_at=at,
                 ))
-            self.writes.record(records)
-            self.store.messages.insert(rows)
-            for s in changed.values():
-                self.store.segments.replace(s)
+            flush()
         self._closed(closed)
         self.backfill.kick()
         return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
@@ -170,6 +178,38 @@ class Conversations:
                     out.append(self._close(current, "pause", now))
         self._closed(out)
         return out
+
+    def prune(self, *, older_than_days: float | None = None, now: datetime | None = None) -> dict[str, int]:
+        """Erase the messages and segments (rows and JSONL files) of segments closed longer ago than
+        `conversations.retention_days` (or `older_than_days`); an open segment is kept whole. The server's
+        sweep runs it when retention is set."""
+        require_writes(self.config)
+        days = self.config.conversations.retention_days if older_than_days is None else older_than_days
+        if days is None:
+            return {"messages": 0, "segments": 0, "files": 0}
+        if not 0 <= days <= 365_000:
+            raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
+        cutoff = (now or utcnow()) - timedelta(days=days)
+        counts = {"messages": 0, "segments": 0, "files": 0}
+        while ids := self.store.messages.ended_before(cutoff, 1000):
+            self.store.messages.delete(ids)
+            counts["messages"] += len(ids)
+        while old := self.store.segments.closed_before(cutoff, 1000):
+            counts["files"] += self._remove_files(old)
+            self.store.segments.delete([s.id for s in old])
+            counts["segments"] += len(old)
+        return counts
+
+    def _remove_files(self, segments: Sequence[Segment]) -> int:
+        removed = 0
+        for segment in segments:
+            if segment.file:
+                try:
+                    (self.folder() / segment.file).unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        return removed
 
     def _close(self, segment: Segment, reason: str, now: datetime) -> Segment:
         """Inside the caller's transaction: write the segment's JSONL, then mark it closed."""
@@ -237,6 +277,12 @@ class Conversations:
             closed.append(self._close(shortened, "topic", utcnow()))
             self.store.segments.insert([fresh])
         self._closed(closed)
+
+    def transcript_start(self, caller: Caller, session_id: str) -> datetime | None:
+        """When the session's current transcript began: its last end (`/new`, a reset), None if it never ended."""
+        if not may_write(caller):  # a read-only caller has recorded no transcript of its own
+            return None
+        return self.store.segments.last_end(write_scope(caller, None), session_id)
 
     def folder(self) -> Path:
         """Where closed segments are written: the configured folder, else `conversations/` beside a

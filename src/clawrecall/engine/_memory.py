@@ -255,6 +255,17 @@ class Memory:
         """Build the vector index if it is missing (after a deferred load that was interrupted)."""
         self._maintenance.build_vector_index()
 
+    def sweep(self) -> dict[str, int]:
+        """The record's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
+        pause has passed (also those that should have closed while nothing ran), erase what is past
+        `conversations.retention_days`, and schedule the embedding of rows waiting for a vector."""
+        closed = self.conversations.close_due()
+        pruned = self.conversations.prune() if self.config.writes.enabled else {"messages": 0}
+        waiting = self._backfill.pending()
+        if waiting:
+            self._backfill.kick()
+        return {"segments_closed": len(closed), "messages_pruned": pruned["messages"], "awaiting_vectors": waiting}
+
     def backfill(self, *, limit: int | None = None) -> int:
         """Embed now the rows stored without a vector (messages, file chunks); how many were embedded.
 
@@ -295,8 +306,9 @@ class Memory:
 
         `sources` searches conversation messages (`message`) and ingested file chunks (`chunk`) with or
         instead of memories (`memory`, the default); each hit says its `source` and `origin`.
-        `exclude_session` leaves out one session's messages (those already in the prompt), `message_roles`
-        messages of other roles (user, assistant, reasoning, tool_call, tool_result, system)."""
+        `exclude_session` leaves out the messages of that session's current transcript (since it last
+        ended: they are in the prompt already), `message_roles` messages of other roles (user, assistant,
+        reasoning, tool_call, tool_result, system)."""
         caller = as_caller(caller, user_id, agent_id)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must not be empty")
@@ -309,6 +321,7 @@ class Memory:
         filters = read_filters(
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
             since=since, until=until, include_deleted=include_deleted, sources=sources, exclude_session=exclude_session,
+            exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
             message_roles=message_roles,
         )
         hits = self.pipeline.search(

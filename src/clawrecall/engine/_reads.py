@@ -21,7 +21,8 @@ def read_filters(
     tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
     until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
     include_expired: bool = False, source_type: str | None = None, source_id: str | Sequence[str] | None = None,
-    sources: Sequence[str] | None = None, exclude_session: str | None = None, message_roles: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None, exclude_session: str | None = None, exclude_since: datetime | None = None,
+    message_roles: Sequence[str] | None = None,
 ) -> Filters:
     """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
@@ -34,7 +35,7 @@ def read_filters(
     check_text(source_ids or [], "a source_id")
     check_text(exclude_session, "exclude_session")
     return Filters(
-        kinds=check_sources(sources), other_session=exclude_session,
+        kinds=check_sources(sources), other_session=exclude_session, other_session_since=exclude_since,
         message_roles=None if message_roles is None else check_roles(message_roles),
         scopes=read_scopes(caller, scope), categories=wanted, tags=list(tags) if tags else None,
         session_id=session_id, source_type=source_type, source_ids=source_ids,

@@ -1,6 +1,7 @@
 """`clawrecall serve`: REST, MCP (streamable HTTP), hooks and E5-compatible embeddings in one process.
 
     /v1/memories…, /v1/search, /v1/context, /v1/stats   REST over the engine (memories.py)
+    /v1/conversations…                                   the conversation record (conversations.py)
     /v1/tools, /v1/tools/{name}                          the tool layer (tool_routes.py)
     /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
@@ -15,6 +16,7 @@ blocking engine calls run in the thread pool.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -30,7 +32,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import embed, imports, memories
+from . import conversations, embed, imports, memories
 from .docs import install_docs
 from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
@@ -45,6 +47,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765  # seed 000's E5 server port, so its clients find the embedding API where they expect it
 DEFAULT_MAX_BODY = 1 << 20
 CAPTURE_DRAIN_S = 10.0
+SWEEP_S = 30.0
 
 log = logging.getLogger("clawrecall.server")
 
@@ -93,8 +96,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warmup.start()
+        sweeps = asyncio.create_task(_sweep_every(mem, SWEEP_S))
         async with mcp_sessions.run():
             yield
+        sweeps.cancel()
         if not mem.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("background work (capture writes) still running at shutdown")
 
@@ -107,6 +112,7 @@ def create_app(
     install_error_handlers(app)
     install_docs(app)
     app.include_router(memories.router)
+    app.include_router(conversations.router)
     app.include_router(tool_router(mem))
     app.include_router(hooks_router)
     app.include_router(imports.router)
@@ -144,6 +150,17 @@ def create_app(
     app.add_middleware(AccessLog)
     app.openapi = lambda: describe(app)  # type: ignore[method-assign]
     return app
+
+
+async def _sweep_every(mem: Memory, seconds: float) -> None:
+    """At start and then every `seconds`: close the segments whose pause has passed (those that should
+    have closed while the server was down first) and embed what is waiting for a vector."""
+    while True:
+        try:
+            await asyncio.to_thread(mem.sweep)
+        except Exception:  # a failed sweep is retried at the next; serving goes on
+            log.exception("record sweep failed")
+        await asyncio.sleep(seconds)
 
 
 def listen(host: str, port: int) -> socket.socket:

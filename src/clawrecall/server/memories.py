@@ -125,6 +125,9 @@ class SearchIn(_Body):
         "default: the server's `retrieval.min_score`.",
     )
     explain: bool = False
+    sources: list[Literal["memory", "message", "chunk"]] | None = Field(
+        None, description="What to search: memories (the default), conversation messages, file chunks."
+    )
 
 
 class MemoryList(BaseModel):
@@ -233,6 +236,7 @@ def search_memories(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller =
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
+        sources=body.sources,
     )
     return SearchResults(results=hits)
 

@@ -38,7 +38,8 @@ class Filters:
     include_expired: bool = False
     now: datetime | None = None
     kinds: tuple[str, ...] = ("memory",)  # memories unless a read asks for messages or file chunks too
-    other_session: str | None = None  # leave out this session's messages (recall: they are in the prompt already)
+    other_session: str | None = None  # leave out this session's messages (recall: they are in the prompt already) …
+    other_session_since: datetime | None = None  # … from this time on (its current transcript), if given
     message_roles: tuple[str, ...] | None = None  # only messages of these roles (a message row's source_id)
 
 
@@ -148,7 +149,8 @@ class Equals(_OnColumn):
 
 
 class OtherSession(Rule):
-    """Rows of kinds other than memory must be from another session than the one named."""
+    """Rows of kinds other than memory must be from another session than the one named (or from before
+    its current transcript began)."""
 
     columns = ("kind", "session_id")
     in_index = False
@@ -157,7 +159,10 @@ class OtherSession(Rule):
         return f.other_session is not None and f.kinds != ("memory",)
 
     def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
-        return f"({a}.kind = 'memory' OR {a}.session_id IS NULL OR {a}.session_id <> {d.p})", [f.other_session]
+        if f.other_session_since is None:
+            return f"({a}.kind = 'memory' OR {a}.session_id IS NULL OR {a}.session_id <> {d.p})", [f.other_session]
+        return (f"({a}.kind = 'memory' OR {a}.session_id IS NULL OR {a}.session_id <> {d.p} OR {a}.created_at < {d.p})",
+                [f.other_session, d.ts(f.other_session_since)])
 
 
 class MessageRoles(Rule):

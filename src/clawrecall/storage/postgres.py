@@ -301,6 +301,9 @@ class PostgresStore(Store):
     def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         self._ensure_vector_index()
 
+    def _vectors_arrived(self) -> None:
+        self._ensure_vector_index()
+
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]
 

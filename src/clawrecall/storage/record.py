@@ -70,6 +70,8 @@ class Messages(_Table[Message]):
         # a message with its text and owner, from its `memories` row
         self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
                         "FROM messages t JOIN memories m ON m.id = t.id")
+        # said order: time, place in the transcript, then the order the parts of one message were stored in
+        self._order = f"t.created_at, t.ordinal, m.{store.dialect.order_column}"
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Message]:
         n = len(self._map.fields)
@@ -102,11 +104,28 @@ class Messages(_Table[Message]):
     def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int) -> list[Message]:
         p = self._store.dialect.p
         where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
-        return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY t.created_at, t.ordinal, t.id LIMIT {p} OFFSET {p}",
+        return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
     def in_segment(self, segment_id: str) -> list[Message]:
-        return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY t.created_at, t.ordinal, t.id", (segment_id,))
+        return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY {self._order}", (segment_id,))
+
+    def ended_before(self, cutoff: datetime, limit: int) -> list[str]:
+        """Ids of messages whose segment closed before `cutoff` (the open segment's are kept whole)."""
+        d = self._store.dialect
+        rows = self._store._run(
+            f"SELECT t.id FROM messages t JOIN segments s ON s.id = t.segment_id "
+            f"WHERE s.closed_at IS NOT NULL AND s.closed_at < {d.p} LIMIT {d.p}",
+            (d.ts(cutoff), limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Messages and their `memories` rows."""
+        s = self._store
+        with s.transaction():
+            s._run_many(f"DELETE FROM messages WHERE id = {s.dialect.p}", [(i,) for i in ids])
+            s.remove(list(ids))
 
     def move(self, ids: Sequence[str], segment_id: str) -> None:
         s, p = self._store, self._store.dialect.p
@@ -169,8 +188,24 @@ class Segments(_Table[Segment]):
         return self._read(f"WHERE t.closed_at IS NULL AND t.ended_at < {d.p} ORDER BY t.ended_at LIMIT {d.p}",
                           (d.ts(idle_since), limit))
 
-    def open_ids(self) -> list[str]:
-        return [str(r[0]) for r in self._store._run("SELECT id FROM segments WHERE closed_at IS NULL")]
+    def last_end(self, scope: str, session_id: str) -> datetime | None:
+        """When the session last ended (its latest segment closed by `session_end`)."""
+        d = self._store.dialect
+        rows = self._store._run(
+            f"SELECT max(closed_at) FROM segments WHERE scope = {d.p} AND session_id = {d.p} AND close_reason = 'session_end'",
+            (scope, session_id),
+        )
+        return d.from_db["time"](rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def closed_before(self, cutoff: datetime, limit: int) -> list[Segment]:
+        d = self._store.dialect
+        return self._read(f"WHERE t.closed_at IS NOT NULL AND t.closed_at < {d.p} ORDER BY t.closed_at LIMIT {d.p}",
+                          (d.ts(cutoff), limit))
+
+    def delete(self, ids: Sequence[str]) -> None:
+        s = self._store
+        with s.transaction():
+            s._run_many(f"DELETE FROM segments WHERE id = {s.dialect.p}", [(i,) for i in ids])
 
     def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int) -> list[Segment]:
         d = self._store.dialect

@@ -215,6 +215,11 @@ class Store(ABC):
                 f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
                 ((vector(v), model, i) for i, v in zip(ids, vectors)),
             )
+        # after COMMIT: an index built while this transaction held its rows could deadlock with another writer
+        self._vectors_arrived()
+
+    def _vectors_arrived(self) -> None:
+        """Backends hook work on vectors given to stored rows (the first ones: an index to create)."""
 
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic import Field, model_validator
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..models import SearchHit
+from ..hooks.recall import RECALLED_ROLES, label
+from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
 from .render import LINE_CHARS, MemoryEntry, entry, line, memory_path, plural, shown, untrusted
@@ -32,9 +33,16 @@ class RecallArgs(ToolArgs):
     type: OptionalStr = Field(None, description="Only memories of this category.")
 
 
+class RecalledEntry(MemoryEntry):
+    """A memory, or an earlier session's message or a file's chunk, with where it came from."""
+
+    source: NotRequired[Literal["message", "chunk"]]
+    origin: NotRequired[dict[str, Any] | None]
+
+
 class RecallDetails(TypedDict):
     count: int
-    memories: list[MemoryEntry]
+    memories: list[RecalledEntry]
 
 
 @tool(
@@ -46,13 +54,26 @@ class RecallDetails(TypedDict):
     be out of date. When nothing stored is relevant, it says so.""",
 )
 def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
-    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type)
+    # what recall draws on (memories, earlier sessions' messages, files), as the recall hook does; a
+    # category is a memory's
+    sources = ["memory"] if args.type is not None else mem.config.hooks.recall.sources
+    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type, sources=sources,
+                      exclude_session=caller.session_id, message_roles=RECALLED_ROLES)
     if not hits:
         return ToolResult("No relevant memories.", {"count": 0, "memories": []})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
-        [line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]
+        [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h)) for n, h in enumerate(hits, 1)]
     )
-    return ToolResult(text, {"count": len(hits), "memories": [entry(h.memory, h.score) for h in hits]})
+    return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits]})
+
+
+def _entry(hit: SearchHit) -> RecalledEntry:
+    """A hit's entry, with its source and, for a message or file chunk, where it came from."""
+    out: RecalledEntry = {**entry(hit.memory, hit.score)}  # type: ignore[typeddict-item]
+    if hit.source != "memory":
+        out["source"] = hit.source
+        out["origin"] = hit.origin
+    return out
 
 
 class StoreArgs(ToolArgs):
@@ -186,13 +207,14 @@ class ContextArgs(ToolArgs):
 
 
 class ContextItem(TypedDict):
-    source: Literal["memory", "file"]
+    source: str  # memory, file, request, response, or another role of a recorded message (`_source`)
     content: str
     id: str
     category: str
     age: str
     similarity: float | None
     score: float
+    origin: dict[str, Any] | None
 
 
 class ContextDetails(TypedDict):
@@ -208,7 +230,7 @@ class ContextDetails(TypedDict):
     about earlier work when memory_recall's few results are not enough.""",
 )
 def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult:
-    hits = mem.search(args.query, caller=caller, limit=args.limit)
+    hits = mem.search(args.query, caller=caller, limit=args.limit, sources=KINDS)
     if not hits:
         return ToolResult("No relevant context found.", {"count": 0, "results": []})
     results: list[ContextItem] = [
@@ -216,6 +238,7 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
             "source": _source(h), "content": h.content, "id": h.id, "category": h.memory.category, "age": h.age,
             # seed 000's cosine to the query (None when only a keyword leg found it), and the pipeline's score
             "similarity": None if h.similarity is None else round(h.similarity, 4), "score": round(h.score, 4),
+            "origin": h.origin,
         }
         for h in hits
     ]
@@ -225,8 +248,14 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     return ToolResult(text, {"count": len(hits), "results": results})
 
 
-def _source(hit: SearchHit) -> Literal["memory", "file"]:
-    """openclaw-memory-pgvector's sources are memory, request, response and file; file chunks are the one we keep apart."""
+def _source(hit: SearchHit) -> str:
+    """openclaw-memory-pgvector's sources: memory, request (a user's message), response (the assistant's),
+    file; and reasoning, tool_call, tool_result for the record's other messages."""
+    if hit.source == "chunk":
+        return "file"
+    if hit.source == "message":
+        role = hit.memory.source_id or "message"
+        return {"user": "request", "assistant": "response"}.get(role, role)
     return "file" if hit.memory.category == "file_chunk" else "memory"
 
 

@@ -1,0 +1,238 @@
+"""The conversation record (`mem.conversations`): every message once, durable at the answer, in segments
+that close on a pause, a size or the session's end (also after a restart), searchable with memories
+and never by another user. Both backends."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from clawrecall import Memory, ValidationError
+from clawrecall.hooks import agent_end, before_prompt_build
+from clawrecall.scopes import Caller
+
+ALICE = Caller("alice", "main", "s1")
+BOB = Caller("bob", "main", "s9")
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+def transcript(turns: int, *, start: datetime = T0, every: timedelta = timedelta(seconds=20), ids: bool = False,
+               timestamps: bool = True) -> list[dict]:
+    """`turns` user/assistant pairs, `every` apart, as OpenClaw sends them (timestamps in ms)."""
+    out = []
+    for n in range(turns):
+        for k, (role, text) in enumerate((("user", f"Question {n} about the garden shed roof"),
+                                          ("assistant", f"Answer {n}: use cedar shingles"))):
+            message: dict = {"role": role, "content": text}
+            if timestamps:
+                message["timestamp"] = int((start + every * (2 * n + k)).timestamp() * 1000)
+            if ids:
+                message["id"] = f"msg-{n}-{k}"
+            out.append(message)
+    return out
+
+
+def stored(mem: Memory, caller: Caller = ALICE, session: str = "s1") -> list:
+    return mem.conversations.show(session, caller=caller)
+
+
+@pytest.mark.parametrize("shape", ["timestamps", "ids", "positions"])
+def test_a_transcript_sent_turn_by_turn_is_stored_once(mem, shape):
+    """OpenClaw sends the whole session every turn: 15 turns sent cumulatively store 30 messages, in order."""
+    full = transcript(15, ids=shape == "ids", timestamps=shape != "positions")
+    for end in range(2, len(full) + 1, 2):
+        mem.conversations.log(full[:end], caller=ALICE, now=T0 + timedelta(hours=1))
+    messages = stored(mem)
+    assert [m.content for m in messages] == [m["content"] for m in full]
+    assert [m.role for m in messages[:2]] == ["user", "assistant"]
+    again = mem.conversations.log(full, caller=ALICE, now=T0 + timedelta(hours=1))
+    assert (again["stored"], again["skipped"]) == (0, 30)
+
+
+def test_parts_become_reasoning_response_and_tool_call_with_model_and_tokens(mem):
+    message = {
+        "role": "assistant", "timestamp": int(T0.timestamp() * 1000), "model": "claude-x",
+        "usage": {"input": 120, "output": 30},
+        "content": [{"type": "thinking", "thinking": "They want the weather."},
+                    {"type": "text", "text": "Let me check."},
+                    {"type": "toolCall", "name": "weather", "arguments": {"city": "Brno"}}],
+    }
+    result = {"role": "toolResult", "timestamp": int(T0.timestamp() * 1000) + 1, "content": [{"type": "text", "text": "12 °C"}]}
+    mem.conversations.log([{"role": "user", "content": "Weather in Brno?"}, message, result], caller=ALICE, now=T0)
+    got = [(m.role, m.content, m.model, m.output_tokens) for m in stored(mem)]
+    assert got == [
+        ("user", "Weather in Brno?", None, None),
+        ("reasoning", "They want the weather.", "claude-x", None),
+        ("assistant", "Let me check.", "claude-x", 30),
+        ("tool_call", 'weather({"city": "Brno"})', None, None),
+        ("tool_result", "12 °C", None, None),
+    ]
+
+
+def test_envelopes_and_our_own_recall_block_are_not_recorded(mem):
+    text = ("<relevant-memories>\n[UNTRUSTED DATA]\n- [fact] old\n[END UNTRUSTED DATA]\n</relevant-memories>\n"
+            "[Mon 2026-03-02 04:21 GMT+8] I moved to Brno")
+    mem.conversations.log([{"role": "user", "content": text}], caller=ALICE, now=T0)
+    assert [m.content for m in stored(mem)] == ["I moved to Brno"]
+
+
+def test_a_long_response_gets_a_summary_and_a_huge_part_is_cut_not_refused(mem):
+    long = "The shed needs a new roof. " + "Cedar lasts longer than asphalt in wet climates. " * 40
+    huge = "x" * 150_000
+    mem.conversations.log([{"role": "user", "content": "Roof?"}, {"role": "assistant", "content": long},
+                           {"role": "toolResult", "content": huge}], caller=ALICE, now=T0)
+    user, answer, tool = stored(mem)
+    assert answer.summary is not None and answer.summary.startswith("The shed needs a new roof.") and len(answer.summary) <= 240
+    assert user.summary is None and len(tool.content) <= 100_000 and tool.content.endswith("characters cut]")
+
+
+def test_bad_messages_are_refused_naming_the_message_and_nothing_is_stored(mem):
+    with pytest.raises(ValidationError, match=r"message 1: unknown role 'wizard'"):
+        mem.conversations.log([{"role": "user", "content": "fine"}, {"role": "wizard", "content": "x"}], caller=ALICE)
+    with pytest.raises(ValidationError, match="message 0: the message text must not contain NUL"):
+        mem.conversations.log([{"role": "user", "content": "a\x00b"}], caller=ALICE)
+    with pytest.raises(ValidationError, match="session id"):
+        mem.conversations.log([{"role": "user", "content": "no session"}], caller=Caller("alice"))
+    with pytest.raises(ValidationError, match="timestamp"):
+        mem.conversations.log([{"role": "user", "content": "t", "timestamp": "yesterday-ish"}], caller=ALICE)
+    assert mem.conversations.sessions(caller=ALICE) == []
+
+
+# -- segments ------------------------------------------------------------------------------------
+
+
+def test_a_pause_closes_the_segment_and_writes_its_jsonl(mem, tmp_path):
+    mem.config.conversations.dir = str(tmp_path / "conversations")
+    first = transcript(2)
+    later = transcript(1, start=T0 + timedelta(minutes=30))
+    mem.conversations.log(first + later, caller=ALICE, now=T0 + timedelta(hours=1))
+    old, new = sorted(mem.conversations.segments(caller=ALICE, session_id="s1"), key=lambda s: s.started_at)
+    assert (old.close_reason, old.turn_count, old.message_count) == ("pause", 2, 4)
+    assert new.closed_at is None and new.message_count == 2
+    assert old.title == "Question 0 about the garden shed roof"
+    lines = (tmp_path / "conversations" / old.file).read_text().splitlines()
+    assert old.file == f"2026-03-02-09-00-question-0-about-the-garden-shed-{old.id[:8]}.jsonl"
+    assert json.loads(lines[0])["segment"]["id"] == old.id
+    assert [json.loads(line)["content"] for line in lines[1:]] == [m["content"] for m in first]
+
+
+def test_a_segment_closes_at_its_size(mem):
+    mem.config.conversations.max_turns = 3
+    mem.conversations.log(transcript(7), caller=ALICE, now=T0 + timedelta(hours=1))
+    found = sorted(mem.conversations.segments(caller=ALICE), key=lambda s: s.started_at)
+    assert [(s.turn_count, s.close_reason) for s in found] == [(3, "size"), (3, "size"), (1, None)]
+
+
+def test_the_session_end_closes_it_and_a_new_session_in_the_recall_hook_too(mem):
+    mem.conversations.log(transcript(2), caller=ALICE, now=T0 + timedelta(minutes=2))
+    closed = mem.conversations.end("s1", caller=ALICE)
+    assert closed is not None and closed.close_reason == "session_end" and closed.file
+    assert mem.conversations.end("s1", caller=ALICE) is None  # nothing open any more
+    mem.conversations.log(transcript(1, start=T0 + timedelta(minutes=3)), caller=ALICE, now=T0 + timedelta(minutes=4))
+    before_prompt_build(mem, {"prompt": "hello there friend", "messages": []}, ALICE)  # `/new`: an empty history
+    assert [s.close_reason for s in mem.conversations.segments(caller=ALICE)] == ["session_end", "session_end"]
+
+
+def test_segments_that_should_have_closed_while_nothing_ran_close_at_the_next_start(db_target, tmp_path):
+    with Memory.open(db_target, conversations={"dir": str(tmp_path / "c")}) as mem:
+        mem.conversations.log(transcript(2, start=datetime.now(timezone.utc) - timedelta(minutes=20)), caller=ALICE)
+    with Memory.open(db_target, conversations={"dir": str(tmp_path / "c")}) as mem:
+        swept = mem.sweep()
+        assert swept["segments_closed"] == 1
+        [segment] = mem.conversations.segments(caller=ALICE)
+        assert segment.close_reason == "pause" and (tmp_path / "c" / segment.file).exists()
+
+
+def test_close_listeners_hear_every_closed_segment(mem):
+    heard = []
+    mem.conversations.on_close.append(heard.append)
+    mem.conversations.log(transcript(1) + transcript(1, start=T0 + timedelta(hours=2)), caller=ALICE,
+                          now=T0 + timedelta(hours=3))
+    mem.conversations.end("s1", caller=ALICE)
+    assert [s.close_reason for s in heard] == ["pause", "session_end"]
+
+
+def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_the_open_one(mem, tmp_path):
+    mem.config.conversations.dir = str(tmp_path / "c")
+    mem.conversations.log(transcript(2), caller=ALICE, now=T0 + timedelta(days=1))  # closed by the next one's pause
+    mem.conversations.log(transcript(1, start=T0 + timedelta(days=1)), caller=ALICE, now=T0 + timedelta(days=1))
+    [old] = [s for s in mem.conversations.segments(caller=ALICE) if s.closed_at is not None]
+    assert (tmp_path / "c" / old.file).exists()
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 0, "segments": 0, "files": 0}  # keep
+    mem.config.conversations.retention_days = 30
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 4, "segments": 1, "files": 1}
+    assert not (tmp_path / "c" / old.file).exists()
+    assert [m.content for m in stored(mem)] == [m["content"] for m in transcript(1)]
+    assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)[0].content == "Question 0 about the garden shed roof"
+    assert len(mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)) == 2
+
+
+# -- search and isolation -------------------------------------------------------------------------
+
+
+def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(mem):
+    tea = [{"role": "user", "content": "Just so you know, my favourite tea is oolong."}]
+    mem.conversations.log(tea, caller=ALICE)
+    words = mem.search("oolong", caller=ALICE, sources=["message"], mode="bm25")
+    assert [h.content for h in words] == [tea[0]["content"]] and words[0].source == "message"
+    mem.backfill()  # with what the background run after `log` did, every row has its vector
+    assert mem.runtime.drain(30) and mem.store.count_unembedded() == 0
+    assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
+    hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
+    assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"
+    assert mem.search("favourite tea oolong", caller=ALICE) == []  # memories only, by default
+    assert mem.list(caller=ALICE) == [] and mem.count(caller=ALICE) == 0 and mem.stats().total == 0
+    assert mem.stats().by_kind == {"message": 1}
+
+
+def test_another_user_never_finds_a_conversation(mem):
+    mem.conversations.log([{"role": "user", "content": "My locker code is 4711"}], caller=ALICE)
+    mem.backfill()
+    assert mem.search("locker code 4711", caller=BOB, sources=["memory", "message", "chunk"]) == []
+    assert mem.conversations.sessions(caller=BOB) == [] and mem.conversations.segments(caller=BOB) == []
+    assert mem.conversations.stats(caller=BOB) == []
+    with pytest.raises(Exception, match="no conversation"):
+        mem.conversations.show("s1", caller=BOB)
+    assert mem.search("locker code 4711", caller=ALICE, sources=["message"])
+
+
+def test_recall_draws_on_an_earlier_session_but_not_on_the_current_one(mem):
+    """What a user said in passing ("my favourite tea is oolong": no capture rule keeps it) is recalled
+    in the next session; the current session's messages are in the prompt already."""
+    said = [{"role": "user", "content": "Just so you know, my favourite tea is oolong."},
+            {"role": "assistant", "content": "Noted."}]
+    out = agent_end(mem, {"messages": said}, ALICE)
+    assert out["recorded"] == 2 and out["queued"] == 0  # recorded, not captured
+    mem.backfill()
+    same = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)
+    assert same["prependContext"] is None
+    next_session = Caller("alice", "main", "s2")
+    recalled = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, next_session)
+    assert "my favourite tea is oolong" in recalled["prependContext"] and "[user said]" in recalled["prependContext"]
+
+
+def test_after_a_new_session_the_earlier_transcript_is_recalled_though_the_session_key_is_the_same(mem):
+    """OpenClaw keeps a chat's session key across `/new`: what was said before it is no longer in the
+    prompt, so recall may bring it back; what was said since is in the prompt, so it may not."""
+    old = T0 - timedelta(days=1)
+    mem.conversations.log([{"role": "user", "content": "My favourite tea is oolong, remember it",
+                            "timestamp": int(old.timestamp() * 1000)}], caller=ALICE)
+    mem.backfill()
+    assert before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"] is None
+    before_prompt_build(mem, {"prompt": "hello again my friend", "messages": []}, ALICE)  # `/new`
+    mem.conversations.log([{"role": "user", "content": "Do I like oolong tea or green tea?"}], caller=ALICE)
+    mem.backfill()
+    block = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"]
+    assert "My favourite tea is oolong" in block and "Do I like oolong" not in block
+
+
+def test_the_hook_skips_a_message_an_earlier_turn_could_not_store(mem):
+    bad = {"role": "user", "content": "PIN \x00 1234"}
+    with pytest.raises(ValidationError, match="a message of this turn"):
+        agent_end(mem, {"messages": [bad]}, ALICE)
+    later = agent_end(mem, {"messages": [bad, {"role": "assistant", "content": "ok"},
+                                         {"role": "user", "content": "Remember that my badge is 42"}]}, ALICE)
+    assert later["recorded"] == 2 and later["queued"] == 1
+    assert [m.content for m in stored(mem)] == ["ok", "Remember that my badge is 42"]

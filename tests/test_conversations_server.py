@@ -1,0 +1,154 @@
+"""The conversation record through a real `clawrecall serve`: REST routes, the agent_end hook, the tools,
+the CLI; one user's conversation is never another's; a kill -9 loses no acknowledged message."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from live_server import db, home, server  # noqa: F401  (fixtures)
+
+from clawrecall import Memory
+from clawrecall.auth import TokenStore
+from clawrecall.cli import cli
+from clawrecall.server.spawn import spawn_server
+
+SAID = "Just so you know, my favourite tea is oolong from Taiwan."
+
+
+@pytest.fixture(scope="module")
+def tokens(db):  # noqa: F811
+    store = TokenStore(db)
+    made = {"alice": store.create(user_id="alice", agent_id="main")[1], "bob": store.create(user_id="bob")[1]}
+    store.close()
+    return made
+
+
+def client(server, token, session="s1"):  # noqa: F811
+    return httpx.Client(base_url=server.url, timeout=60,
+                        headers={"Authorization": f"Bearer {token}", "x-clawrecall-session": session})
+
+
+@pytest.fixture(scope="module")
+def recorded(server, tokens):  # noqa: F811
+    with client(server, tokens["alice"]) as alice:
+        out = alice.post("/v1/hooks/agent_end", json={"messages": [
+            {"role": "user", "content": SAID, "timestamp": 1772442000000},
+            {"role": "assistant", "content": "Noted, oolong it is.", "timestamp": 1772442001000},
+        ], "channel": "telegram"})
+        assert out.status_code == 200 and out.json()["recorded"] == 2, out.text
+        logged = alice.post("/v1/conversations/messages", json={
+            "session_id": "s2", "messages": [{"role": "user", "content": "The shed roof needs cedar shingles"}]})
+        assert logged.status_code == 200 and logged.json()["stored"] == 1, logged.text
+    deadline = time.monotonic() + 30  # the server embeds after answering
+    while time.monotonic() < deadline:
+        with client(server, tokens["alice"]) as alice:
+            hits = alice.post("/v1/search", json={"query": "favourite tea oolong", "sources": ["message"],
+                                                  "mode": "vector"}).json()["results"]
+        if hits:
+            break
+        time.sleep(0.2)
+    return True
+
+
+def test_rest_routes_show_the_record(server, tokens, recorded):  # noqa: F811
+    with client(server, tokens["alice"]) as alice:
+        listed = alice.get("/v1/conversations").json()["conversations"]
+        assert {c["session_id"] for c in listed} == {"s1", "s2"}
+        shown = alice.get("/v1/conversations/s1").json()["messages"]
+        assert [(m["role"], m["channel"]) for m in shown] == [("user", "telegram"), ("assistant", "telegram")]
+        assert "dedup_key" not in shown[0]
+        ended = alice.post("/v1/conversations/s1/end", json={"reason": "explicit"}).json()["closed"]
+        assert ended["close_reason"] == "explicit" and ended["message_count"] == 2
+        segments = alice.get("/v1/conversations/s1/segments").json()["segments"]
+        assert [s["id"] for s in segments] == [ended["id"]]
+        lines = alice.get("/v1/conversations/s1/export").text.splitlines()
+        assert [json.loads(line)["content"] for line in lines] == [SAID, "Noted, oolong it is."]
+        stats = alice.get("/v1/conversations/stats", params={"by": "session"}).json()["groups"]
+        assert {g["session"]: g["messages"] for g in stats} == {"s1": 2, "s2": 1}
+        assert alice.get("/v1/conversations/nope").status_code == 404
+        assert alice.post("/v1/conversations/messages", json={"messages": [{"role": "x", "content": "y"}]}).status_code == 400
+        paths = alice.get("/openapi.json").json()["paths"]
+        assert {"/v1/conversations", "/v1/conversations/messages", "/v1/conversations/{session_id}/end"} <= set(paths)
+
+
+def test_search_context_labels_sources_and_recall_reaches_an_earlier_session(server, tokens, recorded):  # noqa: F811
+    with client(server, tokens["alice"], session="s3") as alice:
+        context = alice.post("/v1/context", json={"query": "favourite tea oolong"}).json()
+        top = context["results"][0]
+        assert top["source"] == "request" and top["origin"]["session_id"] == "s1" and top["origin"]["role"] == "user"
+        recall = alice.post("/v1/tools/memory_recall", json={"query": "favourite tea oolong"}).json()
+        assert "oolong" in recall["content"][0]["text"] and "[user said]" in recall["content"][0]["text"]
+        hook = alice.post("/v1/hooks/before_prompt_build", json={"prompt": "which tea do I like, oolong?"}).json()
+        assert "favourite tea is oolong" in hook["prependContext"]
+
+
+def test_another_user_never_reaches_the_record_through_any_door(server, tokens, recorded, db):  # noqa: F811
+    with client(server, tokens["bob"]) as bob:
+        assert bob.get("/v1/conversations").json()["conversations"] == []
+        assert bob.get("/v1/conversations/s1").status_code == 404
+        assert bob.get("/v1/conversations/s1/segments").json()["segments"] == []
+        assert bob.get("/v1/conversations/s1/export").text == ""
+        assert bob.get("/v1/conversations/stats").json()["groups"] == []
+        assert bob.post("/v1/search", json={"query": "oolong tea", "sources": ["memory", "message", "chunk"]}).json()["results"] == []
+        assert bob.post("/v1/context", json={"query": "oolong tea"}).json()["results"] == []
+        assert "oolong" not in bob.post("/v1/tools/search_context", json={"query": "oolong tea"}).text
+        assert bob.post("/v1/conversations/s1/end").json()["closed"] is None
+        assert "oolong" not in bob.post("/mcp", json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "search_context", "arguments": {"query": "oolong tea"}}},
+            headers={"Accept": "application/json, text/event-stream"}).text
+    runner = CliRunner()
+    for args in (["conversations", "list", "--user", "bob"], ["conversations", "export", "--user", "bob"],
+                 ["search", "oolong tea", "--user", "bob", "--sources", "memory,message"]):
+        result = runner.invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 0 and "oolong" not in result.output, (args, result.output)
+    shown = runner.invoke(cli, ["--db", str(db), "conversations", "show", "s1", "--user", "bob"])
+    assert shown.exit_code == 1 and "no conversation" in shown.output
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(tmp_path, round_):
+    """Each agent_end answer means its messages are in the database: a server killed at any point
+    keeps every message of every answered call (and the store opens and serves)."""
+    path = tmp_path / "killed.db"
+    acknowledged: list[str] = []
+    stop = threading.Event()
+    with spawn_server(path) as running:
+        def stream() -> None:
+            transcript: list[dict] = []
+            with httpx.Client(base_url=running.url, timeout=10, headers={"x-clawrecall-user": "alice",
+                                                                         "x-clawrecall-session": "k"}) as c:
+                n = 0
+                while not stop.is_set():
+                    transcript += [{"role": "user", "content": f"turn {n} question {round_}"},
+                                   {"role": "assistant", "content": f"turn {n} answer {round_}"}]
+                    try:
+                        r = c.post("/v1/hooks/agent_end", json={"messages": transcript})
+                    except httpx.HTTPError:
+                        return
+                    if r.status_code == 200:
+                        acknowledged[:] = [m["content"] for m in transcript]
+                    n += 1
+
+        writer = threading.Thread(target=stream)
+        writer.start()
+        time.sleep(1.0 + 0.37 * round_)
+        os.kill(running.process.pid, signal.SIGKILL)
+        running.process.wait()
+        stop.set()
+        writer.join(15)
+    assert len(acknowledged) >= 4
+    with Memory.open(path) as mem:
+        from clawrecall.scopes import Caller
+
+        kept = [m.content for m in mem.conversations.show("k", caller=Caller("alice"), limit=100_000)]
+        assert kept[: len(acknowledged)] == acknowledged
+        assert mem.store.integrity_problems() == []
+        mem.sweep()
