@@ -155,7 +155,7 @@ def test_tools_say_truthfully_what_they_do_and_what_they_return(mcp_http):
     for name, t in tools.items():
         assert t["outputSchema"]["type"] == "object", name
     assert {"existing_id", "similarity"} <= set(tools["memory_store"]["outputSchema"]["$defs"]["Duplicate"]["properties"])
-    assert "created_at" in tools["memory_recall"]["outputSchema"]["$defs"]["MemoryEntry"]["properties"]
+    assert "created_at" in tools["memory_recall"]["outputSchema"]["$defs"]["RecalledEntry"]["properties"]
 
 
 def test_every_tool_gives_the_same_details_through_every_door(rest, mcp_http, mcp_stdio, seeded):
