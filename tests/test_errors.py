@@ -81,7 +81,7 @@ def test_the_server_answers_each_error_with_its_status_and_code(raising_client, 
 
 def test_real_triggers_keep_their_statuses(raising_client):
     assert raising_client.get("/v1/memories/00000000-0000-0000-0000-000000000000").status_code == 404
-    assert raising_client.get("/v1/memories/not-an-id").status_code == 400
+    assert raising_client.get("/v1/memories/not-an-id").status_code == 404  # a path that names nothing
     assert raising_client.post("/v1/tools/no_such_tool", json={}).status_code == 404
     invalid = raising_client.get("/v1/memories", params={"limit": "many"})
     assert invalid.status_code == 422 and invalid.json()["error"]["code"] == "invalid_request"

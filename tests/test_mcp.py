@@ -51,11 +51,9 @@ class McpDoor:
         self.client = client
 
     def list(self) -> list[dict[str, Any]]:
+        """The tools as the wire has them: MCP's names (`inputSchema`, `readOnlyHint`) and nothing left out."""
         tools = self.portal.call(self.client.list_tools).tools
-        return [
-            {"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.input_schema}
-            for t in tools
-        ]
+        return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.portal.call(self.client.call_tool, name, arguments)
@@ -135,6 +133,29 @@ def test_both_transports_list_the_tools_rest_lists(rest, mcp_http, mcp_stdio):
     assert [t["name"] for t in listed][:4] == ["memory_recall", "memory_store", "memory_forget", "search_context"]
     assert mcp_http.list() == listed
     assert mcp_stdio.list() == listed
+
+
+def test_tools_say_truthfully_what_they_do_and_what_they_return(mcp_http):
+    """The four annotations, as docs/server.md tabulates them, and an object output schema for every tool (the
+    SDK's client checks each structured result against it: the calls of the other tests pass that check)."""
+    tools = {t["name"]: t for t in mcp_http.list()}
+    hints = {
+        name: tuple(t["annotations"][h] for h in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"))
+        for name, t in tools.items()
+    }
+    reads = {"memory_recall", "search_context", "memory_search", "memory_get", "memory_list", "memory_stats"}
+    assert all(hints[name] == (True, False, True, False) for name in reads)
+    assert hints["memory_store"] == (False, False, True, False)  # only adds; dedup makes a repeat a duplicate
+    assert hints["memory_write"] == (False, False, False, False)
+    assert hints["memory_update"] == (False, True, True, False)
+    assert hints["memory_delete"] == (False, True, True, False)
+    assert hints["memory_undelete"] == (False, False, True, False)
+    assert hints["memory_forget"] == (False, True, False, False)
+    assert set(hints) == reads | WRITE_TOOLS
+    for name, t in tools.items():
+        assert t["outputSchema"]["type"] == "object", name
+    assert {"existing_id", "similarity"} <= set(tools["memory_store"]["outputSchema"]["$defs"]["Duplicate"]["properties"])
+    assert "created_at" in tools["memory_recall"]["outputSchema"]["$defs"]["RecalledEntry"]["properties"]
 
 
 def test_every_tool_gives_the_same_details_through_every_door(rest, mcp_http, mcp_stdio, seeded):
@@ -238,14 +259,17 @@ def test_http_endpoint_refuses_a_missing_or_revoked_token(portal, server, db):
 
 
 def test_stdio_without_writes_offers_read_tools_only(portal, db, home, seeded):
+    """A tool not offered is unknown: a protocol error (-32602, invalid params), as MCP specifies, where bad
+    arguments to a tool that exists are a result with isError (above)."""
     env = {"CLAWRECALL_WRITES__ENABLED": "false", "CLAWRECALL_USER": "alice"}
     with portal.wrap_async_context_manager(stdio_client(db, home, env=env)) as connected:
         door = McpDoor(portal, connected)
         names = {t["name"] for t in door.list()}
-        refused = door.call("memory_store", {"content": "anything"})
+        with pytest.raises(MCPError) as refused:
+            door.call("memory_store", {"content": "anything"})
         listed = door.call("memory_list", {"scope": "user:alice"})
     assert names and not names & WRITE_TOOLS
-    assert refused["isError"] and refused["details"]["error"]["code"] == "unknown_tool"
+    assert refused.value.code == -32602 and "no tool named 'memory_store'" in refused.value.message
     assert listed["details"]["total"] >= 4  # CLAWRECALL_USER made it alice, not a config key
 
 

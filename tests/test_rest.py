@@ -171,7 +171,7 @@ def test_memories_crud_with_history(alice):
 
 def test_errors_are_json_with_stable_codes(alice, seeded):
     cases = [
-        (alice.get("/v1/memories/not-an-id!"), 400, "invalid_input"),
+        (alice.get("/v1/memories/not-an-id!"), 404, "not_found"),  # a path that names nothing
         (alice.get(f"/v1/memories/{uuid.uuid4()}"), 404, "not_found"),
         (alice.post("/v1/memories", json={"content": "x", "scope": "user:bob"}), 403, "scope_denied"),
         (alice.post("/v1/memories", json={"content": "x", "category": "nonsense"}), 400, "invalid_input"),
@@ -324,7 +324,7 @@ def test_a_service_token_names_the_caller_per_request(server, tokens, seeded):
     with client(server, tokens["service"], **{"X-Clawrecall-User": "alice"}) as as_alice:
         assert seeded["bob"] not in as_alice.post("/v1/search", json={"query": "bank PIN", "limit": 50}).text
     with client(server, tokens["service"]) as admin:
-        assert admin.get("/v1/stats").json()["byScope"].keys() >= {"user:alice", "user:bob", "global"}
+        assert admin.get("/v1/stats").json()["by_scope"].keys() >= {"user:alice", "user:bob", "global"}
     with client(server, tokens["service"], **{"X-Clawrecall-User": "has space"}) as bad:
         assert error_code(bad.get("/v1/stats")) == "invalid_input"
     with client(server, tokens["service"], **{"X-Clawrecall-User": "%E5%B1%B1%E7%94%B0"}) as yamada:  # 山田
@@ -346,7 +346,7 @@ def test_hooks_run_as_the_authenticated_caller(alice, seeded):
         "success": True, "messages": [{"role": "user", "content": "Remember that I always deploy on Tuesdays"}],
     }).json()
     assert captured["queued"] == 1 and captured["candidates"][0]["text"] == "Remember that I always deploy on Tuesdays"
-    assert alice.post("/v1/hooks/agent_end", json={"messages": "nope"}).status_code == 400
+    assert error_code(alice.post("/v1/hooks/agent_end", json={"messages": "nope"})) == "invalid_request"
 
 
 def test_e5_embedding_endpoints(alice):
@@ -416,7 +416,7 @@ def test_without_tokens_a_loopback_server_serves_the_local_user_only_at_loopback
         store = TokenStore.for_memory(mem)
         app = create_app(mem, tokens=store, allow_anonymous=True)
         local = TestClient(app, base_url="http://127.0.0.1:8765")
-        assert local.get("/v1/stats").json()["memories"] == 0
+        assert local.get("/v1/stats").json()["active"] == 0
         assert local.get("/v1/memories", headers={"X-Clawrecall-User": "dave"}).status_code == 200
         rebound = TestClient(app, base_url="http://evil.example")
         assert error_code(rebound.get("/v1/stats")) == "forbidden"

@@ -77,7 +77,7 @@ def test_memory_recall_shows_score_age_and_id(mem: Memory):
     assert not result.is_error and result.details["count"] == len(result.details["memories"]) <= 2
     top = result.details["memories"][0]
     assert top["content"] == "Alice prefers dark mode in every code editor"
-    assert set(top) >= {"id", "path", "content", "category", "scope", "importance", "createdAt", "age", "score"}
+    assert set(top) >= {"id", "path", "content", "category", "scope", "importance", "created_at", "age", "score"}
     assert result.text.startswith("Found ")
     expected = r"^1\. \[preference\] Alice prefers dark mode in every code editor \(\d+%, 3d ago, id [0-9a-f]{8}\)$"
     assert re.search(expected, result.text, re.M)
@@ -98,7 +98,7 @@ def test_memory_store_creates_then_reports_the_duplicate(mem: Memory):
     stored = mem.get(first.details["id"])
     assert (stored.scope, stored.session_id, stored.category, stored.importance) == ("user:alice", "s1", "person", 0.8)
     again = call(mem, ALICE, "memory_store", content="Alice's cat is called Miso")
-    assert again.details["action"] == "duplicate" and again.details["existingId"] == first.details["id"]
+    assert again.details["action"] == "duplicate" and again.details["existing_id"] == first.details["id"]
     assert again.text.startswith("Similar memory already exists:")
 
 
@@ -216,7 +216,7 @@ def test_memory_list_pages_newest_first(mem: Memory):
     page = call(mem, ALICE, "memory_list", limit=2).details
     rest = call(mem, ALICE, "memory_list", limit=100, offset=2).details
     assert page["count"] == 2 and page["total"] == rest["total"] == 2 + rest["count"]
-    everything = [m["createdAt"] for m in page["memories"] + rest["memories"]]
+    everything = [m["created_at"] for m in page["memories"] + rest["memories"]]
     assert everything == sorted(everything, reverse=True)
     assert {m["scope"] for m in page["memories"] + rest["memories"]} <= {"global", "user:alice", "agent:main"}
     assert call(mem, ALICE, "memory_list", scope="global").details["total"] == 1
@@ -225,10 +225,10 @@ def test_memory_list_pages_newest_first(mem: Memory):
 def test_memory_stats_counts_what_the_caller_can_read(mem: Memory):
     stats = call(mem, ALICE, "memory_stats").details
     listed = call(mem, ALICE, "memory_list", limit=100).details["total"]
-    assert stats["memories"] == listed and set(stats["byScope"]) <= {"global", "user:alice", "agent:main"}
+    assert stats["active"] == listed and set(stats["by_scope"]) <= {"global", "user:alice", "agent:main"}
     assert stats["embedding"]["dimensions"] == 384 and stats["backend"] == "sqlite"
     admin = call(mem, Caller(), "memory_stats").details
-    assert admin["memories"] > stats["memories"] and "user:bob" in admin["byScope"]
+    assert admin["active"] > stats["active"] and "user:bob" in admin["by_scope"]
 
 
 # -- who is calling ------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def test_a_tokens_scope_list_narrows_what_its_identity_could_read(mem: Memory):
     assert recalled and {m["scope"] for m in recalled} == {"user:alice"}
     assert call(mem, only_own, "memory_get", id=global_id).details["error"]["code"] == "not_found"
     assert call(mem, only_own, "memory_list", scope="global").details["error"]["code"] == "scope_denied"
-    assert call(mem, only_own, "memory_stats").details["byScope"].keys() == {"user:alice"}
+    assert call(mem, only_own, "memory_stats").details["by_scope"].keys() == {"user:alice"}
     stored = call(mem, only_own, "memory_store", content="Alice is learning Portuguese")
     assert mem.get(stored.details["id"]).scope == "user:alice"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class ClawrecallError(Exception):
@@ -165,3 +165,18 @@ def _bounds(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tuple[Any, A
     ge = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
     le = next((m.le for m in field.metadata if hasattr(m, "le")), None)
     return None if ge is None or le is None else (ge, le)
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. `not_found`: a `ClawrecallError`'s `code`.")
+    message: str = Field(description="One line for a person.")
+
+
+class ErrorBody(BaseModel):
+    """How every door reports an error as JSON: an HTTP error's body, a failed tool result's `details`."""
+
+    error: ErrorDetail
+
+    @classmethod
+    def of(cls, code: str, message: str) -> dict[str, dict[str, str]]:
+        return {"error": {"code": code, "message": " ".join(message.split())}}

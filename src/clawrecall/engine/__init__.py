@@ -12,6 +12,7 @@
 """
 
 from ._memory import Memory
+from ._reads import is_id_or_prefix
 from ._validate import MAX_CONTENT_CHARS, check_text
 
-__all__ = ["MAX_CONTENT_CHARS", "Memory", "check_text"]
+__all__ = ["MAX_CONTENT_CHARS", "Memory", "check_text", "is_id_or_prefix"]

@@ -45,6 +45,12 @@ def read_filters(
     )
 
 
+def is_id_or_prefix(text: str) -> bool:
+    """Whether `text` can name a memory: its id, or 8+ of its leading hex characters."""
+    prefix = text.strip().lower()
+    return bool(_ID_PREFIX.match(prefix)) and len(prefix.replace("-", "")) >= 8
+
+
 def check_sources(sources: Sequence[str] | str | None) -> tuple[str, ...]:
     """The kinds of row a read covers: memories unless it names others (memory, message, chunk)."""
     if sources is None:
@@ -67,9 +73,9 @@ def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str]
     """Id or unique prefix → record, in the scopes the caller reads. Other scopes' memories are "not found"."""
     if not isinstance(memory_id, str):
         raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
-    prefix = memory_id.strip().lower()
-    if not _ID_PREFIX.match(prefix) or len(prefix.replace("-", "")) < 8:
+    if not is_id_or_prefix(memory_id):
         raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
+    prefix = memory_id.strip().lower()
     filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True)
     matches = store.ids_with_prefix(prefix, filters)
     if not matches:

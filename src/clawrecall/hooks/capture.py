@@ -12,6 +12,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from typing_extensions import TypedDict
+
 from ..config import CaptureHookConfig
 from ..engine._validate import check_text
 from ..errors import ValidationError
@@ -146,7 +148,22 @@ def detect_category(text: str) -> str:
 MAX_PENDING = 256  # captures queued on one store; past it a turn's captures are dropped rather than block
 
 
-def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
+class Candidate(TypedDict):
+    text: str
+    category: str
+
+
+class Captured(TypedDict):
+    queued: int
+    candidates: list[Candidate]
+    skipped: str | None
+
+
+class CaptureAnswer(Captured):
+    recorded: int
+
+
+def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> CaptureAnswer:
     """Request `{messages, success?, channel?}`: the session's transcript (all of it, or this turn's).
 
     Every message not yet recorded is stored before the answer (`mem.conversations.log`: durable,
@@ -175,7 +192,7 @@ def _record(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, ch
     return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True)["stored"]
 
 
-def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, success: bool | None) -> dict[str, Any]:
+def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, success: bool | None) -> Captured:
     cfg = mem.config.hooks.capture
     if not cfg.enabled:
         return _answer([], "disabled")
@@ -241,6 +258,6 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
             log.exception("capture write failed")
 
 
-def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> dict[str, Any]:
-    shown = [{"text": c["text"], "category": c["category"]} for c in candidates]
+def _answer(candidates: list[dict[str, Any]], skipped: str | None, *, queued: int = 0) -> Captured:
+    shown: list[Candidate] = [{"text": c["text"], "category": c["category"]} for c in candidates]
     return {"queued": queued, "candidates": shown, "skipped": skipped}

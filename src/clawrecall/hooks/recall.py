@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from typing_extensions import TypedDict
+
 from ..config import RecallHookConfig
 from ..models import SearchHit
 from ..scopes import Caller, may_write
@@ -35,7 +37,21 @@ class _Session:
     injected: dict[str, int] = field(default_factory=dict)  # memory id → turn it was last injected
 
 
-def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
+class RecalledMemory(TypedDict):
+    id: str
+    score: float
+
+
+class RecallAnswer(TypedDict):
+    """`prependContext` as OpenClaw's before_prompt_build result names it; `skipped` says why nothing is."""
+
+    prependContext: str | None
+    ephemeral: bool
+    memories: list[RecalledMemory]
+    skipped: str | None
+
+
+def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> RecallAnswer:
     """Recall for one turn. Request `{prompt, messages?}`; answer `{prependContext, ephemeral, memories, skipped}`."""
     cfg = mem.config.hooks.recall
     prompt = request_str(request, "prompt")
@@ -137,6 +153,6 @@ def _select(
 
 
 def _answer(
-    prepend: str | None = None, memories: list[dict[str, Any]] | None = None, *, skipped: str | None = None
-) -> dict[str, Any]:
+    prepend: str | None = None, memories: list[RecalledMemory] | None = None, *, skipped: str | None = None
+) -> RecallAnswer:
     return {"prependContext": prepend, "ephemeral": True, "memories": memories or [], "skipped": skipped}

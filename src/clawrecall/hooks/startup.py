@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from typing_extensions import TypedDict
+
 from ..config import StartupHookConfig
 from ..models import StartupEntry
 from ..scopes import Caller
@@ -32,7 +34,13 @@ class _Session:
     digest: str | None = None
 
 
-def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
+class StartupAnswer(TypedDict):
+    prependContext: str | None
+    entries: list[str]
+    reason: str
+
+
+def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> StartupAnswer:
     """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`."""
     cfg = mem.config.hooks.startup
     model = request_str(request, "model")
@@ -119,5 +127,5 @@ def _rank(entry: StartupEntry) -> int:
     return _SCOPE_RANK.get(entry.scope.partition(":")[0], 1)
 
 
-def _answer(prepend: str | None, keys: list[str], reason: str) -> dict[str, Any]:
+def _answer(prepend: str | None, keys: list[str], reason: str) -> StartupAnswer:
     return {"prependContext": prepend, "entries": keys, "reason": reason}

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
+from typing_extensions import TypedDict
+
 from ..errors import ValidationError
 
 if TYPE_CHECKING:
@@ -110,7 +112,15 @@ def _created_at(path: str) -> datetime | None:
         return None
 
 
-def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> dict[str, Any]:
+class MarkdownImported(TypedDict):
+    files: int
+    sections: int
+    created: int
+    duplicates: int
+    scope: str
+
+
+def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> MarkdownImported:
     """Store the sections of `files` not imported before in the calling agent's scope.
 
     Answers `{files, sections, created, duplicates, scope}`; `duplicates` counts the sections

@@ -8,11 +8,12 @@
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
     /v1/files, /v1/files/{id}                            ingested files: Markdown, text, code, PDF (files.py)
     /mcp                                                 MCP streamable HTTP (mcp.py)
-    /embed, /batch, /health                              seed 000's E5 server API (embed.py; /health here)
-    /openapi.json, /docs                                 the API's description
+    /embed, /batch, /health                              the E5 server API (embed.py; /health here)
+    /ready                                               readiness: 503 until the embedding model is loaded
+    /openapi.json, /docs, /redoc                         the API's description (openapi.py, docs.py)
 
-Every request but `/health` and the API description is authenticated (auth.py); blocking engine
-calls run in the thread pool.
+Every request but `/health`, `/ready` and the API description is authenticated (auth.py);
+blocking engine calls run in the thread pool.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import logging
 import os
 import socket
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Literal
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.routing import Route
 
 from .. import __version__
@@ -34,11 +35,13 @@ from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
 from . import conversations, embed, files, imports, memories, people
-from .errors import install_error_handlers
+from .docs import install_docs
+from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
 from .logs import configure_logging
 from .mcp import mcp_http
 from .middleware import AccessLog, Authenticate, BodyLimit
+from .openapi import describe, error_schema, errors, operation_id
 from .tool_routes import tool_router
 from .warmup import ModelWarmup
 
@@ -49,6 +52,37 @@ CAPTURE_DRAIN_S = 10.0
 SWEEP_S = 30.0
 
 log = logging.getLogger("clawrecall.server")
+
+
+class StoreInfo(BaseModel):
+    backend: str
+    embedding: str | None = Field(description="The model that made the stored vectors, if any are stored.")
+
+
+class Health(BaseModel):
+    """Liveness (the E5 server's `status`, `model`, `dimension`), and the model's and the store's state."""
+
+    status: Literal["ok", "idle", "loading", "failed"] = Field(
+        description="`ok` once the embedding model is loaded; `loading` while it loads (the server answers meanwhile)."
+    )
+    model: str
+    dimension: int
+    provider: str
+    store: StoreInfo
+    writes: bool
+    version: str
+    error: str | None = Field(None, description="Why the model failed to load (`status: failed`).")
+
+
+class Ready(BaseModel):
+    ready: Literal[True]
+    model: str
+
+
+_HEALTH_503 = {
+    "description": "The model failed to load (`status: failed`), or the store cannot be read (`storage_error`).",
+    "content": {"application/json": {"schema": {"anyOf": [{"$ref": "#/components/schemas/Health"}, error_schema()]}}},
+}
 
 
 def create_app(
@@ -72,11 +106,13 @@ def create_app(
             log.warning("background work (capture writes) still running at shutdown")
 
     app = FastAPI(
-        title="clawrecall", version=__version__, lifespan=lifespan,
+        title="clawrecall", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
         description="Long-term memory for AI agents: REST, agent tools, lifecycle hooks and embeddings.",
+        generate_unique_id_function=operation_id,
     )
     app.state.mem = mem
     install_error_handlers(app)
+    install_docs(app)
     app.include_router(memories.router)
     app.include_router(conversations.router)
     app.include_router(people.router)
@@ -86,30 +122,37 @@ def create_app(
     app.include_router(files.router)
     app.include_router(embed.router)
 
-    @app.get("/health", tags=["embeddings"])
-    def health() -> JSONResponse:
-        """Liveness, E5-style (`status`, `model`, `dimension`) plus the provider, the store and the model's state."""
+    @app.get("/health", tags=["operations"], response_model=Health, responses={503: _HEALTH_503})
+    def health() -> Health | JSONResponse:
+        """Liveness, E5-style: 200 while the server runs, the model loading included (`status: loading`);
+        503 when the model failed to load (`status: failed`) or the store cannot be read. Needs no token."""
         provider, model, dimension = mem.configured_fingerprint()
         stored = mem.stored_fingerprint()  # reads the store: a broken database fails here
-        body: dict[str, Any] = {
-            "status": "ok" if warmup.state == "ready" else warmup.state,
-            "model": model,
-            "dimension": mem.embedder.dimensions or dimension,
-            "provider": provider,
-            "store": {"backend": mem.store.backend, "embedding": str(stored) if stored else None},
-            "writes": mem.config.writes.enabled,
-            "version": __version__,
-        }
-        if warmup.error:
-            body["error"] = warmup.error
-        return JSONResponse(body, status_code=503 if warmup.state == "failed" else 200)
+        body = Health(
+            status="ok" if warmup.state == "ready" else warmup.state, model=model,
+            dimension=mem.embedder.dimensions or dimension, provider=provider,
+            store=StoreInfo(backend=mem.store.backend, embedding=str(stored) if stored else None),
+            writes=mem.config.writes.enabled, version=__version__, error=warmup.error,
+        )
+        if warmup.state == "failed":
+            return JSONResponse(body.model_dump(mode="json"), status_code=503)
+        return body
+
+    @app.get("/ready", tags=["operations"], response_model=Ready, responses=errors((503, "not_ready")))
+    def ready() -> Ready | JSONResponse:
+        """Readiness: 200 once the embedding model is loaded, so searches and writes answer without waiting for it;
+        503 `not_ready` while it loads or after it failed to. Needs no token."""
+        if warmup.state != "ready":
+            said = f"the embedding model is {warmup.state}" + (f": {warmup.error}" if warmup.error else "")
+            return JSONResponse(error_body("not_ready", said), status_code=503)
+        return Ready(ready=True, model=mem.embedder.model)
 
     # no GET: a stateless server sends nothing unasked, so the event stream GET opens would never close
     app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["POST", "DELETE"]))
     app.add_middleware(Authenticate, authenticator=Authenticator(tokens, allow_anonymous=allow_anonymous))
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(AccessLog)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: describe(app)  # type: ignore[method-assign]
     return app
 
 
@@ -122,17 +165,6 @@ async def _sweep_every(mem: Memory, seconds: float) -> None:
         except Exception:  # a failed sweep is retried at the next; serving goes on
             log.exception("record sweep failed")
         await asyncio.sleep(seconds)
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, with the bearer token declared (every operation needs it but /health)."""
-    if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        schema.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        schema["security"] = [{"bearer": []}]
-        schema["paths"]["/health"]["get"]["security"] = []
-        app.openapi_schema = schema
-    return app.openapi_schema
 
 
 def listen(host: str, port: int) -> socket.socket:

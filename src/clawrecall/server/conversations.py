@@ -14,8 +14,10 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
+from ..errors import NotFoundError
 from ..scopes import Caller
 from .deps import caller, memory
+from .openapi import errors
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -60,7 +62,7 @@ def conversation_stats(
     return {"by": by, "groups": mem.conversations.stats(caller=ctx, by=by)}
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", responses=errors(NotFoundError))
 def show_conversation(
     session_id: str, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),

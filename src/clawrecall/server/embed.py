@@ -13,7 +13,9 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from ..engine import MAX_CONTENT_CHARS, Memory
+from ..errors import EmbeddingError
 from .deps import memory
+from .openapi import errors
 
 # One request's work is bounded: 256 texts (what the bundled model embeds in ~3 s at its 256-token
 # limit on 2 cores) answer in seconds, where 2,048 long ones held a worker for ~28 s.
@@ -22,6 +24,14 @@ Text = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
 Kind = Literal["query", "passage"]
 
 router = APIRouter(tags=["embeddings"])
+
+
+class Embedding(BaseModel):
+    embedding: list[float]
+
+
+class Embeddings(BaseModel):
+    embeddings: list[list[float]]
 
 
 class EmbedIn(BaseModel):
@@ -34,13 +44,13 @@ class BatchIn(BaseModel):
     type: Kind = "passage"
 
 
-@router.post("/embed")
-def embed(body: EmbedIn, mem: Memory = Depends(memory)) -> dict[str, list[float]]:
+@router.post("/embed", responses=errors(EmbeddingError))
+def embed(body: EmbedIn, mem: Memory = Depends(memory)) -> Embedding:
     """One text's embedding (L2-normalised)."""
-    return {"embedding": mem.embedder.embed_one(body.text, kind=body.type).tolist()}
+    return Embedding(embedding=mem.embedder.embed_one(body.text, kind=body.type).tolist())
 
 
-@router.post("/batch")
-def batch(body: BatchIn, mem: Memory = Depends(memory)) -> dict[str, list[list[float]]]:
+@router.post("/batch", responses=errors(EmbeddingError))
+def embed_batch(body: BatchIn, mem: Memory = Depends(memory)) -> Embeddings:
     """Embeddings of several texts, in order."""
-    return {"embeddings": mem.embedder.embed(body.texts, kind=body.type).tolist()}
+    return Embeddings(embeddings=mem.embedder.embed(body.texts, kind=body.type).tolist())

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import AuthError, ClawrecallError, InvalidRequestError, pydantic_message
+from ..errors import AuthError, ClawrecallError, ErrorBody, InvalidRequestError, pydantic_message
 
 log = logging.getLogger("clawrecall.server")
 
@@ -17,8 +17,7 @@ log = logging.getLogger("clawrecall.server")
 CODE_BY_STATUS = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type"}
 
 
-def error_body(code: str, message: str) -> dict:
-    return {"error": {"code": code, "message": " ".join(message.split())}}
+error_body = ErrorBody.of
 
 
 def error_response(exc: ClawrecallError) -> JSONResponse:

@@ -6,15 +6,16 @@ The OpenClaw plugin reads `MEMORY.md`, `USER.md` and `memory/*.md` of each agent
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
+from ..errors import EmbeddingError, ScopeError, ValidationError, WritesDisabledError
 from ..openclaw import MarkdownFile, import_markdown
+from ..openclaw.markdown import MarkdownImported
 from ..scopes import Caller
 from .deps import caller, memory
+from .openapi import errors
 
 router = APIRouter(prefix="/v1/import", tags=["import"])
 
@@ -30,9 +31,12 @@ class MarkdownImport(BaseModel):
     files: list[MarkdownFileIn]
 
 
-@router.post("/markdown", summary="Import Markdown memory files into the calling agent's scope (idempotent)")
-def markdown(
+@router.post(
+    "/markdown", summary="Import Markdown memory files into the calling agent's scope (idempotent)",
+    responses=errors(ValidationError, ScopeError, WritesDisabledError, EmbeddingError),
+)
+def import_markdown_files(
     body: MarkdownImport, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
-) -> dict[str, Any]:
+) -> MarkdownImported:
     """`{files, sections, created, duplicates, scope}`; importing the same files again creates nothing."""
     return import_markdown(mem, ctx, [MarkdownFile(f.path, f.content) for f in body.files])

@@ -18,13 +18,15 @@ from mcp.server.lowlevel import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError as PydanticValidationError
 
 from .. import __version__
 from ..engine import Memory
 from ..scopes import Caller
-from ..tools import run_tool, tools_for
+from ..errors import UnknownToolError
+from ..tools import find_tool, tools_for
 from .warmup import ModelWarmup
 
 INSTRUCTIONS = (
@@ -38,13 +40,7 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 
 def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
     """A server offering this store's tools; `identify` says who is calling for each request."""
-    listed = [
-        types.Tool(
-            name=t.name, title=t.label, description=t.description, input_schema=t.input_schema(mem.config.categories),
-            annotations=types.ToolAnnotations(title=t.label, read_only_hint=not t.writes),
-        )
-        for t in tools_for(mem)
-    ]
+    listed = [types.Tool.model_validate(t.listing(mem.config)) for t in tools_for(mem)]
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
@@ -52,7 +48,11 @@ def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        result = await anyio.to_thread.run_sync(run_tool, mem, identify(ctx), params.name, params.arguments)
+        try:
+            tool = find_tool(mem, params.name)
+        except UnknownToolError as exc:  # a protocol error, as MCP specifies; bad arguments are an error result
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        result = await anyio.to_thread.run_sync(tool.run, mem, identify(ctx), params.arguments)
         return types.CallToolResult(
             content=[types.TextContent(text=result.text)], structured_content=result.details, is_error=result.is_error
         )

@@ -11,15 +11,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
 from .._time import parse_when
-from ..engine import Memory
-from ..models import Visibility
+from ..engine import Memory, is_id_or_prefix
+from ..errors import (
+    AmbiguousIdError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    NotFoundError,
+    ScopeError,
+    ValidationError,
+    WritesDisabledError,
+)
+from ..models import AddResult, HistoryEntry, MemoryRecord, SearchHit, Visibility
 from ..scopes import Caller
 from ..tools import browse, recall
 from .deps import caller, memory
+from .openapi import errors
 
 def _true_or_false(value: Any) -> Any:
     """A query string's boolean is `true` or `false`: `yes`, `1` or `on` are refused, as JSON bodies refuse them,
@@ -33,6 +43,25 @@ QueryBool = Annotated[bool, BeforeValidator(_true_or_false)]
 
 router = APIRouter(prefix="/v1")
 Order = Literal["newest", "oldest", "updated"]
+
+# The errors of each kind of work (the door's own are added to every route by openapi.py).
+READ = errors(ValidationError, ScopeError)
+FIND = errors(NotFoundError, AmbiguousIdError)
+WRITE = errors(ValidationError, ScopeError, WritesDisabledError, EmbeddingError, EmbeddingMismatchError)
+SEARCH = errors(ValidationError, ScopeError, EmbeddingError, EmbeddingMismatchError)
+
+
+def memory_id(
+    memory_id: str = Path(description="The memory's id, or 8+ of its leading hex characters."),
+) -> str:
+    """A path that cannot name a memory is 404, as for any URL that names nothing (the engine's `invalid_input`
+    is for an argument)."""
+    if not is_id_or_prefix(memory_id):
+        raise NotFoundError(f"no memory with id {memory_id!r}: an id is a UUID or 8+ of its leading hex characters")
+    return memory_id
+
+
+MemoryId = Annotated[str, Depends(memory_id)]
 
 
 class _Body(BaseModel):
@@ -101,12 +130,31 @@ class SearchIn(_Body):
     )
 
 
+class MemoryList(BaseModel):
+    memories: list[MemoryRecord]
+    count: int = Field(description="How many memories this page holds.")
+    offset: int
+
+
+class Forgotten(BaseModel):
+    forgotten: str = Field(description="The id of the memory erased for good.")
+
+
+class History(BaseModel):
+    history: list[HistoryEntry]
+
+
+class SearchResults(BaseModel):
+    results: list[SearchHit]
+
+
 @router.post(
-    "/memories", status_code=201, tags=["memories"], responses={200: {"description": "A near-duplicate exists"}}
+    "/memories", status_code=201, tags=["memories"],
+    responses={200: {"model": AddResult, "description": "A near-duplicate exists: nothing stored."}, **WRITE},
 )
 def add_memory(
     body: MemoryIn, response: Response, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
-) -> dict[str, Any]:
+) -> AddResult:
     """Store a memory; a near-duplicate in its scope is reported (200, `action: duplicate`) and not stored."""
     fields = body.model_dump(exclude={"content", "scope", "dedup"}, exclude_none=True)
     result = mem.add(
@@ -114,10 +162,10 @@ def add_memory(
     )
     if result.action == "duplicate":
         response.status_code = 200
-    return result.model_dump(mode="json")
+    return result
 
 
-@router.get("/memories", tags=["memories"])
+@router.get("/memories", tags=["memories"], responses=READ)
 def list_memories(
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0),
@@ -132,57 +180,57 @@ def list_memories(
     order: Order = "newest",
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> MemoryList:
     """Memories newest first (or oldest, or last updated), without searching."""
     records = mem.list(
         caller=ctx, scope=scope, category=category, tags=tag, session_id=session, since=since,
         until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
         order=order,
     )
-    return {"memories": [r.model_dump(mode="json") for r in records], "count": len(records), "offset": offset}
+    return MemoryList(memories=records, count=len(records), offset=offset)
 
 
-@router.get("/memories/{memory_id}", tags=["memories"])
-def get_memory(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.get("/memories/{memory_id}", tags=["memories"], responses=FIND)
+def get_memory(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> MemoryRecord:
     """One memory by id or unique prefix (8+ characters), deleted ones included."""
-    return mem.get(memory_id, caller=ctx).model_dump(mode="json")
+    return mem.get(memory_id, caller=ctx)
 
 
-@router.patch("/memories/{memory_id}", tags=["memories"])
+@router.patch("/memories/{memory_id}", tags=["memories"], responses={**FIND, **WRITE})
 def update_memory(
-    memory_id: str, body: MemoryPatch, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
-) -> dict[str, Any]:
+    memory_id: MemoryId, body: MemoryPatch, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
+) -> MemoryRecord:
     """Change the given fields; new content is re-embedded and history keeps the old values."""
-    return mem.update(memory_id, caller=ctx, **body.model_dump(exclude_none=True)).model_dump(mode="json")
+    return mem.update(memory_id, caller=ctx, **body.model_dump(exclude_none=True))
 
 
-@router.delete("/memories/{memory_id}", tags=["memories"])
+@router.delete("/memories/{memory_id}", tags=["memories"], responses={**FIND, **WRITE})
 def delete_memory(
-    memory_id: str,
+    memory_id: MemoryId,
     hard: QueryBool = Query(False, description="Erase for good (GDPR forget) instead of a reversible soft delete."),
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> MemoryRecord | Forgotten:
+    """Soft-delete (the memory, now deleted), or with `hard=true` erase for good (`{forgotten: id}`)."""
     if hard:
-        return {"forgotten": mem.forget(memory_id, caller=ctx)}
-    return mem.delete(memory_id, caller=ctx).model_dump(mode="json")
+        return Forgotten(forgotten=mem.forget(memory_id, caller=ctx))
+    return mem.delete(memory_id, caller=ctx)
 
 
-@router.post("/memories/{memory_id}/undelete", tags=["memories"])
-def undelete_memory(
-    memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
-) -> dict[str, Any]:
-    return mem.undelete(memory_id, caller=ctx).model_dump(mode="json")
+@router.post("/memories/{memory_id}/undelete", tags=["memories"], responses={**FIND, **WRITE})
+def undelete_memory(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> MemoryRecord:
+    """Restore a soft-deleted memory."""
+    return mem.undelete(memory_id, caller=ctx)
 
 
-@router.get("/memories/{memory_id}/history", tags=["memories"])
-def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.get("/memories/{memory_id}/history", tags=["memories"], responses=FIND)
+def memory_history(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> History:
     """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
-    return {"history": [e.model_dump(mode="json") for e in mem.history(memory_id, caller=ctx)]}
+    return History(history=mem.history(memory_id, caller=ctx))
 
 
-@router.post("/search", tags=["search"])
-def search(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.post("/search", tags=["search"], responses=SEARCH)
+def search_memories(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> SearchResults:
     """Hybrid search (vector, BM25, trigram) in the scopes the caller may read."""
     hits = mem.search(
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
@@ -190,18 +238,19 @@ def search(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
         sources=body.sources,
     )
-    return {"results": [h.model_dump(mode="json") for h in hits]}
+    return SearchResults(results=hits)
 
 
-@router.post("/context", tags=["search"])
+@router.post("/context", tags=["search"], responses=SEARCH)
 def context(
     body: recall.ContextArgs, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
-) -> dict[str, Any]:
-    """Seed 000's search_context: the most relevant items of everything stored, with source and similarity."""
-    return recall.search_context.invoke(mem, ctx, body.model_dump()).details
+) -> recall.ContextDetails:
+    """openclaw-memory-pgvector's search_context: the most relevant items of everything stored, with source and
+    similarity (the search_context tool's details)."""
+    return recall.search_context.invoke(mem, ctx, body.model_dump()).details  # type: ignore[return-value]
 
 
 @router.get("/stats", tags=["search"])
-def stats(mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
-    """Counts of what the caller may read (memory_stats' details)."""
-    return browse.memory_stats.invoke(mem, ctx, {}).details
+def stats(mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> browse.StatsDetails:
+    """Counts of what the caller may read (the memory_stats tool's details)."""
+    return browse.memory_stats.invoke(mem, ctx, {}).details  # type: ignore[return-value]

@@ -14,8 +14,9 @@ from .errors import error_response
 
 access_log = logging.getLogger("clawrecall.access")
 
-# Readable without a token: liveness, and the API's own description.
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Readable without a token: liveness, readiness, and the API's own description with its page assets.
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+PUBLIC_PREFIX = "/docs/assets/"
 
 
 class AccessLog:
@@ -40,7 +41,7 @@ class AccessLog:
         finally:
             caller = scope.get("state", {}).get("caller")
             access_log.log(
-                logging.DEBUG if scope["path"] == "/health" else logging.INFO,
+                logging.DEBUG if scope["path"] in ("/health", "/ready") else logging.INFO,
                 "request",
                 extra={
                     "method": scope["method"], "path": scope["path"], "status": status[0],
@@ -111,7 +112,8 @@ class Authenticate:
         self.authenticator = authenticator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX):
             return await self.app(scope, receive, send)
         try:
             caller = self.authenticator.authenticate(Headers(scope=scope))

@@ -2,63 +2,81 @@
 
 A call answers 200 with the tool result (`content`, `details`, `isError`) whatever the tool
 decided, exactly as MCP does, so an agent runtime can hand it to the model unchanged; only a
-request that is not JSON, or no tool at all, is an HTTP error.
+request that is not JSON, or no tool at all, is an HTTP error. The description of each route
+types `details` as the tool's output schema, or the error body when `isError` is true.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, create_model
 
 from ..engine import Memory
-from ..errors import ValidationError
+from ..errors import ErrorBody, ValidationError
 from ..tools import Tool, tools_for
 from .deps import caller, memory
+from .openapi import UNSUPPORTED_MEDIA_TYPE, errors
 
 
 class TextBlock(BaseModel):
-    type: str = "text"
+    type: Literal["text"]
     text: str
 
 
-class ToolResponse(BaseModel):
-    content: list[TextBlock]
-    details: dict[str, Any]
-    isError: bool
+class Annotations(BaseModel):
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
+class ToolInfo(BaseModel):
+    name: str
+    title: str
+    description: str
+    inputSchema: dict[str, Any] = Field(description="The arguments' JSON schema.")
+    outputSchema: dict[str, Any] = Field(description="The JSON schema of a successful result's `details`.")
+    annotations: Annotations
+
+
+class ToolList(BaseModel):
+    tools: list[ToolInfo]
 
 
 def tool_router(mem: Memory) -> APIRouter:
     router = APIRouter(prefix="/v1/tools", tags=["tools"])
     offered = tools_for(mem)
-    categories = mem.config.categories
+    listed = ToolList(tools=[ToolInfo.model_validate(t.listing(mem.config)) for t in offered])
 
     @router.get("")
-    def list_tools() -> dict[str, Any]:
-        """The tools offered, with model-facing descriptions and JSON-schema arguments, as MCP lists them."""
-        return {
-            "tools": [
-                {
-                    "name": t.name, "title": t.label, "description": t.description,
-                    "inputSchema": t.input_schema(categories),
-                }
-                for t in offered
-            ]
-        }
+    def list_tools() -> ToolList:
+        """The tools offered, with model-facing descriptions, JSON schemas and annotations, as MCP lists them."""
+        return listed
 
     for t in offered:
         router.add_api_route(
             f"/{t.name}", _endpoint(t), methods=["POST"], summary=t.label, description=t.description,
-            name=t.name, responses={200: {"model": ToolResponse}},
+            name=t.name, responses={200: {"model": _result_model(t)}, **errors(ValidationError, UNSUPPORTED_MEDIA_TYPE)},
             openapi_extra={
-                "requestBody": {"content": {"application/json": {"schema": t.input_schema(categories)}}}
+                "requestBody": {"content": {"application/json": {"schema": t.input_schema(mem.config.categories)}}}
             },
         )
     return router
+
+
+def _result_model(t: Tool) -> type[BaseModel]:
+    """`{content, details, isError}` with `details` typed: the tool's own, or the error body."""
+    name = "".join(part.title() for part in t.name.split("_")) + "Result"
+    return create_model(
+        name, content=(list[TextBlock], ...), details=(t.details | ErrorBody, ...),  # type: ignore[operator]
+        isError=(bool, ...),
+    )
 
 
 def _endpoint(t: Tool):
@@ -67,7 +85,7 @@ def _endpoint(t: Tool):
         if body.strip() and not _is_json(request.headers.get("content-type", "")):
             # a web page may POST text/plain or a form to 127.0.0.1 without asking first (no CORS
             # preflight): refusing every body that is not declared JSON keeps it from driving a tool
-            raise HTTPException(415, "send the tool's arguments as application/json")
+            raise HTTPException(UNSUPPORTED_MEDIA_TYPE[0], "send the tool's arguments as application/json")
         try:
             arguments = json.loads(body) if body.strip() else {}
         except (ValueError, RecursionError):

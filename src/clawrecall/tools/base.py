@@ -14,13 +14,14 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ClawrecallError, ValidationError, pydantic_message
+from ..errors import ClawrecallError, ErrorBody, ValidationError, pydantic_message
 from ..scopes import Caller
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..engine import Memory
 
 log = logging.getLogger("clawrecall.tools")
@@ -45,13 +46,13 @@ class ToolResult:
     """The OpenClaw/MCP tool result: text for the model, `details` for programs."""
 
     text: str
-    details: dict[str, Any]
+    details: Mapping[str, Any]
     is_error: bool = False
 
     @classmethod
     def error(cls, exc: ClawrecallError) -> "ToolResult":
-        message = " ".join(str(exc).split())
-        return cls(f"Error: {message}", {"error": {"code": exc.code, "message": message}}, is_error=True)
+        details = ErrorBody.of(exc.code, str(exc))
+        return cls(f"Error: {details['error']['message']}", details, is_error=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": self.text}], "details": self.details, "isError": self.is_error}
@@ -68,15 +69,53 @@ Handler = Callable[["Memory", Caller, Any], ToolResult]
 
 
 @dataclass(frozen=True)
+class Effects:
+    """What calling a tool does to the store, as MCP's tool annotations say it. A tool that writes may be
+    `destructive` (it changes or removes what exists; else it only adds) and `idempotent` (calling it again
+    with the same arguments changes nothing more). No tool reaches past the store: none is open-world."""
+
+    writes: bool = False
+    destructive: bool = False
+    idempotent: bool | Callable[[Config], bool] = True  # or: whether it is, under this configuration
+
+
+@dataclass(frozen=True)
 class Tool:
-    """One agent tool: what a model is told about it, its arguments' model, and the handler that runs it."""
+    """One agent tool: what a model is told about it, its arguments' model, the shape of its result's
+    `details`, and the handler that runs it."""
 
     name: str
     label: str
     description: str
     args: type[ToolArgs]
+    details: Any  # a TypedDict (or a union of them): the `details` of a successful call
     handler: Handler
-    writes: bool = False
+    effects: Effects = Effects()
+
+    @property
+    def writes(self) -> bool:
+        return self.effects.writes
+
+    def hints(self, config: Config) -> dict[str, bool]:
+        """MCP's four tool annotations, as they are for this store."""
+        idempotent = self.effects.idempotent
+        return {
+            "readOnlyHint": not self.writes, "destructiveHint": self.effects.destructive,
+            "idempotentHint": idempotent(config) if callable(idempotent) else idempotent, "openWorldHint": False,
+        }
+
+    def listing(self, config: Config) -> dict[str, Any]:
+        """The tool as MCP's `tools/list` names it (REST `/v1/tools` lists the same)."""
+        return {
+            "name": self.name, "title": self.label, "description": self.description,
+            "inputSchema": self.input_schema(config.categories), "outputSchema": self.output_schema(),
+            "annotations": {"title": self.label, **self.hints(config)},
+        }
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of `details` (MCP's `outputSchema`: an object at the root, its `$defs` inside)."""
+        schema = TypeAdapter(self.details).json_schema(mode="serialization")
+        return {"type": "object", **schema} if "type" not in schema else schema
 
     def input_schema(self, categories: Sequence[str]) -> dict[str, Any]:
         """The arguments' JSON schema as a model reads it: no titles, no null defaults, categories listed."""
@@ -127,11 +166,12 @@ class Tool:
         return result
 
 
-def tool(*, label: str, description: str, writes: bool = False) -> Callable[[Handler], Tool]:
-    """Declare a handler `(mem, caller, args: SomeArgs) -> ToolResult` as the tool named after it."""
+def tool(*, label: str, description: str, details: Any, effects: Effects = Effects()) -> Callable[[Handler], Tool]:
+    """Declare a handler `(mem, caller, args: SomeArgs) -> ToolResult` as the tool named after it; `details`
+    is the shape of its successful results' details."""
 
     def declare(handler: Handler) -> Tool:
         args = typing.get_type_hints(handler)["args"]
-        return Tool(handler.__name__, label, " ".join(description.split()), args, handler, writes)
+        return Tool(handler.__name__, label, " ".join(description.split()), args, details, handler, effects)
 
     return declare

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
+from typing_extensions import TypedDict
 
 from ..engine import Memory
+from ..models import EmbeddingFingerprint
 from ..scopes import Caller, read_scopes
 from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import entry, line, untrusted
+from .render import MemoryEntry, entry, line, untrusted
 
 
 class ListArgs(ToolArgs):
@@ -24,8 +26,16 @@ class ListArgs(ToolArgs):
     includeDeleted: bool = Field(False, description="Also list soft-deleted memories.")
 
 
+class ListDetails(TypedDict):
+    count: int
+    total: int
+    offset: int
+    memories: list[MemoryEntry]
+
+
 @tool(
     label="Memory List",
+    details=ListDetails,
     description="""List stored memories, newest first, without searching; page with offset. Use it to browse or audit
     what is remembered, or to find a deleted memory to restore.""",
 )
@@ -35,7 +45,9 @@ def memory_list(mem: Memory, caller: Caller, args: ListArgs) -> ToolResult:
     }
     records = mem.list(**filters, limit=args.limit, offset=args.offset)
     total = mem.count(**filters)
-    details = {"count": len(records), "total": total, "offset": args.offset, "memories": [entry(r) for r in records]}
+    details: ListDetails = {
+        "count": len(records), "total": total, "offset": args.offset, "memories": [entry(r) for r in records]
+    }
     if not records:
         return ToolResult(f"No memories to show ({total} in all).", details)
     first = args.offset + 1
@@ -49,8 +61,20 @@ class StatsArgs(ToolArgs):
     pass
 
 
+class StatsDetails(TypedDict):
+    """Counts of what the caller may read; `active` and `deleted` as in `Memory.stats()`."""
+
+    active: int
+    deleted: int
+    by_category: dict[str, int]
+    by_scope: dict[str, int]
+    embedding: EmbeddingFingerprint | None
+    backend: str
+
+
 @tool(
     label="Memory Stats",
+    details=StatsDetails,
     description="""Count the long-term memories you can see: active and deleted, by category and by scope, and name
     the embedding model and storage backend in use.""",
 )
@@ -65,7 +89,7 @@ def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
         by_scope = {s: n for s in scopes if (n := mem.count(caller=caller, scope=s))}
     fingerprint = mem.stored_fingerprint()
     details = {
-        "memories": active, "deleted": deleted, "byCategory": by_category, "byScope": by_scope,
+        "active": active, "deleted": deleted, "by_category": by_category, "by_scope": by_scope,
         "embedding": fingerprint.model_dump() if fingerprint else None, "backend": mem.store.backend,
     }
     counts = ", ".join(f"{name} {n}" for name, n in sorted(by_category.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Union
 
 from pydantic import Field, model_validator
+from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
 from ..hooks.recall import RECALLED_ROLES, label
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
-from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import LINE_CHARS, entry, line, memory_path, plural, shown, untrusted
+from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
+from .render import LINE_CHARS, MemoryEntry, entry, line, memory_path, plural, shown, untrusted
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
 # query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
@@ -32,8 +33,21 @@ class RecallArgs(ToolArgs):
     type: OptionalStr = Field(None, description="Only memories of this category.")
 
 
+class RecalledEntry(MemoryEntry):
+    """A memory, or an earlier session's message or a file's chunk, with where it came from."""
+
+    source: NotRequired[Literal["message", "chunk"]]
+    origin: NotRequired[dict[str, Any] | None]
+
+
+class RecallDetails(TypedDict):
+    count: int
+    memories: list[RecalledEntry]
+
+
 @tool(
     label="Memory Recall",
+    details=RecallDetails,
     description="""Search long-term memory for what is known about the user, their preferences, past decisions and
     earlier conversations. Use it before answering anything that depends on earlier sessions. Each memory comes with
     a relevance score (an estimated probability, 0 to 1, that it is about the question) and its age; old memories may
@@ -53,9 +67,9 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits]})
 
 
-def _entry(hit: SearchHit) -> dict[str, Any]:
+def _entry(hit: SearchHit) -> RecalledEntry:
     """A hit's entry, with its source and, for a message or file chunk, where it came from."""
-    out = entry(hit.memory, hit.score)
+    out: RecalledEntry = {**entry(hit.memory, hit.score)}  # type: ignore[typeddict-item]
     if hit.source != "memory":
         out["source"] = hit.source
         out["origin"] = hit.origin
@@ -71,9 +85,25 @@ class StoreArgs(ToolArgs):
     type: str = Field("other", description="The memory's category.")
 
 
+class Stored(TypedDict):
+    action: Literal["created"]
+    id: str
+    path: str
+
+
+class Duplicate(TypedDict):
+    """Nothing stored: `existing_id` already says it (`similarity`: the two texts' cosine)."""
+
+    action: Literal["duplicate"]
+    existing_id: str
+    similarity: float | None
+
+
 @tool(
     label="Memory Store",
-    writes=True,
+    details=Union[Stored, Duplicate],
+    # only adds; the same content again is a duplicate, stored once, while the store deduplicates
+    effects=Effects(writes=True, idempotent=lambda config: config.dedup.enabled),
     description="""Save one durable piece of information (a preference, fact, decision, person or to-do) in long-term
     memory so that later conversations can recall it. Store a short, self-contained statement, not a transcript. If a
     nearly identical memory already exists nothing is stored and the existing one is returned.""",
@@ -87,7 +117,7 @@ def memory_store(mem: Memory, caller: Caller, args: StoreArgs) -> ToolResult:
         existing = mem.get(result.id, caller=caller)
         return ToolResult(
             f'Similar memory already exists: "{shown(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
-            {"action": "duplicate", "existingId": existing.id, "similarity": result.similarity},
+            {"action": "duplicate", "existing_id": existing.id, "similarity": result.similarity},
         )
     assert result.memory is not None
     return ToolResult(
@@ -109,9 +139,29 @@ class ForgetArgs(ToolArgs):
         return self
 
 
+class Forgot(TypedDict):
+    action: Literal["deleted"]
+    id: str
+
+
+class NothingFound(TypedDict):
+    action: Literal["not_found"]
+    found: Literal[0]
+
+
+class Candidates(TypedDict):
+    """No clear match: nothing erased; call again with one of these as memoryId."""
+
+    action: Literal["candidates"]
+    found: int
+    candidates: list[MemoryEntry]
+
+
 @tool(
     label="Memory Forget",
-    writes=True,
+    details=Union[Forgot, NothingFound, Candidates],
+    # by query, a second call may erase the next clear match
+    effects=Effects(writes=True, destructive=True, idempotent=False),
     description="""Erase a memory for good (GDPR): its content, its vector and the old values its history kept
     are gone and cannot be restored. Give memoryId to erase that memory, or query to find it: when exactly one memory clearly matches it is erased,
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
@@ -156,8 +206,25 @@ class ContextArgs(ToolArgs):
     limit: int = Field(10, ge=1, le=50, description="Most items to return.")
 
 
+class ContextItem(TypedDict):
+    source: str  # memory, file, request, response, or another role of a recorded message (`_source`)
+    content: str
+    id: str
+    category: str
+    age: str
+    similarity: float | None
+    score: float
+    origin: dict[str, Any] | None
+
+
+class ContextDetails(TypedDict):
+    count: int
+    results: list[ContextItem]
+
+
 @tool(
     label="Search Context",
+    details=ContextDetails,
     description="""Search everything in long-term memory (facts, preferences, decisions, conversation summaries and
     file excerpts) and return the most relevant items with their source and similarity. Use it for broad questions
     about earlier work when memory_recall's few results are not enough.""",
@@ -166,7 +233,7 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     hits = mem.search(args.query, caller=caller, limit=args.limit, sources=KINDS)
     if not hits:
         return ToolResult("No relevant context found.", {"count": 0, "results": []})
-    results = [
+    results: list[ContextItem] = [
         {
             "source": _source(h), "content": h.content, "id": h.id, "category": h.memory.category, "age": h.age,
             # seed 000's cosine to the query (None when only a keyword leg found it), and the pipeline's score

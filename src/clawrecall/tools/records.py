@@ -7,13 +7,16 @@ so a runtime can show our hits where it shows its own.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
+from typing_extensions import TypedDict
 
 from ..engine import MAX_CONTENT_CHARS, Memory
 from ..errors import ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller
-from .base import OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
+from .base import Effects, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
 from .render import SNIPPET_CHARS, line, memory_path, shown, untrusted
 
 PROVIDER = "clawrecall"
@@ -30,8 +33,32 @@ class SearchArgs(ToolArgs):
     tags: OptionalStrList = Field(None, description="Only records with at least one of these tags.")
 
 
+class SearchResult(TypedDict):
+    """OpenClaw memory-core's `MemorySearchResult` (hence `startLine`/`endLine`), with our id, age and category."""
+
+    id: str
+    path: str
+    startLine: int
+    endLine: int
+    score: float
+    snippet: str
+    source: Literal["memory"]
+    citation: str
+    age: str
+    category: str
+
+
+class SearchDetails(TypedDict):
+    results: list[SearchResult]
+    provider: str
+    backend: str
+    model: str
+    citations: Literal["auto"]
+
+
 @tool(
     label="Memory Search",
+    details=SearchDetails,
     description="""Search long-term memory by meaning, keywords and fuzzy spelling at once. Returns ranked snippets,
     each with its id, path, score and age; read a whole record with memory_get. Use it before answering questions
     about prior work, decisions, dates, people, preferences or to-dos.""",
@@ -41,7 +68,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore
     )
     provider, model, _ = mem.configured_fingerprint()
-    results = [
+    results: list[SearchResult] = [
         {
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
             "snippet": h.content[:SNIPPET_CHARS], "source": "memory", "citation": f"{PROVIDER}:memories#{h.id}",
@@ -50,7 +77,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         for h in hits
     ]
     text = untrusted([line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]) if hits else "No relevant records."
-    details = {
+    details: SearchDetails = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto",
     }
@@ -69,8 +96,15 @@ class IdArgs(ToolArgs):
         return value.strip().rsplit("/", 1)[-1]
 
 
+class GetDetails(TypedDict):
+    memory: MemoryRecord
+    path: str
+    age: str
+
+
 @tool(
     label="Memory Get",
+    details=GetDetails,
     description="""Read one long-term memory record in full: its content, category, tags, scope, importance, age and
     whether it is deleted. Use it after memory_search when a snippet is not enough.""",
 )
@@ -94,9 +128,18 @@ class WriteArgs(ToolArgs):
     importance: OptionalFloat01 = Field(None, description="How much it matters, 0 to 1 (default 0.7).")
 
 
+class Done(TypedDict):
+    """A write's outcome: it names the record only, so repeating a call reports the same thing."""
+
+    action: Literal["created", "updated", "deleted", "restored"]
+    id: str
+    path: str
+
+
 @tool(
     label="Memory Write",
-    writes=True,
+    details=Done,
+    effects=Effects(writes=True, idempotent=False),  # never deduplicates: each call is a new record
     description="""Create a new long-term memory record; it is searchable at once. Write one self-contained piece of
     knowledge per record. To correct a record, use memory_update instead of writing a second one.""",
 )
@@ -120,7 +163,8 @@ class UpdateArgs(IdArgs):
 
 @tool(
     label="Memory Update",
-    writes=True,
+    details=Done,
+    effects=Effects(writes=True, destructive=True),  # replaces values (history keeps the old ones)
     description="""Change an existing long-term memory record. Only the fields you give change; everything else stays.
     New content is re-embedded, and the previous values are kept in the record's history.""",
 )
@@ -134,7 +178,8 @@ def memory_update(mem: Memory, caller: Caller, args: UpdateArgs) -> ToolResult:
 
 @tool(
     label="Memory Delete",
-    writes=True,
+    details=Done,
+    effects=Effects(writes=True, destructive=True),  # hides the record; it is purged once the retention ends
     description="""Soft-delete a long-term memory record: it disappears from search at once but can be restored with
     memory_undelete until the retention period ends. Use it for records that are wrong or obsolete; write the
     correct version with memory_write.""",
@@ -147,7 +192,8 @@ def memory_delete(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
 
 @tool(
     label="Memory Undelete",
-    writes=True,
+    details=Done,
+    effects=Effects(writes=True),  # brings back, loses nothing
     description="Restore a long-term memory record deleted with memory_delete; it becomes searchable again.",
 )
 def memory_undelete(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
@@ -155,9 +201,9 @@ def memory_undelete(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
     return _done(record, "restored", f"Restored {record.id[:8]}.")
 
 
-def _done(record: MemoryRecord, action: str, text: str) -> ToolResult:
-    """A write's details name the record only, so repeating a call reports the same thing."""
-    return ToolResult(text, {"action": action, "id": record.id, "path": memory_path(record)})
+def _done(record: MemoryRecord, action: Literal["created", "updated", "deleted", "restored"], text: str) -> ToolResult:
+    details: Done = {"action": action, "id": record.id, "path": memory_path(record)}
+    return ToolResult(text, details)
 
 
 TOOLS = (memory_search, memory_get, memory_write, memory_update, memory_delete, memory_undelete)

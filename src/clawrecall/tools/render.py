@@ -7,9 +7,8 @@ the untrusted-data markers the recall block uses, sanitised so that it cannot cl
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic_core import to_jsonable_python
+from typing_extensions import NotRequired, TypedDict
 
 from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
 from ..models import MemoryRecord
@@ -54,9 +53,25 @@ def untrusted(lines: list[str]) -> str:
     return "\n".join([RECALL_HEADER, *lines, RECALL_FOOTER])
 
 
-def entry(record: MemoryRecord, score: float | None = None) -> dict[str, Any]:
-    """A memory in a tool's `details` (seed 000's MemoryEntry, with our fields)."""
-    out: dict[str, Any] = {
+class MemoryEntry(TypedDict):
+    """A memory in a tool's `details` (openclaw-memory-pgvector's MemoryEntry, with our fields)."""
+
+    id: str
+    path: str
+    content: str
+    category: str
+    scope: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    age: str
+    deleted: bool
+    score: NotRequired[float]
+
+
+def entry(record: MemoryRecord, score: float | None = None) -> MemoryEntry:
+    """A memory in a tool's `details`; `score` when it was found by a search."""
+    out: MemoryEntry = {
         "id": record.id,
         "path": memory_path(record),
         "content": record.content,
@@ -64,7 +79,7 @@ def entry(record: MemoryRecord, score: float | None = None) -> dict[str, Any]:
         "scope": record.scope,
         "tags": list(record.tags),
         "importance": record.importance,
-        "createdAt": to_jsonable_python(record.created_at),
+        "created_at": to_jsonable_python(record.created_at),
         "age": record.age,
         "deleted": record.is_deleted,
     }
