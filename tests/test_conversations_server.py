@@ -71,7 +71,7 @@ def test_rest_routes_show_the_record(server, tokens, recorded):  # noqa: F811
         lines = alice.get("/v1/conversations/s1/export").text.splitlines()
         assert [json.loads(line)["content"] for line in lines] == [SAID, "Noted, oolong it is."]
         stats = alice.get("/v1/conversations/stats", params={"by": "session"}).json()["groups"]
-        assert {g["session"]: g["messages"] for g in stats} == {"s1": 2, "s2": 1}
+        assert {g["key"]: g["messages"] for g in stats} == {"s1": 2, "s2": 1}
         assert alice.get("/v1/conversations/nope").status_code == 404
         assert alice.post("/v1/conversations/messages", json={"messages": [{"role": "x", "content": "y"}]}).status_code == 400
         paths = alice.get("/openapi.json").json()["paths"]

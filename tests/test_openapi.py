@@ -106,7 +106,7 @@ def test_every_error_is_described_with_the_body_it_has(app_and_token):
                 body = json.dumps(response.get("content", {}))
                 if status.startswith(("4", "5")):
                     assert "#/components/schemas/ErrorBody" in body, (name, status)
-                elif "conversations" not in operation["tags"]:  # the record's answers: not typed yet
+                elif status != "204" and (name, status) != ("GET /v1/conversations/{session_id}/export", "200"):  # JSONL
                     assert "$ref" in body, (name, status)  # a success is typed, never a free object
             if path in ("/health", "/ready"):
                 assert operation["security"] == [], name

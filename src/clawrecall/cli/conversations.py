@@ -86,7 +86,7 @@ def export(state: State, session_id: str | None, caller: Caller, path: str | Non
 def stats(state: State, caller: Caller, by: str, as_json: bool) -> None:
     """Messages per role and tokens, per user, agent or session."""
     groups = state.open(embeds=False).conversations.stats(caller=caller, by=by)
-    rows = [[str(g[by]), str(g["messages"]), ", ".join(f"{r} {n}" for r, n in g["by_role"].items()),
+    rows = [[str(g["key"]), str(g["messages"]), ", ".join(f"{r} {n}" for r, n in g["by_role"].items()),
              str(g["input_tokens"]), str(g["output_tokens"])] for g in groups]
     headers = [by.upper(), "MESSAGES", "BY ROLE", "TOKENS IN", "TOKENS OUT"]
     out.respond(as_json, groups, out.table(headers, rows, right=[1, 3, 4]) if rows else "No conversations.")

@@ -7,6 +7,7 @@ The messages' owner is the authenticated caller, as for every route; the session
 from __future__ import annotations
 
 import io
+from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -14,12 +15,15 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
-from ..errors import NotFoundError
+from ..errors import NotFoundError, ScopeError, ValidationError, WritesDisabledError
+from ..models import Message, Segment
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+READ = errors(ValidationError, ScopeError)
+WRITE = errors(ValidationError, ScopeError, WritesDisabledError)
 
 
 class MessagesIn(BaseModel):
@@ -39,50 +43,98 @@ class EndIn(BaseModel):
     reason: Literal["session_end", "explicit"] = "session_end"
 
 
-@router.post("/messages")
-def log_messages(body: MessagesIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+class Logged(BaseModel):
+    stored: int = Field(description="Messages stored now.")
+    skipped: int = Field(description="Messages stored before (by provider id, time or position and content).")
+    unstorable: int = 0
+    ids: list[str]
+    segment_id: str | None
+
+
+class Conversation(BaseModel):
+    scope: str
+    session_id: str
+    user_id: str | None
+    agent_id: str | None
+    channel: str | None
+    messages: int
+    first_at: datetime
+    last_at: datetime
+
+
+class Conversations(BaseModel):
+    conversations: list[Conversation]
+
+
+class StatsGroup(BaseModel):
+    key: str | None = Field(description="The user, agent or session the group counts.")
+    messages: int
+    by_role: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+
+
+class ConversationStats(BaseModel):
+    by: Literal["user", "agent", "session"]
+    groups: list[StatsGroup]
+
+
+class Transcript(BaseModel):
+    session_id: str
+    messages: list[Message]
+
+
+class Segments(BaseModel):
+    segments: list[Segment]
+
+
+class Ended(BaseModel):
+    closed: Segment | None
+
+
+@router.post("/messages", responses=WRITE)
+def log_messages(body: MessagesIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Logged:
     """Store the messages not stored yet; they are in the database when this answers (embedded just after)."""
-    return dict(mem.conversations.log(body.messages, caller=ctx, session_id=body.session_id, channel=body.channel))
+    return Logged(**mem.conversations.log(body.messages, caller=ctx, session_id=body.session_id, channel=body.channel))
 
 
-@router.get("")
+@router.get("", responses=READ)
 def list_conversations(
     limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> Conversations:
     """The conversations the caller may read, the latest first."""
-    return {"conversations": mem.conversations.sessions(caller=ctx, limit=limit, offset=offset)}
+    return Conversations(conversations=mem.conversations.sessions(caller=ctx, limit=limit, offset=offset))
 
 
-@router.get("/stats")
+@router.get("/stats", responses=READ)
 def conversation_stats(
     by: Literal["user", "agent", "session"] = "user", mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> ConversationStats:
     """Messages per role and tokens, per user, agent or session (openclaw-memory-pgvector's conversation_stats)."""
-    return {"by": by, "groups": mem.conversations.stats(caller=ctx, by=by)}
+    return ConversationStats(by=by, groups=mem.conversations.stats(caller=ctx, by=by))
 
 
-@router.get("/{session_id}", responses=errors(NotFoundError))
+@router.get("/{session_id}", responses={**READ, **errors(NotFoundError)}, response_model_exclude={"messages": {"__all__": {"dedup_key"}}})
 def show_conversation(
     session_id: str, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> Transcript:
     """A conversation's messages in order."""
-    found = mem.conversations.show(session_id, caller=ctx, limit=limit, offset=offset)
-    return {"session_id": session_id, "messages": [m.model_dump(mode="json", exclude={"dedup_key"}) for m in found]}
+    return Transcript(session_id=session_id, messages=mem.conversations.show(session_id, caller=ctx, limit=limit, offset=offset))
 
 
-@router.get("/{session_id}/segments")
+@router.get("/{session_id}/segments", responses=READ)
 def conversation_segments(
     session_id: str, limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> Segments:
     """The conversation's segments, the latest first."""
-    found = mem.conversations.segments(caller=ctx, session_id=session_id, limit=limit, offset=offset)
-    return {"segments": [s.model_dump(mode="json") for s in found]}
+    return Segments(segments=mem.conversations.segments(caller=ctx, session_id=session_id, limit=limit, offset=offset))
 
 
-@router.get("/{session_id}/export", response_class=PlainTextResponse)
+@router.get("/{session_id}/export", response_class=PlainTextResponse, responses={
+    **READ, 200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "JSONL, one message a line."}})
 def export_conversation(session_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> str:
     """The conversation as JSONL, one message a line."""
     out = io.StringIO()
@@ -90,10 +142,9 @@ def export_conversation(session_id: str, mem: Memory = Depends(memory), ctx: Cal
     return out.getvalue()
 
 
-@router.post("/{session_id}/end")
+@router.post("/{session_id}/end", responses=WRITE)
 def end_conversation(
     session_id: str, body: EndIn | None = None, mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
+) -> Ended:
     """Close the session's open segment now (a `/new`, a reset, an explicit end)."""
-    closed = mem.conversations.end(session_id, caller=ctx, reason=(body or EndIn()).reason)
-    return {"closed": None if closed is None else closed.model_dump(mode="json")}
+    return Ended(closed=mem.conversations.end(session_id, caller=ctx, reason=(body or EndIn()).reason))

@@ -7,14 +7,19 @@ goes to the caller's own scope; search its chunks with `sources: ["chunk"]`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
+from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError, WritesDisabledError
+from ..models import FileRecord
 from ..scopes import Caller
 from .deps import caller, memory
+from .openapi import errors
+
+FIND = errors(ValidationError, ScopeError, NotFoundError, AmbiguousIdError)
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
@@ -26,26 +31,47 @@ class FileIn(BaseModel):
     message_id: str | None = Field(None, description="The conversation message the file came with.")
 
 
-@router.post("", summary="Ingest a file under the server's files.roots (again: replaced if changed, else nothing)")
-def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
-    """`{action: created | replaced | unchanged, file_id, path, file_type, chunks, size_bytes, scope}`."""
-    return dict(mem.files.ingest(body.path, caller=ctx, message_id=body.message_id, within_roots=True))
+class Ingested(BaseModel):
+    action: Literal["created", "replaced", "unchanged"]
+    file_id: str
+    path: str
+    file_type: Literal["markdown", "text", "code", "pdf"]
+    chunks: int
+    size_bytes: int
+    scope: str
 
 
-@router.get("", summary="The ingested files the caller may read, by path")
+class FileList(BaseModel):
+    files: list[FileRecord]
+
+
+class FileRemoved(BaseModel):
+    removed: str = Field(description="The file's id.")
+    path: str
+    chunks: int
+
+
+@router.post("", summary="Ingest a file under the server's files.roots (again: replaced if changed, else nothing)",
+             responses={**FIND, **errors(WritesDisabledError)})
+def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Ingested:
+    return Ingested(**mem.files.ingest(body.path, caller=ctx, message_id=body.message_id, within_roots=True))
+
+
+@router.get("", summary="The ingested files the caller may read, by path", responses=errors(ValidationError, ScopeError))
 def list_files(
     limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> dict[str, Any]:
-    return {"files": [f.model_dump(mode="json") for f in mem.files.list(caller=ctx, limit=limit, offset=offset)]}
+) -> FileList:
+    return FileList(files=mem.files.list(caller=ctx, limit=limit, offset=offset))
 
 
-@router.get("/{file_id}", summary="One ingested file")
-def get_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
-    return mem.files.get(file_id, caller=ctx).model_dump(mode="json")
+@router.get("/{file_id}", summary="One ingested file", responses=FIND)
+def get_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRecord:
+    return mem.files.get(file_id, caller=ctx)
 
 
-@router.delete("/{file_id}", summary="Remove an ingested file: its chunks and its record")
-def remove_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.delete("/{file_id}", summary="Remove an ingested file: its chunks and its record",
+               responses={**FIND, **errors(WritesDisabledError)})
+def remove_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRemoved:
     file = mem.files.remove(file_id, caller=ctx)
-    return {"removed": file.id, "path": file.path, "chunks": file.chunk_count}
+    return FileRemoved(removed=file.id, path=file.path, chunks=file.chunk_count)

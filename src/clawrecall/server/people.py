@@ -7,15 +7,18 @@ for it, since one prompt-injected call would wipe a person's memory.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Response
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from ..engine import Memory
+from ..errors import NotFoundError, ScopeError, ValidationError, WritesDisabledError
+from ..models import StartupEntry
 from ..scopes import Caller
 from .deps import caller, memory
 from .memories import When, _Body
+from .openapi import errors
+
+CHANGE = errors(ValidationError, ScopeError, WritesDisabledError)
 
 router = APIRouter(prefix="/v1")
 
@@ -49,40 +52,55 @@ class StartupIn(_Body):
     scope: str | None = Field(None, description="Default: user:<caller>, else agent:<caller>, else global.")
 
 
-@router.post("/erase", tags=["memories"])
-def erase(body: EraseIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+class Erased(BaseModel):
+    erased: dict[str, int] = Field(description="Rows per kind: memories, history, history_actor, messages, segments, files, startup.")
+    dry_run: bool
+
+
+class BulkDeleted(BaseModel):
+    matched: int
+    deleted: int
+    dry_run: bool
+
+
+class StartupEntries(BaseModel):
+    entries: list[StartupEntry]
+
+
+@router.post("/erase", tags=["memories"], responses=CHANGE)
+def erase(body: EraseIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Erased:
     """Erase a person for good (GDPR): the user's or agent's memories, their history's old values and its
     startup entries. The administrator may erase anyone; a token only its own user (or agent)."""
     counts = mem.erase(user_id=body.user_id, agent_id=body.agent_id, caller=ctx, dry_run=body.dry_run)
-    return {"erased": counts, "dry_run": body.dry_run}
+    return Erased(erased=counts, dry_run=body.dry_run)
 
 
-@router.post("/memories/delete-bulk", tags=["memories"])
-def delete_bulk(body: DeleteBulkIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.post("/memories/delete-bulk", tags=["memories"], responses=CHANGE)
+def delete_bulk(body: DeleteBulkIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> BulkDeleted:
     """Soft-delete every memory that matches the filters (at least one), in the caller's scopes; `dry_run` counts."""
     n = mem.delete_bulk(
         caller=ctx, scope=body.scope, category=body.category, tags=body.tags, session_id=body.session,
         since=body.since, until=body.until, dry_run=body.dry_run,
     )
-    return {"matched": n, "deleted": 0 if body.dry_run else n, "dry_run": body.dry_run}
+    return BulkDeleted(matched=n, deleted=0 if body.dry_run else n, dry_run=body.dry_run)
 
 
-@router.get("/startup", tags=["startup"])
-def startup_list(mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.get("/startup", tags=["startup"], responses=errors(ValidationError, ScopeError))
+def startup_list(mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> StartupEntries:
     """The startup entries in the caller's scopes, by priority then key."""
-    return {"entries": [e.model_dump(mode="json") for e in mem.startup.list(caller=ctx)]}
+    return StartupEntries(entries=mem.startup.list(caller=ctx))
 
 
-@router.put("/startup/{key}", tags=["startup"])
-def startup_set(key: str, body: StartupIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+@router.put("/startup/{key}", tags=["startup"], responses=CHANGE)
+def startup_set(key: str, body: StartupIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> StartupEntry:
     """Create or replace the entry `key` (in the caller's own scope unless `scope` names another it may write)."""
     entry = mem.startup.set(
         key, body.content, priority=body.priority, reinforce=body.reinforce, scope=body.scope, caller=ctx,
     )
-    return entry.model_dump(mode="json")
+    return entry
 
 
-@router.delete("/startup/{key}", tags=["startup"], status_code=204)
+@router.delete("/startup/{key}", tags=["startup"], status_code=204, responses={**CHANGE, **errors(NotFoundError)})
 def startup_delete(
     key: str, scope: str | None = None, mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> Response:

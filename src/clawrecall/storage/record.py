@@ -156,14 +156,14 @@ class Messages(_Table[Message]):
         column = {"user": "m.user_id", "agent": "m.agent_id", "session": "t.session_id"}[by]
         where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
         rows = self._store._run(
-            f"SELECT {column}, t.role, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0), "
-            f"count(DISTINCT t.segment_id) FROM messages t JOIN memories m ON m.id = t.id WHERE {where} "
+            f"SELECT {column}, t.role, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) "
+            f"FROM messages t JOIN memories m ON m.id = t.id WHERE {where} "
             f"GROUP BY {column}, t.role ORDER BY {column}, t.role",
             params,
         )
         groups: dict[Any, dict[str, Any]] = {}
-        for key, role, n, tokens_in, tokens_out, _ in rows:
-            g = groups.setdefault(key, {by: key, "messages": 0, "by_role": {}, "input_tokens": 0, "output_tokens": 0})
+        for key, role, n, tokens_in, tokens_out in rows:
+            g = groups.setdefault(key, {"key": key, "messages": 0, "by_role": {}, "input_tokens": 0, "output_tokens": 0})
             g["messages"] += n
             g["by_role"][role] = n
             g["input_tokens"] += int(tokens_in)
