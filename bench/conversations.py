@@ -22,8 +22,8 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     cache off), on a store of `--store-messages` messages + `--store-memories` memories +
     `--store-chunks` file chunks, in two layouts: spread over `--users` users (each query
     from one of them), and everything in one user's scope (the worst case for one caller). With
-    `--rest`, also `POST /v1/context` on a server over the same store when the route takes
-    `sources`.
+    `--rest`, also `POST /v1/context` (search_context, every source) on a server over the same
+    store.
 
     The store is built without embedding 120k texts: `--distinct` sentences from bench/scale.py's
     templates are embedded once by the local model (kept in `--db-dir`); each row is one of them
@@ -31,7 +31,8 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     the mean of its four) plus Gaussian noise (cosine ~0.96 to the original), normalised.
     Messages go in through `mem.conversations.log` (with the backfill held back) and get their
     vectors through `store.set_vectors`, as the backfill would give them; memories through
-    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.insert`. SQLite
+    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.insert`; all inside
+    `mem.deferred_vector_index()` (PostgreSQL builds its HNSW index once, at the end). SQLite
     stores are kept in `--db-dir` and reused.
 
 Every row of the report carries the load averages (1, 5, 15 min) at its start: other processes
@@ -105,6 +106,27 @@ def summary(ms: list[float]) -> dict[str, float]:
     return {"n": len(ms), "p50_ms": statistics.median(ms), "p95_ms": pct(ms, 95), "mean_ms": statistics.fmean(ms)}
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used: what the work costs whatever the load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_s(pg: Server | None) -> float | None:
+    """CPU seconds of our own PostgreSQL server and its backends (None for a server of `--db-url`)."""
+    if pg is None or pg.pg is None:
+        return None
+    postmaster = int((Path(pg.pg.pgdata) / "postmaster.pid").read_text().split()[0])
+    total = cpu_s(postmaster)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                total += cpu_s(int(stat.parent.name))
+        except (OSError, ValueError):  # a process that ended meanwhile
+            pass
+    return total
+
+
 def sentences(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [_fill(rng.choice(TEMPLATES)[1], rng) for _ in range(n)]
@@ -171,21 +193,10 @@ def server_ms(running: ServerProcess, path: str) -> list[float]:
     return [r["ms"] for r in running.records() if r.get("msg") == "request" and r.get("path") == path]
 
 
-def has_route(running: ServerProcess, path: str, field: str | None = None) -> bool:
-    """Whether the server's OpenAPI schema has the route (and, with `field`, whether its body takes it)."""
+def has_route(running: ServerProcess, path: str) -> bool:
+    """Whether the server's OpenAPI schema has the POST route."""
     schema = httpx.get(f"{running.url}/openapi.json", timeout=30).json()
-    route = schema.get("paths", {}).get(path, {}).get("post")
-    if route is None or field is None:
-        return route is not None
-    body = route.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
-    ref = body.get("$ref", "").rsplit("/", 1)[-1]
-    props = schema.get("components", {}).get("schemas", {}).get(ref, body).get("properties", {})
-    return field in props
-
-
-def unembedded(target: str) -> int:
-    with Memory.open(target, check_embedding=False) as mem:
-        return mem.store.count_unembedded()
+    return "post" in schema.get("paths", {}).get(path, {})
 
 
 # -- 1. the agent_end hook --------------------------------------------------------------------
@@ -203,6 +214,8 @@ def hook_part(backend: str, pg: Server | None, folder: Path, args: argparse.Name
             stored = queued = 0
             with client(running, token, "alice", session) as http:
                 for call in range(WARMUP_CALLS + args.calls):
+                    if call == WARMUP_CALLS:
+                        cpu_start = cpu_s(running.process.pid)
                     window = messages[max(0, 2 * call + 2 - WINDOW): 2 * call + 2]
                     t = time.perf_counter()
                     r = http.post("/v1/hooks/agent_end", json={"messages": window, "success": True})
@@ -217,9 +230,11 @@ def hook_part(backend: str, pg: Server | None, folder: Path, args: argparse.Name
                         queued += answer["queued"]
                     if args.gap_ms:
                         time.sleep(args.gap_ms / 1000)
+            time.sleep(2)  # the background embedding of the last calls
+            cpu_ms = (cpu_s(running.process.pid) - cpu_start) * 1000 / args.calls
             inside = server_ms(running, "/v1/hooks/agent_end")[before + WARMUP_CALLS:]
             row = {"run": run + 1, "load": load_start, "client": summary(ms), "server": summary(inside),
-                   "stored": stored, "captures_queued": queued}
+                   "server_cpu_ms_per_call": cpu_ms, "stored": stored, "captures_queued": queued}
             log(f"hook {backend} run {run + 1}: p50 {row['client']['p50_ms']:.1f} ms, p95 {row['client']['p95_ms']:.1f} ms "
                 f"(server p50 {row['server']['p50_ms']:.1f}); load {load_start}")
             runs.append(row)
@@ -239,7 +254,11 @@ def log_items(args: argparse.Namespace) -> list[tuple[str, str, list[dict[str, A
     return calls
 
 
-def log_part(backend: str, pg: Server | None, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def log_part(backend: str, pg: Server | None, folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    return [log_run(backend, pg, folder, args, run) for run in range(args.repeat)]
+
+
+def log_run(backend: str, pg: Server | None, folder: Path, args: argparse.Namespace, run: int) -> dict[str, Any]:
     calls = log_items(args)
     total = sum(len(m) for _, _, m in calls)
     texts = [m["content"][0]["text"] for _, _, batch in calls for m in batch]
@@ -256,18 +275,21 @@ def log_part(backend: str, pg: Server | None, folder: Path, args: argparse.Names
             if rest := has_route(running, "/v1/conversations/messages"):
                 ack_s, embedded_s = log_rest(running, token, target, calls)
         if not rest:  # this build has no REST route for it: the Python API, in this process
+            load_start = load()
             ack_s, embedded_s = log_python(target, folder, calls)
-        row = {"backend": backend, "path": "REST POST /v1/conversations/messages" if rest else "Python mem.conversations.log",
+        row = {"backend": backend, "run": run + 1,
+               "path": "REST POST /v1/conversations/messages" if rest else "Python mem.conversations.log",
                "messages": total, "batch": args.batch, "load": load_start, "load_end": load(),
                "ack_s": ack_s, "ack_per_s": total / ack_s, "embedded_s": embedded_s, "embedded_per_s": total / embedded_s,
                "raw_embed_per_s": raw_per_s}
-        log(f"log {backend} ({row['path']}): {row['ack_per_s']:.0f}/s acknowledged, {row['embedded_per_s']:.0f}/s "
-            f"embedded (raw model {raw_per_s:.0f}/s); load {load_start}")
+        log(f"log {backend} run {run + 1} ({row['path']}): {row['ack_per_s']:.0f}/s acknowledged, "
+            f"{row['embedded_per_s']:.0f}/s embedded (raw model {raw_per_s:.0f}/s); load {load_start}")
         return row
 
 
 def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tuple[float, float]:
     clients: dict[str, httpx.Client] = {}
+    watcher = Memory.open(target, check_embedding=False)  # counts the rows the server's backfill has not embedded
     try:
         t = time.perf_counter()
         for user, session, batch in calls:
@@ -275,10 +297,11 @@ def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tu
             r = http.post("/v1/conversations/messages", json={"session_id": session, "messages": batch})
             r.raise_for_status()
         ack = time.perf_counter() - t
-        while unembedded(target):
+        while watcher.store.count_unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
     finally:
+        watcher.close()
         for http in clients.values():
             http.close()
 
@@ -324,7 +347,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
     nrng = np.random.default_rng(SEED + 3)
     users = USERS[: args.users] if layout == "spread" else USERS[:1]
     t0 = time.perf_counter()
-    with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem:
+    with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem, mem.deferred_vector_index():
         texts, vectors = base_vectors(mem, args.distinct, args.db_dir)
         model = mem._embedding.model_name
         pick = lambda k: [rng.randrange(len(texts)) for _ in range(k)]  # noqa: E731
@@ -386,15 +409,17 @@ def search_part(backend: str, pg: Server | None, folder: Path, args: argparse.Na
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{path}{suffix}").unlink(missing_ok=True)
                 meta.write_text(json.dumps(build_store(str(path), folder, layout, args)))
-            out.append(measure_search(str(path), json.loads(meta.read_text()), backend, folder, args))
+            out.append(measure_search(str(path), json.loads(meta.read_text()), backend, None, folder, args))
         else:
             with database(backend, pg, name.replace("-", "_"), folder) as url:
                 built = build_store(url, folder, layout, args)
-                out.append(measure_search(url, built, backend, folder, args))
+                out.append(measure_search(url, built, backend, pg, folder, args))
     return out
 
 
-def measure_search(target: str, built: dict[str, Any], backend: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def measure_search(
+    target: str, built: dict[str, Any], backend: str, pg: Server | None, folder: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     rng = random.Random(SEED + 5)
     users = USERS[: built["users"]]
     seen: dict[str, str] = {}
@@ -411,14 +436,18 @@ def measure_search(target: str, built: dict[str, Any], backend: str, folder: Pat
         found: dict[str, int] = {}
         for run in range(args.repeat):
             load_start = load()
-            ms = []
+            ms, cpu = [], []
+            pg_start = postgres_cpu_s(pg)
             for q, user in queries:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 hits = mem.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)
                 ms.append((time.perf_counter() - t) * 1000)
+                cpu.append((time.process_time() - c) * 1000)
                 for h in hits:
                     found[h.source] = found.get(h.source, 0) + 1
-            row["runs"].append({"run": run + 1, "load": load_start, **summary(ms)})
+            pg_end = postgres_cpu_s(pg)
+            row["runs"].append({"run": run + 1, "load": load_start, **summary(ms), "cpu_p50_ms": statistics.median(cpu),
+                                "postgres_cpu_ms_per_search": None if pg_end is None else (pg_end - pg_start) * 1000 / len(queries)})
             log(f"search {backend} {built['layout']} run {run + 1}: p50 {row['runs'][-1]['p50_ms']:.1f} ms, "
                 f"p95 {row['runs'][-1]['p95_ms']:.1f} ms; load {load_start}")
         row["hits_by_source"] = found
@@ -439,17 +468,15 @@ def measure_search(target: str, built: dict[str, Any], backend: str, folder: Pat
 
 def rest_context(target: str, folder: Path, queries: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, Any]:
     with server(target, folder) as (running, token):
-        if not has_route(running, "/v1/context", "sources"):
-            return {"skipped": "POST /v1/context does not take sources on this build"}
         clients = {u: client(running, token, u) for u in {u for _, u in queries}}
         try:
             for q, user in queries[:20]:
-                clients[user].post("/v1/context", json={"query": q, "sources": SOURCES, "limit": 10}).raise_for_status()
+                clients[user].post("/v1/context", json={"query": q, "limit": 10}).raise_for_status()
             load_start = load()
             ms = []
             for q, user in queries:
                 t = time.perf_counter()
-                clients[user].post("/v1/context", json={"query": q, "sources": SOURCES, "limit": 10}).raise_for_status()
+                clients[user].post("/v1/context", json={"query": q, "limit": 10}).raise_for_status()
                 ms.append((time.perf_counter() - t) * 1000)
         finally:
             for http in clients.values():
@@ -472,6 +499,11 @@ def mark(value: float, target: float, higher_better: bool = False) -> str:
     return "" if (value >= target if higher_better else value <= target) else " ✗"
 
 
+def pg_cpu(run: dict[str, Any]) -> str:
+    value = run.get("postgres_cpu_ms_per_search")
+    return "-" if value is None else f"{value:.1f}"
+
+
 def render(report: dict[str, Any]) -> str:
     lines = [f"Machine: {report['machine']}; load average (1, 5, 15 min) {report['load_start']} at start, "
              f"{report['load_end']} at end.", ""]
@@ -479,47 +511,44 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"`agent_end` over HTTP, 20-message transcript with 2 new per call, {report['args']['calls']} calls "
                   f"per run after {WARMUP_CALLS} warm-up calls, gap {report['args']['gap_ms']} ms "
                   f"(target p50 ≤ {TARGETS['hook_p50_ms']:g} ms):", "",
-                  "| backend | run | load at start | client p50 ms | client p95 ms | server p50 ms | server p95 ms | captures queued |",
-                  "|---|---:|---|---:|---:|---:|---:|---:|"]
+                  "| backend | run | load at start | client p50 ms | client p95 ms | server p50 ms | server p95 ms | server CPU ms per call | captures queued |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
         for h in report["hook"]:
             for r in h["runs"]:
                 c, s = r["client"], r["server"]
                 lines.append(f"| {h['backend']} | {r['run']} | {r['load']} | {c['p50_ms']:.1f}{mark(c['p50_ms'], TARGETS['hook_p50_ms'])} "
-                             f"| {c['p95_ms']:.1f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {r['captures_queued']} |")
+                             f"| {c['p95_ms']:.1f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {r['server_cpu_ms_per_call']:.1f} | {r['captures_queued']} |")
         lines.append("")
     if report.get("log"):
         lines += [f"Logging messages with the local model (target ≥ {TARGETS['log_per_s']:g}/s):", "",
-                  "| backend | path | messages | per call | load at start | acknowledged/s | all embedded after (s) | embedded/s | raw model/s (batches of 64) |",
-                  "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+                  "| backend | path | run | messages | per call | load at start | acknowledged/s | all embedded after (s) | embedded/s | raw model/s (batches of 64) |",
+                  "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
         for r in report["log"]:
-            lines.append(f"| {r['backend']} | {r['path']} | {r['messages']:,} | {r['batch']} | {r['load']} "
+            lines.append(f"| {r['backend']} | {r['path']} | {r['run']} | {r['messages']:,} | {r['batch']} | {r['load']} "
                          f"| {r['ack_per_s']:,.0f}{mark(r['ack_per_s'], TARGETS['log_per_s'], True)} | {r['embedded_s']:.1f} "
                          f"| {r['embedded_per_s']:,.0f}{mark(r['embedded_per_s'], TARGETS['log_per_s'], True)} | {r['raw_embed_per_s']:,.0f} |")
         lines.append("")
     if report.get("search"):
         lines += [f"`mem.search(q, caller=Caller(user, \"main\"), sources=[memory, message, chunk], limit=10)`, "
                   f"query embedding included, cache off (target p50 ≤ {TARGETS['search_p50_ms']:g} ms):", "",
-                  "| backend | layout | rows (memory / message / chunk) | run | load at start | p50 ms | p95 ms | first search ms | query embed p50 ms | hits by source |",
-                  "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
+                  "| backend | layout | rows (memory / message / chunk) | run | load at start | p50 ms | p95 ms | CPU p50 ms (this process) | PostgreSQL CPU ms per search | first search ms | query embed p50 ms | hits by source |",
+                  "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in report["search"]:
             k = r["by_kind"]
             layout = f"{r['users']} users" if r["layout"] == "spread" else "one user"
             for run in r["runs"]:
                 lines.append(f"| {r['backend']} | {layout} | {k.get('memory', 0):,} / {k.get('message', 0):,} / {k.get('chunk', 0):,} "
                              f"| {run['run']} | {run['load']} | {run['p50_ms']:.1f}{mark(run['p50_ms'], TARGETS['search_p50_ms'])} "
-                             f"| {run['p95_ms']:.1f} | {r['first_search_ms']:.0f} | {r['query_embed_p50_ms']:.1f} "
+                             f"| {run['p95_ms']:.1f} | {run['cpu_p50_ms']:.1f} | {pg_cpu(run)} | {r['first_search_ms']:.0f} | {r['query_embed_p50_ms']:.1f} "
                              f"| {', '.join(f'{s} {n}' for s, n in sorted(r['hits_by_source'].items()))} |")
         rest = [r for r in report["search"] if "rest" in r]
         if rest:
-            lines += ["", "`POST /v1/context` with the same queries and sources, over HTTP:", "",
+            lines += ["", "`POST /v1/context` (search_context: every source) with the same queries, over HTTP:", "",
                       "| backend | layout | load at start | client p50 ms | client p95 ms | server p50 ms |", "|---|---|---|---:|---:|---:|"]
             for r in rest:
                 x = r["rest"]
-                if "skipped" in x:
-                    lines.append(f"| {r['backend']} | {r['layout']} | - | {x['skipped']} | | |")
-                else:
-                    lines.append(f"| {r['backend']} | {r['layout']} | {x['load']} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} "
-                                 f"| {x['server']['p50_ms']:.1f} |")
+                lines.append(f"| {r['backend']} | {r['layout']} | {x['load']} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} "
+                             f"| {x['server']['p50_ms']:.1f} |")
         for r in report["search"]:
             if "profile" in r:
                 lines += ["", f"cProfile, {r['backend']} {r['layout']}, {r['queries']} searches:", "", "```",
