@@ -71,7 +71,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from postgres import Server  # noqa: E402
+from postgres import Server, machine  # noqa: E402
 from scale import QUERY_TEMPLATES, TEMPLATES, USERS, _fill, pct  # noqa: E402
 
 from clawrecall import Caller, Memory  # noqa: E402
@@ -556,16 +556,6 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} CPUs"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default="hook,log,search", help="comma-separated: hook, log, search")
@@ -600,7 +590,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--messages must be a multiple of --session, and --session of --batch")
     args.db_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CLAWRECALL_HOME", str(args.db_dir / "home"))  # not the user's own config or data
-    report: dict[str, Any] = {"machine": machine(), "load_start": load(), "args": {k: str(v) for k, v in vars(args).items()}}
+    m = machine()
+    report: dict[str, Any] = {"machine": f"{m['cpu']}, {m['cores']} CPUs, {m['ram_gb']:.0f} GB RAM", "load_start": load(), "args": {k: str(v) for k, v in vars(args).items()}}
     report["args"] |= {"calls": args.calls, "gap_ms": args.gap_ms}
     pg = Server(args.db_url, []) if "postgres" in backends else None
     folder = Path(tempfile.mkdtemp(prefix="clawrecall-conv-bench-"))
