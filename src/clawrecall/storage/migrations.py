@@ -174,6 +174,10 @@ RECORD_KINDS = [
     "DROP INDEX idx_memories_category",
     "CREATE INDEX idx_memories_kind_category ON memories (kind, category)",
     "CREATE INDEX idx_memories_kind_scope ON memories (kind, scope)",
+    # a session's turns next to a hit are one index range, the scope included (it was a bitmap AND
+    # of the session and scope indexes on PostgreSQL: 70 ms a search at 100k messages)
+    "DROP INDEX idx_memories_session",
+    "CREATE INDEX idx_memories_session ON memories (session_id, scope, created_at) WHERE session_id IS NOT NULL",
 ]
 
 

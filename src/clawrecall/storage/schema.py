@@ -99,7 +99,7 @@ MEMORIES = Table(
         Index("idx_memories_user_id", "user_id"),
         Index("idx_memories_deleted", "deleted_at", where="deleted_at IS NOT NULL"),
         Index("idx_memories_expires", "expires_at", where="expires_at IS NOT NULL"),
-        Index("idx_memories_session", "session_id, created_at", where="session_id IS NOT NULL"),
+        Index("idx_memories_session", "session_id, scope, created_at", where="session_id IS NOT NULL"),
         # rows written before their vector (messages, chunks, a write while the provider was down)
         Index("idx_memories_unembedded", "created_at", where="embedding IS NULL"),
     ),
