@@ -65,6 +65,7 @@ class MemoryIn(_Body):
     metadata: dict[str, Any] | None = None
     created_at: When | None = Field(None, description="When it was said (default: now), e.g. for an import.")
     expires_at: When | None = None
+    valid_from: When | None = Field(None, description="Since when it is true, if the source says (default: created_at).")
     dedup: bool | None = Field(None, description="Skip a near-duplicate in the same scope (default: config).")
 
 
@@ -78,6 +79,11 @@ class MemoryPatch(_Body):
     visibility: VisibilityName | None = None
     metadata: dict[str, Any] | None = None
     expires_at: When | None = None
+
+
+class SupersedeIn(MemoryPatch):
+    content: str = Field(min_length=1)
+    valid_from: When | None = Field(None, description="When the change became true (default: now).")
 
 
 class SearchIn(_Body):
@@ -99,6 +105,7 @@ class SearchIn(_Body):
     sources: list[Literal["memory", "message", "chunk"]] | None = Field(
         None, description="What to search: memories (the default), conversation messages, file chunks."
     )
+    as_of: When | None = Field(None, description="Search what was true at this time (default: what is true now).")
 
 
 @router.post(
@@ -130,6 +137,8 @@ def list_memories(
     include_deleted: QueryBool = False,
     only_deleted: QueryBool = False,
     order: Order = "newest",
+    as_of: datetime | None = Query(None, description="What was true at this time (default: what is true now)."),
+    include_superseded: QueryBool = Query(False, description="Include the versions others superseded."),
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
 ) -> dict[str, Any]:
@@ -137,7 +146,7 @@ def list_memories(
     records = mem.list(
         caller=ctx, scope=scope, category=category, tags=tag, session_id=session, since=since,
         until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
-        order=order,
+        order=order, as_of=as_of, include_superseded=include_superseded,
     )
     return {"memories": [r.model_dump(mode="json") for r in records], "count": len(records), "offset": offset}
 
@@ -175,6 +184,22 @@ def undelete_memory(
     return mem.undelete(memory_id, caller=ctx).model_dump(mode="json")
 
 
+@router.post("/memories/{memory_id}/supersede", status_code=201, tags=["memories"])
+def supersede_memory(
+    memory_id: str, body: SupersedeIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
+) -> dict[str, Any]:
+    """A fact changed: store the new memory, which replaces this one from `valid_from` on. The old one is kept
+    (`superseded_by`, `valid_to`) and found with `as_of` an earlier time."""
+    fields = body.model_dump(exclude={"content"}, exclude_none=True)
+    return mem.supersede(memory_id, body.content, caller=ctx, **fields).model_dump(mode="json")
+
+
+@router.get("/memories/{memory_id}/versions", tags=["memories"])
+def memory_versions(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
+    """Every version of a fact, the first first."""
+    return {"versions": [r.model_dump(mode="json") for r in mem.versions(memory_id, caller=ctx)]}
+
+
 @router.get("/memories/{memory_id}/history", tags=["memories"])
 def memory_history(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> dict[str, Any]:
     """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
@@ -188,7 +213,7 @@ def search(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller = Depends(
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
-        sources=body.sources,
+        sources=body.sources, as_of=body.as_of,
     )
     return {"results": [h.model_dump(mode="json") for h in hits]}
 
