@@ -155,3 +155,10 @@ def test_the_range_is_relative_to_the_now_given():
     assert found is not None and (found.start.date(), found.end.date()) == (D(2024, 12, 31), D(2025, 1, 1))
     assert datetime(2024, 12, 31, 23, 59, tzinfo=timezone.utc) in found
     assert datetime(2025, 1, 1, tzinfo=timezone.utc) not in found
+
+
+def test_a_long_prompt_is_read_around_the_words_that_can_start_an_expression():
+    filler = "Please refactor the parser so that it reports the position of every error. " * 40
+    assert find(filler, NOW) is None
+    found = find(filler + "What did we decide v minulém týdnu?", NOW)
+    assert found is not None and found.text == "v minulém týdnu" and found.query.endswith("What did we decide?")
