@@ -367,7 +367,7 @@ class Memory:
         reasoning, tool_call, tool_result, system).
 
         Only current memories are searched (not those another has superseded); `as_of` searches what was
-        true then, and known by then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
+        true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
         lifts what was said or became true in that time (docs/time.md)."""
         caller = as_caller(caller, user_id, agent_id)
         if not isinstance(query, str) or not query.strip():
@@ -426,7 +426,7 @@ class Memory:
     ) -> list[MemoryRecord]:
         """Memories without searching, newest first; deleted, expired and superseded ones only when asked for.
 
-        `as_of` lists what was true then (and known by then). `source_type`/`source_id` (one id or any
+        `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
         caller = as_caller(caller, user_id, agent_id)
         check_int(limit, "limit", 1, _MAX_ROWS)

@@ -41,7 +41,7 @@ class Filters:
     other_session: str | None = None  # leave out this session's messages (recall: they are in the prompt already) …
     other_session_since: datetime | None = None  # … from this time on (its current transcript), if given
     message_roles: tuple[str, ...] | None = None  # only messages of these roles (a message row's source_id)
-    as_of: datetime | None = None  # what was true at this time, and recorded by then, instead of what is true now
+    as_of: datetime | None = None  # what was true at this time (valid time), instead of what is true now
     include_superseded: bool = False  # every version of a fact, not only the current one (reads by id, maintenance)
 
 
