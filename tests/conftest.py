@@ -175,7 +175,7 @@ def model_runs(monkeypatch):
 
 @pytest.fixture
 def damaged_db(tmp_path):
-    """A 100-memory SQLite store whose last 20 pages were overwritten with 0xff (the header kept):
+    """A 100-memory SQLite store whose memories table's last 20 pages were overwritten with 0xff (the header kept):
     what a failing disk or a bad copy leaves behind."""
     import sqlite3
 
@@ -185,8 +185,12 @@ def damaged_db(tmp_path):
                     for i in range(100)], dedup=False)
     conn = sqlite3.connect(path)
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    # the memories table's own last pages: the file's last ones hold whatever was written last
+    # (history, which grows with every field a memory gains)
+    pages = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memories' ORDER BY pageno")][-20:]
     conn.close()
     with open(path, "r+b") as fh:
-        fh.seek(-20 * page_size, os.SEEK_END)
-        fh.write(b"\xff" * 20 * page_size)
+        for page in pages:
+            fh.seek((page - 1) * page_size)
+            fh.write(b"\xff" * page_size)
     return path

@@ -587,6 +587,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     said.write_text(json.dumps([{"role": "user", "content": "Grace moved the review to the afternoon"}]))
     steps = [
         ["init"], ["search", "pull request reviews"], ["get", memory_id[:8]], ["list"], ["update", memory_id, "--title", "reviews"],
+        ["supersede", memory_id, "Grace reviews every pull request after lunch"], ["versions", memory_id],
         ["delete", memory_id], ["undelete", memory_id], ["history", memory_id], ["count"], ["stats"],
         ["export", "--output", str(export)], ["import", str(export)], ["reembed"], ["doctor"], ["purge", "--yes"],
         ["forget", memory_id, "--yes"], ["add", "Heidi's team owns the search service"], ["token", "list"],

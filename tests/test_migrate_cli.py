@@ -30,14 +30,14 @@ def test_status_dry_run_apply(db_target):
     assert again.exit_code == 0 and "Pending: none" in again.output
 
 
-def test_the_last_release_gets_the_record_kinds_and_the_conversation_tables_and_every_step_recorded(db_target):
+def test_the_last_release_gets_the_record_kinds_the_validity_and_the_conversation_tables_and_every_step_recorded(db_target):
     """A v7 SQLite file or v5 PostgreSQL database has every step up to text-index-bulk: it gets the
     ones this release added, and the record of all of them."""
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 2
-    assert status["pending"] == ["core/record-kinds", "conversations/initial"]
+    assert status["schema_version"] == latest() - 3
+    assert status["pending"] == ["core/record-kinds", "core/validity", "conversations/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)

@@ -125,6 +125,8 @@ class RetrievalConfig(_Section):
     rerank: RerankConfig = RerankConfig()
     recency_half_life_days: float = Field(default=14.0, gt=0)
     recency_weight: float = Field(default=0.0, ge=0)
+    # a time named in the query ("yesterday", "in May") adds this to the hits from that time (0 = off; docs/time.md)
+    time_query_weight: float = Field(default=0.2, ge=0)
     importance_weight: float = Field(default=0.3, ge=0, le=1)
     length_norm_anchor: int = Field(default=500, ge=0)
     time_decay_half_life_days: float = Field(default=0.0, ge=0)

@@ -10,9 +10,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from ._time import age_string
+from ._time import age_string, utcnow
 
 DEFAULT_CATEGORIES: tuple[str, ...] = (
     "preference",
@@ -79,6 +79,19 @@ class MemoryRecord(BaseModel):
     expires_at: datetime | None = None
     embedding_model: str | None = None
     kind: Kind = "memory"
+    # true from `valid_from` until `valid_to` (None: still true), when `superseded_by` replaced it (docs/time.md)
+    valid_from: datetime = None  # type: ignore[assignment]  # filled from `created_at` when not given
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_from_creation(cls, data: Any) -> Any:
+        """A memory is valid from when it was recorded unless a source said otherwise (a stored NULL)."""
+        if isinstance(data, dict) and data.get("valid_from") is None:
+            data = {**data, "valid_from": data.get("created_at")}
+        return data
 
     @property
     def age(self) -> str:
@@ -87,6 +100,11 @@ class MemoryRecord(BaseModel):
     @property
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
+
+    @property
+    def is_current(self) -> bool:
+        """Not superseded (or superseded only from a time still to come)."""
+        return self.valid_to is None or self.valid_to > utcnow()
 
 
 class SearchHit(BaseModel):
@@ -131,7 +149,7 @@ class HistoryEntry(BaseModel):
 
     id: int
     memory_id: str
-    action: Literal["add", "update", "delete", "undelete", "forget", "purge", "import"]
+    action: Literal["add", "update", "delete", "undelete", "forget", "purge", "import", "supersede"]
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     actor: str | None = None
@@ -179,11 +197,15 @@ class NewMemory(BaseModel):
     metadata: dict[str, Any] | None = None
     created_at: datetime | None = None
     expires_at: datetime | None = None
+    valid_from: datetime | None = None  # when it became true, if the source says (default: when it is recorded)
     # Set only when importing an export: the record keeps its identity and life so far.
     id: str | None = None
     updated_at: datetime | None = None
     deleted_at: datetime | None = None
     embedding_model: str | None = None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
 
 
 class StartupEntry(BaseModel):

@@ -159,6 +159,7 @@ filter_options = options(
     click.option("--session", "session_id", metavar="ID", help="Only memories from this session."),
     click.option("--since", type=IsoTime(), help="Only memories created at or after this time: ISO, or 7d, 2h, yesterday."),
     click.option("--until", type=IsoTime(), help="Only memories created before this time: ISO, or 30d (older than 30 days)."),
+    click.option("--as-of", type=IsoTime(), help="What was true at this time (ISO, or 30d, yesterday) (default: what is true now)."),
     include_deleted_option,
 )
 field_options = options(
@@ -254,6 +255,7 @@ def init(state: State, as_json: bool) -> None:
 @click.option("--scope", metavar="SCOPE", help="Where to store it (default: user:<user>, else agent:<agent>, else global).")
 @field_options
 @click.option("--created-at", type=IsoTime(), help="When it was said or learnt (ISO date or time; default now).")
+@click.option("--valid-from", type=IsoTime(), help="Since when it is true, if not since it is recorded (ISO date or time).")
 @click.option("--source-type", metavar="TYPE", help="What it came from (e.g. chat, file, import).")
 @click.option("--source-id", metavar="ID", help="Which one of those it came from.")
 @click.option("--no-dedup", is_flag=True, help="Store it even if a near-identical memory is in the scope.")
@@ -300,6 +302,7 @@ def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
 @filter_options
 @click.option("--deleted", "only_deleted", is_flag=True, help="Show only soft-deleted memories.")
 @include_expired_option
+@click.option("--all-versions", "include_superseded", is_flag=True, help="Include the versions others superseded.")
 @click.option("--limit", "-n", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
 @click.option("--order", type=click.Choice(["newest", "oldest", "updated"]), default="newest", show_default=True)
@@ -326,6 +329,32 @@ def update(state: State, memory_id: str, as_json: bool, caller: Caller, **change
     mem = state.open(embeds=changes["content"] is not None)
     record = mem.update(memory_id, caller=caller, **changes)
     out.respond(as_json, record, f"Updated {out.short_id(record.id)}.")
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.argument("content")
+@click.option("--valid-from", type=IsoTime(), help="When the change became true (ISO date or time; default now).")
+@field_options
+@caller_options
+@json_option
+@pass_state
+def supersede(state: State, memory_id: str, content: str, as_json: bool, caller: Caller, **fields: Any) -> None:
+    """Record that a fact changed: a new memory CONTENT (- reads stdin) replaces ID from --valid-from on.
+    ID stays, true until then (search --as-of finds it); the new one keeps its scope, category and tags
+    unless given. To fix how a memory is written instead, use update."""
+    text = sys.stdin.read() if content == "-" else content
+    record = state.open(embeds=True).supersede(memory_id, text, caller=caller, **engine_args(fields))
+    out.respond(as_json, record, f"Superseded {out.short_id(record.supersedes or '')} by {out.short_id(record.id)} "
+                                 f"from {out.timestamp(record.valid_from)}.")
+
+
+@click.command()
+@by_id
+def versions(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
+    """Every version of a fact, the first first: what each said and when it was true."""
+    records = state.open(embeds=False).versions(memory_id, caller=caller)
+    out.respond(as_json, records, versions_text(records))
 
 
 @click.command()
@@ -513,8 +542,8 @@ def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
 
 
 COMMANDS = [
-    init, add, search, get, list_memories, update, delete, undelete, forget, purge, count, stats, history,
-    export, import_memories, reembed, index_group, doctor,
+    init, add, search, get, list_memories, update, supersede, versions, delete, undelete, forget, purge, count, stats,
+    history, export, import_memories, reembed, index_group, doctor,
 ]
 
 
@@ -687,8 +716,16 @@ def record_text(r: MemoryRecord) -> str:
         ("metadata", json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None),
         ("created", f"{out.timestamp(r.created_at)} ({r.age})"), ("updated", out.timestamp(r.updated_at)),
         ("deleted", out.timestamp(r.deleted_at)), ("expires", out.timestamp(r.expires_at)),
+        ("valid", f"{out.timestamp(r.valid_from)} → {out.timestamp(r.valid_to) or 'now'}"),
+        ("supersedes", r.supersedes), ("superseded by", r.superseded_by),
         ("embedding", r.embedding_model),
     ])
+
+
+def versions_text(records: list[MemoryRecord]) -> str:
+    rows = [[out.short_id(r.id), out.timestamp(r.valid_from) or "", out.timestamp(r.valid_to) or "now", shown_content(r)]
+            for r in records]
+    return out.table(["ID", "VALID FROM", "VALID TO", "CONTENT"], rows)
 
 
 def stats_text(s: Stats) -> str:
@@ -716,7 +753,8 @@ def history_text(entries: list[HistoryEntry]) -> str:
 
 def change_text(entry: HistoryEntry) -> str:
     if entry.before is None and entry.after is not None:
-        return str(entry.after.get("content", ""))
+        replaced = entry.after.get("supersedes")
+        return str(entry.after.get("content", "")) + (f" (supersedes {out.short_id(replaced)})" if replaced else "")
     if entry.before is None or entry.after is None:
         return "content erased"
     return "; ".join(f"{k}: {entry.before.get(k)!r} → {v!r}" for k, v in entry.after.items())

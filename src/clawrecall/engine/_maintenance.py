@@ -43,7 +43,7 @@ class Maintenance:
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
         """Re-embed every memory with the configured model and adopt it as the store's model."""
         require_writes(self.config)
-        filters = Filters(include_deleted=True, include_expired=True)
+        filters = Filters(include_deleted=True, include_expired=True, include_superseded=True)
         total = self.store.count(filters)
         done = 0
         batch: list[MemoryRecord] = []

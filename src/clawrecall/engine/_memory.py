@@ -170,6 +170,7 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
         expires_at: datetime | None = None,
+        valid_from: datetime | None = None,
         dedup: bool | None = None,
     ) -> AddResult | list[AddResult]:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing.
@@ -178,11 +179,13 @@ class Memory:
         to the caller's user, else agent, else global. `content` may also be a chat, a list of
         `{"role", "content"}` messages as mem0 takes: each user and assistant turn is then one
         memory (its role in `metadata["role"]`; system turns are not stored) and a list of results
-        comes back, one per stored turn."""
+        comes back, one per stored turn. `valid_from`: since when it is true, when the source says
+        (default: now)."""
         item = dict(
             session_id=session_id, scope=scope, category=category, title=title,
             tags=[] if tags is None else tags, importance=importance, confidence=confidence, visibility=visibility,
             source_type=source_type, source_id=source_id, metadata=metadata, created_at=created_at, expires_at=expires_at,
+            valid_from=valid_from,
         )
         who = as_caller(caller, user_id, agent_id)
         if not isinstance(content, (list, tuple)):
@@ -236,6 +239,58 @@ class Memory:
             visibility=visibility, metadata=metadata, expires_at=expires_at,
         )
         return self._writes.update(memory_id, as_caller(caller, user_id, agent_id), scope, fields)
+
+    def supersede(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        caller: Caller | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+        valid_from: datetime | None = None,
+        title: str | None = None,
+        category: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+        visibility: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | None = None,
+    ) -> MemoryRecord:
+        """Replace a fact that changed ("FTP is 250 W" → "FTP is 260 W"), keeping the old one: it stays,
+        true until `valid_from` (default: now), and `as_of` an earlier time finds it. Returns the new
+        memory; its `supersedes` names the old one, whose `superseded_by` names it.
+
+        `update` corrects how a memory is written (same id, the old text only in history); `supersede`
+        records that the world changed (a new memory with its own id, vector and validity)."""
+        fields = dict(title=title, category=category, tags=tags, importance=importance, confidence=confidence,
+                      visibility=visibility, metadata=metadata, expires_at=expires_at)
+        return self._writes.supersede(memory_id, as_caller(caller, user_id, agent_id), scope, content,
+                                      valid_from=valid_from, fields=fields)
+
+    def versions(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+    ) -> list[MemoryRecord]:
+        """Every version of a fact, the first first: the memories it superseded and those that superseded
+        it (one version when it was never superseded)."""
+        caller = as_caller(caller, user_id, agent_id)
+        record = resolve(self.store, memory_id, caller, scope)
+        chain = [record]
+        while chain[0].supersedes and (earlier := self._version(chain[0].supersedes, caller, scope)) is not None:
+            chain.insert(0, earlier)
+        while chain[-1].superseded_by and (later := self._version(chain[-1].superseded_by, caller, scope)) is not None:
+            chain.append(later)
+        return chain
+
+    def _version(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> MemoryRecord | None:
+        """A linked version the caller may read (an erased one ends the chain)."""
+        try:
+            return resolve(self.store, memory_id, caller, scope)
+        except NotFoundError:
+            return None
 
     def delete(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -369,6 +424,7 @@ class Memory:
         sources: Sequence[str] | None = None,
         exclude_session: str | None = None,
         message_roles: Sequence[str] | None = None,
+        as_of: datetime | None = None,
     ) -> list[SearchHit]:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
@@ -382,7 +438,11 @@ class Memory:
         instead of memories (`memory`, the default); each hit says its `source` and `origin`.
         `exclude_session` leaves out the messages of that session's current transcript (since it last
         ended: they are in the prompt already), `message_roles` messages of other roles (user, assistant,
-        reasoning, tool_call, tool_result, system)."""
+        reasoning, tool_call, tool_result, system).
+
+        Only current memories are searched (not those another has superseded); `as_of` searches what was
+        true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
+        lifts what was said or became true in that time (docs/time.md)."""
         caller = as_caller(caller, user_id, agent_id)
         if threshold is not None:
             if min_score is not None and min_score != threshold:
@@ -400,7 +460,7 @@ class Memory:
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
             since=since, until=until, include_deleted=include_deleted, sources=sources, exclude_session=exclude_session,
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
-            message_roles=message_roles,
+            message_roles=message_roles, as_of=as_of,
         )
         hits = self.pipeline.search(
             query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
@@ -439,11 +499,13 @@ class Memory:
         limit: int = 50,
         offset: int = 0,
         order: str = "newest",
+        as_of: datetime | None = None,
+        include_superseded: bool = False,
     ) -> list[MemoryRecord]:
-        """Memories without searching, newest first; deleted and expired ones only when asked for.
+        """Memories without searching, newest first; deleted, expired and superseded ones only when asked for.
 
-        `source_type`/`source_id` (one id or any of several) find what an importer wrote before,
-        so it can skip it by identity."""
+        `as_of` lists what was true then. `source_type`/`source_id` (one id or any
+        of several) find what an importer wrote before, so it can skip it by identity."""
         caller = as_caller(caller, user_id, agent_id)
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
@@ -452,7 +514,7 @@ class Memory:
         filters = read_filters(
             caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id, since=since,
             until=until, include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
-            source_type=source_type, source_id=source_id,
+            source_type=source_type, source_id=source_id, as_of=as_of, include_superseded=include_superseded,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 

@@ -22,7 +22,7 @@ def read_filters(
     until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
     include_expired: bool = False, source_type: str | None = None, source_id: str | Sequence[str] | None = None,
     sources: Sequence[str] | None = None, exclude_session: str | None = None, exclude_since: datetime | None = None,
-    message_roles: Sequence[str] | None = None,
+    message_roles: Sequence[str] | None = None, as_of: datetime | None = None, include_superseded: bool = False,
 ) -> Filters:
     """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
@@ -42,6 +42,7 @@ def read_filters(
         since=check_when(since, "since") if since is not None else None,
         until=check_when(until, "until") if until is not None else None,
         include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
+        as_of=check_when(as_of, "as_of") if as_of is not None else None, include_superseded=include_superseded,
     )
 
 
@@ -76,7 +77,7 @@ def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str]
     if not is_id_or_prefix(memory_id):
         raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
     prefix = memory_id.strip().lower()
-    filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True)
+    filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True, include_superseded=True)
     matches = store.ids_with_prefix(prefix, filters)
     if not matches:
         raise NotFoundError(f"no memory with id {memory_id!r}")

@@ -30,7 +30,8 @@ class Transfer:
         self.writes = writes
 
     def export_jsonl(self, out: IO[str], caller: Caller, scope: str | list[str] | None, *, include_deleted: bool) -> int:
-        filters = read_filters(caller, scope, self.config.categories, include_deleted=include_deleted, include_expired=True)
+        filters = read_filters(caller, scope, self.config.categories, include_deleted=include_deleted, include_expired=True,
+                               include_superseded=True)
         n = 0
         for record, _ in self.store.iter_all(filters):
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind"}), ensure_ascii=False) + "\n")

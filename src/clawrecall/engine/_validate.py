@@ -61,6 +61,10 @@ def _build_record(
             check_text(value, name)
     scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope)
     created = check_when(new.created_at, "created_at") if new.created_at else now
+    valid_from = check_when(new.valid_from, "valid_from") if new.valid_from else created
+    valid_to = check_when(new.valid_to, "valid_to") if new.valid_to else None
+    if valid_to is not None and valid_to <= valid_from:
+        raise ValidationError(f"valid_to ({valid_to.isoformat()}) must be after valid_from ({valid_from.isoformat()})")
     return MemoryRecord(
         id=check_new_id(new.id) if new.id else fresh_id,
         content=content,
@@ -82,6 +86,10 @@ def _build_record(
         deleted_at=check_when(new.deleted_at, "deleted_at") if new.deleted_at else None,
         expires_at=check_when(new.expires_at, "expires_at") if new.expires_at else None,
         embedding_model=embedding_model,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        superseded_by=check_new_id(new.superseded_by) if new.superseded_by else None,
+        supersedes=check_new_id(new.supersedes) if new.supersedes else None,
     )
 
 

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
+#: what the memory that supersedes another keeps of it unless the caller gives its own
+_INHERITED = ("title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id", "visibility", "metadata")
 
 
 class Writes:
@@ -187,6 +189,40 @@ class Writes:
             self.store.add_history([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
         return new
 
+    def supersede(
+        self, memory_id: str, caller: Caller, scope: str | list[str] | None, content: str, *,
+        valid_from: datetime | None, fields: Mapping[str, Any],
+    ) -> MemoryRecord:
+        """Close a memory and open the one that replaces it, in one transaction; nothing is deleted. The
+        old one stays, true until `valid_from` (default: now) and pointing to the new one, which points
+        back and keeps the old one's owner, scope, category, tags and the rest unless `fields` name them.
+        Not deduplicated: a corrected fact is often nearly the text it corrects ("250 W" → "260 W")."""
+        require_writes(self.config)
+        old = resolve(self.store, memory_id, caller, scope)
+        now = utcnow()
+        start = now if valid_from is None else check_when(valid_from, "valid_from")
+        if start > now:
+            raise ValidationError(f"valid_from {start.isoformat()} is in the future: supersede a memory once the change is true")
+        _check_supersedable(old, start)
+        item = {name: getattr(old, name) for name in _INHERITED}
+        item |= {k: v for k, v in fields.items() if v is not None} | {"content": content, "valid_from": start}
+        record = new_record(item, now, caller, self.config.categories, "", new_ids(1)[0], self.embedding.model_name)
+        record.supersedes = old.id
+        vectors = self.embedding.passages([record.content])  # before the lock
+        actor = actor_of(caller)
+        with self.store.transaction():
+            current = self._current(old.id)
+            _check_supersedable(current, start)
+            closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
+            self.store.update(closed, None)
+            self.store.insert([record], vectors)
+            self.store.add_history([
+                HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
+                             json.dumps({"valid_to": _jsonable(start), "superseded_by": record.id}), actor, now),
+                HistoryDraft(record.id, "add", None, record.model_dump_json(), actor, now),
+            ])
+        return record
+
     def _changes(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """An update's fields, checked; those given as `None` are left out."""
         given = {k: v for k, v in fields.items() if v is not None}
@@ -268,6 +304,20 @@ class Writes:
         if current is None:
             raise NotFoundError(f"memory {memory_id} was erased while it was being changed")
         return current
+
+
+def _check_supersedable(record: MemoryRecord, start: datetime) -> None:
+    """Only a current, live memory is superseded, and only after it began to be true."""
+    if record.kind != "memory":
+        raise ValidationError(f"{record.id} is a conversation {record.kind}, not a memory: only memories are superseded")
+    if record.deleted_at is not None:
+        raise ValidationError(f"memory {record.id} is deleted: undelete it first")
+    if record.superseded_by is not None or record.valid_to is not None:
+        then = f" by {record.superseded_by}" if record.superseded_by else ""
+        raise ValidationError(f"memory {record.id} was already superseded{then}: supersede the current version")
+    if start <= record.valid_from:
+        raise ValidationError(f"valid_from {start.isoformat()} must be after the superseded memory's "
+                              f"valid_from ({record.valid_from.isoformat()})")
 
 
 def actor_of(caller: Caller) -> str:

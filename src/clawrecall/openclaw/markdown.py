@@ -155,13 +155,13 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
 
 
 def _imported(mem: "Memory", caller: "Caller", scope: str, source_ids: list[str]) -> set[str]:
-    """Which of `source_ids` an earlier import stored in `scope`, deleted and expired memories included."""
+    """Which of `source_ids` an earlier import stored in `scope`, deleted, expired and superseded memories included."""
     known: set[str] = set()
     for at in range(0, len(source_ids), _LOOKUP_BATCH):
         batch = source_ids[at: at + _LOOKUP_BATCH]
         records = mem.list(
             caller=caller, scope=scope, source_type=SOURCE_TYPE, source_id=batch, include_deleted=True,
-            include_expired=True, limit=1_000_000,
+            include_expired=True, include_superseded=True, limit=1_000_000,
         )
         known.update(r.source_id for r in records if r.source_id)
     return known

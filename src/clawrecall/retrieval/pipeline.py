@@ -2,7 +2,7 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → importance weight → source weight → length normalisation → time decay → noise filter → MMR diversity
+      → time named in the query → importance weight → source weight → length normalisation → time decay → noise filter → MMR diversity
       → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
@@ -28,6 +28,7 @@ from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
 from .relevance import apply_relevance
 from .rerank import Reranker
+from .when import When, find
 
 log = logging.getLogger("clawrecall.retrieval")
 _WARNED: set[tuple[str | None, str]] = set()  # (model, calibrated for) pairs logged, once per process
@@ -70,6 +71,10 @@ class RetrievalPipeline:
         """The best `limit` hits whose absolute score reaches `min_score` (default: the config's)."""
         cfg = self.cfg
         now = now or utcnow()
+        # a time the query names lifts hits from then; the legs search the rest of the query
+        when = find(query, filters.as_of or now) if cfg.time_query_weight > 0 else None
+        if when is not None and when.query:
+            query = when.query
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
@@ -88,6 +93,8 @@ class RetrievalPipeline:
         if mode == "hybrid" and self.reranker is not None:
             items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
         items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
+        if when is not None:
+            items = apply_when(items, when, weight=cfg.time_query_weight)
         items = apply_importance(items, weight=cfg.importance_weight)
         if len(filters.kinds) > 1:
             items = apply_source_weights(items, cfg.source_weights)
@@ -300,6 +307,16 @@ def apply_recency(items: list[Scored], now: datetime, *, half_life_days: float, 
         boost = weight * math.exp(-age_days(item.memory.created_at, now) / half_life_days)
         item.steps["recency"] = boost
         item.score += boost
+    return items
+
+
+def apply_when(items: list[Scored], when: When, *, weight: float) -> list[Scored]:
+    """+ w for a memory said, or true from, within the time the query names. A boost, not a filter: a
+    memory about May recorded in June, or a fact true since April, may still be the answer."""
+    for item in items:
+        if item.memory.created_at in when or item.memory.valid_from in when:
+            item.steps["when"] = weight
+            item.score += weight
     return items
 
 

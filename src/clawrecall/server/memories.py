@@ -94,6 +94,7 @@ class MemoryIn(_Body):
     metadata: dict[str, Any] | None = None
     created_at: When | None = Field(None, description="When it was said (default: now), e.g. for an import.")
     expires_at: When | None = None
+    valid_from: When | None = Field(None, description="Since when it is true, if the source says (default: created_at).")
     dedup: bool | None = Field(None, description="Skip a near-duplicate in the same scope (default: config).")
 
 
@@ -107,6 +108,11 @@ class MemoryPatch(_Body):
     visibility: VisibilityName | None = None
     metadata: dict[str, Any] | None = None
     expires_at: When | None = None
+
+
+class SupersedeIn(MemoryPatch):
+    content: str = Field(min_length=1)
+    valid_from: When | None = Field(None, description="When the change became true (default: now).")
 
 
 class SearchIn(_Body):
@@ -128,6 +134,7 @@ class SearchIn(_Body):
     sources: list[Literal["memory", "message", "chunk"]] | None = Field(
         None, description="What to search: memories (the default), conversation messages, file chunks."
     )
+    as_of: When | None = Field(None, description="Search what was true at this time (default: what is true now).")
 
 
 class MemoryList(BaseModel):
@@ -178,6 +185,8 @@ def list_memories(
     include_deleted: QueryBool = False,
     only_deleted: QueryBool = False,
     order: Order = "newest",
+    as_of: datetime | None = Query(None, description="What was true at this time (default: what is true now)."),
+    include_superseded: QueryBool = Query(False, description="Include the versions others superseded."),
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
 ) -> MemoryList:
@@ -185,7 +194,7 @@ def list_memories(
     records = mem.list(
         caller=ctx, scope=scope, category=category, tags=tag, session_id=session, since=since,
         until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
-        order=order,
+        order=order, as_of=as_of, include_superseded=include_superseded,
     )
     return MemoryList(memories=records, count=len(records), offset=offset)
 
@@ -223,6 +232,26 @@ def undelete_memory(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Cal
     return mem.undelete(memory_id, caller=ctx)
 
 
+class Versions(BaseModel):
+    versions: list[MemoryRecord]
+
+
+@router.post("/memories/{memory_id}/supersede", status_code=201, tags=["memories"], responses={**FIND, **WRITE})
+def supersede_memory(
+    memory_id: MemoryId, body: SupersedeIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)
+) -> MemoryRecord:
+    """A fact changed: store the new memory, which replaces this one from `valid_from` on. The old one is kept
+    (`superseded_by`, `valid_to`) and found with `as_of` an earlier time."""
+    fields = body.model_dump(exclude={"content"}, exclude_none=True)
+    return mem.supersede(memory_id, body.content, caller=ctx, **fields)
+
+
+@router.get("/memories/{memory_id}/versions", tags=["memories"], responses=FIND)
+def memory_versions(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Versions:
+    """Every version of a fact, the first first."""
+    return Versions(versions=mem.versions(memory_id, caller=ctx))
+
+
 @router.get("/memories/{memory_id}/history", tags=["memories"], responses=FIND)
 def memory_history(memory_id: MemoryId, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> History:
     """Every change, oldest first. A forgotten memory's history (who erased it, when) is shown to the administrator."""
@@ -236,7 +265,7 @@ def search_memories(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller =
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
-        sources=body.sources,
+        sources=body.sources, as_of=body.as_of,
     )
     return SearchResults(results=hits)
 

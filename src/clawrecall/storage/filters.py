@@ -3,8 +3,8 @@ and as a test on the in-process vector index's columns (`vector_index.py`).
 
 A rule names the memory columns it reads. Those the vector index holds (`INDEX_COLUMNS`: the
 columns of every rule with `in_index`) are applied to its arrays; the others are checked in SQL
-on the index's hits (`Store._filter_ids`). A new filter (`as_of`, visibility) is one `Rule`
-added to `RULES`.
+on the index's hits (`Store._filter_ids`). A new filter (visibility) is one `Rule` added to
+`RULES`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class Filters:
     other_session: str | None = None  # leave out this session's messages (recall: they are in the prompt already) …
     other_session_since: datetime | None = None  # … from this time on (its current transcript), if given
     message_roles: tuple[str, ...] | None = None  # only messages of these roles (a message row's source_id)
+    as_of: datetime | None = None  # what was true at this time (valid time), instead of what is true now
+    include_superseded: bool = False  # every version of a fact, not only the current one (reads by id, maintenance)
 
 
 class Columns(Protocol):
@@ -99,11 +101,47 @@ class NotExpired(Rule):
         return not f.include_expired
 
     def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
-        return f"({a}.expires_at IS NULL OR {a}.expires_at > {d.p})", [d.ts(f.now or utcnow())]
+        return f"({a}.expires_at IS NULL OR {a}.expires_at > {d.p})", [d.ts(f.as_of or f.now or utcnow())]
 
     def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
-        now = epoch(f.now or utcnow())
+        now = epoch(f.as_of or f.now or utcnow())
         return lambda rows: ~(rows["expires_at"] <= now)  # NULL (NaN) never expires
+
+
+class Valid(Rule):
+    """Facts stay true until superseded (docs/time.md). By default a read sees the current version:
+    not closed, or closed only from a time to come. `as_of` T sees the version true at T: valid from
+    T or before (a NULL `valid_from` is the row's `created_at`) and not closed by T.
+
+    Valid time only, not also "recorded by T": a correction made today that is true since last
+    week closes the old version last week, so "recorded by T" would leave a day in between with
+    neither version."""
+
+    columns = ("valid_from", "valid_to", "created_at")  # created_at: when valid_from is NULL
+
+    def applies(self, f: Filters) -> bool:
+        return f.as_of is not None or not f.include_superseded
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        if f.as_of is None:
+            return f"({a}.valid_to IS NULL OR {a}.valid_to > {d.p})", [d.ts(f.now or utcnow())]
+        at = d.ts(f.as_of)
+        return (f"({a}.valid_from <= {d.p} OR ({a}.valid_from IS NULL AND {a}.created_at <= {d.p})) "
+                f"AND ({a}.valid_to IS NULL OR {a}.valid_to > {d.p})"), [at, at, at]
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        if f.as_of is None:
+            now = epoch(f.now or utcnow())
+            return lambda rows: ~(rows["valid_to"] <= now)  # NULL (NaN): still true
+        import numpy as np
+
+        at = epoch(f.as_of)
+
+        def test(rows: Columns) -> np.ndarray:
+            start = rows["valid_from"]
+            return (np.where(np.isnan(start), rows["created_at"], start) <= at) & ~(rows["valid_to"] <= at)
+
+        return test
 
 
 @dataclass(frozen=True)
@@ -211,6 +249,7 @@ SCOPE = OneOf("scope", "scopes")
 RULES: tuple[Rule, ...] = (
     Deleted(),
     NotExpired(),
+    Valid(),
     SCOPE,
     OneOf("kind", "kinds"),
     OneOf("category", "categories"),

@@ -47,6 +47,7 @@ CORE = MigrationSet(
         "api-tokens",  # the API tokens table
         "text-index-bulk",  # SQLite: new rows indexed by one statement per insert, not a trigger
         "record-kinds",  # memories.kind (memory, message, chunk) and the index of rows awaiting a vector
+        "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
     ),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
@@ -179,6 +180,17 @@ RECORD_KINDS = [
     "DROP INDEX idx_memories_session",
     "CREATE INDEX idx_memories_session ON memories (session_id, scope, created_at) WHERE session_id IS NOT NULL",
 ]
+
+
+def validity(timestamp: str, uuid: str) -> list[str]:
+    """The validity step in a backend's timestamp and UUID types. Columns only: existing rows keep
+    NULL (valid from their `created_at`, still true), so no row is rewritten."""
+    return [
+        f"ALTER TABLE memories ADD COLUMN valid_from {timestamp}",
+        f"ALTER TABLE memories ADD COLUMN valid_to {timestamp}",
+        f"ALTER TABLE memories ADD COLUMN superseded_by {uuid}",
+        f"ALTER TABLE memories ADD COLUMN supersedes {uuid}",
+    ]
 
 
 def api_tokens_table(timestamp: str) -> str:

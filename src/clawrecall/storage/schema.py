@@ -88,6 +88,12 @@ MEMORIES = Table(
         # what the row is: a memory, a conversation message or a file chunk (`record.py`). All three
         # are searched by one pipeline, through one scope check; reads name the kinds they want.
         Column("kind", "text", False, default="memory", check="kind IN ('memory', 'message', 'chunk')"),
+        # when it is true (docs/time.md): from `valid_from` (NULL: from `created_at`, so old rows need no
+        # rewrite) until `valid_to` (NULL: still true), when the memory `superseded_by` replaced it
+        Column("valid_from", "time"),
+        Column("valid_to", "time"),
+        Column("superseded_by", "uuid"),
+        Column("supersedes", "uuid"),
     ),
     key=("id",),
     ordered=True,

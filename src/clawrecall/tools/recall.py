@@ -31,6 +31,7 @@ class RecallArgs(ToolArgs):
     query: str = Field(min_length=1, description="What to look for, in natural language.")
     limit: int = Field(5, ge=1, le=50, description="Most memories to return.")
     type: OptionalStr = Field(None, description="Only memories of this category.")
+    as_of: OptionalStr = Field(None, description="An ISO date or time: recall what was true then (default: now).")
 
 
 class RecalledEntry(MemoryEntry):
@@ -58,7 +59,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     # category is a memory's
     sources = ["memory"] if args.type is not None else mem.config.hooks.recall.sources
     hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type, sources=sources,
-                      exclude_session=caller.session_id, message_roles=RECALLED_ROLES)
+                      exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
+                      as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
     if not hits:
         return ToolResult("No relevant memories.", {"count": 0, "memories": []})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(

@@ -31,6 +31,7 @@ class SearchArgs(ToolArgs):
     )
     category: OptionalStr = Field(None, description="Only records of this category.")
     tags: OptionalStrList = Field(None, description="Only records with at least one of these tags.")
+    asOf: OptionalStr = Field(None, description="An ISO date or time: search what was true then (default: now).")
 
 
 class SearchResult(TypedDict):
@@ -65,7 +66,8 @@ class SearchDetails(TypedDict):
 )
 def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
     hits = mem.search(
-        args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore
+        args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore,
+        as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
     )
     provider, model, _ = mem.configured_fingerprint()
     results: list[SearchResult] = [
