@@ -319,8 +319,9 @@ class Memory:
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
         filters = read_filters(
-            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
-            since=since, until=until, include_deleted=include_deleted, sources=sources, exclude_session=exclude_session,
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
+            exclude_session=exclude_session,
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
             message_roles=message_roles,
         )
@@ -339,7 +340,7 @@ class Memory:
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
         would) and answers "not found" for a memory elsewhere.
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope)
+        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access)
 
     def list(
         self,
@@ -372,9 +373,9 @@ class Memory:
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
         filters = read_filters(
-            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id, since=since,
-            until=until, include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
-            source_type=source_type, source_id=source_id,
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until, include_deleted=include_deleted, only_deleted=only_deleted,
+            include_expired=include_expired, source_type=source_type, source_id=source_id,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 
@@ -390,8 +391,8 @@ class Memory:
         include_expired: bool = False,
     ) -> int:
         filters = read_filters(
-            as_caller(caller, user_id, agent_id), scope, self.config.categories, category=category,
-            include_deleted=include_deleted, include_expired=include_expired,
+            as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
+            category=category, include_deleted=include_deleted, include_expired=include_expired,
         )
         return self.store.count(filters)
 
@@ -402,7 +403,7 @@ class Memory:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
-            record_id = resolve(self.store, memory_id, caller, scope).id
+            record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id
         except NotFoundError:
             if not caller.administrator:  # an erased memory's scope is gone with it: only the administrator sees its trace
                 raise

@@ -17,7 +17,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller
+from ..scopes import Caller, check_change
 from ..storage import HistoryDraft, Store
 from ._embedding import Embedding, Progress
 from ._reads import resolve
@@ -70,9 +70,8 @@ class Writes:
             label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
             ids = new_ids(len(items))
             model = self.embedding.model_name
-            categories = self.config.categories
             records = [
-                new_record(item, now, caller, categories, label(n), ids[n - 1], model)
+                new_record(item, now, caller, self.config, label(n), ids[n - 1], model)
                 for n, item in enumerate(items, start=1)
             ]
             if not records:
@@ -157,7 +156,8 @@ class Writes:
     def update(self, memory_id: str, caller: Caller, scope: str | list[str] | None, fields: Mapping[str, Any]) -> MemoryRecord:
         """Change the fields given (a `None` value changes nothing); a new content is re-embedded. History keeps the old values."""
         require_writes(self.config)
-        old = resolve(self.store, memory_id, caller, scope)
+        old = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, old, access=self.config.access)
         changes = self._changes(fields)
         requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
         if not requested:
@@ -205,7 +205,8 @@ class Writes:
     def set_deleted(self, memory_id: str, caller: Caller, scope: str | list[str] | None, when: datetime | None) -> MemoryRecord:
         """Soft delete (`when`) or undelete (`None`); a memory already in that state is returned as it is."""
         require_writes(self.config)
-        old = resolve(self.store, memory_id, caller, scope)
+        old = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, old, access=self.config.access, erase=when is not None)
         if (old.deleted_at is None) == (when is None):
             return old
         now = utcnow()
@@ -226,7 +227,8 @@ class Writes:
     def forget(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> str:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
         require_writes(self.config)
-        record = resolve(self.store, memory_id, caller, scope)
+        record = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, record, access=self.config.access, erase=True)
         self.erase([record.id], "forget", actor_of(caller))
         return record.id
 
