@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clawrecall import Caller, NotFoundError, ScopeError, ValidationError
+from clawrecall.config import AccessConfig
 from clawrecall.scopes import may_write, read_scopes, write_scope
 
 ALICE = Caller("alice", "main", "s1")
@@ -76,17 +77,18 @@ def test_a_token_allow_list_narrows_every_read_and_write(seeded):
 
 
 def test_the_one_scope_check_applies_the_allow_list():
-    assert read_scopes(ALICE_TOKEN, None) == ["user:alice"]
-    assert read_scopes(ALICE, None) == ["global", "user:alice", "agent:main"]
-    assert read_scopes(Caller(), None) is None  # the administrator reads everything
-    assert read_scopes(ALICE, "*") == ["global", "user:alice", "agent:main"]
+    no_grants = AccessConfig()
+    assert read_scopes(ALICE_TOKEN, None, access=no_grants) == ["user:alice"]
+    assert read_scopes(ALICE, None, access=no_grants) == ["global", "user:alice", "agent:main"]
+    assert read_scopes(Caller(), None, access=no_grants) is None  # the administrator reads everything
+    assert read_scopes(ALICE, "*", access=no_grants) == ["global", "user:alice", "agent:main"]
     with pytest.raises(ScopeError, match="not among this token's scopes"):
-        read_scopes(ALICE_TOKEN, "*")
+        read_scopes(ALICE_TOKEN, "*", access=no_grants)
     with pytest.raises(ScopeError, match="not accessible to user 'alice'"):
-        read_scopes(ALICE, "user:bob")
-    assert write_scope(ALICE_TOKEN, None) == "user:alice"
-    assert may_write(ALICE_TOKEN) and not may_write(ALICE_TOKEN, "global") and may_write(ALICE, "global")
-    assert not may_write(ALICE, "user:bob")
+        read_scopes(ALICE, "user:bob", access=no_grants)
+    assert write_scope(ALICE_TOKEN, None, access=no_grants) == "user:alice"
+    assert may_write(ALICE_TOKEN, access=no_grants) and not may_write(ALICE_TOKEN, "global", access=no_grants)
+    assert not may_write(ALICE, "user:bob", access=no_grants)
     assert Caller("alice", scopes=["user:alice"]).scopes == ("user:alice",)  # hashable, like the rest of a Caller
     with pytest.raises(ValidationError, match="invalid user_id"):
         Caller("alice\x00")

@@ -23,6 +23,7 @@ from clawrecall import (
     ValidationError,
     WritesDisabledError,
 )
+from clawrecall.config import AccessConfig
 from clawrecall.engine import _writes as engine_writes
 from clawrecall.engine._validate import new_ids
 from clawrecall.storage import open_store
@@ -788,6 +789,7 @@ def test_export_import_round_trip(mem, tmp_path):
     item names only its caller's ids is for identified callers."""
     a = mem.add("Round trip me", user_id="alice", tags=["x"], metadata={"k": 1}, category="fact")
     mem.delete(a.id, user_id="alice")
+    mem.config.access = AccessConfig(scopes={"project:apollo": {"write": ["user:bob"]}})  # bob is a member
     b = mem.add("Agent main's project note", caller=Caller(user_id="bob", agent_id="main", session_id="s1"),
                 scope="project:apollo", visibility="private", source_type="tool", source_id="t1")
     c = mem.add("What agent main remembers", agent_id="main")

@@ -15,14 +15,21 @@ from clawrecall import Caller, Memory, ScopeError, ValidationError, WritesDisabl
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
+from clawrecall.config import AccessConfig, ScopeAccess
 from clawrecall.server import create_app
 
 SECRET = "Alice's passport number is X4471-QZ"
 
 
+def grant_global(mem: Memory, *members: str) -> None:
+    """Let these callers write `global` (by default only the administrator may: docs/security.md)."""
+    mem.config.access = AccessConfig(scopes={"global": ScopeAccess(write=list(members))})
+
+
 def seed(mem: Memory) -> dict[str, str]:
-    """Alice: two memories in her scope (one soft-deleted, one updated), one she wrote to global, a startup
-    entry, a change to a global memory of nobody's; bob: one memory and a startup entry."""
+    """Alice: two memories in her scope (one soft-deleted, one updated), one she wrote to global (a grant lets
+    her), a startup entry, a change to a global memory of nobody's; bob: one memory and a startup entry."""
+    grant_global(mem, "user:alice")
     alice = Caller("alice")
     ids = {
         "secret": mem.add(SECRET, caller=alice).id,
@@ -67,6 +74,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
 
 def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
     with Memory.open(db_target) as mem:
+        grant_global(mem, "agent:deploy")
         mem.add("Deploy bot's runbook lives in ops/", agent_id="deploy")
         mem.add("Alice asked the deploy bot for a rollback", caller=Caller("alice", "deploy"))
         other = mem.add("Review bot checks style", agent_id="review").id

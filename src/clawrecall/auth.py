@@ -246,7 +246,7 @@ def _user_token_scopes(user_id: str | None, agent_id: str | None, scopes: Sequen
     allowed = list(dict.fromkeys(scopes)) if scopes else caller.own_scopes()
     for scope in allowed:
         validate_scope(scope)
-        if not caller.may_access(scope):
+        if not caller.may_hold(scope):
             raise ScopeError(f"scope {scope!r} does not belong to this token's identity")
     return allowed
 

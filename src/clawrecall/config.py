@@ -20,6 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, pydantic_message
 from .models import DEFAULT_CATEGORIES
+from .scopes import ALL, SHARED_KINDS, validate_scope
 
 EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command", "hash")
 ENV_PREFIX = "CLAWRECALL_"
@@ -292,6 +293,40 @@ class HooksConfig(_Section):
     capture: CaptureHookConfig = CaptureHookConfig()
 
 
+class ScopeAccess(_Section):
+    """The members of one shared scope besides the administrator: `user:<id>`, `agent:<id>`, or `*` for
+    every identified caller. `write` members also read, and may add, change and erase memories."""
+
+    read: list[str] = Field(default_factory=list)
+    write: list[str] = Field(default_factory=list)
+
+    @field_validator("read", "write")
+    @classmethod
+    def _members(cls, members: list[str]) -> list[str]:
+        for member in members:
+            if member != ALL and not (member.startswith(("user:", "agent:")) and validate_scope(member)):
+                raise ValueError(f"a member is user:<id>, agent:<id> or {ALL}, got {member!r}")
+        return members
+
+
+class AccessConfig(_Section):
+    """Who may use the shared scopes (docs/security.md): `scopes` maps `global`, `project:<id>` or
+    `custom:<name>` to its members. `global` is read by everyone, so it takes `write` only."""
+
+    scopes: dict[str, ScopeAccess] = Field(default_factory=dict)
+
+    @field_validator("scopes")
+    @classmethod
+    def _shared(cls, scopes: dict[str, ScopeAccess]) -> dict[str, ScopeAccess]:
+        for scope, members in scopes.items():
+            validate_scope(scope)
+            if scope.partition(":")[0] not in SHARED_KINDS:
+                raise ValueError(f"{scope!r} is no shared scope: a user: or agent: scope is its owner's alone")
+            if scope == "global" and members.read:
+                raise ValueError("global is read by every caller: give its members as write, or narrow a token's scopes")
+        return scopes
+
+
 class Config(_Section):
     """Everything clawrecall can be told. Unknown keys are rejected, listing them."""
 
@@ -306,6 +341,7 @@ class Config(_Section):
     hooks: HooksConfig = HooksConfig()
     conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()
+    access: AccessConfig = AccessConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":
@@ -384,8 +420,9 @@ def _named_with_origin(key: str, origins: Mapping[str, str]) -> str:
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The model class of a field annotated `Model` or `Model | None`."""
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+    """The model class of a field annotated `Model` or `Model | None` (not `dict[str, Model]`, whose keys are names)."""
+    options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    for candidate in (annotation, *options):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             return candidate
     return None

@@ -1,8 +1,21 @@
 """The one scope check. Every read and every write of the engine passes through here.
 
-A scope is `global`, `user:<id>`, `agent:<id>`, `project:<id>` or `custom:<name>` (seed 002).
-Scopes are hard partitions: a caller identified as user `bob` can never read or write
-`user:alice`, whatever scope it names.
+A scope is `global`, `user:<id>`, `agent:<id>`, `project:<id>` or `custom:<name>` (memory-lancedb-pro's).
+Who reaches which (docs/security.md):
+
+- `user:<id>` and `agent:<id>` are their owner's alone: a caller identified as user `bob` never
+  reads or writes `user:alice`, whatever it names;
+- `global` is read by every caller, but added to, changed and erased only by the administrator and
+  the users and agents `access.scopes.global.write` names: what lands there reaches every user's
+  recall;
+- `project:<id>` and `custom:<name>` belong to their members: those `access.scopes."<scope>"`
+  names (`read`, or `write`, which includes reading) and the holders of a token whose allow-list
+  names the scope;
+- a caller may delete or forget a memory it wrote itself wherever it can still read it (its words
+  are its own to take back), but not change it;
+- the local administrator (no identity, no allow-list) reaches every scope.
+
+A token's allow-list narrows every rule: its holder touches no scope outside the list.
 """
 
 from __future__ import annotations
@@ -10,10 +23,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import ScopeError, ValidationError
 
+if TYPE_CHECKING:
+    from .config import AccessConfig
+
 SCOPE_KINDS = ("user", "agent", "project", "custom")
+SHARED_KINDS = ("global", "project", "custom")
 # never part of an id: control characters (NUL cannot even be stored on PostgreSQL) and lone
 # surrogates (bytes that were not UTF-8)
 _FORBIDDEN = r"\x00-\x1f\x7f\ud800-\udfff"
@@ -41,11 +59,13 @@ def _show(value: object) -> str:
 @dataclass(frozen=True)
 class Caller:
     """Who is asking, built once at the door (server authentication, MCP stdio, the CLI, a hook's
-    runtime) and passed down to the engine, which checks every scope against it here.
+    runtime) and passed down to the engine, which checks every scope against it here, with the
+    store's access policy (`config.access`): the doors know who is calling, the engine what they
+    may reach.
 
     `None` ids mean "not identified". `scopes` is the allow-list of a token bound to a user or
     agent; `None` means whatever the identity may reach under the scope rules. A caller with no
-    identity and no allow-list is the local administrator. Groups and keys belong here too.
+    identity and no allow-list is the local administrator.
     """
 
     user_id: str | None = None
@@ -73,10 +93,10 @@ class Caller:
         """No identity and no allow-list: the local administrator, who reaches every scope."""
         return not self.identified and self.scopes is None
 
-    def may_access(self, scope: str) -> bool:
-        """An unidentified caller may touch any scope; an identified one only its own user and agent
-        scopes, besides the shared global/project/custom ones. (A token's allow-list narrows this
-        further: `read_scopes` and `write_scope` apply it.)"""
+    def may_hold(self, scope: str) -> bool:
+        """Whether a memory of this identity may live in `scope`: a `user:` or `agent:` scope holds only
+        its owner's, the shared ones anyone's (who may *use* a scope is `may_read`/`may_write`'s
+        question); an unidentified owner's memory may live anywhere."""
         kind, _, ident = scope.partition(":")
         if not self.identified:
             return True
@@ -95,6 +115,14 @@ class Caller:
         return scopes
 
 
+class Stored(Protocol):
+    """What the check needs of a stored memory: where it is and who wrote it."""
+
+    scope: str
+    user_id: str | None
+    agent_id: str | None
+
+
 def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:
     """The caller of an engine verb: `caller`, or one built from the `user_id`/`agent_id` convenience keywords."""
     if caller is None:
@@ -106,42 +134,55 @@ def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) 
     return caller
 
 
-def write_scope(caller: Caller, scope: str | None) -> str:
-    """The scope a new memory goes to: the one named, else the caller's user, agent, or global."""
-    if scope is None:
-        if caller.user_id is not None:
-            scope = f"user:{caller.user_id}"
-        elif caller.agent_id is not None:
-            scope = f"agent:{caller.agent_id}"
-        else:
-            scope = "global"
+def may_read(caller: Caller, scope: str, *, access: AccessConfig) -> bool:
+    """Whether the caller may read the (valid) scope, its token's allow-list included."""
+    return _listed(caller, scope) and _reaches(caller, scope, access, write=False)
+
+
+def may_write(caller: Caller, scope: str | None = None, *, access: AccessConfig) -> bool:
+    """Whether `write_scope` accepts the scope (by default: where this caller's new memories go)."""
+    try:
+        write_scope(caller, scope, access=access)
+    except ScopeError:
+        return False
+    return True
+
+
+def write_scope(caller: Caller, scope: str | None, *, access: AccessConfig) -> str:
+    """The scope a new memory (or startup entry) goes to, checked for writing: the one named, else
+    the caller's user, agent, or global."""
+    scope = _default_scope(caller.user_id, caller.agent_id) if scope is None else scope
     validate_scope(scope)
-    if not caller.may_access(scope):
-        raise ScopeError(f"scope {scope!r} is not accessible to {_who(caller)}")
-    _allow(caller, scope)
+    _require(caller, scope, access, write=True)
     return scope
 
 
-def may_write(caller: Caller, scope: str | None = None) -> bool:
-    """Whether `write_scope` accepts the scope (by default: where this caller's new memories go)."""
+def check_change(caller: Caller, memory: Stored, *, access: AccessConfig, erase: bool = False) -> None:
+    """A change to a stored memory: an update or undelete needs write access to its scope; a delete
+    or forget (`erase`) also accepts its author, where the author can still read it."""
+    if erase and _wrote(caller, memory) and may_read(caller, memory.scope, access=access):
+        return
+    _require(caller, memory.scope, access, write=True)
+
+
+def may_erase(caller: Caller, memory: Stored, *, access: AccessConfig) -> bool:
+    """Whether `check_change(..., erase=True)` accepts the memory (the memories a purge may remove)."""
     try:
-        write_scope(caller, scope)
+        check_change(caller, memory, access=access, erase=True)
     except ScopeError:
         return False
     return True
 
 
 def new_memory_owner(
-    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None
+    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None, *, access: AccessConfig
 ) -> tuple[str, str | None, str | None]:
     """`(scope, user_id, agent_id)` of a new memory whose item names `user_id`/`agent_id` (or not).
 
     The ids default to the caller's. Only the administrator may name another owner (imports of
-    other users' memories); any other caller, a token's included, may name only its own ids, so an
-    item cannot plant a memory in another user's or agent's scope. The scope is then `write_scope`'s
-    for the owner: the caller itself unless the administrator named one. Memoised for text ids: the
-    items of a batch name a handful of (caller, owner, scope) combinations, and checking each again
-    cost more than the rest of its record."""
+    other users' memories), in any scope that may hold that owner's memories; any other caller, a
+    token's included, may name only its own ids, so an item cannot plant a memory in another user's
+    or agent's scope, and writes where `write_scope` lets it."""
     if not caller.administrator:
         for name, named, own in (("user_id", user_id, caller.user_id), ("agent_id", agent_id, caller.agent_id)):
             if named is not None and named != own:
@@ -149,11 +190,10 @@ def new_memory_owner(
                     f"{name} {_show(named)} is not the caller's own ({_who(caller)}); only the local administrator"
                     " may name another owner"
                 )
-    uid = caller.user_id if user_id is None else user_id
-    aid = caller.agent_id if agent_id is None else agent_id
-    if _text_or_none(uid) and _text_or_none(aid) and _text_or_none(scope):
-        return _new_memory_scope(uid, aid, scope, caller.scopes), uid, aid
-    return write_scope(Caller(user_id=uid, agent_id=aid, scopes=caller.scopes), scope), uid, aid  # raises the usual error
+        return write_scope(caller, scope, access=access), caller.user_id, caller.agent_id
+    if _text_or_none(user_id) and _text_or_none(agent_id) and _text_or_none(scope):
+        return _owned_scope(user_id, agent_id, scope), user_id, agent_id
+    return _held_scope(Caller(user_id, agent_id), scope), user_id, agent_id  # raises the usual error
 
 
 def _text_or_none(value: object) -> bool:
@@ -161,38 +201,112 @@ def _text_or_none(value: object) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _new_memory_scope(user_id: str | None, agent_id: str | None, scope: str | None, allowed: tuple[str, ...] | None) -> str:
-    return write_scope(Caller(user_id=user_id, agent_id=agent_id, scopes=allowed), scope)
+def _owned_scope(user_id: str | None, agent_id: str | None, scope: str | None) -> str:
+    """Memoised for text ids: the items of an import name a handful of (owner, scope) combinations,
+    and checking each again cost more than the rest of its record."""
+    return _held_scope(Caller(user_id, agent_id), scope)
 
 
-def read_scopes(caller: Caller, scope: str | list[str] | None) -> list[str] | None:
+def _held_scope(owner: Caller, scope: str | None) -> str:
+    """The scope of a memory the administrator writes for `owner`: named, else the owner's default."""
+    scope = _default_scope(owner.user_id, owner.agent_id) if scope is None else scope
+    validate_scope(scope)
+    if not owner.may_hold(scope):
+        raise ScopeError(f"scope {scope!r} does not hold memories of {_who(owner)}")
+    return scope
+
+
+def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: AccessConfig) -> list[str] | None:
     """The scopes a read may touch; `None` means every scope (only for the administrator).
 
-    With no scope named, a caller with a token reads its allow-list, another identified caller
-    `global` plus its own user/agent scopes, and the administrator everything. A named scope the
-    caller may not see is an error, not an empty result, so a mistake is visible.
+    With no scope named (or `*`), a caller with a token reads its allow-list, another identified
+    caller `global`, its own user/agent scopes and the shared scopes it is a member of, and the
+    administrator everything. A named scope the caller may not read is an error, not an empty
+    result, so a mistake is visible.
     """
-    if caller.scopes is not None:
-        if scope is None:
-            scope = list(caller.scopes)
-        else:
-            for name in [scope] if isinstance(scope, str) else scope:
-                _allow(caller, name)
-    if scope is None:
-        return None if caller.administrator else caller.own_scopes()
-    names = [scope] if isinstance(scope, str) else list(scope)
-    if names == [ALL]:
-        return None if caller.administrator else caller.own_scopes()
+    if scope is None and caller.scopes is not None:
+        return list(caller.scopes)
+    names = None if scope is None else [scope] if isinstance(scope, str) else list(scope)
+    if names is None or (names == [ALL] and caller.scopes is None):
+        return None if caller.administrator else _default_reads(caller, access)
     for name in names:
+        _listed_or_raise(caller, name)
         validate_scope(name)
-        if not caller.may_access(name):
-            raise ScopeError(f"scope {name!r} is not accessible to {_who(caller)}")
+        _require(caller, name, access, write=False)
     return names
 
 
-def _allow(caller: Caller, scope: str) -> None:
+def _default_reads(caller: Caller, access: AccessConfig) -> list[str]:
+    own = caller.own_scopes()
+    return own + [s for s in access.scopes if s not in own and _reaches(caller, s, access, write=False)]
+
+
+def _default_scope(user_id: str | None, agent_id: str | None) -> str:
+    return f"user:{user_id}" if user_id is not None else f"agent:{agent_id}" if agent_id is not None else "global"
+
+
+def _reaches(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> bool:
+    """The scope rules above, before a token's allow-list narrows them."""
+    if not caller.identified:  # the administrator, or an in-process caller held to its allow-list alone
+        return True
+    kind, _, ident = scope.partition(":")
+    if kind == "user":
+        return ident == caller.user_id
+    if kind == "agent":
+        return ident == caller.agent_id
+    if kind == "global" and not write:
+        return True
+    if kind != "global" and caller.scopes is not None and scope in caller.scopes:
+        return True  # a token that lists a project or custom scope makes its holder a member
+    grant = access.scopes.get(scope)
+    if grant is None:
+        return False
+    return _names(grant.write, caller) or (not write and _names(grant.read, caller))
+
+
+def _names(members: list[str], caller: Caller) -> bool:
+    """Whether a member list names the caller: `*`, its `user:<id>` or its `agent:<id>`."""
+    return (
+        ALL in members
+        or (caller.user_id is not None and f"user:{caller.user_id}" in members)
+        or (caller.agent_id is not None and f"agent:{caller.agent_id}" in members)
+    )
+
+
+def _wrote(caller: Caller, memory: Stored) -> bool:
+    """The memory is the caller's own words: its user's, or (for an agent acting for no user) its agent's."""
+    if caller.user_id is not None:
+        return memory.user_id == caller.user_id
+    return caller.agent_id is not None and memory.user_id is None and memory.agent_id == caller.agent_id
+
+
+def _require(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> None:
+    _listed_or_raise(caller, scope)
+    if _reaches(caller, scope, access, write=write):
+        return
+    kind = scope.partition(":")[0]
+    key = scope if kind == "global" else f'"{scope}"'
+    if kind not in SHARED_KINDS:
+        raise ScopeError(f"scope {scope!r} is not accessible to {_who(caller)}")
+    if write and _reaches(caller, scope, access, write=False):
+        raise ScopeError(
+            f"scope {scope!r} is read-only for {_who(caller)}: adding to it, changing or erasing its memories takes "
+            f"the administrator or a grant in access.scopes.{key}.write"
+        )
+    raise ScopeError(
+        f"scope {scope!r} is not accessible to {_who(caller)}: it is shared only with the members "
+        f"access.scopes.{key} names and the tokens that list it"
+    )
+
+
+def _listed(caller: Caller, scope: str) -> bool:
+    return caller.scopes is None or scope in caller.scopes
+
+
+def _listed_or_raise(caller: Caller, scope: str) -> None:
     """A token's allow-list, when the caller has one, must name the scope."""
-    if caller.scopes is not None and scope not in caller.scopes:
+    if not _listed(caller, scope):
+        assert caller.scopes is not None
         raise ScopeError(f"scope {scope!r} is not among this token's scopes ({', '.join(caller.scopes)})")
 
 

@@ -67,7 +67,7 @@ class Conversations:
             raise ValidationError(f"channel must be a string of at most {MAX_CHANNEL_CHARS} characters")
         check_text(channel, "channel")
         items, unstorable = entries(list(messages) if not isinstance(messages, list) else messages, skip_bad=skip_bad)
-        scope = write_scope(caller, None)
+        scope = self._own(caller)
         now = now or utcnow()
         if not items:
             return LogResult(stored=0, skipped=0, unstorable=unstorable, ids=[], segment_id=None)
@@ -152,7 +152,7 @@ class Conversations:
         if reason not in ("session_end", "explicit"):
             raise ValidationError("reason must be session_end or explicit")
         check_text(session_id, "session_id")
-        scope = write_scope(caller, None)
+        scope = self._own(caller)
         with self.store.transaction():
             segment = self.store.segments.open_for(scope, session_id)
             if segment is None:
@@ -280,9 +280,9 @@ class Conversations:
 
     def transcript_start(self, caller: Caller, session_id: str) -> datetime | None:
         """When the session's current transcript began: its last end (`/new`, a reset), None if it never ended."""
-        if not may_write(caller):  # a read-only caller has recorded no transcript of its own
+        if not may_write(caller, access=self.config.access):  # a read-only caller has recorded no transcript of its own
             return None
-        return self.store.segments.last_end(write_scope(caller, None), session_id)
+        return self.store.segments.last_end(self._own(caller), session_id)
 
     def folder(self) -> Path:
         """Where closed segments are written: the configured folder, else `conversations/` beside a
@@ -298,14 +298,14 @@ class Conversations:
         """The conversations the caller may read, the latest first."""
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        return self.store.messages.sessions(read_scopes(caller, None), limit=limit, offset=offset)
+        return self.store.messages.sessions(self._reads(caller), limit=limit, offset=offset)
 
     def show(self, session_id: str, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[Message]:
         """A conversation's messages in order; "not found" when the caller may read none of it."""
         check_text(session_id, "session_id")
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        found = self.store.messages.in_session(read_scopes(caller, None), session_id, limit=limit, offset=offset)
+        found = self.store.messages.in_session(self._reads(caller), session_id, limit=limit, offset=offset)
         if not found and offset == 0:
             raise NotFoundError(f"no conversation with session id {session_id!r}")
         return found
@@ -316,17 +316,17 @@ class Conversations:
         check_text(session_id, "session_id")
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        return self.store.segments.find(read_scopes(caller, None), session_id, limit=limit, offset=offset)
+        return self.store.segments.find(self._reads(caller), session_id, limit=limit, offset=offset)
 
     def export(self, out: IO[str], *, caller: Caller, session_id: str | None = None) -> int:
         """One JSON object per message (of one session, or of every conversation the caller may read)."""
         sessions = [session_id] if session_id is not None else [
-            s["session_id"] for s in self.store.messages.sessions(read_scopes(caller, None), limit=1_000_000, offset=0)
+            s["session_id"] for s in self.store.messages.sessions(self._reads(caller), limit=1_000_000, offset=0)
         ]
         n = 0
         for session in sessions:
             offset = 0
-            while batch := self.store.messages.in_session(read_scopes(caller, None), session, limit=1000, offset=offset):
+            while batch := self.store.messages.in_session(self._reads(caller), session, limit=1000, offset=offset):
                 for m in batch:
                     out.write(json.dumps(m.model_dump(mode="json", exclude={"dedup_key"}), ensure_ascii=False) + "\n")
                 n += len(batch)
@@ -337,4 +337,12 @@ class Conversations:
         """openclaw-memory-pgvector's `conversation_stats`, per user, agent or session."""
         if by not in ("user", "agent", "session"):
             raise ValidationError("by must be user, agent or session")
-        return self.store.messages.stats(read_scopes(caller, None), by)
+        return self.store.messages.stats(self._reads(caller), by)
+
+    def _own(self, caller: Caller) -> str:
+        """The scope the caller's transcript is recorded in (its user's, else its agent's, else global), checked for writing."""
+        return write_scope(caller, None, access=self.config.access)
+
+    def _reads(self, caller: Caller) -> list[str] | None:
+        """The scopes the caller reads unasked (None: every scope, for the administrator)."""
+        return read_scopes(caller, None, access=self.config.access)

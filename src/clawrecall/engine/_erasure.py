@@ -158,7 +158,7 @@ def erase_person(
 
     Only the administrator, or a caller that may reach the person's own scope (the user itself,
     through the one scope check), may erase it. One transaction: all of it is gone, or nothing."""
-    read_scopes(caller, person.scope)  # raises ScopeError for anyone else
+    read_scopes(caller, person.scope, access=writes.config.access)  # raises ScopeError for anyone else
     actor = actor_of(caller)
     e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder)  # a self-erasure is signed anonymously
     if dry_run:

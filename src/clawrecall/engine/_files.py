@@ -59,7 +59,7 @@ class Files:
         require_writes(self.config)
         if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
             raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
-        scope = write_scope(caller, None)
+        scope = write_scope(caller, None, access=self.config.access)
         target, kind = self._check_path(path, within_roots)
         data = self._read(target)
         digest = hashlib.sha256(data).hexdigest()
@@ -68,7 +68,7 @@ class Files:
             return _result("unchanged", known)
         if message_id is not None:
             message_id = message_id.lower()
-            said, scopes = self.store.messages.of([message_id]).get(message_id), read_scopes(caller, None)
+            said, scopes = self.store.messages.of([message_id]).get(message_id), read_scopes(caller, None, access=self.config.access)
             if said is None or (scopes is not None and said.scope not in scopes):
                 raise NotFoundError(f"no message with id {message_id!r}")
         cfg = self.config.files
@@ -122,7 +122,7 @@ class Files:
         """The ingested files the caller may read, by path."""
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, _ALL)
-        return self.store.files.find(read_scopes(caller, None), limit=limit, offset=offset)
+        return self.store.files.find(read_scopes(caller, None, access=self.config.access), limit=limit, offset=offset)
 
     def get(self, path_or_id: str, *, caller: Caller) -> FileRecord:
         """An ingested file by its id (or 8+ first characters of it) or by its path, in the caller's scopes."""
@@ -130,7 +130,7 @@ class Files:
             raise ValidationError("give a file's id or path")
         check_text(path_or_id, "file")
         wanted = path_or_id.strip()
-        scopes = read_scopes(caller, None)
+        scopes = read_scopes(caller, None, access=self.config.access)
         if _ID_PREFIX.match(wanted.lower()):
             found = [f for f in self.store.files.find(scopes, limit=_ALL, offset=0) if f.id.startswith(wanted.lower())]
             if len(found) == 1:
@@ -138,7 +138,8 @@ class Files:
             if len(found) > 1:
                 raise ValidationError(f"{wanted!r} is the start of {len(found)} file ids: give more of it")
         path = str(Path(wanted).expanduser().resolve())
-        for scope in [write_scope(caller, None)] + [s for s in scopes or [] if s != write_scope(caller, None)]:
+        own = write_scope(caller, None, access=self.config.access)
+        for scope in [own] + [s for s in scopes or [] if s != own]:
             if (file := self.store.files.at(scope, path)) is not None:
                 return file
         raise NotFoundError(f"no ingested file {wanted!r}")

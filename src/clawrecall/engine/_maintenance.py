@@ -10,7 +10,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
 from ..models import MemoryRecord
-from ..scopes import Caller, read_scopes
+from ..scopes import Caller, may_erase
 from ..storage import Filters, Store
 from ._embedding import Embedding, Progress
 from ._validate import require_writes
@@ -27,15 +27,14 @@ class Maintenance:
         self.writes = writes
 
     def purge(self, caller: Caller, older_than_days: float | None = None) -> int:
-        """Hard-delete memories soft-deleted longer ago than the retention period, in the scopes the caller reads."""
+        """Hard-delete memories soft-deleted longer ago than the retention period, of those the caller may erase."""
         require_writes(self.config)
         days = self.config.writes.retention_days if older_than_days is None else older_than_days
         if not 0 <= days <= 365_000:  # a timedelta cannot reach further back
             raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
         ids = self.store.purgeable(utcnow() - timedelta(days=days))
-        scopes = read_scopes(caller, None)
-        if scopes is not None:
-            ids = [i for i, r in self.store.fetch(ids).items() if r.scope in scopes]
+        if not caller.administrator:
+            ids = [i for i, r in self.store.fetch(ids).items() if may_erase(caller, r, access=self.config.access)]
         if ids:
             self.writes.erase(ids, "purge", actor_of(caller))
         return len(ids)

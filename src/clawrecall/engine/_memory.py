@@ -277,7 +277,7 @@ class Memory:
         """Every version of a fact, the first first: the memories it superseded and those that superseded
         it (one version when it was never superseded)."""
         caller = as_caller(caller, user_id, agent_id)
-        record = resolve(self.store, memory_id, caller, scope)
+        record = resolve(self.store, memory_id, caller, scope, self.config.access)
         chain = [record]
         while chain[0].supersedes and (earlier := self._version(chain[0].supersedes, caller, scope)) is not None:
             chain.insert(0, earlier)
@@ -288,7 +288,7 @@ class Memory:
     def _version(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> MemoryRecord | None:
         """A linked version the caller may read (an erased one ends the chain)."""
         try:
-            return resolve(self.store, memory_id, caller, scope)
+            return resolve(self.store, memory_id, caller, scope, self.config.access)
         except NotFoundError:
             return None
 
@@ -350,8 +350,8 @@ class Memory:
             raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
         caller = as_caller(caller, user_id, agent_id)
         filters = read_filters(
-            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
-            since=since, until=until,
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until,
         )
         return self._writes.delete_bulk(filters, caller, dry_run=dry_run)
 
@@ -457,8 +457,9 @@ class Memory:
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
         filters = read_filters(
-            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id,
-            since=since, until=until, include_deleted=include_deleted, sources=sources, exclude_session=exclude_session,
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
+            exclude_session=exclude_session,
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
             message_roles=message_roles, as_of=as_of,
         )
@@ -477,7 +478,7 @@ class Memory:
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
         would) and answers "not found" for a memory elsewhere.
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope)
+        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access)
 
     def list(
         self,
@@ -512,9 +513,10 @@ class Memory:
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
         filters = read_filters(
-            caller, scope, self.config.categories, category=category, tags=tags, session_id=session_id, since=since,
-            until=until, include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
-            source_type=source_type, source_id=source_id, as_of=as_of, include_superseded=include_superseded,
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until, include_deleted=include_deleted, only_deleted=only_deleted,
+            include_expired=include_expired, source_type=source_type, source_id=source_id, as_of=as_of,
+            include_superseded=include_superseded,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 
@@ -530,8 +532,8 @@ class Memory:
         include_expired: bool = False,
     ) -> int:
         filters = read_filters(
-            as_caller(caller, user_id, agent_id), scope, self.config.categories, category=category,
-            include_deleted=include_deleted, include_expired=include_expired,
+            as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
+            category=category, include_deleted=include_deleted, include_expired=include_expired,
         )
         return self.store.count(filters)
 
@@ -542,7 +544,7 @@ class Memory:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
-            record_id = resolve(self.store, memory_id, caller, scope).id
+            record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id
         except NotFoundError:
             if not caller.administrator:  # an erased memory's scope is gone with it: only the administrator sees its trace
                 raise

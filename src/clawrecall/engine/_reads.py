@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from typing import Sequence, get_args
 
+from ..config import AccessConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
 from ..models import KINDS, MemoryRecord, Role, SearchHit
 from ..scopes import Caller, read_scopes
@@ -17,14 +18,15 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 
 
 def read_filters(
-    caller: Caller, scope: str | list[str] | None, categories: Sequence[str], *, category: str | list[str] | None = None,
-    tags: Sequence[str] | None = None, session_id: str | None = None, since: datetime | None = None,
-    until: datetime | None = None, include_deleted: bool = False, only_deleted: bool = False,
-    include_expired: bool = False, source_type: str | None = None, source_id: str | Sequence[str] | None = None,
-    sources: Sequence[str] | None = None, exclude_session: str | None = None, exclude_since: datetime | None = None,
+    caller: Caller, scope: str | list[str] | None, categories: Sequence[str], *, access: AccessConfig,
+    category: str | list[str] | None = None, tags: Sequence[str] | None = None, session_id: str | None = None,
+    since: datetime | None = None, until: datetime | None = None, include_deleted: bool = False,
+    only_deleted: bool = False, include_expired: bool = False, source_type: str | None = None,
+    source_id: str | Sequence[str] | None = None, sources: Sequence[str] | None = None,
+    exclude_session: str | None = None, exclude_since: datetime | None = None,
     message_roles: Sequence[str] | None = None, as_of: datetime | None = None, include_superseded: bool = False,
 ) -> Filters:
-    """A read's checked filters, in the scopes the caller may read (`categories`: the configured ones)."""
+    """A read's checked filters, in the scopes the caller may read (`categories`, `access`: the configured ones)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
     for c in wanted or []:
         check_category(c, categories)
@@ -37,7 +39,7 @@ def read_filters(
     return Filters(
         kinds=check_sources(sources), other_session=exclude_session, other_session_since=exclude_since,
         message_roles=None if message_roles is None else check_roles(message_roles),
-        scopes=read_scopes(caller, scope), categories=wanted, tags=list(tags) if tags else None,
+        scopes=read_scopes(caller, scope, access=access), categories=wanted, tags=list(tags) if tags else None,
         session_id=session_id, source_type=source_type, source_ids=source_ids,
         since=check_when(since, "since") if since is not None else None,
         until=check_when(until, "until") if until is not None else None,
@@ -70,14 +72,17 @@ def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
     return tuple(roles)
 
 
-def resolve(store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None = None) -> MemoryRecord:
+def resolve(
+    store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None, access: AccessConfig
+) -> MemoryRecord:
     """Id or unique prefix → record, in the scopes the caller reads. Other scopes' memories are "not found"."""
     if not isinstance(memory_id, str):
         raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
     if not is_id_or_prefix(memory_id):
         raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
     prefix = memory_id.strip().lower()
-    filters = Filters(scopes=read_scopes(caller, scope), include_deleted=True, include_expired=True, include_superseded=True)
+    filters = Filters(scopes=read_scopes(caller, scope, access=access), include_deleted=True, include_expired=True,
+                      include_superseded=True)
     matches = store.ids_with_prefix(prefix, filters)
     if not matches:
         raise NotFoundError(f"no memory with id {memory_id!r}")

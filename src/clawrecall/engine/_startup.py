@@ -27,7 +27,7 @@ class Startup:
     ) -> StartupEntry:
         """Create or replace the entry `key` in `scope` (default: the caller's user, agent, or global)."""
         require_writes(self.config)
-        target = write_scope(as_caller(caller, user_id, agent_id), scope)
+        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
         check_text(key, "key")
         try:
             entry = StartupEntry(
@@ -44,7 +44,8 @@ class Startup:
         scope: str | list[str] | None = None,
     ) -> list[StartupEntry]:
         """The entries in the scopes the caller reads, by priority then key."""
-        return self.store.startup_entries(read_scopes(as_caller(caller, user_id, agent_id), scope))
+        scopes = read_scopes(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
+        return self.store.startup_entries(scopes)
 
     def delete(
         self, key: str, *, scope: str | None = None, caller: Caller | None = None, user_id: str | None = None,
@@ -53,7 +54,7 @@ class Startup:
         """Remove the entry `key` from `scope`, by default the one `set` writes to (the caller's user,
         agent, or global): a caller deletes its own entry, not a shared one of the same key."""
         require_writes(self.config)
-        target = write_scope(as_caller(caller, user_id, agent_id), scope)
+        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
         check_text(key, "key")
         if not self.store.delete_startup(target, key):
             raise NotFoundError(f"no startup entry {key!r} in scope {target!r}")

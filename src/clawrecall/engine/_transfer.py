@@ -30,8 +30,10 @@ class Transfer:
         self.writes = writes
 
     def export_jsonl(self, out: IO[str], caller: Caller, scope: str | list[str] | None, *, include_deleted: bool) -> int:
-        filters = read_filters(caller, scope, self.config.categories, include_deleted=include_deleted, include_expired=True,
-                               include_superseded=True)
+        filters = read_filters(
+            caller, scope, self.config.categories, access=self.config.access, include_deleted=include_deleted,
+            include_expired=True, include_superseded=True,
+        )
         n = 0
         for record, _ in self.store.iter_all(filters):
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind"}), ensure_ascii=False) + "\n")
@@ -64,7 +66,7 @@ class Transfer:
         now = utcnow()
         seen: dict[str, int] = {}
         for (n, item), fresh in zip(items_by_line, new_ids(len(items_by_line))):  # validation, nothing written yet
-            record = new_record(item, now, caller, self.config.categories, f"line {n}: ", fresh)
+            record = new_record(item, now, caller, self.config, f"line {n}: ", fresh)
             if item.id:
                 if record.id in seen:
                     raise ValidationError(f"line {n}: id {record.id} repeats line {seen[record.id]}")

@@ -31,14 +31,14 @@ def require_writes(config: Config) -> None:
 
 
 def new_record(
-    item: NewMemory | Mapping[str, Any], now: datetime, caller: Caller, categories: Sequence[str], where: str,
+    item: NewMemory | Mapping[str, Any], now: datetime, caller: Caller, config: Config, where: str,
     fresh_id: str, embedding_model: str | None = None,
 ) -> MemoryRecord:
     """Validate one item into a record (with `fresh_id` unless it names its own); errors start with
     `where` ("item 3: ", "line 7: "). The item's owner defaults to the caller, and its scope must be
-    one the caller may write."""
+    one the caller may write (`config`: its categories and access policy)."""
     try:
-        return _build_record(item, now, caller, categories, fresh_id, embedding_model)
+        return _build_record(item, now, caller, config, fresh_id, embedding_model)
     except PydanticValidationError as exc:
         raise ValidationError(f"{where}{pydantic_message(exc, NewMemory)}") from None
     except (ValidationError, ScopeError) as exc:
@@ -46,7 +46,7 @@ def new_record(
 
 
 def _build_record(
-    item: NewMemory | Mapping[str, Any], now: datetime, caller: Caller, categories: Sequence[str], fresh_id: str,
+    item: NewMemory | Mapping[str, Any], now: datetime, caller: Caller, config: Config, fresh_id: str,
     embedding_model: str | None,
 ) -> MemoryRecord:
     if isinstance(item, NewMemory):
@@ -59,7 +59,7 @@ def _build_record(
     for name in ("title", "session_id", "source_type", "source_id"):
         if (value := getattr(new, name)) is not None:
             check_text(value, name)
-    scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope)
+    scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope, access=config.access)
     created = check_when(new.created_at, "created_at") if new.created_at else now
     valid_from = check_when(new.valid_from, "valid_from") if new.valid_from else created
     valid_to = check_when(new.valid_to, "valid_to") if new.valid_to else None
@@ -69,7 +69,7 @@ def _build_record(
         id=check_new_id(new.id) if new.id else fresh_id,
         content=content,
         title=new.title,
-        category=check_category("other" if new.category is None else new.category, categories),
+        category=check_category("other" if new.category is None else new.category, config.categories),
         tags=check_tags(new.tags),
         importance=0.7 if new.importance is None else new.importance,
         confidence=1.0 if new.confidence is None else new.confidence,

@@ -17,7 +17,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller
+from ..scopes import Caller, check_change
 from ..storage import Filters, HistoryDraft, Store
 from ._embedding import Embedding, Progress
 from ._reads import resolve
@@ -75,9 +75,8 @@ class Writes:
             label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
             ids = new_ids(len(items))
             model = self.embedding.model_name
-            categories = self.config.categories
             records = [
-                new_record(item, now, caller, categories, label(n), ids[n - 1], model)
+                new_record(item, now, caller, self.config, label(n), ids[n - 1], model)
                 for n, item in enumerate(items, start=1)
             ]
             if not records:
@@ -168,7 +167,8 @@ class Writes:
     def update(self, memory_id: str, caller: Caller, scope: str | list[str] | None, fields: Mapping[str, Any]) -> MemoryRecord:
         """Change the fields given (a `None` value changes nothing); a new content is re-embedded. History keeps the old values."""
         require_writes(self.config)
-        old = resolve(self.store, memory_id, caller, scope)
+        old = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, old, access=self.config.access)
         changes = self._changes(fields)
         requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
         if not requested:
@@ -198,7 +198,8 @@ class Writes:
         back and keeps the old one's owner, scope, category, tags and the rest unless `fields` name them.
         Not deduplicated: a corrected fact is often nearly the text it corrects ("250 W" → "260 W")."""
         require_writes(self.config)
-        old = resolve(self.store, memory_id, caller, scope)
+        old = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, old, access=self.config.access)
         now = utcnow()
         start = now if valid_from is None else check_when(valid_from, "valid_from")
         if start > now:
@@ -206,7 +207,7 @@ class Writes:
         _check_supersedable(old, start)
         item = {name: getattr(old, name) for name in _INHERITED}
         item |= {k: v for k, v in fields.items() if v is not None} | {"content": content, "valid_from": start}
-        record = new_record(item, now, caller, self.config.categories, "", new_ids(1)[0], self.embedding.model_name)
+        record = new_record(item, now, caller, self.config, "", new_ids(1)[0], self.embedding.model_name)
         record.supersedes = old.id
         vectors = self.embedding.passages([record.content])  # before the lock
         actor = actor_of(caller)
@@ -250,7 +251,8 @@ class Writes:
     def set_deleted(self, memory_id: str, caller: Caller, scope: str | list[str] | None, when: datetime | None) -> MemoryRecord:
         """Soft delete (`when`) or undelete (`None`); a memory already in that state is returned as it is."""
         require_writes(self.config)
-        old = resolve(self.store, memory_id, caller, scope)
+        old = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, old, access=self.config.access, erase=when is not None)
         if (old.deleted_at is None) == (when is None):
             return old
         now = utcnow()
@@ -271,7 +273,8 @@ class Writes:
     def forget(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> str:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
         require_writes(self.config)
-        record = resolve(self.store, memory_id, caller, scope)
+        record = resolve(self.store, memory_id, caller, scope, self.config.access)
+        check_change(caller, record, access=self.config.access, erase=True)
         self.erase([record.id], "forget", actor_of(caller))
         return record.id
 

@@ -187,7 +187,7 @@ def _record(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, ch
     An earlier turn's message the store refused then is left out, not refused again."""
     if not (mem.config.conversations.record and mem.config.writes.enabled and caller.session_id and messages):
         return 0
-    if not may_write(caller):
+    if not may_write(caller, access=mem.config.access):
         return 0
     return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True)["stored"]
 
@@ -200,7 +200,7 @@ def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, s
         return _answer([], "failed_turn")
     if not mem.config.writes.enabled:
         return _answer([], "writes_disabled")
-    if not may_write(caller):
+    if not may_write(caller, access=mem.config.access):
         return _answer([], "scope_denied")
     candidates = _candidates(messages, cfg, mem.config.categories)
     if not candidates:

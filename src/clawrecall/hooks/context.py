@@ -15,7 +15,8 @@ from ..scopes import Caller
 
 
 def read_scope(caller: Caller) -> str | None:
-    """The scope a hook reads: by default the caller's own (a token's allow-list, if it has one).
+    """The scope a hook reads: by default what the caller reads unasked, its own scopes and the shared
+    ones it is a member of (a token's allow-list, if it has one).
 
     An anonymous caller reads `global` only; the engine would otherwise give it every user's memories.
     """

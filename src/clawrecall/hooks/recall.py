@@ -107,7 +107,8 @@ def label(hit: SearchHit) -> str:
 
 def end_segment(mem: "Memory", caller: Caller) -> None:
     """A new session (an empty history: `/new`, a reset) closes the conversation's open segment."""
-    if not (mem.config.conversations.record and mem.config.writes.enabled and may_write(caller)):
+    if not (mem.config.conversations.record and mem.config.writes.enabled
+            and may_write(caller, access=mem.config.access)):
         return
     try:
         mem.conversations.end(caller.session_id or "", caller=caller)

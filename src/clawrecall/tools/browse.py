@@ -79,7 +79,7 @@ class StatsDetails(TypedDict):
     the embedding model and storage backend in use.""",
 )
 def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
-    scopes = read_scopes(caller, None)
+    scopes = read_scopes(caller, None, access=mem.config.access)
     active = mem.count(caller=caller, scope=scopes)
     deleted = mem.count(caller=caller, scope=scopes, include_deleted=True) - active
     by_category = {c: n for c in mem.config.categories if (n := mem.count(caller=caller, scope=scopes, category=c))}
