@@ -1,12 +1,20 @@
 """LoCoMo retrieval benchmark: does search put the evidence turns of a question in the top k?
 
-Per conversation, every turn is stored as a memory ("{speaker}: {text}", plus the image
-caption), dated with its session's date, its `dia_id` in metadata, in a scope of its own.
-Each question of categories 1–4 is searched in that scope and scored against its evidence
-ids: recall@5, recall@10 (fraction of evidence found) and NDCG@10; plus search latency
-and ingest rate. The default pipeline runs beside its own vector-only and BM25-only modes.
+Two ways in (`--through`):
 
-    python bench/locomo.py [path/to/locomo.json] [--db PATH] [--json]
+  * `memories` (default): per conversation, every turn is stored as a memory ("{speaker}: {text}",
+    plus the image caption), dated with its session's date, its `dia_id` in metadata, in a scope
+    of its own;
+  * `messages`: the conversation record. Each session is logged as one conversation session of the
+    conversation's user (`mem.conversations.log`; the session's first speaker is the user, the other
+    the assistant; the same text and times), the vectors are backfilled, and questions are asked
+    as `search_context` asks them: over memories, messages and file chunks together.
+
+Each question of categories 1–4 is searched in its conversation and scored against its evidence
+ids: recall@5, recall@10 (fraction of evidence found) and NDCG@10; plus search latency and
+ingest rate. The default pipeline runs beside its own vector-only and BM25-only modes.
+
+    python bench/locomo.py [path/to/locomo.json] [--through memories|messages] [--db PATH] [--json]
 """
 
 from __future__ import annotations
@@ -20,14 +28,18 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _DIA = re.compile(r"D\d+:\d+")
+SOURCES = ["memory", "message", "chunk"]  # what search_context searches
+TUNE = 3  # conversations a default may be tuned on; the rest are held out (bench/relevance.py, bench/segments.py)
 
 
 def session_date(text: str) -> datetime:
@@ -35,23 +47,44 @@ def session_date(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
 
 
-def turns(sample: dict) -> list[dict]:
+def sessions(sample: dict) -> list[tuple[str, list[dict]]]:
+    """Each session's id and turns, in order: dia_id, speaker, text (with the image caption), time."""
     conv = sample["conversation"]
     out = []
     numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)) and isinstance(conv[k], list))
     for n in numbers:
         when = session_date(conv[f"session_{n}_date_time"])
+        items = []
         for i, turn in enumerate(conv[f"session_{n}"]):
-            text = f"{turn['speaker']}: {turn['text']}"
+            text = turn["text"]
             if turn.get("blip_caption"):
                 text += f" [shares an image: {turn['blip_caption']}]"
-            out.append({
-                "content": text,
-                "created_at": when + timedelta(seconds=30 * i),  # turns follow each other
-                "session_id": f"{sample['sample_id']}/session_{n}",
-                "metadata": {"dia_id": turn["dia_id"]},
+            items.append({
+                "dia_id": turn["dia_id"], "speaker": turn["speaker"], "text": text,
+                "at": when + timedelta(seconds=30 * i),  # turns follow each other
             })
+        out.append((f"{sample['sample_id']}/session_{n}", items))
     return out
+
+
+def turns(sample: dict) -> list[dict]:
+    """Every turn as a memory to store."""
+    return [
+        {"content": f"{t['speaker']}: {t['text']}", "created_at": t["at"], "session_id": session,
+         "metadata": {"dia_id": t["dia_id"]}}
+        for session, items in sessions(sample) for t in items
+    ]
+
+
+def transcript(items: list[dict], *, names: bool = True) -> list[dict]:
+    """A session's turns as chat messages: its first speaker is the user, the other the assistant."""
+    user = items[0]["speaker"] if items else None
+    return [
+        {"role": "user" if t["speaker"] == user else "assistant",
+         "content": f"{t['speaker']}: {t['text']}" if names else t["text"],
+         "timestamp": t["at"].isoformat(), "id": t["dia_id"]}
+        for t in items
+    ]
 
 
 def questions(sample: dict, known: set[str], counters: dict[str, int]) -> list[dict]:
@@ -82,43 +115,87 @@ def ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
     return dcg / ideal if ideal else 0.0
 
 
-def ingest(mem: Memory, data: list[dict]) -> tuple[dict[str, list[dict]], dict[str, int], float, int]:
+@dataclass
+class Ingested:
+    """A store built from LoCoMo, and how to ask it: `ask(conversation, question, mode, limit)` → the dia_ids
+    of the hits, best first."""
+
+    questions: dict[str, list[dict]]  # by conversation (sample id)
+    counters: dict[str, int]
+    seconds: float  # storing, embedding included
+    stored: int
+    ask: Callable[[str, str, str, int], list[str | None]]
+
+
+def ingest(mem: Memory, data: list[dict]) -> Ingested:
+    """Each turn a memory, each conversation a scope."""
     counters: dict[str, int] = defaultdict(int)
     qs: dict[str, list[dict]] = {}
     seconds = 0.0
     stored = 0
     for sample in data:
-        scope = f"custom:{sample['sample_id']}"
         items = turns(sample)
         start = time.perf_counter()
-        mem.add_many([{**t, "scope": scope} for t in items], dedup=False)
+        mem.add_many([{**t, "scope": f"custom:{sample['sample_id']}"} for t in items], dedup=False)
         seconds += time.perf_counter() - start
         stored += len(items)
-        qs[scope] = questions(sample, {t["metadata"]["dia_id"] for t in items}, counters)
-    return qs, dict(counters), seconds, stored
+        qs[sample["sample_id"]] = questions(sample, {t["metadata"]["dia_id"] for t in items}, counters)
+
+    def ask(conversation: str, question: str, mode: str, limit: int) -> list[str | None]:
+        hits = mem.search(question, scope=f"custom:{conversation}", limit=limit, mode=mode)
+        return [h.memory.metadata.get("dia_id") for h in hits]
+
+    return Ingested(qs, dict(counters), seconds, stored, ask)
 
 
-def evaluate(mem: Memory, qs: dict[str, list[dict]], mode: str, limit: int = 10) -> dict:
+def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True) -> Ingested:
+    """Each session a logged conversation session of the conversation's user; vectors backfilled before
+    searching. `names=False` logs each turn's text without its speaker's name."""
+    counters: dict[str, int] = defaultdict(int)
+    qs: dict[str, list[dict]] = {}
+    dia: dict[str, str] = {}  # message id → dia_id
+    start = time.perf_counter()
+    for sample in data:
+        caller = Caller(user_id=sample["sample_id"])
+        known = set()
+        for session, items in sessions(sample):
+            result = mem.conversations.log(transcript(items, names=names), caller=caller, session_id=session)
+            dia.update(zip(result["ids"], (t["dia_id"] for t in items)))
+            mem.conversations.end(session, caller=caller)
+            known.update(t["dia_id"] for t in items)
+        qs[sample["sample_id"]] = questions(sample, known, counters)
+    mem.backfill()
+    seconds = time.perf_counter() - start
+
+    def ask(conversation: str, question: str, mode: str, limit: int) -> list[str | None]:
+        hits = mem.search(question, caller=Caller(user_id=conversation), sources=SOURCES, limit=limit, mode=mode)
+        return [dia.get(h.id) for h in hits]
+
+    return Ingested(qs, dict(counters), seconds, len(dia), ask)
+
+
+def evaluate(mem: Memory, built: Ingested, mode: str, limit: int = 10) -> dict:
     """Score one search mode. `vector-leg`/`bm25-leg`: that leg alone, without the session-neighbour stage."""
     if mode.endswith("-leg"):
         saved = mem.config.retrieval.neighbor_weight
         mem.config.retrieval.neighbor_weight = 0.0
         try:
-            return evaluate(mem, qs, mode.removesuffix("-leg"), limit)
+            return evaluate(mem, built, mode.removesuffix("-leg"), limit)
         finally:
             mem.config.retrieval.neighbor_weight = saved
     per_cat: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
+    per_conversation: dict[str, list[float]] = defaultdict(list)
     latencies = []
-    for scope, items in qs.items():
+    for conversation, items in built.questions.items():
         for q in items:
             start = time.perf_counter()
-            hits = mem.search(q["question"], scope=scope, limit=limit, mode=mode)
+            ranked = built.ask(conversation, q["question"], mode, limit)
             latencies.append((time.perf_counter() - start) * 1000)
-            ranked = [h.memory.metadata.get("dia_id") for h in hits]
             ev = q["evidence"]
             r5 = len(ev & set(ranked[:5])) / len(ev)
             r10 = len(ev & set(ranked[:10])) / len(ev)
             per_cat[q["category"]].append((r5, r10, ndcg(ranked, ev)))
+            per_conversation[conversation].append(r10)
     rows = {}
     everything = [x for v in per_cat.values() for x in v]
     for name, values in [*((CATEGORIES[c], per_cat[c]) for c in sorted(per_cat)), ("overall", everything)]:
@@ -131,6 +208,7 @@ def evaluate(mem: Memory, qs: dict[str, list[dict]], mode: str, limit: int = 10)
     latencies.sort()
     return {
         "rows": rows,
+        "recall@10 by conversation": {c: statistics.fmean(v) for c, v in per_conversation.items()},
         "p50_ms": statistics.median(latencies),
         "p95_ms": latencies[int(len(latencies) * 0.95) - 1],
     }
@@ -145,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated: hybrid, vector, bm25, trigram (the full pipeline on those legs), "
         "vector-leg, bm25-leg (the leg alone, no session-neighbour stage)",
     )
+    parser.add_argument("--through", choices=("memories", "messages"), default="memories",
+                        help="store each turn as a memory, or log each session as a conversation (default: memories)")
+    parser.add_argument("--bare", action="store_true", help="with --through messages: log each turn's text without "
+                        "its speaker's name (as a chat transcript carries it)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
 
@@ -152,24 +234,32 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         mem = Memory.open(args.db or f"{tmp}/locomo.db")
         mem.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
-        qs, counters, seconds, stored = ingest(mem, data)
-        mem.search("warm up", scope=next(iter(qs)), limit=1)
-        results = {mode: evaluate(mem, qs, mode) for mode in args.modes.split(",")}
+        built = ingest(mem, data) if args.through == "memories" else ingest_messages(mem, data, names=not args.bare)
+        built.ask(next(iter(built.questions)), "warm up", "hybrid", 1)
+        results = {mode: evaluate(mem, built, mode) for mode in args.modes.split(",")}
         mem.close()
+    tuning = [d["sample_id"] for d in data[:TUNE]]
+    for res in results.values():
+        by = res["recall@10 by conversation"]
+        for split, ids in (("tune", tuning), ("held out", [c for c in by if c not in tuning])):
+            n = [len(built.questions[c]) for c in ids]
+            res[f"recall@10 {split}"] = sum(by[c] * k for c, k in zip(ids, n)) / sum(n) if sum(n) else None
     report = {
         "data": args.data,
+        "through": args.through + (" (no speaker names)" if args.bare else ""),
         "conversations": len(data),
-        "memories": stored,
-        "questions": sum(len(v) for v in qs.values()),
-        "ingest_per_s": stored / seconds,
-        "evidence": counters,
+        "stored": built.stored,
+        "questions": sum(len(v) for v in built.questions.values()),
+        "ingest_per_s": built.stored / built.seconds,
+        "evidence": built.counters,
         "modes": results,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"LoCoMo: {report['conversations']} conversations, {stored} memories, {report['questions']} questions "
-          f"(categories 1-4); ingest {report['ingest_per_s']:.0f} memories/s; evidence fixes: {counters}")
+    print(f"LoCoMo through {report['through']}: {report['conversations']} conversations, {built.stored} turns, "
+          f"{report['questions']} questions (categories 1-4); ingest {report['ingest_per_s']:.0f} turns/s (embedding "
+          f"included); evidence fixes: {built.counters}")
     print()
     print("| mode | category | n | recall@5 | recall@10 | NDCG@10 |")
     print("|---|---|---:|---:|---:|---:|")
@@ -178,10 +268,12 @@ def main(argv: list[str] | None = None) -> int:
             label = f"**{name}**" if name == "overall" else name
             print(f"| {mode} | {label} | {row['n']} | {row['recall@5']:.3f} | {row['recall@10']:.3f} | {row['ndcg@10']:.3f} |")
     print()
-    print("| mode | search p50 (ms) | search p95 (ms) |")
-    print("|---|---:|---:|")
+    print("| mode | recall@10 tune / held out | by conversation | search p50 (ms) | search p95 (ms) |")
+    print("|---|---:|---|---:|---:|")
     for mode, res in results.items():
-        print(f"| {mode} | {res['p50_ms']:.1f} | {res['p95_ms']:.1f} |")
+        by = " ".join(f"{v:.3f}" for v in res["recall@10 by conversation"].values())
+        print(f"| {mode} | {res['recall@10 tune']:.3f} / {res['recall@10 held out']:.3f} | {by} "
+              f"| {res['p50_ms']:.1f} | {res['p95_ms']:.1f} |")
     return 0
 
 

@@ -34,14 +34,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from locomo import DEFAULT_DATA, questions, turns  # noqa: E402
+from locomo import DEFAULT_DATA, TUNE, questions, turns  # noqa: E402
 
 from clawrecall import Memory  # noqa: E402
 
 PEOPLE = Path(__file__).resolve().parent / "data" / "relevance_people.json"
 THRESHOLDS = (0.05, 0.1, 0.12, 0.15, 0.2, 0.3)
-TUNE = 3  # LoCoMo conversations the calibration is fitted on; the rest are held out
-TUNE_PEOPLE = {"u1", "u2", "u3", "u4"}  # likewise, people
+TUNE_PEOPLE = {"u1", "u2", "u3", "u4"}  # the people the calibration is fitted on; the rest are held out
 SPLITS = ("locomo-tune", "locomo-held", "people-tune", "people-held", "people-held-unrelated")
 FOREIGN_PER_CONVERSATION = 200
 

@@ -2,8 +2,8 @@
 
 A segment closes after a pause (no message for `pause_minutes`), at `max_turns` user turns, on a
 topic shift, or when the session ends. The topic shift is deterministic: the mean vector of the
-`topic_window` messages before a user message against that of the window starting at it; a
-cosine below `topic_threshold` is a shift (bench/segments.py measures the threshold).
+`topic_window` messages before a user message against that of the window starting at it; the
+lowest cosine of a dip below `topic_threshold` is a shift (bench/segments.py measures the threshold).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ..models import Message, Segment
 
@@ -36,7 +36,21 @@ def topic_shift(vectors: np.ndarray, starts_turn: Sequence[bool], window: int, t
 
     `vectors` are the segment's messages in order (unit length), `starts_turn` whether each is a user
     message (a shift is placed only before one). A position needs `window` messages on both sides.
+    The shift is the lowest point of a dip below the threshold: the window that straddles a shift
+    already dips, and cutting there would move the old topic's last turn into the new segment. So a
+    position below the threshold waits for the next one, and is passed over if that one is lower.
     """
+    previous: tuple[int, float] | None = None
+    for i, cos in window_cosines(vectors, starts_turn, window):
+        if previous is not None and cos >= previous[1]:
+            return previous[0]
+        previous = (i, cos) if cos < threshold else None
+    return None
+
+
+def window_cosines(vectors: np.ndarray, starts_turn: Sequence[bool], window: int) -> Iterator[tuple[int, float]]:
+    """Each position a shift may be placed at, with the cosine between the mean vectors of the `window`
+    messages before it and the `window` starting at it (what `topic_threshold` is compared with)."""
     import numpy as np
 
     for i in range(window, len(vectors) - window + 1):
@@ -44,10 +58,7 @@ def topic_shift(vectors: np.ndarray, starts_turn: Sequence[bool], window: int, t
             continue
         before = vectors[i - window : i].mean(axis=0)
         after = vectors[i : i + window].mean(axis=0)
-        cos = float(before @ after / (np.linalg.norm(before) * np.linalg.norm(after) + 1e-12))
-        if cos < threshold:
-            return i
-    return None
+        yield i, float(before @ after / (np.linalg.norm(before) * np.linalg.norm(after) + 1e-12))
 
 
 def title(messages: Sequence[Message]) -> str:

@@ -238,9 +238,12 @@ class Conversations:
             return
         segment_ids = {m.segment_id for m in self.store.messages.of(ids).values() if m.segment_id is not None}
         for segment_id in segment_ids:
-            self._split_on_topic(segment_id)
+            current: str | None = segment_id
+            while current is not None:  # the part after a shift may shift again
+                current = self._split_on_topic(current)
 
-    def _split_on_topic(self, segment_id: str) -> None:
+    def _split_on_topic(self, segment_id: str) -> str | None:
+        """Close the open segment before its first topic shift; the id of the segment opened at the shift."""
         import numpy as np
 
         cfg = self.config.conversations
@@ -248,17 +251,17 @@ class Conversations:
         with self.store.transaction():
             segment = self.store.segments.get(segment_id, for_update=True)
             if segment is None or segment.closed_at is not None:
-                return
+                return None
             messages = [m for m in self.store.messages.in_segment(segment_id) if m.role in ("user", "assistant")]
             vectors = self.store.vectors([m.id for m in messages])
             if len(vectors) < len(messages) or len(messages) < 2 * cfg.topic_window:
-                return  # wait until every message has its vector
+                return None  # wait until every message has its vector
             at = rules.topic_shift(
                 np.stack([vectors[m.id] for m in messages]), [m.role == "user" for m in messages],
                 cfg.topic_window, cfg.topic_threshold,
             )
             if at is None:
-                return
+                return None
             everything = self.store.messages.in_segment(segment_id)
             cut = everything.index(next(m for m in everything if m.id == messages[at].id))
             before, after = everything[:cut], everything[cut:]
@@ -277,6 +280,7 @@ class Conversations:
             closed.append(self._close(shortened, "topic", utcnow()))
             self.store.segments.insert([fresh])
         self._closed(closed)
+        return fresh.id
 
     def transcript_start(self, caller: Caller, session_id: str) -> datetime | None:
         """When the session's current transcript began: its last end (`/new`, a reset), None if it never ended."""
