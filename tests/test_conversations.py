@@ -169,6 +169,15 @@ def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_t
     assert len(mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)) == 2
 
 
+def test_the_sweep_purges_memories_soft_deleted_longer_ago_than_their_retention(mem):
+    """ShadowDB purges soft-deleted records once their retention has passed; `clawrecall serve` sweeps so too."""
+    kept = mem.add("Deleted a moment ago, kept for its retention", user_id="alice", dedup=False)
+    mem.delete(kept.id, user_id="alice")
+    assert mem.sweep()["memories_purged"] == 0 and mem.count(user_id="alice", include_deleted=True) == 1
+    mem.config.writes.retention_days = 0
+    assert mem.sweep()["memories_purged"] == 1 and mem.count(user_id="alice", include_deleted=True) == 0
+
+
 # -- search and isolation -------------------------------------------------------------------------
 
 

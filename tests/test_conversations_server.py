@@ -114,13 +114,13 @@ def test_another_user_never_reaches_the_record_through_any_door(server, tokens, 
 
 
 @pytest.mark.parametrize("round_", range(3))
-def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(tmp_path, round_):
+def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(db_target, tmp_path, round_):
     """Each agent_end answer means its messages are in the database: a server killed at any point
-    keeps every message of every answered call (and the store opens and serves)."""
-    path = tmp_path / "killed.db"
+    keeps every message of every answered call (and the store opens and serves). Both backends."""
+    path = db_target
     acknowledged: list[str] = []
     stop = threading.Event()
-    with spawn_server(path) as running:
+    with spawn_server(path, log_path=tmp_path / "serve.log") as running:
         def stream() -> None:
             transcript: list[dict] = []
             with httpx.Client(base_url=running.url, timeout=10, headers={"x-clawrecall-user": "alice",
@@ -152,3 +152,4 @@ def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(tmp_
         assert kept[: len(acknowledged)] == acknowledged
         assert mem.store.integrity_problems() == []
         mem.sweep()
+        assert mem.search(f"turn 0 question {round_}", caller=Caller("alice"), sources=["message"], mode="bm25")

@@ -124,15 +124,17 @@ def end(state: State, session_id: str, caller: Caller, as_json: bool) -> None:
 @json_option
 @pass_state
 def sweep(state: State, as_json: bool) -> None:
-    """Close the segments whose pause has passed, erase what is past `conversations.retention_days` and
-    embed the messages still waiting for a vector (what `clawrecall serve` does every 30 s; for a
-    store no server runs on, e.g. from cron)."""
+    """Close the segments whose pause has passed, erase what is past its retention (the record's, and
+    memories soft-deleted long ago) and embed the rows still waiting for a vector: what `clawrecall
+    serve` does every 30 s, for a store no server runs on (e.g. from cron)."""
     mem = state.open(embeds=True)
     data = mem.sweep()
     data["embedded"] = mem.backfill()
     data.pop("awaiting_vectors")
     out.respond(as_json, data, f"Closed {_n(data['segments_closed'], 'segment')}; erased {_n(data['messages_pruned'], 'message')}"
-                f" past retention; embedded {_n(data['embedded'], 'row')}.")
+                f" and purged {data['memories_purged']} deleted {'memory' if data['memories_purged'] == 1 else 'memories'} past"
+                f" retention; embedded"
+                f" {_n(data['embedded'], 'row')}.")
 
 
 @conversations_group.command("prune")

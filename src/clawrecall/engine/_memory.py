@@ -383,15 +383,20 @@ class Memory:
         self._maintenance.build_vector_index()
 
     def sweep(self) -> dict[str, int]:
-        """The record's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
-        pause has passed (also those that should have closed while nothing ran), erase what is past
-        `conversations.retention_days`, and schedule the embedding of rows waiting for a vector."""
+        """The store's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
+        pause has passed (also those that should have closed while nothing ran), erase the record past
+        `conversations.retention_days` and the memories soft-deleted longer ago than
+        `writes.retention_days` (ShadowDB's automatic purge), and schedule the embedding of rows
+        waiting for a vector."""
         closed = self.conversations.close_due()
-        pruned = self.conversations.prune() if self.config.writes.enabled else {"messages": 0}
+        writes = self.config.writes.enabled
+        pruned = self.conversations.prune() if writes else {"messages": 0}
+        purged = self._maintenance.purge(Caller()) if writes else 0
         waiting = self._backfill.pending()
         if waiting:
             self._backfill.kick()
-        return {"segments_closed": len(closed), "messages_pruned": pruned["messages"], "awaiting_vectors": waiting}
+        return {"segments_closed": len(closed), "messages_pruned": pruned["messages"], "memories_purged": purged,
+                "awaiting_vectors": waiting}
 
     def backfill(self, *, limit: int | None = None) -> int:
         """Embed now the rows stored without a vector (messages, file chunks); how many were embedded.
