@@ -385,10 +385,14 @@ def test_token_cli_create_list_revoke_against_the_running_server(server, db, see
     assert refused.exit_code == 1 and "scope 'user:bob'" in refused.output
 
 
-def test_serve_refuses_a_public_address_without_tokens(tmp_path):
+@pytest.mark.parametrize("how", ["--host", "E5_HOST"])
+def test_serve_refuses_a_public_address_without_tokens(tmp_path, how):
+    """Given as `--host`, or as the E5 server's own E5_HOST variable (a user moving from it keeps its environment)."""
+    args, env = (["--host", "0.0.0.0"], {}) if how == "--host" else ([], {"E5_HOST": "0.0.0.0"})
     result = subprocess.run(
-        [sys.executable, "-m", "clawrecall.cli", "--db", str(tmp_path / "fresh.db"), "serve", "--host", "0.0.0.0"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "CLAWRECALL_HOME": str(tmp_path / "home")},
+        [sys.executable, "-m", "clawrecall.cli", "--db", str(tmp_path / "fresh.db"), "serve", *args],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "CLAWRECALL_HOME": str(tmp_path / "home"), **env},
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [

@@ -813,9 +813,11 @@ IDENTITY_ENV = ("CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION")
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. Any but loopback needs an API token to exist (`clawrecall token create`).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="E5_HOST",
+              help="Address to listen on [env E5_HOST, as the E5 server reads it]. Any but loopback needs an API token "
+              "to exist (`clawrecall token create`).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, envvar="E5_PORT",
+              help="Port to listen on [env E5_PORT, as the E5 server reads it].")
 @click.option("--db", metavar="PATH|URL", help="The store (the same as the global --db).")
 @click.option("--max-body", "max_body_bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
               metavar="BYTES", help="Request bodies larger than this are refused with 413.")
