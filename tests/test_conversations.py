@@ -40,9 +40,10 @@ def stored(mem: Memory, caller: Caller = ALICE, session: str = "s1") -> list:
 
 @pytest.mark.parametrize("shape", ["timestamps", "ids", "positions"])
 def test_a_transcript_sent_turn_by_turn_is_stored_once(mem, shape):
-    """OpenClaw sends the whole session every turn: 15 turns sent cumulatively store 30 messages, in order."""
+    """OpenClaw sends the whole session every turn: a 30-message transcript sent message by message, each
+    time from the start, stores 30 messages, in order."""
     full = transcript(15, ids=shape == "ids", timestamps=shape != "positions")
-    for end in range(2, len(full) + 1, 2):
+    for end in range(1, len(full) + 1):
         mem.conversations.log(full[:end], caller=ALICE, now=T0 + timedelta(hours=1))
     messages = stored(mem)
     assert [m.content for m in messages] == [m["content"] for m in full]
