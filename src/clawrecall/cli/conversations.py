@@ -75,7 +75,7 @@ def export(state: State, session_id: str | None, caller: Caller, path: str | Non
     with output_file(path or "-") as fh:
         n = mem.conversations.export(fh, caller=caller, session_id=session_id)
     if path:
-        click.echo(f"Exported {_n(n, 'message')} to {path}.", err=True)
+        click.echo(f"Exported {out.plural(n, 'message')} to {path}.", err=True)
 
 
 @conversations_group.command("stats")
@@ -105,7 +105,7 @@ def log_messages(state: State, source: str, session_id: str, channel: str | None
     messages = _parse_messages(text)
     result = state.open(embeds=False, creates=True).conversations.log(messages, caller=caller, session_id=session_id,
                                                                        channel=channel)
-    out.respond(as_json, dict(result), f"Recorded {_n(result['stored'], 'message')} ({result['skipped']} already recorded).")
+    out.respond(as_json, dict(result), f"Recorded {out.plural(result['stored'], 'message')} ({result['skipped']} already recorded).")
 
 
 @conversations_group.command("end")
@@ -131,10 +131,10 @@ def sweep(state: State, as_json: bool) -> None:
     data = mem.sweep()
     data["embedded"] = mem.backfill()
     data.pop("awaiting_vectors")
-    out.respond(as_json, data, f"Closed {_n(data['segments_closed'], 'segment')}; erased {_n(data['messages_pruned'], 'message')}"
-                f" and purged {data['memories_purged']} deleted {'memory' if data['memories_purged'] == 1 else 'memories'} past"
+    out.respond(as_json, data, f"Closed {out.plural(data['segments_closed'], 'segment')}; erased {out.plural(data['messages_pruned'], 'message')}"
+                f" and purged {out.plural(data['memories_purged'], 'deleted memory', 'deleted memories')} past"
                 f" retention; embedded"
-                f" {_n(data['embedded'], 'row')}.")
+                f" {out.plural(data['embedded'], 'row')}.")
 
 
 @conversations_group.command("prune")
@@ -150,12 +150,8 @@ def prune(state: State, older_than_days: float | None, yes: bool, as_json: bool)
         raise click.UsageError("no retention is set: give --older-than-days or set conversations.retention_days")
     confirm("Erase old conversations for good?", yes)
     counts = mem.conversations.prune(older_than_days=older_than_days)
-    out.respond(as_json, counts, f"Erased {_n(counts['messages'], 'message')}, {_n(counts['segments'], 'segment')} and "
-                f"{_n(counts['files'], 'file')}.")
-
-
-def _n(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    out.respond(as_json, counts, f"Erased {out.plural(counts['messages'], 'message')}, {out.plural(counts['segments'], 'segment')} and "
+                f"{out.plural(counts['files'], 'file')}.")
 
 
 def _read(path: str) -> str:

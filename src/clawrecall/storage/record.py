@@ -60,6 +60,18 @@ class _Table(Generic[M]):
     def _in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"t.{column} IN ({self._store.dialect.marks(len(values))})" if values else "1 = 0", list(values)
 
+    def _in_scopes(self, scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
+        """Rows of these scopes; `None` (the administrator's reads) is every scope."""
+        return self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+
+    def owned(self, column: str, owner: str, scope: str) -> list[M]:
+        """One person's rows, in a table with owner columns (segments, files): those it owns (`column` is
+        user_id or agent_id), and any in its scope."""
+        if column not in ("user_id", "agent_id"):
+            raise ValueError(f"not an owner column: {column}")
+        p = self._store.dialect.p
+        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))
+
 
 class Messages(_Table[Message]):
     table = MESSAGES
@@ -103,7 +115,7 @@ class Messages(_Table[Message]):
 
     def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int) -> list[Message]:
         p = self._store.dialect.p
-        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        where, params = self._in_scopes(scopes)
         return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
@@ -135,7 +147,7 @@ class Messages(_Table[Message]):
     def sessions(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[dict[str, Any]]:
         """One row per conversation (scope and session), the latest first."""
         d = self._store.dialect
-        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        where, params = self._in_scopes(scopes)
         rows = self._store._run(
             "SELECT t.scope, t.session_id, min(m.user_id), min(m.agent_id), min(t.channel), count(*), "
             "min(t.created_at), max(t.created_at) FROM messages t JOIN memories m ON m.id = t.id "
@@ -154,7 +166,7 @@ class Messages(_Table[Message]):
         """Seed 000's `conversation_stats`, grouped by user, agent or session: messages per role,
         tokens, segments and files."""
         column = {"user": "m.user_id", "agent": "m.agent_id", "session": "t.session_id"}[by]
-        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        where, params = self._in_scopes(scopes)
         rows = self._store._run(
             f"SELECT {column}, t.role, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) "
             f"FROM messages t JOIN memories m ON m.id = t.id WHERE {where} "
@@ -197,12 +209,6 @@ class Segments(_Table[Segment]):
         )
         return d.from_db["time"](rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def owned(self, column: str, owner: str, scope: str) -> list[Segment]:
-        """One person's segments: those it owns (`column` is user_id or agent_id), and any in its scope."""
-        if column not in ("user_id", "agent_id"):
-            raise ValueError(f"not an owner column: {column}")
-        p = self._store.dialect.p
-        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))
 
     def closed_before(self, cutoff: datetime, limit: int) -> list[Segment]:
         d = self._store.dialect
@@ -216,7 +222,7 @@ class Segments(_Table[Segment]):
 
     def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int) -> list[Segment]:
         d = self._store.dialect
-        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        where, params = self._in_scopes(scopes)
         if session_id is not None:
             where += f" AND t.session_id = {d.p}"
             params.append(session_id)
@@ -234,7 +240,7 @@ class Files(_Table[FileRecord]):
 
     def find(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[FileRecord]:
         d = self._store.dialect
-        where, params = self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
+        where, params = self._in_scopes(scopes)
         return self._read(f"WHERE {where} ORDER BY t.path LIMIT {d.p} OFFSET {d.p}", (*params, limit, offset))
 
     def delete(self, file_id: str) -> None:
@@ -242,9 +248,3 @@ class Files(_Table[FileRecord]):
         with s.transaction():
             s._run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
 
-    def owned(self, column: str, owner: str, scope: str) -> list[FileRecord]:
-        """One person's files: those it owns (`column` is user_id or agent_id), and any in its scope."""
-        if column not in ("user_id", "agent_id"):
-            raise ValueError(f"not an owner column: {column}")
-        p = self._store.dialect.p
-        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))
