@@ -113,8 +113,11 @@ class Conversations:
             for memory_id, e in zip(ids, fresh):
                 at = min(e.created_at or now, now)
                 turn = e.role == "user"
-                if segment is not None and (rules.pause_closes(segment, at, cfg) or (turn and segment.turn_count >= cfg.max_turns)):
-                    reason = "pause" if rules.pause_closes(segment, at, cfg) else "size"
+                reason = None if segment is None else (
+                    "pause" if rules.pause_closes(segment, at, cfg)
+                    else "size" if turn and segment.turn_count >= cfg.max_turns else None
+                )
+                if segment is not None and reason is not None:
                     flush()
                     closed.append(self._close(segment, reason, now))
                     segment = None
