@@ -15,6 +15,7 @@ from clawrecall import Caller, Memory, ScopeError, ValidationError, WritesDisabl
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
+from clawrecall.cli.erasure import counts_text
 from clawrecall.config import AccessConfig, ScopeAccess
 from clawrecall.server import create_app
 
@@ -281,6 +282,7 @@ def test_erasure_takes_the_persons_conversations_their_segments_and_jsonl_files(
     mem.files.ingest(notes, caller=alice)
     dry = mem.erase(user_id="alice", dry_run=True)
     assert (dry["messages"], dry["segments"], dry["files"]) == (2, 1, 1) and (tmp_path / "conversations" / closed.file).exists()
+    assert "2 messages, 1 segment, 1 file" in counts_text(dry)
     assert mem.erase(user_id="alice") == dry
     assert not (tmp_path / "conversations" / closed.file).exists()
     assert mem.conversations.sessions(caller=Caller()) == [
