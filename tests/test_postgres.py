@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from clawrecall import Memory, StorageError
+from clawrecall import Caller, Memory, StorageError
 from clawrecall.storage import Filters
 from clawrecall.storage.migrations import latest
 
@@ -475,3 +475,26 @@ def test_tokens_of_an_old_per_server_tokens_db_move_into_the_database(pg_url, tm
         assert revoked.id == "bbbbbbbbbbbb" and revoked.revoked_at.month == 2 and revoked.kind == "service"
         TokenStore.for_memory(mem)  # nothing left to adopt: the same two tokens
         assert len(tokens.list(include_revoked=True)) == 2
+
+
+def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_real(pg_url):
+    with Memory.open(pg_url) as mem:
+        mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(30)])
+        mem.conversations.log([{"role": "user", "content": "tomatoes need sun"}], caller=Caller("alice"), session_id="s1")
+        mem.runtime.drain()  # the message's vector is made in the background, on connections of its own
+        borrowed = []
+        lend = mem.store._pool.connection
+
+        def counting(*args, **kwargs):
+            borrowed.append(1)
+            return lend(*args, **kwargs)
+
+        mem.store._pool.connection = counting
+        hits = mem.search("tomatoes gardening", user_id="alice", sources=["memory", "message"], exclude_session="s1")
+        assert hits and len(borrowed) == 1  # the legs, reads, neighbours and origins share it (4+ without)
+        # a write inside a pinned block is still one transaction: a failure undoes all of it
+        with mem.store.pinned():
+            with pytest.raises(RuntimeError), mem.store.transaction():
+                mem.store.set_meta("pinned-check", "written")
+                raise RuntimeError("undo")
+            assert mem.store.get_meta("pinned-check") is None

@@ -213,19 +213,34 @@ class PostgresStore(Store):
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        if getattr(self._local, "in_transaction", False):
+            yield
+            return
+        with self._connection() as conn:  # the pinned one, if any
+            pinned = getattr(self._local, "conn", None)
+            try:
+                with conn.transaction():
+                    self._local.conn, self._local.in_transaction = conn, True
+                    try:
+                        yield
+                    finally:
+                        self._local.conn, self._local.in_transaction = pinned, False
+            except self._psycopg.OperationalError as exc:
+                raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """One pool checkout (and its liveness check) for a whole search instead of one per statement:
+        a search runs 4 statements or more."""
         if getattr(self._local, "conn", None) is not None:
             yield
             return
         with self._connection() as conn:
+            self._local.conn = conn
             try:
-                with conn.transaction():
-                    self._local.conn = conn
-                    try:
-                        yield
-                    finally:
-                        self._local.conn = None
-            except self._psycopg.OperationalError as exc:
-                raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
+                yield
+            finally:
+                self._local.conn = None
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._connection() as conn:

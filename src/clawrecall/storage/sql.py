@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -76,6 +76,11 @@ class Store(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction; nested calls join the outer one."""
+
+    def pinned(self) -> AbstractContextManager[None]:
+        """Statements run inside it share one connection (a search's legs and reads): a backend with a
+        pool lends one once instead of once per statement. A transaction inside it uses that connection."""
+        return nullcontext()
 
     @abstractmethod
     def integrity_problems(self) -> list[str]:
