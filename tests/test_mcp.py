@@ -28,7 +28,7 @@ from clawrecall.auth import TokenStore
 
 ALICE_PREF = "Alice prefers dark mode in every code editor"
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
-WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_delete", "memory_undelete"}
+WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_supersede", "memory_delete", "memory_undelete"}
 
 
 class RestDoor:
@@ -150,6 +150,7 @@ def test_tools_say_truthfully_what_they_do_and_what_they_return(mcp_http):
     assert hints["memory_update"] == (False, True, True, False)
     assert hints["memory_delete"] == (False, True, True, False)
     assert hints["memory_undelete"] == (False, False, True, False)
+    assert hints["memory_supersede"] == (False, False, True, False)  # the old one stays; a repeat changes nothing
     assert hints["memory_forget"] == (False, True, False, False)
     assert set(hints) == reads | WRITE_TOOLS
     for name, t in tools.items():

@@ -21,7 +21,7 @@ from clawrecall.tools import ALL_TOOLS, find_tool, run_tool, tools_for
 
 ALICE = Caller("alice", "main", "s1")
 BOB = Caller("bob", "helper", "s2")
-WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_delete", "memory_undelete"}
+WRITE_TOOLS = {"memory_store", "memory_forget", "memory_write", "memory_update", "memory_supersede", "memory_delete", "memory_undelete"}
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
 
 
@@ -51,7 +51,8 @@ def test_every_tool_is_described_for_a_model(mem: Memory):
     names = [t.name for t in tools_for(mem)]
     assert names == [
         "memory_recall", "memory_store", "memory_forget", "search_context", "memory_search", "memory_get",
-        "memory_write", "memory_update", "memory_delete", "memory_undelete", "memory_list", "memory_stats",
+        "memory_write", "memory_update", "memory_supersede", "memory_delete", "memory_undelete", "memory_list",
+        "memory_stats",
     ]
     for t in ALL_TOOLS:
         schema = t.input_schema(mem.config.categories)
@@ -209,6 +210,21 @@ def test_write_update_delete_undelete(mem: Memory):
     assert call(mem, ALICE, "memory_undelete", id=memory_id).details["action"] == "restored"
     recalled = call(mem, ALICE, "memory_recall", query="when is the standup?").details["memories"]
     assert memory_id in {m["id"] for m in recalled}
+
+
+def test_memory_supersede_keeps_the_old_fact_as_it_was(mem: Memory):
+    old = call(mem, ALICE, "memory_write", content="Alice's FTP is 250 W", category="fact").details["id"]
+    assert call(mem, BOB, "memory_supersede", id=old, content="Alice's FTP is 1 W").is_error  # not Bob's to change
+    done = call(mem, ALICE, "memory_supersede", id=old[:8], content="Alice's FTP is 260 W")
+    new = done.details["id"]
+    assert done.details == {"action": "superseded", "id": new, "path": f"clawrecall/fact/{new}", "supersedes": old}
+    assert mem.get(old).superseded_by == new and mem.get(old).valid_to is not None
+    found = call(mem, ALICE, "memory_search", query="Alice FTP").details["results"]
+    assert new in {r["id"] for r in found} and old not in {r["id"] for r in found}
+    again = call(mem, ALICE, "memory_supersede", id=old, content="Alice's FTP is 270 W")
+    assert again.is_error and "superseded" in again.text  # a closed fact is superseded once
+    future = call(mem, ALICE, "memory_supersede", id=new, content="x", validFrom="2999-01-01")
+    assert future.is_error and future.details["error"]["code"] == "invalid_input"
 
 
 # -- seed 002 ----------------------------------------------------------------------------------

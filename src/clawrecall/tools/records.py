@@ -168,7 +168,8 @@ class UpdateArgs(IdArgs):
     details=Done,
     effects=Effects(writes=True, destructive=True),  # replaces values (history keeps the old ones)
     description="""Change an existing long-term memory record. Only the fields you give change; everything else stays.
-    New content is re-embedded, and the previous values are kept in the record's history.""",
+    New content is re-embedded, and the previous values are kept in the record's history. When the fact itself
+    changed over time, use memory_supersede, which keeps the old fact as it was.""",
 )
 def memory_update(mem: Memory, caller: Caller, args: UpdateArgs) -> ToolResult:
     changes = args.model_dump(exclude={"id"}, exclude_none=True)
@@ -176,6 +177,36 @@ def memory_update(mem: Memory, caller: Caller, args: UpdateArgs) -> ToolResult:
         raise ValidationError("memory_update: nothing to update; give content, title, category, tags or importance")
     record = mem.update(args.id, caller=caller, **changes)
     return _done(record, "updated", f"Updated {record.id[:8]}.")
+
+
+class SupersedeArgs(IdArgs):
+    content: str = Field(min_length=1, description="The fact as it is now, self-contained; the record is re-embedded.")
+    validFrom: OptionalStr = Field(None, description="An ISO date or time: since when the new fact is true (default: now).")
+
+
+class Superseded(TypedDict):
+    """A supersede's outcome: the new record, and the one it closed."""
+
+    action: Literal["superseded"]
+    id: str
+    path: str
+    supersedes: str
+
+
+@tool(
+    label="Memory Supersede",
+    details=Superseded,
+    effects=Effects(writes=True),  # adds a version; the old one stays, true until validFrom
+    description="""Record that a fact changed (a new address, a new FTP, a moved deadline): the old record stays, true
+    until validFrom and found by searches as of earlier dates, and a new record holds the fact as it is now. Use
+    memory_update instead to fix how a record is written.""",
+)
+def memory_supersede(mem: Memory, caller: Caller, args: SupersedeArgs) -> ToolResult:
+    record = mem.supersede(args.id, args.content, caller=caller, valid_from=args.validFrom)  # type: ignore[arg-type]
+    assert record.supersedes is not None
+    details: Superseded = {"action": "superseded", "id": record.id, "path": memory_path(record),
+                           "supersedes": record.supersedes}
+    return ToolResult(f"Superseded {record.supersedes[:8]} with {record.id[:8]}.", details)
 
 
 @tool(
@@ -208,4 +239,4 @@ def _done(record: MemoryRecord, action: Literal["created", "updated", "deleted",
     return ToolResult(text, details)
 
 
-TOOLS = (memory_search, memory_get, memory_write, memory_update, memory_delete, memory_undelete)
+TOOLS = (memory_search, memory_get, memory_write, memory_update, memory_supersede, memory_delete, memory_undelete)
