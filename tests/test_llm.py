@@ -76,9 +76,10 @@ def test_malformed_json_comes_back_as_text_for_the_caller_to_judge(llm_stub, pro
     assert answer.text == '{"facts": ["unterminated'
 
 
-def test_a_server_without_json_schema_is_asked_for_json_object_from_then_on(llm_stub):
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_server_without_json_schema_is_asked_for_json_object_from_then_on(llm_stub, status):
     llm_stub.script += [
-        {"status": 400, "message": "response_format type json_schema is not supported by this server"},
+        {"status": status, "message": "response_format type json_schema is not supported by this server"},
         {"json": {"facts": []}},
         {"json": {"facts": ["again"]}},
     ]
@@ -309,3 +310,35 @@ def test_an_answer_that_is_no_completion_is_an_llm_error(llm_stub, provider, bod
     llm_stub.script.append({"body": body})
     with pytest.raises(LLMError, match="unexpected answer from http://127.0.0.1"):
         make(llm_stub, provider).complete(ASK)
+
+
+def test_the_script_may_compute_each_answer_from_the_request(llm_stub):
+    """How a test answers extraction prompts: a callable gets the request (its text and schema)."""
+    llm_stub.script.append(lambda request: {"json": {"facts": [request.text.split()[-1]]}})
+    llm_stub.default = lambda request: {"text": f"schema: {request.schema is not None}"}
+    for provider in PROVIDERS:
+        llm = make(llm_stub, provider)
+        answers = [llm.complete(ASK, schema=SCHEMA).text, llm.complete(ASK).text]
+        assert answers == (['{"facts": ["May"]}', "schema: False"] if provider == "openai" else ["schema: True", "schema: False"])
+    assert [r.path for r in llm_stub.requests] == ["/v1/chat/completions"] * 2 + ["/v1/messages"] * 2
+    assert llm_stub.requests[2].schema == SCHEMA and "You extract facts." in llm_stub.requests[2].text
+
+
+def test_messages_never_show_credentials_in_the_base_url(llm_stub):
+    url = llm_stub.openai_base_url.replace("http://", "http://alice:hunter2@")
+    llm_stub.script.append({"status": 403, "message": "no"})
+    llm = create_llm(LLMConfig(provider="openai", model="m", base_url=url))
+    with pytest.raises(LLMError, match=r"HTTP 403 from http://127\.0\.0\.1:\d+/v1: no") as caught:
+        llm.complete(ASK)
+    assert "hunter2" not in str(caught.value) + repr(llm)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("3", 3.0), ("0.5", 0.5), ("-2", 0.0), ("soon", None), ("nan", None), (None, None),
+     ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],  # a date in the past: at once
+)
+def test_retry_after_is_read_as_seconds_or_a_date(header, seconds):
+    from clawrecall._time import retry_after_seconds
+
+    assert retry_after_seconds(header) == seconds

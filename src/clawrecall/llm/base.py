@@ -97,6 +97,7 @@ class LLM(ABC):
         """The server's address without credentials or query, for messages."""
         parts = urlsplit(self.base_url)
         host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host  # an IPv6 literal
         return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
     @property

@@ -1,8 +1,8 @@
 """OpenAI's chat completions through the official `openai` SDK, and the same API at any other address:
 Ollama, vLLM, llama.cpp's server, LM Studio, OpenRouter (`llm.base_url`).
 
-A schema goes as `response_format` json_schema (strict). In `auto` mode a server that answers 400 to
-json_schema is asked again with json_object (the schema then goes in words), and this client keeps
+A schema goes as `response_format` json_schema (strict). In `auto` mode a server that answers 400 or
+422 to json_schema is asked again with json_object (the schema then goes in words), and this client keeps
 asking that way.
 """
 
@@ -49,7 +49,7 @@ class OpenAILLM(LLM):
     def _call(self, messages, schema, schema_name, max_tokens, temperature) -> Completion:
         try:
             return self._send(messages, schema, schema_name, max_tokens, temperature)
-        except self._openai.BadRequestError as exc:
+        except (self._openai.BadRequestError, self._openai.UnprocessableEntityError) as exc:
             if not (schema is not None and self._mode == "auto" and _refuses_json_schema(exc)):
                 raise
             self._mode = "json_object"
