@@ -187,7 +187,7 @@ def _make_handler(stub: StubLLMServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             try:

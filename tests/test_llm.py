@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 
 import pytest
 
@@ -335,7 +335,7 @@ def test_messages_never_show_credentials_in_the_base_url(llm_stub):
 
 @pytest.mark.parametrize(
     ("header", "seconds"),
-    [("3", 3.0), ("0.5", 0.5), ("-2", 0.0), ("soon", None), ("nan", None), (None, None),
+    [("3", 3.0), ("0.5", 0.5), ("-2", 0.0), ("soon", None), ("nan", None), ("inf", None), (None, None),
      ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],  # a date in the past: at once
 )
 def test_retry_after_is_read_as_seconds_or_a_date(header, seconds):

@@ -106,4 +106,6 @@ def retry_after_seconds(value: str | None) -> float | None:
             seconds = (parsedate_to_datetime(value) - utcnow()).total_seconds()
         except (TypeError, ValueError):
             return None
-    return max(seconds, 0.0) if seconds == seconds else None  # NaN is unreadable
+    import math
+
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
