@@ -194,3 +194,12 @@ def damaged_db(tmp_path):
             fh.seek((page - 1) * page_size)
             fh.write(b"\xff" * page_size)
     return path
+
+
+@pytest.fixture
+def llm_stub():
+    """An OpenAI- and Anthropic-compatible server on 127.0.0.1 answering from a script (tests/llm_stub_server.py)."""
+    from llm_stub_server import running_stub
+
+    with running_stub() as stub:
+        yield stub

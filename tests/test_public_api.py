@@ -12,9 +12,10 @@ from clawrecall import errors, models
 PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "InvalidRequestError", "LLMError", "LLMRefusedError", "LLMUnavailableError", "Memory", "MemoryRecord", "Message",
+    "NewMemory", "NotFoundError", "PayloadTooLargeError", "ScopeError", "SearchHit", "Segment", "ShuttingDownError",
+    "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError",
+    "__version__", "load_config",
 ]
 
 

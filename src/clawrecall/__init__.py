@@ -21,6 +21,9 @@ from .errors import (
     EmbeddingMismatchError,
     ForbiddenError,
     InvalidRequestError,
+    LLMError,
+    LLMRefusedError,
+    LLMUnavailableError,
     NotFoundError,
     PayloadTooLargeError,
     ScopeError,
@@ -51,7 +54,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "InvalidRequestError", "LLMError", "LLMRefusedError", "LLMUnavailableError", "Memory", "MemoryRecord", "Message",
+    "NewMemory", "NotFoundError", "PayloadTooLargeError", "ScopeError", "SearchHit", "Segment", "ShuttingDownError",
+    "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError",
+    "__version__", "load_config",
 ]

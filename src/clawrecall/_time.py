@@ -91,3 +91,21 @@ def age_string(created: datetime, now: datetime | None = None) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit} ago"
     return "just now"
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """An HTTP `Retry-After` as seconds from now (≥ 0): delta-seconds or an HTTP date; None when absent or unreadable."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = (parsedate_to_datetime(value) - utcnow()).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    import math
+
+    return max(seconds, 0.0) if math.isfinite(seconds) else None

@@ -288,6 +288,40 @@ class FilesConfig(_Section):
     overlap: float = Field(default=0.15, ge=0, lt=0.5)
 
 
+class LLMConfig(_Section):
+    """The LLM that background jobs (fact extraction, summaries) call; none by default (docs/llm.md).
+    `openai` is any OpenAI-compatible server by `base_url`: Ollama, vLLM, llama.cpp, LM Studio, OpenRouter."""
+
+    provider: Literal["none", "openai", "anthropic"] = "none"
+    model: str | None = None
+    base_url: str | None = None  # default: the provider's own API
+    api_key: str | None = Field(default=None, repr=False)
+    # the variable read when api_key is unset; default OPENAI_API_KEY / ANTHROPIC_API_KEY
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    timeout_s: float = Field(default=60.0, gt=0)
+    # more attempts after the first for a connection error, a timeout, 429 or 5xx
+    max_retries: int = Field(default=3, ge=0, le=20)
+    # the longest wait a Retry-After gets before the next attempt
+    max_retry_after_s: float = Field(default=60.0, ge=0)
+    max_concurrency: int = Field(default=4, ge=1, le=1000)
+    requests_per_minute: float | None = Field(default=None, gt=0)  # None: no limit
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    max_output_tokens: int = Field(default=2048, ge=1)
+    # US dollars per million tokens, for the cost of each job; unset: not priced
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> "LLMConfig":
+        if self.provider != "none" and not (self.model or "").strip():
+            raise ValueError(f"llm provider {self.provider!r} needs llm.model (the model's name at the provider)")
+        if self.base_url is not None and not re.match(r"^https?://[^/\s]+", self.base_url.strip()):
+            raise ValueError(f"llm.base_url must be an http:// or https:// URL, got {self.base_url!r}")
+        if (self.price_input_per_mtok is None) != (self.price_output_per_mtok is None):
+            raise ValueError("set both llm.price_input_per_mtok and llm.price_output_per_mtok, or neither")
+        return self
+
+
 class HooksConfig(_Section):
     """The lifecycle hooks agent runtimes call (OpenClaw's before_prompt_build and agent_end)."""
 
@@ -345,6 +379,7 @@ class Config(_Section):
     conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()
     access: AccessConfig = AccessConfig()
+    llm: LLMConfig = LLMConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":

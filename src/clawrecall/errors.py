@@ -117,6 +117,38 @@ class EmbeddingMismatchError(ClawrecallError):
     status = 503
 
 
+class LLMError(ClawrecallError):
+    """The configured LLM failed: a rejected request (bad key, bad model, a schema it refused), or an
+    answer that cannot be read."""
+
+    code = "llm_error"
+    status = 502
+
+
+class LLMUnavailableError(LLMError):
+    """The LLM could not be reached or kept failing (connection, timeout, 5xx, 429) after the retries;
+    `retry_after` is the wait in seconds the provider last asked for, when it named one."""
+
+    code = "llm_unavailable"
+    status = 503
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LLMRefusedError(LLMError):
+    """The model refused to answer, or the provider's content filter stopped it; `completion` holds
+    the refusal and the tokens it still cost, when the provider answered."""
+
+    code = "llm_refused"
+    status = 502
+
+    def __init__(self, message: str, *, completion: Any = None):
+        super().__init__(message)
+        self.completion = completion
+
+
 class StorageError(ClawrecallError):
     """The database cannot be opened, migrated or written."""
 

@@ -9,13 +9,12 @@ import os
 import random
 import threading
 import time
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import httpx
 
+from .._time import retry_after_seconds
 from ..config import EmbeddingConfig
 from ..errors import ConfigError, EmbeddingError
 from .base import Embedder
@@ -183,14 +182,8 @@ def _retry_wait(response: httpx.Response, attempt: int) -> float | None:
     asked = response.headers.get("retry-after")
     if asked is None:
         return BACKOFF_S * 2**attempt * (0.5 + random.random() / 2)
-    try:
-        seconds = float(asked)
-    except ValueError:
-        try:
-            seconds = (parsedate_to_datetime(asked) - datetime.now(timezone.utc)).total_seconds()
-        except (TypeError, ValueError):
-            return None
-    return max(seconds, 0.0) if seconds <= MAX_RETRY_AFTER_S else None
+    seconds = retry_after_seconds(asked)
+    return seconds if seconds is not None and seconds <= MAX_RETRY_AFTER_S else None
 
 
 def _check_base_url(base_url: str) -> None:
