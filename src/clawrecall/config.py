@@ -22,7 +22,7 @@ from .errors import ConfigError, pydantic_message
 from .models import DEFAULT_CATEGORIES
 from .scopes import ALL, SHARED_KINDS, validate_scope
 
-EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command", "hash")
+EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "zai", "e5", "command", "hash")
 ENV_PREFIX = "CLAWRECALL_"
 
 
