@@ -441,6 +441,17 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def toml_value(value: Any) -> str:
+    """A value as TOML: JSON's spelling (which TOML reads for strings, numbers, booleans and arrays),
+    but tables inline as `{ key = value }`."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML or JSON config file (by extension; `.toml` otherwise)."""
     try:
