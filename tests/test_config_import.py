@@ -141,6 +141,9 @@ def test_memory_lancedb_pro_without_base_url_is_openai_and_vector_mode():
     assert t.config["embedding"] == {"provider": "openai", "api_key": "k"}  # its client's default address
     assert t.config["retrieval"] == {"bm25": {"enabled": False}, "trigram": {"enabled": False}, "recency_weight": 0.0}
     assert t.config["hooks"] == {"recall": {"enabled": False}}
+    # autoRecall was left out: off there, so off here too, and said so
+    assert t.filled == ["embedding.provider", "autoRecall"]
+    assert translate({"autoRecall": True}, "memory-lancedb-pro").config == {"hooks": {"recall": {"enabled": True}}}
 
 
 def test_nova_memory_postgres_json(tmp_path):

@@ -82,9 +82,10 @@ class System:
     title: str  # how the docs and messages name it
     plugin_ids: tuple[str, ...]  # its entry names under `plugins.entries` in openclaw.json
     rules: tuple[Rule, ...]
-    # their defaults that differ from ours where a key left out would change what is reached (the
-    # provider that made their vectors, the user they connected as): (their key, its value for their
-    # config), filled in when the key's section is there and the key is not
+    # their defaults that differ from ours where a key left out would change what is reached or what
+    # the agent is shown (the provider that made their vectors, the user they connected as, recall
+    # turned off): (their key, its value for their config), filled in when the key's section is
+    # there and the key is not
     fills: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = ()
     drop_nulls: bool = False  # null means "not set" (nova-memory's postgres.json)
 
@@ -249,7 +250,7 @@ def _shadowdb_backend(value: Any, source: Mapping[str, Any]) -> Any:
     return _choice({
         "postgres": NOTHING,
         "sqlite": Dropped("ShadowDB's SQLite file holds ShadowDB's tables; clawrecall's SQLite store is a file of "
-                          "its own (`db`), and `clawrecall import` brings the memories over"),
+                          "its own (`db`, by default memory.db in the data directory)"),
         "mysql": Dropped("clawrecall runs on SQLite or PostgreSQL"),
     }, "ShadowDB backends")(value, source)
 
@@ -485,8 +486,8 @@ LANCEDB_PRO = System(
         _none("embedding.chunking", "a memory is embedded whole; long documents go in as files (`clawrecall files "
               "add`), which are chunked"),
         _none("embedding.apiVersion", "Azure OpenAI only"),
-        _none("dbPath", "a LanceDB folder clawrecall cannot open: bring the memories with `memory-pro export` and "
-              "`clawrecall import`"),
+        _none("dbPath", "a LanceDB folder, which clawrecall cannot open; its store is `db` (by default memory.db "
+              "in the data directory)"),
         _none("enableManagementTools", "clawrecall's management tools (memory_list, memory_stats, …) are always served"),
         _none("sessionStrategy", "no session summaries or reflections; the conversation itself is kept "
               "(`conversations.record`)"),
@@ -546,7 +547,10 @@ LANCEDB_PRO = System(
         _none("memoryCompaction.*", "no compaction: near-duplicates are refused at write (dedup.threshold)"),
         _none("sessionCompression.*", "no session compression"),
     ),
-    fills=(("embedding.provider", lambda source: "openai-compatible"),),
+    fills=(
+        ("embedding.provider", lambda source: "openai-compatible"),
+        ("autoRecall", lambda source: False),  # off there by default, on here: an agent that never had it keeps it off
+    ),
 )
 
 
