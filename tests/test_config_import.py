@@ -232,3 +232,19 @@ def test_docs_show_each_systems_table_as_the_code_has_it():
         assert markdown_table(name) in docs, f"docs/configuration.md: the table of {name} differs from config_import.py"
     # and no rule of one system is documented twice
     assert len(re.findall(r"^\| their key \| clawrecall \| how \|$", docs, re.M)) == len(SYSTEMS)
+
+
+def test_bare_keys_json_five_misreads_are_quoted_and_strings_and_comments_kept():
+    # json-five lexes the bare key e5Endpoint as a number's exponent; the import quotes bare keys and reads it
+    text = "// e5: {x: 1}\n{ e5Endpoint: 'http://h:1', note: \"a: b, c: d\", /* k: v */ list: [{n: 2}], }"
+    assert read_source_text(text) == {"e5Endpoint": "http://h:1", "note": "a: b, c: d", "list": [{"n": 2}]}
+
+
+def read_source_text(text: str):
+    import json5
+
+    from clawrecall.config_import import quote_bare_keys
+
+    with pytest.raises(Exception):
+        json5.loads(text)
+    return json5.loads(quote_bare_keys(text))

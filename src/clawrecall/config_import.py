@@ -628,7 +628,44 @@ def read_source(path: Path) -> Any:
     try:
         return json5.loads(text)
     except Exception as exc:  # json-five raises its own error types
-        raise ValidationError(f"{path} is not valid JSON or JSON5: {exc}") from None
+        try:  # json-five reads the bare key `e5Endpoint` as a number's exponent: quote bare keys, try again
+            return json5.loads(quote_bare_keys(text))
+        except Exception:
+            raise ValidationError(f"{path} is not valid JSON or JSON5: {exc}") from None
+
+
+def quote_bare_keys(text: str) -> str:
+    """JSON5 text with every unquoted object key quoted (strings and comments left as they are)."""
+    out: list[str] = []
+    i, n, last = 0, len(text), ""  # last: the previous character outside strings, comments and spaces
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i, last = j + 1, c
+        elif text.startswith("//", i) or text.startswith("/*", i):
+            j = text.find("\n" if c == "/" and text[i + 1] == "/" else "*/", i + 2)
+            j = n if j < 0 else j + (1 if text[i + 1] == "/" else 2)
+            out.append(text[i:j])
+            i = j
+        elif (c.isalpha() or c in "_$") and last in "{,":
+            j = i
+            while j < n and (text[j].isalnum() or text[j] in "_$"):
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            out.append(f'"{text[i:j]}"' if k < n and text[k] == ":" else text[i:j])
+            i, last = j, text[j - 1]
+        else:
+            out.append(c)
+            if not c.isspace():
+                last = c
+            i += 1
+    return "".join(out)
 
 
 def locate(data: Any, system: System, name: str = "the file") -> tuple[dict[str, Any], str]:
