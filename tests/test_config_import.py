@@ -226,6 +226,21 @@ def test_bad_input_is_one_clear_error(tmp_path):
     assert result.exit_code == 2 and "'mem0' is not one of" in result.output
 
 
+def test_every_rule_names_a_real_key_of_ours_and_plugin_entries_are_found(tmp_path):
+    from clawrecall.config import _annotation_at
+
+    for system in SYSTEMS.values():
+        for rule in system.rules:
+            assert not rule.target or _annotation_at(rule.target.split(".")) is not None, (system.name, rule.target)
+    entry = tmp_path / "entry.json"
+    entry.write_text(json.dumps({"enabled": True, "config": {"autoRecall": True}}))  # a plugin entry alone
+    data = json.loads(run("config", "import", str(entry), "--from", "memento-local", "--json").output)
+    assert (data["found_at"], data["config"]) == ("config", {"hooks": {"recall": {"enabled": True}}})
+    source = {"embedding": {"model": "nomic-embed-text"}}
+    translate(source, "shadowdb")
+    assert source == {"embedding": {"model": "nomic-embed-text"}}  # their config is read, never changed
+
+
 def test_docs_show_each_systems_table_as_the_code_has_it():
     docs = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
     for name in SYSTEMS:

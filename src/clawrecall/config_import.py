@@ -15,6 +15,7 @@ differ) are converted once, where the reason can be written down.
 
 from __future__ import annotations
 
+import copy
 import getpass
 import json
 import os
@@ -693,7 +694,7 @@ def locate(data: Any, system: System, name: str = "the file") -> tuple[dict[str,
 def translate(data: Mapping[str, Any], system_name: str, *, found_at: str = "") -> Translation:
     """Their config (the plugin's config object) → ours, checked to load; what has no equivalent, listed."""
     system = SYSTEMS[system_name]
-    source = _without_nulls(data) if system.drop_nulls else dict(data)
+    source = _without_nulls(data) if system.drop_nulls else copy.deepcopy(dict(data))  # fills write into it
     result = Translation(system.name, found_at, {})
     for key, fill in system.fills:
         section, _, leaf = key.rpartition(".")
