@@ -53,8 +53,9 @@ def import_config(file: Path, system: str, target: Path | None, force: bool, as_
     elif target is None:
         click.echo(translation.toml(), nl=False)
     else:
-        lines = [f"Wrote {target}: {len(translation.translated)} of {SYSTEMS[system].title}'s settings translated"
-                 f"{f', {len(translation.untranslated)} not (or not quite):' if translation.untranslated else '.'}"]
-        lines += [f"  {u.key}: {u.reason}" for u in translation.untranslated]
+        missing = translation.untranslated
+        summary = f"Wrote {target}: {len(translation.translated)} of {SYSTEMS[system].title}'s settings translated"
+        lines = [summary + (f", {len(missing)} not (or not quite):" if missing else ".")]
+        lines += [f"  {u.key}: {u.reason}" for u in missing]
         lines.append(f"Use it with `clawrecall --config {target} …` or $CLAWRECALL_CONFIG.")
         click.echo("\n".join(lines))
