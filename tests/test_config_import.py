@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from clawrecall.cli import cli
-from clawrecall.config import load_config
+from clawrecall.config import build_config, load_config
 from clawrecall.config_import import SYSTEMS, markdown_table, translate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "config_import"
@@ -239,6 +239,22 @@ def test_every_rule_names_a_real_key_of_ours_and_plugin_entries_are_found(tmp_pa
     source = {"embedding": {"model": "nomic-embed-text"}}
     translate(source, "shadowdb")
     assert source == {"embedding": {"model": "nomic-embed-text"}}  # their config is read, never changed
+
+
+def test_loading_another_systems_config_says_how_to_translate_it(tmp_path):
+    from clawrecall.errors import ConfigError
+
+    theirs = tmp_path / "shadowdb.json"
+    theirs.write_text(json.dumps({"connectionString": "postgresql://h/db", "writes": {"retention": {"purgeAfterDays": 9}}}))
+    with pytest.raises(ConfigError) as info:
+        load_config(theirs, env={})
+    assert str(info.value) == (
+        "clawrecall config has unknown keys: connectionString, writes.retention (settings of shadowdb: "
+        "`clawrecall config import FILE --from shadowdb` translates them)")
+    with pytest.raises(ConfigError, match=r"unknown keys: colour$"):  # no hint for keys of no system
+        build_config({"colour": 1}, env={})
+    with pytest.raises(ConfigError, match=r"settings of openclaw-memory-pgvector or memory-lancedb-pro or memento-local"):
+        build_config({"autoRecall": False}, env={})
 
 
 def test_docs_show_each_systems_table_as_the_code_has_it():

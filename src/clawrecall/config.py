@@ -562,6 +562,19 @@ def load_config(
     return config
 
 
+def _foreign_hint(unknown: list[str]) -> str:
+    """When the unknown keys are another memory system's, say which and how to translate them."""
+    from .config_import import SYSTEMS
+
+    def theirs(key: str, rule: Any) -> bool:
+        return rule.matches(key) or rule.source.startswith(key + ".")
+
+    names = [s.name for s in SYSTEMS.values() if any(theirs(key, r) for key in unknown for r in s.rules)]
+    if not names:
+        return ""
+    return f" (settings of {' or '.join(names)}: `clawrecall config import FILE --from {names[0]}` translates them)"
+
+
 def _sqlite_path_in(folder: Path, db: str) -> str:
     """A relative SQLite path or `sqlite:///relative/path` taken as relative to `folder`; anything else as it is."""
     scheme = "sqlite:///" if db.startswith("sqlite:///") else ""
@@ -579,7 +592,7 @@ def build_config(
     unknown = _unknown_keys(Config, data)
     if unknown:
         named = [_named_with_origin(key, origins or {}) for key in unknown]
-        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(named)}")
+        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(named)}{_foreign_hint(unknown)}")
     data = substitute_env(dict(data), env)
     try:
         return Config.model_validate(data)
