@@ -592,11 +592,34 @@ def _memento_embedding(value: Any, source: Mapping[str, Any]) -> Any:
 
 
 _NOT_YET = "no equivalent yet: clawrecall's LLM extraction and its settings are not released"
+# OpenClaw's `provider/model` references → clawrecall's llm section (docs/llm.md): the providers it
+# speaks to itself, and the OpenAI-compatible servers OpenClaw names by provider
+_LLM_PROVIDERS: dict[str, dict[str, str]] = {
+    "anthropic": {"llm.provider": "anthropic"},
+    "openai": {"llm.provider": "openai"},
+    "openrouter": {"llm.provider": "openai", "llm.base_url": "https://openrouter.ai/api/v1",
+                   "llm.api_key_env": "OPENROUTER_API_KEY"},
+    "ollama": {"llm.provider": "openai", "llm.base_url": "http://localhost:11434/v1"},
+}
+
+
+def _extraction_model(value: Any, source: Mapping[str, Any]) -> Any:
+    """The LLM memento-local extracts with, as the `llm` section, where this clawrecall has one (the
+    section arrives with its LLM clients; until then there is no equivalent)."""
+    if "llm" not in Config.model_fields:
+        return Dropped(_NOT_YET)
+    provider, _, model = str(value).partition("/")
+    if provider not in _LLM_PROVIDERS or not model:
+        return Dropped(f"{value!r}: not a `provider/model` clawrecall's llm section reaches "
+                       f"({', '.join(_LLM_PROVIDERS)}); set llm.* by hand (docs/llm.md)")
+    return Several({**_LLM_PROVIDERS[provider], "llm.model": model})
 
 MEMENTO = System(
     "memento-local", "memento-local", ("memento-local", "memento", "openclaw-memento-local"),
     (
-        _none("extractionModel", _NOT_YET),
+        _to("extractionModel", "llm.model", "`anthropic/<model>` → `llm.provider = \"anthropic\"` and `llm.model`; "
+            "likewise `openai/`, and `openrouter/`, `ollama/` as `openai` at their addresses (with the `llm` "
+            "section, which arrives with clawrecall's LLM clients; without it, no equivalent yet)", _extraction_model),
         _to("embeddingModel", "embedding.model", "`hf:<repo>` → the `local` provider with that model (`-gguf` cut "
             "off: the same model's sentence-transformers weights)", _memento_embedding),
         _to("pauseTimeoutMs", "conversations.pause_minutes", "milliseconds → minutes", _scaled(1 / 60_000)),
