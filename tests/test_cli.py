@@ -585,6 +585,8 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     memory_id = add(db, "Grace reviews every pull request before lunch")
     said = tmp_path / "said.json"
     said.write_text(json.dumps([{"role": "user", "content": "Grace moved the review to the afternoon"}]))
+    shadowdb = tmp_path / "shadowdb.json"
+    shadowdb.write_text(json.dumps({"writes": {"retention": {"purgeAfterDays": 14}}}))
     steps = [
         ["init"], ["search", "pull request reviews"], ["get", memory_id[:8]], ["list"], ["update", memory_id, "--title", "reviews"],
         ["supersede", memory_id, "Grace reviews every pull request after lunch"], ["versions", memory_id],
@@ -597,6 +599,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
         ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],
         ["conversations", "sweep"], ["files", "list"],
+        ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
     ]
     seen = set()
     for step in steps:

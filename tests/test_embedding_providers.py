@@ -33,7 +33,7 @@ def stub():
 
 @pytest.fixture(autouse=True)
 def _no_provider_keys(monkeypatch):
-    for name in ("OPENAI_API_KEY", "VOYAGE_API_KEY", "GEMINI_API_KEY"):
+    for name in ("OPENAI_API_KEY", "VOYAGE_API_KEY", "GEMINI_API_KEY", "ZAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -88,6 +88,38 @@ def test_openai_reads_env_key_and_sends_dimensions_for_text_embedding_3(stub, mo
     (req,) = stub.posts()
     assert req.body == {"model": "text-embedding-3-small", "input": ["one", "two"], "dimensions": 8}
     assert req.headers["authorization"] == "Bearer sk-env-openai"
+
+
+def test_zai_sends_embedding_3_its_size_and_the_key_from_zai_api_key(stub, monkeypatch):
+    monkeypatch.setenv("ZAI_API_KEY", "zai-env-key")
+    emb = create_embedder(EmbeddingConfig(provider="zai", base_url=stub.url + "/api/paas/v4"))
+    assert (emb.model, emb.dimensions) == ("embedding-3", 1024)
+    out = emb.embed(TEXTS[:2])
+    assert out.shape == (2, 1024) and np.allclose(out[0], unit(fake_embed(TEXTS[0], 1024)), atol=1e-5)
+    (req,) = stub.posts()
+    assert req.path == "/api/paas/v4/embeddings"
+    assert req.body == {"model": "embedding-3", "input": TEXTS[:2], "dimensions": 1024}
+    assert req.headers["authorization"] == "Bearer zai-env-key"
+    # another size is asked for by name; embedding-2, which has one size, is sent none
+    create_embedder(EmbeddingConfig(provider="zai", base_url=stub.url, api_key=SECRET, dimensions=256)).embed(["x"])
+    create_embedder(EmbeddingConfig(provider="zai", base_url=stub.url, api_key=SECRET, model="embedding-2",
+                                    dimensions=8)).embed(["x"])
+    assert [r.body.get("dimensions") for r in stub.posts()[1:]] == [256, None]
+    assert configured_model(EmbeddingConfig(provider="zai")) == "embedding-3"
+
+
+def test_zai_defaults_to_z_ai_and_needs_a_key():
+    with pytest.raises(ConfigError, match="the zai embedding provider needs an API key: set ZAI_API_KEY"):
+        create_embedder(EmbeddingConfig(provider="zai"))
+    emb = create_embedder(EmbeddingConfig(provider="zai", api_key=SECRET))
+    assert emb.base_url == "https://api.z.ai/api/paas/v4" and SECRET not in repr(emb)
+
+
+def test_zai_errors_name_z_ai_without_the_key(stub):
+    stub.mode = "error500"
+    with pytest.raises(EmbeddingError, match=r"^Z\.AI embedding failed: HTTP 500") as info:
+        create_embedder(EmbeddingConfig(provider="zai", base_url=stub.url, api_key=SECRET)).embed(["x"])
+    assert SECRET not in str(info.value)
 
 
 def test_openai_compatible_prefixes_e5_models(stub):

@@ -467,6 +467,32 @@ def test_startup_always_mode_and_no_session(identity):
     assert startup_context(identity, LATER, ctx(session_id=None))["prependContext"] == FULL
 
 
+def test_startup_reinforced_entries_come_back_on_every_later_turn(identity):
+    identity.startup.set("gate", "Never send without being asked.", priority=2, reinforce=True)
+    identity.startup.set("tone", "Be brief.", priority=1, reinforce=True)
+    identity.config.hooks.startup.ttl_s = 0.3
+    first = startup_context(identity, {"messages": []}, ctx())
+    assert first["reason"] == "first_turn" and first["entries"] == ["soul", "rules", "tone", "gate", "reference"]
+    reinforced = {"prependContext": "init:\nBe brief.\n\nNever send without being asked.\n/init",
+                  "entries": ["tone", "gate"], "reason": "reinforce"}
+    assert startup_context(identity, LATER, ctx()) == reinforced
+    assert startup_context(identity, LATER, ctx()) == reinforced  # every turn, not once
+    # the budget holds on a reinforcement turn too, and the model's own budget applies
+    identity.config.hooks.startup.max_chars_by_model = {"mini": 12}
+    mini = ctx(session_id="s2")
+    assert startup_context(identity, {"messages": [], "model": "gpt-4o-mini"}, mini)["entries"] == ["soul"]
+    assert startup_context(identity, {**LATER, "model": "gpt-4o-mini"}, mini)["entries"] == ["tone"]
+    time.sleep(0.35)
+    assert startup_context(identity, LATER, ctx())["reason"] == "ttl_expired"  # the whole block, as before
+    assert startup_context(identity, LATER, ctx())["reason"] == "reinforce"
+    identity.config.hooks.startup.mode = "first-run"
+    assert startup_context(identity, LATER, ctx())["entries"] == ["tone", "gate"]
+    assert startup_context(identity, {"messages": []}, ctx())["reason"] == "first_turn"  # /new: whole again
+    identity.startup.set("tone", "Be brief.", priority=1)  # no longer reinforced
+    identity.startup.set("gate", "Never send without being asked.", priority=2)
+    assert startup_context(identity, LATER, ctx()) == {"prependContext": None, "entries": [], "reason": "already_injected"}
+
+
 def test_startup_budget_keeps_whole_entries_in_priority_order(identity):
     identity.startup.set("tiny", "ok", priority=9)
     identity.config.hooks.startup.max_chars = 70  # soul (31) + rules (30) + separator fit; reference does not

@@ -22,7 +22,7 @@ from .errors import ConfigError, pydantic_message
 from .models import DEFAULT_CATEGORIES
 from .scopes import ALL, SHARED_KINDS, validate_scope
 
-EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "e5", "command", "hash")
+EMBEDDING_PROVIDERS = ("local", "openai", "openai-compatible", "ollama", "voyage", "gemini", "zai", "e5", "command", "hash")
 ENV_PREFIX = "CLAWRECALL_"
 
 
@@ -476,6 +476,17 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def toml_value(value: Any) -> str:
+    """A value as TOML: JSON's spelling (which TOML reads for strings, numbers, booleans and arrays),
+    but tables inline as `{ key = value }`."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML or JSON config file (by extension; `.toml` otherwise)."""
     try:
@@ -586,6 +597,19 @@ def load_config(
     return config
 
 
+def _foreign_hint(unknown: list[str]) -> str:
+    """When the unknown keys are another memory system's, say which and how to translate them."""
+    from .config_import import SYSTEMS
+
+    def theirs(key: str, rule: Any) -> bool:
+        return rule.matches(key) or rule.source.startswith(key + ".")
+
+    names = [s.name for s in SYSTEMS.values() if any(theirs(key, r) for key in unknown for r in s.rules)]
+    if not names:
+        return ""
+    return f" (settings of {' or '.join(names)}: `clawrecall config import FILE --from {names[0]}` translates them)"
+
+
 def _sqlite_path_in(folder: Path, db: str) -> str:
     """A relative SQLite path or `sqlite:///relative/path` taken as relative to `folder`; anything else as it is."""
     scheme = "sqlite:///" if db.startswith("sqlite:///") else ""
@@ -603,7 +627,7 @@ def build_config(
     unknown = _unknown_keys(Config, data)
     if unknown:
         named = [_named_with_origin(key, origins or {}) for key in unknown]
-        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(named)}")
+        raise ConfigError(f"clawrecall config has unknown keys: {', '.join(named)}{_foreign_hint(unknown)}")
     data = substitute_env(dict(data), env)
     try:
         return Config.model_validate(data)

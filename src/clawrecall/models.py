@@ -212,7 +212,7 @@ class StartupEntry(BaseModel):
     """Identity and rules injected on a session's first turn (seed 001's `startup` table).
 
     Lower priority is injected first (P0 critical … P3 reference); `reinforce` entries are
-    repeated on reinforcement turns.
+    injected on the session's later turns too, alone (its reinforcement turns).
     """
 
     scope: str = "global"

@@ -15,6 +15,7 @@ import click
 from .. import __version__
 from ..errors import ClawrecallError
 from .commands import AGENT_COMMANDS, COMMANDS, State
+from .config import config_group
 from .conversations import conversations_group
 from .erasure import COMMANDS as ERASURE_COMMANDS
 from .files import files_group
@@ -99,7 +100,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group]:
+                 conversations_group, files_group, config_group]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import sys
 import time
 from contextlib import contextmanager, nullcontext
@@ -24,7 +23,7 @@ import click
 from pydantic import BaseModel
 
 from .._time import parse_when_or_ago, utcnow
-from ..config import Config, data_dir, default_config_path, default_db_path, load_config
+from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
 from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
@@ -783,16 +782,6 @@ def config_template() -> str:
     ]
     template_section(lines, Config(), "")
     return "\n".join(lines) + "\n"
-
-
-def toml_value(value: Any) -> str:
-    """A default as TOML: JSON's spelling, but tables inline as `{ key = value }`."""
-    if isinstance(value, dict):
-        items = ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
-        return f"{{ {items} }}" if items else "{}"
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def template_section(lines: list[str], section: BaseModel, name: str) -> None:

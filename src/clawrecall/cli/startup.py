@@ -19,7 +19,7 @@ def startup_group() -> None:
 @click.argument("key")
 @click.argument("content")
 @click.option("--priority", type=click.IntRange(0, 9), default=2, show_default=True, help="0 is injected first.")
-@click.option("--reinforce", is_flag=True, help="Inject it again on reinforcement turns.")
+@click.option("--reinforce", is_flag=True, help="Inject it on every later turn of a session too (alone, in the budget).")
 @click.option("--scope", metavar="SCOPE", help="Where it lives (default: user:<user>, else agent:<agent>, else global).")
 @caller_options
 @json_option

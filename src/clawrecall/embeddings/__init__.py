@@ -17,6 +17,7 @@ _PROVIDERS: dict[str, tuple[str, str]] = {
     "ollama": (".ollama", "OllamaEmbedder"),
     "voyage": (".voyage", "VoyageEmbedder"),
     "gemini": (".gemini", "GeminiEmbedder"),
+    "zai": (".zai", "ZAIEmbedder"),
     "e5": (".e5", "E5Embedder"),
     "command": (".command", "CommandEmbedder"),
     "hash": (".hashing", "HashEmbedder"),  # for tests only: spelling, not meaning

@@ -1,4 +1,4 @@
-"""OpenAI embeddings, and the same wire format at any other address (Z.AI, vLLM, LM Studio, …).
+"""OpenAI embeddings, and the same wire format at any other address (vLLM, LM Studio, …).
 
 Both speak `POST {base}/embeddings {"model", "input": [...]}` and answer `{"data": [{"index",
 "embedding"}]}`; the compatible variant only changes which settings are required.

@@ -3,6 +3,10 @@
 Modes: `always` (every turn), `first-run` (once per session), `digest` (once, then again when the
 injected text changes or `ttl_s` has passed). A request whose `messages` is an empty list starts
 a fresh session (OpenClaw sends no history on the first turn and after `/new`).
+
+Every other turn of a session is a reinforcement turn: it gets the entries marked `reinforce`
+alone (ShadowDB's rules that must not fade, which its reinforced rows let through the suppression
+of repeats), in the same budget, so standing rules stay near the end of a long context.
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ class StartupAnswer(TypedDict):
 
 
 def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> StartupAnswer:
-    """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`."""
+    """Request `{model?, messages?}`; answer `{prependContext: "init:\\n…\\n/init" | None, entries: [keys], reason}`.
+
+    `reason`: why a block is injected (`first_turn`, `always`, `changed`, `ttl_expired`, `no_session`,
+    `reinforce`) or why none is (`disabled`, `no_entries`, `over_budget`, `already_injected`)."""
     cfg = mem.config.hooks.startup
     model = request_str(request, "model")
     messages = request_messages(request)
@@ -62,6 +69,9 @@ def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -
         reason = _due(cfg, session, digest)
         if reason is not None:
             session.injected_at, session.digest = time.monotonic(), digest
+    if reason is None:
+        body, keys = assemble([e for e in entries if e.reinforce], model_budget(cfg, model))
+        reason = "reinforce" if keys else None
     if reason is None:
         return _answer(None, [], "already_injected")
     return _answer(f"{STARTUP_OPEN}\n{body}\n{STARTUP_CLOSE}", keys, reason)

@@ -105,12 +105,12 @@ def install_entries(
     changes = [c for c in (document.set(keys, value) for keys, value in sets) if c]
     changes += [c for c in (document.append(keys, value) for keys, value in adds) if c]
     if changes and not dry_run:
-        _write_atomically(path, document.text)
+        write_atomically(path, document.text)
     return changes
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Replace `path` by `text` through a synced temporary file with the original's permissions:
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` by `text` through a synced temporary file with the original's permissions (0600 for a new file):
     openclaw.json holds tokens, and a 0600 file must not come back 0644."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600

@@ -48,7 +48,7 @@ class DeleteBulkIn(_Body):
 class StartupIn(_Body):
     content: str = Field(min_length=1)
     priority: int = Field(2, ge=0, le=9, description="0 is injected first.")
-    reinforce: bool = Field(False, description="Injected again on reinforcement turns.")
+    reinforce: bool = Field(False, description="Injected on every later turn of a session too (alone, in the budget).")
     scope: str | None = Field(None, description="Default: user:<caller>, else agent:<caller>, else global.")
 
 
