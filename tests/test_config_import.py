@@ -163,15 +163,12 @@ def test_memento_local_openclaw_json(tmp_path):
     assert cfg.hooks.recall.enabled is True
     missing = untranslated("memento-openclaw.json", "memento-local")
     assert missing["visibility"].startswith("no equivalent yet")
-    if "llm" in Config.model_fields:  # the LLM memento-local extracted with becomes clawrecall's
-        assert (cfg.llm.provider, cfg.llm.model) == ("anthropic", "claude-sonnet-4-6")
-        assert set(missing) == {"visibility", "embeddingModel"}
-        t = translate({"extractionModel": "ollama/qwen2.5:7b"}, "memento-local")
-        assert t.config == {"llm": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "qwen2.5:7b"}}
-        assert "not a `provider/model`" in translate({"extractionModel": "claude"}, "memento-local").untranslated[0].reason
-    else:  # a clawrecall without the llm section: nothing to put it in yet
-        assert set(missing) == {"extractionModel", "visibility", "embeddingModel"}
-        assert missing["extractionModel"].startswith("no equivalent yet")
+    # the LLM memento-local extracted with becomes clawrecall's
+    assert (cfg.llm.provider, cfg.llm.model) == ("anthropic", "claude-sonnet-4-6")
+    assert set(missing) == {"visibility", "embeddingModel"}
+    t = translate({"extractionModel": "ollama/qwen2.5:7b"}, "memento-local")
+    assert t.config == {"llm": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "qwen2.5:7b"}}
+    assert "not a `provider/model`" in translate({"extractionModel": "claude"}, "memento-local").untranslated[0].reason
 
 
 def test_a_value_clawrecall_refuses_is_listed_under_their_key_and_the_rest_loads():
@@ -239,8 +236,6 @@ def test_every_rule_names_a_real_key_of_ours_and_plugin_entries_are_found(tmp_pa
 
     for system in SYSTEMS.values():
         for rule in system.rules:
-            if rule.source == "extractionModel" and "llm" not in Config.model_fields:
-                continue  # its target, the llm section, arrives with the LLM clients (see test_memento_local_…)
             assert not rule.target or _annotation_at(rule.target.split(".")) is not None, (system.name, rule.target)
     entry = tmp_path / "entry.json"
     entry.write_text(json.dumps({"enabled": True, "config": {"autoRecall": True}}))  # a plugin entry alone

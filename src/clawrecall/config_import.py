@@ -604,10 +604,7 @@ _LLM_PROVIDERS: dict[str, dict[str, str]] = {
 
 
 def _extraction_model(value: Any, source: Mapping[str, Any]) -> Any:
-    """The LLM memento-local extracts with, as the `llm` section, where this clawrecall has one (the
-    section arrives with its LLM clients; until then there is no equivalent)."""
-    if "llm" not in Config.model_fields:
-        return Dropped(_NOT_YET)
+    """The LLM memento-local extracts with, as the `llm` section."""
     provider, _, model = str(value).partition("/")
     if provider not in _LLM_PROVIDERS or not model:
         return Dropped(f"{value!r}: not a `provider/model` clawrecall's llm section reaches "
@@ -618,8 +615,7 @@ MEMENTO = System(
     "memento-local", "memento-local", ("memento-local", "memento", "openclaw-memento-local"),
     (
         _to("extractionModel", "llm.model", "`anthropic/<model>` → `llm.provider = \"anthropic\"` and `llm.model`; "
-            "likewise `openai/`, and `openrouter/`, `ollama/` as `openai` at their addresses (with the `llm` "
-            "section, which arrives with clawrecall's LLM clients; without it, no equivalent yet)", _extraction_model),
+            "likewise `openai/`, and `openrouter/`, `ollama/` as `openai` at their addresses", _extraction_model),
         _to("embeddingModel", "embedding.model", "`hf:<repo>` → the `local` provider with that model (`-gguf` cut "
             "off: the same model's sentence-transformers weights)", _memento_embedding),
         _to("pauseTimeoutMs", "conversations.pause_minutes", "milliseconds → minutes", _scaled(1 / 60_000)),
