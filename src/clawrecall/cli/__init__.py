@@ -18,6 +18,7 @@ from .commands import AGENT_COMMANDS, COMMANDS, State
 from .conversations import conversations_group
 from .erasure import COMMANDS as ERASURE_COMMANDS
 from .files import files_group
+from .jobs import COMMANDS as JOB_COMMANDS
 from .migrate import migrate
 from .openclaw import openclaw_group
 from .startup import startup_group
@@ -99,7 +100,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group]:
+                 conversations_group, files_group, *JOB_COMMANDS]:
     _accept_store_options(_command)
     cli.add_command(_command)
 
