@@ -25,7 +25,6 @@ from clawrecall import (
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
-from clawrecall.engine._worker import Worker
 from clawrecall.server import create_app
 
 ADMIN = Caller()
@@ -198,7 +197,7 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
     """The worker's lease ran out and another worker took the job: its commit raises LeaseLostError, writes
     nothing, and leaves the job to the new holder."""
     mem = jobs_mem
-    job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
+    mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
     raised = []
 
     def overtaken(j, lease):
