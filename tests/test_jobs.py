@@ -26,6 +26,8 @@ from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.server import create_app
+from clawrecall.storage import open_store
+from clawrecall.storage.migrations import latest
 
 ADMIN = Caller()
 
@@ -406,3 +408,19 @@ def test_the_worker_command_runs_ready_jobs_and_prints_a_line_each(db_target, tm
     assert none.exit_code == 1 and json.loads(none.stdout)["error"]["code"] == "config_error"
     unknown = runner.invoke(cli, ["--db", db_target, "worker", "--once", "--kinds", "nope", "--handlers", "my_handlers"])
     assert unknown.exit_code == 2 and "no handler for nope" in unknown.output
+
+
+def test_a_store_without_the_queue_gets_it_when_opened(db_target):
+    """A store of the release before the queue (core and conversations recorded, no `jobs` table) installs
+    the `jobs` set on open, and records it."""
+    with Memory.open(db_target) as mem:
+        mem.add("Written before the queue existed", user_id="alice")
+        mem.store._run("DROP TABLE jobs")
+        mem.store._run("DELETE FROM migrations WHERE migration_set = 'jobs'")
+    store = open_store(db_target, migrate=False)
+    assert [s.label for s in store.pending_migrations()] == ["jobs/initial"]
+    store.close()
+    with Memory.open(db_target) as mem:
+        assert mem.store.schema_version() == latest() and mem.store.pending_migrations() == []
+        assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1") is not None
+        assert _contents(mem) == ["Written before the queue existed"]
