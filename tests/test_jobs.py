@@ -375,7 +375,7 @@ def test_doctor_and_stats_report_jobs(db_target):
         mem.jobs.enqueue("extract", scope="user:alice", subject_id="late", run_after=utcnow() - timedelta(minutes=11))
     report = json.loads(runner.invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
     jobs = next(c for c in report["checks"] if c["name"] == "jobs")
-    assert jobs["status"] == "warn" and "has waited 11m" in jobs["detail"] and "is a worker running" in jobs["detail"]
+    assert jobs["status"] == "warn" and "was due 11m ago" in jobs["detail"] and "is a worker running" in jobs["detail"]
     assert report["ok"] is True  # a warning: nothing is lost
 
 
@@ -424,3 +424,22 @@ def test_a_store_without_the_queue_gets_it_when_opened(db_target):
         assert mem.store.schema_version() == latest() and mem.store.pending_migrations() == []
         assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1") is not None
         assert _contents(mem) == ["Written before the queue existed"]
+
+
+def test_doctor_says_when_jobs_wait_for_an_llm_that_is_down(db_target):
+    with Memory.open(db_target) as mem:
+        job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
+
+        def llm_down(j, lease):
+            raise RetryLaterError("the LLM at http://127.0.0.1:9 refused the connection", after=30)
+
+        mem.jobs.handlers["extract"] = llm_down
+        assert mem.jobs.run_once("w1").status == "queued"
+    report = json.loads(CliRunner().invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
+    jobs = next(c for c in report["checks"] if c["name"] == "jobs")
+    assert jobs["status"] == "warn" and report["ok"] is True
+    assert jobs["detail"] == ("1 queued, 0 running, 0 done, 0 dead; 1 job failed and will be retried (the latest: "
+                              "RetryLaterError: the LLM at http://127.0.0.1:9 refused the connection): is the LLM "
+                              "reachable? Nothing is lost")
+    with Memory.open(db_target) as mem:
+        assert mem.jobs.get(job.id, caller=ADMIN).status == "queued"

@@ -329,3 +329,5 @@ class JobStats(BaseModel):
     by_status: dict[str, int]
     by_kind: dict[str, JobKindStats]
     oldest_ready: datetime | None = Field(None, description="When the longest-waiting ready job became ready.")
+    retrying: int = Field(0, description="Queued jobs that failed before and wait for their retry (an LLM down).")
+    last_error: str | None = Field(None, description="The latest error of those.")

@@ -620,18 +620,19 @@ class Doctor:
         return stored, f"stored vectors match {stored}"
 
     def jobs(self, mem: Memory) -> tuple[JobStats, str, bool]:
-        """Background jobs: a warning (not a failure: nothing is lost) when some are dead, or when a ready job
-        has waited past `JOBS_STALE_S` (no worker is running, or the LLM it needs is down)."""
+        """Background jobs: a warning (not a failure: nothing is lost) when some are dead, wait to be retried
+        after an error (the LLM down), or are ready since `JOBS_STALE_S` (no worker running)."""
         stats = mem.jobs.stats(caller=Caller())
         n = stats.by_status
         detail = f"{n['queued']} queued, {n['running']} running, {n['done']} done, {n['dead']} dead"
         warnings = []
         if stats.oldest_ready is not None:
-            waited = (utcnow() - stats.oldest_ready).total_seconds()
-            detail += f"; the oldest ready job has waited {age_string(stats.oldest_ready).removesuffix(' ago')}"
-            if waited > JOBS_STALE_S:
-                warnings.append("is a worker running (`clawrecall serve` or `clawrecall worker`), and the LLM reachable? "
-                                "Jobs wait and are retried; nothing is lost")
+            detail += f"; the oldest ready job was due {age_string(stats.oldest_ready)}"
+            if (utcnow() - stats.oldest_ready).total_seconds() > JOBS_STALE_S:
+                warnings.append("is a worker running (`clawrecall serve` or `clawrecall worker`)?")
+        if stats.retrying:
+            warnings.append(f"{out.plural(stats.retrying, 'job')} failed and will be retried (the latest: "
+                            f"{stats.last_error}): is the LLM reachable? Nothing is lost")
         if n["dead"]:
             warnings.append(f"{out.plural(n['dead'], 'job')} failed for good: `clawrecall jobs list --status dead` "
                             "says why, `clawrecall jobs retry ID` runs one again")
@@ -769,7 +770,7 @@ def jobs_text(j: JobStats) -> str:
     """`3 done, 1 dead; extract: 1,200 tokens in, 300 out, $0.0021`: statuses that have jobs, then each kind's usage."""
     counts = ", ".join(f"{n} {status}" for status, n in j.by_status.items() if n) or "none"
     kinds = [f"{kind}: {k.input_tokens:,} tokens in, {k.output_tokens:,} out" + (f", ${k.cost:.4f}" if k.cost is not None else "")
-             for kind, k in j.by_kind.items()]
+             for kind, k in j.by_kind.items() if k.input_tokens or k.output_tokens]
     return "; ".join([counts, *kinds])
 
 

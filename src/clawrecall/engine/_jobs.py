@@ -170,7 +170,7 @@ class Jobs:
             log.warning("job %s (%s) failed (attempt %d of %d), retried at %s: %s", job.id, job.kind, job.attempts,
                         job.max_attempts, outcome["run_after"], error)
         if outcome["status"] == "dead":
-            log.error("job %s (%s) is dead after %d attempts: %s", job.id, job.kind, job.attempts, error)
+            log.error("job %s (%s) is dead (attempt %d of %d): %s", job.id, job.kind, job.attempts, job.max_attempts, error)
         if not self.store.jobs.release(lease._claim, now, usage, error=error, **outcome):  # type: ignore[arg-type]
             log.warning("job %s (%s) failed after its lease was lost: %s", job.id, job.kind, error)
 
@@ -273,7 +273,9 @@ class Jobs:
             k.output_tokens += tokens_out
             if cost is not None:
                 k.cost = (k.cost or 0.0) + cost
-        return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self.store.jobs.oldest_ready(scopes, utcnow()))
+        retrying, last_error = self.store.jobs.retrying(scopes)
+        return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self.store.jobs.oldest_ready(scopes, utcnow()),
+                        retrying=retrying, last_error=last_error)
 
     def _reads(self, caller: Caller) -> list[str] | None:
         """The scopes the caller reads unasked (None: every scope, for the administrator)."""

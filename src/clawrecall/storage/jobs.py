@@ -177,6 +177,14 @@ class Jobs(_Table[Job]):
         )
         return d.from_db["time"](rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def retrying(self, scopes: Sequence[str] | None) -> tuple[int, str | None]:
+        """Queued jobs that failed before (waiting for their retry), and the latest of their errors."""
+        where, params = self._in_scopes(scopes)
+        failed = f"WHERE t.status = 'queued' AND t.last_error IS NOT NULL AND {where}"
+        n = int(self._store._run(f"SELECT count(*) FROM jobs t {failed}", params)[0][0])
+        latest = self._store._run(f"SELECT t.last_error FROM jobs t {failed} ORDER BY t.updated_at DESC LIMIT 1", params)
+        return n, latest[0][0] if latest else None
+
     def in_scope(self, scope: str, *, delete: bool) -> int:
         """A scope's jobs: counted, or removed (erasure)."""
         s, p = self._store, self._store.dialect.p
