@@ -103,8 +103,7 @@ def worker(state: State, once: bool, kinds: str | None, modules: tuple[str, ...]
         if as_json:
             click.echo(json.dumps(out.jsonable(job), ensure_ascii=False))
         else:
-            click.echo(f"{out.short_id(job.id)} {job.kind} {job.status}"
-                       + (f" (attempt {job.attempts}): {job.last_error}" if job.last_error else ""))
+            click.echo(f"{out.short_id(job.id)} {job.kind} {outcome_text(job)}")
 
     loop = Worker(mem.jobs, kinds=wanted, on_finish=finished)
     before = {sig: signal.signal(sig, lambda *_: loop.stop(wait=False)) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -136,6 +135,15 @@ def _when(job: Job) -> str:
     if job.run_after <= now:
         return "now"
     return "in " + age_string(now - (job.run_after - now), now).removesuffix(" ago")
+
+
+def outcome_text(job: Job) -> str:
+    """`done`, `queued again, runs in 2m: …`, `dead after 5 of 5 attempts: …`: how a run ended, for the worker's log."""
+    if job.status == "queued":
+        return f"queued again, runs {_when(job)}: {job.last_error}"
+    if job.status == "dead":
+        return f"dead after {job.attempts} of {job.max_attempts} attempts: {job.last_error}"
+    return job.status
 
 
 def job_text(j: Job) -> str:
