@@ -71,10 +71,12 @@ class Jobs(_Table[Job]):
             return None
         ts = d.ts(now)
         kind_in, kind_params = self._in("kind", kinds)
+        first = f"SELECT t.id FROM jobs t WHERE {_READY.format(p=d.p)} AND {kind_in} ORDER BY t.run_after LIMIT 1"
+        if not s._run(first, (ts, ts, *kind_params)):  # an idle poll takes no write lock (SQLite's is the file's)
+            return None
         sql = (
             f"UPDATE jobs SET status = 'running', attempts = attempts + 1, worker = {d.p}, lease_until = {d.p}, "
-            f"updated_at = {d.p} WHERE id = (SELECT t.id FROM jobs t WHERE {_READY.format(p=d.p)} AND {kind_in} "
-            f"ORDER BY t.run_after LIMIT 1{d.skip_locked}) RETURNING {self._map.columns}"
+            f"updated_at = {d.p} WHERE id = ({first}{d.skip_locked}) RETURNING {self._map.columns}"
         )
         with s.transaction():
             rows = s._run(sql, (worker, d.ts(lease_until), ts, ts, ts, *kind_params))
