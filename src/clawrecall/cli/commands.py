@@ -529,7 +529,8 @@ def index_build(state: State, as_json: bool) -> None:
 @pass_state
 @click.pass_context
 def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
-    """Check the config, the database and its integrity, the embedding model, that the stored vectors match it, and background jobs.
+    """Check the config, the database and its integrity, the embedding model, that the stored vectors match it,
+    and background jobs.
 
     Exits 1 if a check fails.
     """
