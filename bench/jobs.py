@@ -62,7 +62,7 @@ def main() -> None:
     print(f"{results['db']}, {args.jobs} jobs per run")
     for key, r in results.items():
         if isinstance(r, dict):
-            print(f"  {key.replace('_', ' ')}: enqueue p50 {r['enqueue_p50_ms']} ms, p99 {r['enqueue_p99_ms']} ms; "
+            print(f"  {key.split('_')[0]} worker(s): enqueue p50 {r['enqueue_p50_ms']} ms, p99 {r['enqueue_p99_ms']} ms; "
                   f"drained {r['drained_per_s']} jobs/s")
 
 
