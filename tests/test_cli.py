@@ -505,7 +505,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     db = tmp_path / "doctor.db"
     memory_id = add(db, "Frank deploys on Tuesdays")
     report = run_json(db, "doctor")
-    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 5
+    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 6
 
     script = tmp_path / "embed.py"
     script.write_text(textwrap.dedent("""
@@ -524,7 +524,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     report = run_json(db, "--config", str(config), "doctor", code=1)
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert report["ok"] is False and statuses == {
-        "config": "ok", "database": "ok", "integrity": "ok", "embedding": "ok", "fingerprint": "fail"}
+        "config": "ok", "database": "ok", "integrity": "ok", "embedding": "ok", "fingerprint": "fail", "jobs": "ok"}
     assert "reembed" in next(c["detail"] for c in report["checks"] if c["name"] == "fingerprint")
     assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
 
@@ -565,7 +565,7 @@ def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("nonsense = 1\n")
     report = run_json(tmp_path / "x.db", "--config", str(config), "doctor", code=1)
-    assert [c["status"] for c in report["checks"]] == ["fail", "skip", "skip", "skip", "skip"]
+    assert [c["status"] for c in report["checks"]] == ["fail", "skip", "skip", "skip", "skip", "skip"]
 
 
 def test_doctor_fails_on_a_damaged_store(damaged_db: Path) -> None:
@@ -598,7 +598,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
         ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
         ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],
-        ["conversations", "sweep"], ["files", "list"],
+        ["conversations", "sweep"], ["files", "list"], ["jobs", "list"],
         ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
     ]
     seen = set()
@@ -611,8 +611,9 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert [json.loads(line)["content"] for line in run(db, "conversations", "export").stdout.splitlines()] == [
         "Grace moved the review to the afternoon"
     ]
-    # serve and mcp run until stopped: their JSON (health, tools) is tested in test_rest/test_mcp
-    assert seen | {"export", "serve", "mcp"} == set(cli.commands)
+    # serve and mcp run until stopped: their JSON (health, tools) is tested in test_rest/test_mcp; worker runs the
+    # handlers something registered: its JSON lines are tested in test_jobs
+    assert seen | {"export", "serve", "mcp", "worker"} == set(cli.commands)
 
 
 def test_command_groups_take_json_for_their_subcommands(tmp_path: Path) -> None:

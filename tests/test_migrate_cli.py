@@ -9,15 +9,15 @@ from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-from clawrecall.storage.migrations import CONVERSATIONS, CORE, latest
+from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, latest
 
 
 def test_status_dry_run_apply(db_target):
     load(db_target, "v1")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
-    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial"]
-    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps) + len(CONVERSATIONS.steps)
+    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial", "jobs/initial"]
+    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps) + len(CONVERSATIONS.steps) + len(JOBS_SET.steps)
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
@@ -30,14 +30,14 @@ def test_status_dry_run_apply(db_target):
     assert again.exit_code == 0 and "Pending: none" in again.output
 
 
-def test_the_last_release_gets_the_record_kinds_the_validity_and_the_conversation_tables_and_every_step_recorded(db_target):
+def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_and_job_tables_and_every_step_recorded(db_target):
     """A v7 SQLite file or v5 PostgreSQL database has every step up to text-index-bulk: it gets the
     ones this release added, and the record of all of them."""
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 3
-    assert status["pending"] == ["core/record-kinds", "core/validity", "conversations/initial"]
+    assert status["schema_version"] == latest() - 4
+    assert status["pending"] == ["core/record-kinds", "core/validity", "conversations/initial", "jobs/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)

@@ -120,6 +120,11 @@ def test_every_error_is_described_with_the_body_it_has(app_and_token):
     assert {"404", "409"} <= schema["paths"]["/v1/memories/{memory_id}"]["get"]["responses"].keys()
     assert "`scope_denied`" in add["403"]["description"] and "`forbidden`" in add["403"]["description"]
     assert "415" in schema["paths"]["/v1/tools/memory_recall"]["post"]["responses"]
+    cancel = schema["paths"]["/v1/jobs/{job_id}/cancel"]["post"]["responses"]
+    assert "`job_state`" in cancel["409"]["description"] and "`not_found`" in cancel["404"]["description"]
+    assert cancel["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Job"}
+    statuses = schema["components"]["schemas"]["Job"]["properties"]["status"]
+    assert statuses["enum"] == ["queued", "running", "done", "dead", "cancelled"]
 
 
 def test_docs_load_nothing_from_another_host(app_and_token):

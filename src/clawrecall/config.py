@@ -272,6 +272,28 @@ class ConversationsConfig(_Section):
     retention_days: float | None = Field(default=None, gt=0)
 
 
+class JobsConfig(_Section):
+    """The job queue (docs/jobs.md): background work such as extracting facts from a closed segment."""
+
+    # worker threads `clawrecall serve` runs when a handler is registered: jobs wait on a remote LLM, so
+    # one thread keeps a local model or a rate-limited API busy without competing with requests
+    workers: int = Field(default=1, ge=0, le=64)
+    # how long a claimed job is a worker's before another may take it: a heartbeat renews it every third
+    # of that while the handler runs, so it only runs out when the worker died; 5 minutes is long enough
+    # for a slow LLM call between renewals and short enough that a killed worker's job is soon run again
+    lease_s: float = Field(default=300.0, gt=0)
+    # failures (not RetryLaterError) before a job is dead: with the backoff below, 5 attempts span
+    # 30 s + 1 min + 2 min + 4 min, long enough to ride out a restart, short enough to report a real bug
+    max_attempts: int = Field(default=5, ge=1, le=1000)
+    # retry n waits backoff_base_s * 2^(n-1) (jittered, at most backoff_max_s): a provider that is down
+    # is asked again a few times a minute at first, then at most hourly
+    backoff_base_s: float = Field(default=30.0, ge=0)
+    backoff_max_s: float = Field(default=3600.0, ge=0)
+    # how long an idle worker sleeps between looks for ready jobs: one indexed query every 2 s is
+    # nothing to the store, and a job closed with a segment starts within 2 s
+    poll_s: float = Field(default=2.0, gt=0)
+
+
 class FilesConfig(_Section):
     """File ingestion: `mem.files`, `clawrecall files add`, `POST /v1/files` (docs/files.md)."""
 
@@ -378,6 +400,7 @@ class Config(_Section):
     hooks: HooksConfig = HooksConfig()
     conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()
+    jobs: JobsConfig = JobsConfig()
     access: AccessConfig = AccessConfig()
     llm: LLMConfig = LLMConfig()
 

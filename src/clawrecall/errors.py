@@ -163,6 +163,43 @@ class ShuttingDownError(ClawrecallError, RuntimeError):
     status = 503
 
 
+class JobStateError(ClawrecallError):
+    """A job cannot make this change in its state (cancelling a running job, retrying a queued one)."""
+
+    code = "job_state"
+    status = 409
+
+
+class LeaseLostError(ClawrecallError):
+    """A job handler's lease is no longer its own (it expired and another worker took the job, or the job
+    was finished or cancelled meanwhile): nothing of this run is written."""
+
+    code = "lease_lost"
+    status = 409
+
+
+class RetryLaterError(ClawrecallError):
+    """Raised by a job handler: run the job again in `after` seconds (an LLM's Retry-After, a provider
+    down; None: after the usual backoff), without counting this run against its `max_attempts`."""
+
+    code = "retry_later"
+    status = 503
+
+    def __init__(self, message: str = "retry later", *, after: float | None = None):
+        if after is not None and not after >= 0:
+            raise ValueError("after must be a number of seconds, 0 or more")
+        self.after = None if after is None else float(after)
+        super().__init__(message)
+
+
+class PermanentJobError(ClawrecallError):
+    """Raised by a job handler: the job can never succeed (its subject is gone, its input is invalid), so
+    it is dead at once, with this reason, instead of being retried."""
+
+    code = "permanent_job_error"
+    status = 500
+
+
 class _HasErrors(Protocol):
     def errors(self) -> Any: ...
 

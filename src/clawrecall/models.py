@@ -174,6 +174,7 @@ class Stats(BaseModel):
     size_bytes: int | None = None
     oldest: datetime | None = None
     newest: datetime | None = None
+    jobs: JobStats | None = None
 
 
 class NewMemory(BaseModel):
@@ -285,3 +286,48 @@ class FileRecord(BaseModel):
     message_id: str | None = None
     created_at: datetime
     updated_at: datetime
+
+
+JobStatus = Literal["queued", "running", "done", "dead", "cancelled"]
+JOB_STATUSES: tuple[str, ...] = ("queued", "running", "done", "dead", "cancelled")
+
+
+class Job(BaseModel):
+    """Background work on one subject (a segment to extract facts from), in the scope of the data it
+    touches; run by a worker that holds its lease (docs/jobs.md)."""
+
+    id: str
+    kind: str
+    scope: str
+    subject_id: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    status: JobStatus = "queued"
+    attempts: int = Field(0, description="Times a worker took the job (a RetryLaterError gives its attempt back).")
+    max_attempts: int
+    run_after: datetime = Field(description="Not run before this time (a retry's backoff, a RetryLaterError's `after`).")
+    lease_until: datetime | None = None
+    worker: str | None = None
+    last_error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+
+
+class JobKindStats(BaseModel):
+    jobs: dict[str, int] = Field(description="Jobs of this kind per status.")
+    input_tokens: int
+    output_tokens: int
+    cost: float | None = Field(description="Summed over the jobs that reported one; None when none did.")
+
+
+class JobStats(BaseModel):
+    """The job queue at a glance: jobs per status, tokens and cost per kind, and how long the oldest ready job waits."""
+
+    by_status: dict[str, int]
+    by_kind: dict[str, JobKindStats]
+    oldest_ready: datetime | None = Field(None, description="When the longest-waiting ready job became ready.")
+    retrying: int = Field(0, description="Queued jobs that failed before and wait for their retry (an LLM down).")
+    last_error: str | None = Field(None, description="The latest error of those.")

@@ -19,6 +19,7 @@ from .config import config_group
 from .conversations import conversations_group
 from .erasure import COMMANDS as ERASURE_COMMANDS
 from .files import files_group
+from .jobs import COMMANDS as JOB_COMMANDS
 from .migrate import migrate
 from .openclaw import openclaw_group
 from .startup import startup_group
@@ -100,7 +101,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group, config_group]:
+                 conversations_group, files_group, config_group, *JOB_COMMANDS]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 import click
 from pydantic import BaseModel
 
-from .._time import parse_when_or_ago, utcnow
+from .._time import age_string, parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
-from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
+from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, SearchHit, Stats, Visibility
 from ..scopes import Caller
 from . import output as out
 
@@ -528,7 +528,8 @@ def index_build(state: State, as_json: bool) -> None:
 @pass_state
 @click.pass_context
 def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
-    """Check the config, the database and its integrity, the embedding model, and that the stored vectors match it.
+    """Check the config, the database and its integrity, the embedding model, that the stored vectors match it,
+    and background jobs.
 
     Exits 1 if a check fails.
     """
@@ -547,6 +548,9 @@ COMMANDS = [
 
 
 # -- doctor ------------------------------------------------------------------------------------
+JOBS_STALE_S = 600.0  # a ready job waiting longer than this means no worker, or a worker stuck on a provider that is down
+
+
 class Doctor:
     """Runs the checks in order; one whose prerequisite failed is skipped, and no failure is a crash."""
 
@@ -560,6 +564,7 @@ class Doctor:
         self.check("integrity", self.integrity, mem)
         loaded = self.check("embedding", self.embedding, mem)
         self.check("fingerprint", self.fingerprint, mem, loaded=loaded)
+        self.check("jobs", self.jobs, mem)
         return self.checks
 
     def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any, **extra: Any) -> Any:
@@ -568,11 +573,11 @@ class Doctor:
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
             return None
         try:
-            value, detail = probe(*needs, **extra)
+            value, detail, *warned = probe(*needs, **extra)
         except ClawrecallError as exc:
             self.checks.append({"name": name, "status": "fail", "detail": " ".join(str(exc).split())})
             return None
-        self.checks.append({"name": name, "status": "ok", "detail": detail})
+        self.checks.append({"name": name, "status": "warn" if warned and warned[0] else "ok", "detail": detail})
         return value
 
     def config(self) -> tuple[Config, str]:
@@ -613,6 +618,25 @@ class Doctor:
                 "run `clawrecall reembed`, or configure the stored model again"
             )
         return stored, f"stored vectors match {stored}"
+
+    def jobs(self, mem: Memory) -> tuple[JobStats, str, bool]:
+        """Background jobs: a warning (not a failure: nothing is lost) when some are dead, wait to be retried
+        after an error (the LLM down), or are ready since `JOBS_STALE_S` (no worker running)."""
+        stats = mem.jobs.stats(caller=Caller())
+        n = stats.by_status
+        detail = f"{n['queued']} queued, {n['running']} running, {n['done']} done, {n['dead']} dead"
+        warnings = []
+        if stats.oldest_ready is not None:
+            detail += f"; the oldest ready job was due {age_string(stats.oldest_ready)}"
+            if (utcnow() - stats.oldest_ready).total_seconds() > JOBS_STALE_S:
+                warnings.append("is a worker running (`clawrecall serve` or `clawrecall worker`)?")
+        if stats.retrying:
+            warnings.append(f"{out.plural(stats.retrying, 'job')} failed and will be retried (the latest: "
+                            f"{stats.last_error}): is the LLM reachable? Nothing is lost")
+        if n["dead"]:
+            warnings.append(f"{out.plural(n['dead'], 'job')} failed for good: `clawrecall jobs list --status dead` "
+                            "says why, `clawrecall jobs retry ID` runs one again")
+        return stats, "; ".join([detail, *warnings]), bool(warnings)
 
 
 # -- rendering for people ----------------------------------------------------------------------
@@ -738,7 +762,16 @@ def stats_text(s: Stats) -> str:
         ("Database", f"{s.backend} {s.location} (schema v{s.schema_version}{size})"),
         ("Oldest", out.timestamp(s.oldest)),
         ("Newest", out.timestamp(s.newest)),
+        ("Jobs", jobs_text(s.jobs) if s.jobs else None),
     ])
+
+
+def jobs_text(j: JobStats) -> str:
+    """`3 done, 1 dead; extract: 1,200 tokens in, 300 out, $0.0021`: statuses that have jobs, then each kind's usage."""
+    counts = ", ".join(f"{n} {status}" for status, n in j.by_status.items() if n) or "none"
+    kinds = [f"{kind}: {k.input_tokens:,} tokens in, {k.output_tokens:,} out" + (f", ${k.cost:.4f}" if k.cost is not None else "")
+             for kind, k in j.by_kind.items() if k.input_tokens or k.output_tokens]
+    return "; ".join([counts, *kinds])
 
 
 def counts_text(counts: dict[str, int]) -> str:

@@ -9,6 +9,8 @@
     _erasure      erasing a person: every kind of row of one user or agent, counted per kind
     _startup      startup entries (`mem.startup`)
     _transfer     JSONL export and import
+    _jobs         the job queue (`mem.jobs`): enqueue in the caller's transaction, leases, retries, dead jobs
+    _worker       the loop that runs ready jobs (`clawrecall worker`, `serve`'s worker threads)
 """
 
 from ._memory import Memory

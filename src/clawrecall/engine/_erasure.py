@@ -139,6 +139,11 @@ def _startup(e: Erasing) -> int:
     return e.store.delete_startup_scope(e.person.scope)
 
 
+def _jobs(e: Erasing) -> int:
+    """Jobs in the person's scope (their payloads may quote what the person said)."""
+    return e.store.jobs.in_scope(e.person.scope, delete=not e.dry_run)
+
+
 #: what an erasure removes, in order, by the name its count is reported under
 KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("memories", _memories),
@@ -148,6 +153,7 @@ KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("segments", _segments),
     ("files", _files),
     ("startup", _startup),
+    ("jobs", _jobs),
 )
 
 

@@ -24,6 +24,7 @@ from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
 from ._files import Files
+from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import read_filters, resolve, with_origins
 from ._startup import Startup
@@ -68,6 +69,7 @@ class Memory:
         self._backfill = Backfill(store, self._embedding, self.runtime)
         self.conversations = Conversations(store, config, self._writes, self._backfill)
         self.files = Files(store, config, self._writes, self._backfill)
+        self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
         if check_embedding:
             try:
                 self.check_fingerprint(static_only=True)
@@ -104,6 +106,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.jobs.stop_workers()
         self.runtime.stop()
         self.store.close()
 
@@ -570,7 +573,7 @@ class Memory:
             total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
             by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self.stored_fingerprint(),
             schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
-            size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest,
+            size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
 
     # -- startup entries: `mem.startup`'s verbs under the names they had on the facade ------------

@@ -7,6 +7,7 @@
     /v1/hooks/{before_prompt_build,startup,agent_end}    lifecycle hooks (hooks.py)
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
     /v1/files, /v1/files/{id}                            ingested files: Markdown, text, code, PDF (files.py)
+    /v1/jobs, /v1/jobs/{id}[/retry|/cancel]              background jobs (jobs.py); their workers run here too
     /mcp                                                 MCP streamable HTTP (mcp.py)
     /embed, /batch, /health                              the E5 server API (embed.py; /health here)
     /ready                                               readiness: 503 until the embedding model is loaded
@@ -34,7 +35,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import conversations, embed, files, imports, memories, people
+from . import conversations, embed, files, imports, jobs, memories, people
 from .docs import install_docs
 from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
@@ -99,9 +100,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warmup.start()
         sweeps = asyncio.create_task(_sweep_every(mem, SWEEP_S))
+        if mem.jobs.handlers:  # a feature that makes jobs (extraction) registered its handlers
+            mem.jobs.start_workers()
         async with mcp_sessions.run():
             yield
         sweeps.cancel()
+        await asyncio.to_thread(mem.jobs.stop_workers)  # each finishes the job it is running
         if not mem.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("background work (capture writes) still running at shutdown")
 
@@ -120,6 +124,7 @@ def create_app(
     app.include_router(hooks_router)
     app.include_router(imports.router)
     app.include_router(files.router)
+    app.include_router(jobs.router)
     app.include_router(embed.router)
 
     @app.get("/health", tags=["operations"], response_model=Health, responses={503: _HEALTH_503})

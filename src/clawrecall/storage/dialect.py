@@ -40,6 +40,8 @@ class Dialect:
     order_column: str
     #: appended to a SELECT that reads a row in a write transaction to lock it
     for_update: str
+    #: appended to the SELECT that picks a job to claim: rows other workers hold are passed over, not waited for
+    skip_locked: str
     types: dict[ColumnType, str]
     #: value -> stored value (absent: stored as it is)
     to_db: dict[ColumnType, Convert]
@@ -113,6 +115,7 @@ class SQLiteDialect(Dialect):
     p = "?"
     order_column = "rowid"
     for_update = ""  # BEGIN IMMEDIATE holds the whole file
+    skip_locked = ""  # one writer at a time: a claim is alone in its BEGIN IMMEDIATE
     types = {
         "uuid": "TEXT", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "INTEGER", "time": "TEXT",
         "json": "TEXT", "tags": "TEXT", "vector": "BLOB", "serial": "INTEGER",
@@ -138,6 +141,7 @@ class PostgresDialect(Dialect):
     p = "%s"
     order_column = "seq"
     for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
     types = {
         "uuid": "UUID", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "BOOLEAN", "time": "TIMESTAMPTZ",
         "json": "JSONB", "tags": "TEXT[]", "vector": "vector", "serial": "BIGINT GENERATED ALWAYS AS IDENTITY",
@@ -260,3 +264,14 @@ def _keep_none(convert: Convert | None, col: Column) -> Convert | None:
     if convert is None or not col.nullable or convert in (to_db, from_db):  # the time helpers keep None already
         return convert
     return lambda v: None if v is None else convert(v)
+
+
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """The smallest and largest canonical UUIDs starting with a hex prefix (dashes optional).
+
+    A range works on a UUID column and on canonical UUID text alike, and uses the index.
+    """
+    digits = prefix.replace("-", "")
+    lo = uuid.UUID(digits.ljust(32, "0"))
+    hi = uuid.UUID(digits.ljust(32, "f"))
+    return str(lo), str(hi)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._time import utcnow
 from ..errors import StorageError
-from .schema import API_TOKENS, FILES, HISTORY, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table
+from .schema import API_TOKENS, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table
 
 if TYPE_CHECKING:
     from .sql import Store
@@ -52,7 +52,9 @@ CORE = MigrationSet(
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
 CONVERSATIONS = MigrationSet("conversations", (MESSAGES, SEGMENTS, FILES), ("initial",))
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS)
+#: the job queue: background work (extraction) enqueued with the data it is about (docs/jobs.md)
+JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET)
 
 
 @dataclass(frozen=True)

@@ -236,3 +236,38 @@ FILES = Table(
     key=("id",),
     indexes=(Index("idx_files_path", "scope, path", unique=True),),
 )
+
+# -- the job queue (`jobs.py`, docs/jobs.md): background work, enqueued in the transaction that makes it due
+
+JOBS = Table(
+    "jobs",
+    (
+        Column("id", "uuid", False),
+        Column("kind", "text", False),  # the handler that runs it ("extract", "summarize")
+        Column("scope", "text", False),  # the scope of the data it touches: reads, retries and erasure go by it
+        Column("subject_id", "text", False),  # what it works on (a segment's id): one job per kind and subject
+        Column("payload", "json", False, default={}),
+        Column("status", "text", False, default="queued",
+               check="status IN ('queued', 'running', 'done', 'dead', 'cancelled')"),
+        Column("attempts", "int", False, default=0),
+        Column("max_attempts", "int", False),
+        Column("run_after", "time", False),
+        Column("lease_until", "time"),  # while running: another worker may take it after this
+        Column("worker", "text"),  # who holds (or last held) it
+        Column("last_error", "text"),
+        Column("input_tokens", "int", False, default=0),
+        Column("output_tokens", "int", False, default=0),
+        Column("cost", "real"),
+        Column("created_at", "time", False),
+        Column("updated_at", "time", False),
+        Column("finished_at", "time"),
+    ),
+    key=("id",),
+    indexes=(
+        Index("idx_jobs_subject", "kind, subject_id", unique=True),
+        Index("idx_jobs_ready", "run_after", where="status = 'queued'"),
+        Index("idx_jobs_leased", "lease_until", where="status = 'running'"),
+        Index("idx_jobs_scope", "scope, created_at"),
+        Index("idx_jobs_status", "status, kind"),
+    ),
+)

@@ -8,7 +8,6 @@ is composed with the dialect's parameter mark and sent to the driver as written.
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
@@ -19,10 +18,11 @@ from .._time import utcnow
 from ..models import HistoryEntry, MemoryRecord, StartupEntry
 from . import migrations
 from .base import Candidate, HistoryDraft, Order, StoreStats
-from .dialect import Dialect, RowMap
+from .dialect import Dialect, RowMap, prefix_bounds
 from .filters import Filters, where
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
+from .jobs import Jobs
 from .record import Files, Messages, Segments
 from .tokens import ApiTokens
 
@@ -32,17 +32,6 @@ if TYPE_CHECKING:
 
 #: what a `HistoryDraft` holds: every column but the id the database gives
 HISTORY_DRAFT_FIELDS = tuple(c for c in HISTORY.fields if HISTORY.column(c).type != "serial")
-
-
-def prefix_bounds(prefix: str) -> tuple[str, str]:
-    """The smallest and largest canonical UUIDs starting with a hex prefix (dashes optional).
-
-    A range works on a UUID column and on canonical UUID text alike, and uses the index.
-    """
-    digits = prefix.replace("-", "")
-    lo = uuid.UUID(digits.ljust(32, "0"))
-    hi = uuid.UUID(digits.ljust(32, "f"))
-    return str(lo), str(hi)
 
 
 class Store(ABC):
@@ -68,6 +57,7 @@ class Store(ABC):
         self.messages = Messages(self)
         self.segments = Segments(self)
         self.files = Files(self)
+        self.jobs = Jobs(self)
 
     # -- what a backend provides -------------------------------------------------------
     @abstractmethod

@@ -12,7 +12,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from ..engine import Memory
-from ..models import EmbeddingFingerprint
+from ..models import EmbeddingFingerprint, JobStats
 from ..scopes import Caller, read_scopes
 from .base import OptionalStr, ToolArgs, ToolResult, tool
 from .render import MemoryEntry, entry, line, untrusted
@@ -70,13 +70,14 @@ class StatsDetails(TypedDict):
     by_scope: dict[str, int]
     embedding: EmbeddingFingerprint | None
     backend: str
+    jobs: JobStats
 
 
 @tool(
     label="Memory Stats",
     details=StatsDetails,
     description="""Count the long-term memories you can see: active and deleted, by category and by scope, and name
-    the embedding model and storage backend in use.""",
+    the embedding model and storage backend in use; background jobs (fact extraction) per state, with their tokens.""",
 )
 def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
     scopes = read_scopes(caller, None, access=mem.config.access)
@@ -91,6 +92,7 @@ def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
     details = {
         "active": active, "deleted": deleted, "by_category": by_category, "by_scope": by_scope,
         "embedding": fingerprint.model_dump() if fingerprint else None, "backend": mem.store.backend,
+        "jobs": mem.jobs.stats(caller=caller).model_dump(mode="json"),
     }
     counts = ", ".join(f"{name} {n}" for name, n in sorted(by_category.items(), key=lambda kv: (-kv[1], kv[0])))
     text = f"{active} memories ({deleted} deleted)" + (f": {counts}" if counts else "") + (
