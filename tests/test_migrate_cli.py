@@ -9,15 +9,15 @@ from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-from clawrecall.storage.migrations import CONVERSATIONS, CORE, latest
+from clawrecall.storage.migrations import CONVERSATIONS, CORE, KNOWLEDGE, latest
 
 
 def test_status_dry_run_apply(db_target):
     load(db_target, "v1")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
-    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial"]
-    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps) + len(CONVERSATIONS.steps)
+    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial", "knowledge/initial"]
+    assert status["schema_version"] == 1 and status["latest"] == latest() == len(CORE.steps) + len(CONVERSATIONS.steps) + len(KNOWLEDGE.steps)
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
@@ -36,8 +36,8 @@ def test_the_last_release_gets_the_record_kinds_the_validity_and_the_conversatio
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 3
-    assert status["pending"] == ["core/record-kinds", "core/validity", "conversations/initial"]
+    assert status["schema_version"] == latest() - 5
+    assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "conversations/initial", "knowledge/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)
