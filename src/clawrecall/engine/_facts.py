@@ -108,7 +108,7 @@ class Facts:
                 try:
                     successors.append((d, self.writes.successor(
                         d.existing.id, caller, segment.scope, d.fact.text, valid_from=d.valid_from,
-                        fields=self._fields(segment, d),
+                        fields={**self._fields(segment, d), **self._source(segment)},
                     )))
                     continue
                 except (ValidationError, NotFoundError):  # changed since it was shown: keep both
@@ -116,8 +116,7 @@ class Facts:
                                  "the fact it updates changed meanwhile")
             if d.action in ("new", "keep_both"):
                 added.append((d, {"content": d.fact.text, "scope": segment.scope, "valid_from": d.valid_from,
-                                  "session_id": segment.session_id, "source_type": SOURCE_TYPE,
-                                  "source_id": segment.id, **self._fields(segment, d)}))
+                                  **self._source(segment), **self._fields(segment, d)}))
         records, _ = self.writes.new_records([item for _, item in added], caller) if added else ([], [])
         keyed = self._keyed(decisions) if self.config.extraction.augment_keys else []
         texts = [r.content for r in records] + [r.content for _, r in successors] + [embedded_text(m.content, m.keys) for m in keyed]
@@ -217,6 +216,11 @@ class Facts:
         return self.store.occurrences.of(record.id)
 
     # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _source(segment: Segment) -> dict[str, Any]:
+        """Where an extracted fact comes from: the segment, in its session."""
+        return {"source_type": SOURCE_TYPE, "source_id": segment.id, "session_id": segment.session_id}
+
     def _fields(self, segment: Segment, d: Decision) -> dict[str, Any]:
         f = d.fact
         metadata: dict[str, Any] = {"entities": f.entities, "segment_id": segment.id,

@@ -115,7 +115,7 @@ def validate(answer: str | dict[str, Any], *, categories: list[str], messages: i
             errors.append(f"{where}: a new fact has existing null")
         if fact.action != "new":
             if fact.existing is None:
-                errors.append(f"{where}: a {fact.action} names the known fact it repeats or updates in existing (F1…F{known})")
+                errors.append(f"{where}: action {fact.action} needs existing, the known fact it is about (F1…F{known})")
             elif not (i := fact.known_index) or i > known:
                 shown = f"F1…F{known}" if known else "none were shown"
                 errors.append(f"{where}.existing {fact.existing!r} is not a known fact ({shown})")
