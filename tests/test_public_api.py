@@ -10,9 +10,9 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Discussed",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
     "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
     "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -32,12 +32,14 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    Discussed,
     EmbeddingFingerprint,
     FileRecord,
     HistoryEntry,
     MemoryRecord,
     Message,
     NewMemory,
+    Occurrence,
     SearchHit,
     Segment,
     StartupEntry,
@@ -49,9 +51,9 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Discussed",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
-    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
+    "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
     "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
     "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
