@@ -245,3 +245,17 @@ def test_erasing_a_person_removes_their_occurrences_and_counts_them(mem):
     assert mem.erase(user_id="alice", dry_run=True)["occurrences"] == 2
     assert mem.erase(user_id="alice")["occurrences"] == 2
     assert mem.store.occurrences.summary([known.id]) == {}
+
+
+def test_rest_search_hits_carry_discussed(mem):
+    from fastapi.testclient import TestClient
+
+    from clawrecall.auth import TokenStore
+    from clawrecall.server import create_app
+
+    known = ftp_fact(mem)
+    http = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                      base_url="http://127.0.0.1:8765", headers={"X-Clawrecall-User": "alice"})
+    [hit] = http.post("/v1/search", json={"query": "functional threshold power", "min_score": 0}).json()["results"]
+    assert hit["memory"]["id"] == known.id
+    assert hit["discussed"] == {"count": 1, "first_at": "2026-03-02T08:00:00Z", "last_at": "2026-03-02T08:00:00Z"}
