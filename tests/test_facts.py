@@ -12,6 +12,7 @@ import pytest
 from clawrecall import Memory
 from clawrecall.extraction.schema import validate
 from clawrecall.hooks.recall import before_prompt_build
+from clawrecall.errors import ValidationError
 from clawrecall.models import Occurrence
 from clawrecall.scopes import Caller
 from clawrecall.tools import run_tool
@@ -259,3 +260,36 @@ def test_rest_search_hits_carry_discussed(mem):
     [hit] = http.post("/v1/search", json={"query": "functional threshold power", "min_score": 0}).json()["results"]
     assert hit["memory"]["id"] == known.id
     assert hit["discussed"] == {"count": 1, "first_at": "2026-03-02T08:00:00Z", "last_at": "2026-03-02T08:00:00Z"}
+
+
+def test_which_segments_are_extracted(db_target):
+    with Memory.open(db_target, extraction={"enabled": True, "min_turns": 2}) as mem:
+        short, _ = segment(mem, [("user", "hi"), ("assistant", "hello")], session="a")
+        long, _ = segment(mem, [("user", "hi"), ("assistant", "hello"), ("user", "I moved to Brno"), ("assistant", "ok")],
+                          session="b")
+        assert (short.turn_count, long.turn_count) == (1, 2)
+        assert not mem.facts.wanted(short) and mem.facts.wanted(long)
+        assert not mem.facts.wanted(long.model_copy(update={"closed_at": None}))
+    with Memory.open(db_target) as mem:
+        assert not mem.facts.wanted(long)  # off by default: it needs an LLM
+
+
+def test_decisions_of_another_segment_are_refused(mem):
+    seg, messages = segment(mem, [("user", "I moved to Brno"), ("assistant", "ok")])
+    other, _ = segment(mem, [("user", "I prefer tea"), ("assistant", "ok")], session="s2")
+    p = mem.facts.prompt(seg)
+    extraction, _ = validate({"facts": [fact("In March 2026 the user moved to Brno.")], "summary": None},
+                             categories=mem.config.categories, messages=len(p.shown), known=len(p.known))
+    with pytest.raises(ValidationError, match="decisions name messages that are not the segment's"):
+        mem.facts.apply(other, mem.store.messages.in_segment(other.id), mem.facts.decide(p, extraction))
+    assert mem.list(caller=ALICE) == []
+
+
+def test_a_store_without_the_knowledge_set_gets_it(db_target):
+    with Memory.open(db_target) as mem:
+        mem.store._run("DROP TABLE fact_occurrences")
+        mem.store._run("DELETE FROM migrations WHERE migration_set = 'knowledge'")
+    with Memory.open(db_target) as mem:
+        assert "knowledge/initial" not in [s.label for s in mem.store.pending_migrations()]
+        known = ftp_fact(mem)
+        assert mem.store.occurrences.summary([known.id])[known.id][0] == 1

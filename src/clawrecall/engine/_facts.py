@@ -61,6 +61,11 @@ class Facts:
         self._pipeline = pipeline
 
     # -- before the model -----------------------------------------------------------------------
+    def wanted(self, segment: Segment) -> bool:
+        """Whether a segment is one to extract: extraction is on, the segment closed, with enough turns."""
+        cfg = self.config.extraction
+        return cfg.enabled and segment.closed_at is not None and segment.turn_count >= cfg.min_turns
+
     def known(self, scope: str, segment_text: str, limit: int) -> list[MemoryRecord]:
         """The current facts of `scope` most like the segment, through the one search pipeline; never
         secret ones (they are shown to a model), nor summaries."""
@@ -97,6 +102,9 @@ class Facts:
         `within()` opens, e.g. a job's lease commit; else the store's) writes it all, or nothing.
         The facts belong to the segment's owner; `caller` (default: that owner) is who writes them."""
         require_writes(self.config)
+        ids = {m.id for m in messages}
+        if stray := sorted({m.id for d in decisions for m in d.sources} - ids):
+            raise ValidationError(f"decisions name messages that are not the segment's: {', '.join(stray)}")
         caller = caller or _owner(segment)
         actor = actor_of(caller)
         result = ApplyResult()
