@@ -173,6 +173,10 @@ def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(m
     assert vector_hits[0].similarity > before.get(messages[0].id, 0.0) + 0.2
     keys = mem.store.fetch([messages[0].id])[messages[0].id].keys
     assert keys == "On 2026-03-16 the user's functional threshold power was 262 W."
+    assert mem.store.integrity_problems() == []  # the full-text index holds what its source says
+    mem.reembed()  # a new model embeds the content and keys again, as apply did
+    assert mem.search(query, caller=reader, sources=["message"], mode="vector", min_score=0)[0].similarity == \
+        pytest.approx(vector_hits[0].similarity, abs=1e-5)
     # a second fact from the same message joins the keys; the first is not repeated
     seg2 = seg.model_copy(update={"id": seg.id})
     mem.facts.apply(seg2, messages, mem.facts.decide(mem.facts.prompt(seg), validate(

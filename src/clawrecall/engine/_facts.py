@@ -28,8 +28,6 @@ from ._validate import new_ids, require_writes
 from ._writes import Writes, actor_of
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ..retrieval.pipeline import RetrievalPipeline
 
 SNIPPET_CHARS = 300  # what an occurrence keeps of what was said
