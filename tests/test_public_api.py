@@ -11,12 +11,12 @@ from clawrecall import errors, models
 
 PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
-    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError",
-    "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats", "LLMError",
-    "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message", "NewMemory",
-    "NotFoundError", "PayloadTooLargeError", "PermanentJobError", "RetryLaterError", "ScopeError", "SearchHit",
-    "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
-    "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
+    "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
+    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
+    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "RetryLaterError",
+    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 

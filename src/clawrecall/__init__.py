@@ -39,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    Discussed,
     EmbeddingFingerprint,
     FileRecord,
     HistoryEntry,
@@ -48,6 +49,7 @@ from .models import (
     MemoryRecord,
     Message,
     NewMemory,
+    Occurrence,
     SearchHit,
     Segment,
     StartupEntry,
@@ -60,10 +62,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
-    "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError",
-    "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats", "LLMError",
-    "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message", "NewMemory",
-    "NotFoundError", "PayloadTooLargeError", "PermanentJobError", "RetryLaterError", "ScopeError", "SearchHit",
-    "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError", "ValidationError",
-    "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
+    "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
+    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
+    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "RetryLaterError",
+    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -129,6 +129,10 @@ class RetrievalConfig(_Section):
     # a time named in the query ("yesterday", "in May") adds this to the hits from that time (0 = off; docs/time.md)
     time_query_weight: float = Field(default=0.2, ge=0)
     importance_weight: float = Field(default=0.3, ge=0, le=1)
+    # a fact discussed n times: × (1 + w·min(log2 n, 3)), memento-local's capped log2 shape, scaled so
+    # that a recurring topic wins near-ties (n = 8: +30%, as much as importance moves) without lifting
+    # an unrelated fact over a relevant one (memento-local's own factor doubles a fact said twice)
+    recurrence_weight: float = Field(default=0.1, ge=0, le=1)
     length_norm_anchor: int = Field(default=500, ge=0)
     time_decay_half_life_days: float = Field(default=0.0, ge=0)
     timeless_categories: list[str] = Field(default_factory=lambda: ["decision", "preference", "person", "entity", "rule"])
@@ -294,6 +298,31 @@ class JobsConfig(_Section):
     poll_s: float = Field(default=2.0, gt=0)
 
 
+class ExtractionVisibility(_Section):
+    """memento-local's `visibility`: a fact's level by its category; the model may only make it stricter."""
+
+    default: Literal["private", "shared", "secret"] = "shared"
+    rules: dict[str, Literal["private", "shared", "secret"]] = Field(default_factory=dict)
+
+
+class ExtractionConfig(_Section):
+    """Facts made from closed conversation segments (docs/extraction.md)."""
+
+    enabled: bool = False  # needs an LLM; without one capture stays rule-based
+    # segments with fewer turns are not sent to the model: one exchange rarely states a durable fact,
+    # and the rule-based capture already keeps a single "remember …"; memento-local waits for 3, which
+    # skips a short but real exchange ("I moved to Brno" – answer – "in May")
+    min_turns: int = Field(default=2, ge=1)
+    known_facts: int = Field(default=50, ge=0, le=500)  # current facts shown to the model as F1…Fn (memento-local: 50)
+    max_segment_chars: int = Field(default=24_000, ge=500)  # the latest messages are kept past it
+    summaries: bool = True  # a `session_summary` memory when a session ends
+    # the messages a fact came from are found by the fact's words too (LongMemEval: key = value + fact)
+    augment_keys: bool = True
+    # an update the model is less sure of than this keeps both facts instead of superseding
+    update_min_confidence: float = Field(default=0.6, ge=0, le=1)
+    visibility: ExtractionVisibility = ExtractionVisibility()
+
+
 class FilesConfig(_Section):
     """File ingestion: `mem.files`, `clawrecall files add`, `POST /v1/files` (docs/files.md)."""
 
@@ -403,6 +432,7 @@ class Config(_Section):
     jobs: JobsConfig = JobsConfig()
     access: AccessConfig = AccessConfig()
     llm: LLMConfig = LLMConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":
@@ -415,6 +445,8 @@ class Config(_Section):
             raise ValueError(f"categories repeat {', '.join(repeated)}")
         if "other" not in self.categories:  # else every add that names no category fails
             raise ValueError("categories must include 'other', the category of a memory that names none")
+        if unknown := sorted(set(self.extraction.visibility.rules) - set(self.categories)):
+            raise ValueError(f"extraction.visibility.rules name categories that are not in categories: {', '.join(unknown)}")
         return self
 
 

@@ -55,6 +55,11 @@ Kind = Literal["memory", "message", "chunk"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
 
 
+def embedded_text(content: str, keys: str | None) -> str:
+    """What a row's vector is made of: its content, and its keys when it has them."""
+    return f"{content}\n{keys}" if keys else content
+
+
 class MemoryRecord(BaseModel):
     """One stored memory, as read back from the store (a message or file chunk is one too, of its `kind`)."""
 
@@ -84,6 +89,8 @@ class MemoryRecord(BaseModel):
     valid_to: datetime | None = None
     superseded_by: str | None = None
     supersedes: str | None = None
+    # what else it is found by, never shown: the facts a message gave (docs/extraction.md)
+    keys: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +114,14 @@ class MemoryRecord(BaseModel):
         return self.valid_to is None or self.valid_to > utcnow()
 
 
+class Discussed(BaseModel):
+    """How often and when a fact was stated in conversations (its occurrences)."""
+
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+
 class SearchHit(BaseModel):
     """A memory returned by search, with its final score and (on request) how it was reached."""
 
@@ -118,6 +133,8 @@ class SearchHit(BaseModel):
     explain: dict[str, Any] | None = None
     # where a message or file chunk came from: session, role and time; or file path and lines/pages
     origin: dict[str, Any] | None = None
+    # a fact's occurrences: how often and when conversations stated it (None: never recorded)
+    discussed: Discussed | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -132,6 +149,20 @@ class SearchHit(BaseModel):
     @property
     def content(self) -> str:
         return self.memory.content
+
+
+class Occurrence(BaseModel):
+    """One time a conversation stated a fact (memento-local's `fact_occurrences`)."""
+
+    id: str
+    memory_id: str
+    scope: str
+    segment_id: str | None = None
+    session_id: str | None = None
+    at: datetime
+    snippet: str | None = None
+    sentiment: Literal["neutral", "confirmation", "correction", "frustration", "reminder", "update"] | None = None
+    message_ids: list[str] = Field(default_factory=list)
 
 
 class AddResult(BaseModel):

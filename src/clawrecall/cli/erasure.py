@@ -27,6 +27,7 @@ from .commands import (
 #: how each kind an erasure reports is named for people (a kind not listed shows its own name)
 _KIND_NAMES = {"memories": ("memory", "memories"), "history": ("history entry", "history entries"),
                "history_actor": ("change signed by them", "changes signed by them"),
+               "occurrences": ("fact occurrence", "fact occurrences"),
                "messages": ("message", "messages"), "segments": ("segment", "segments"), "files": ("file", "files"),
                "startup": ("startup entry", "startup entries")}
 

@@ -103,6 +103,14 @@ def _actor(e: Erasing) -> int:
     return sum(e.store.rename_history_actor(old, new) for old, new in renamed.items())
 
 
+def _occurrences(e: Erasing) -> int:
+    """Occurrences of the person's facts, and any in its scope: what was said, when, and its snippet."""
+    ids = e.store.occurrences.owned(e.memory_ids, e.person.scope)
+    if not e.dry_run and ids:
+        e.store.occurrences.delete(ids)
+    return len(ids)
+
+
 def _messages(e: Erasing) -> int:
     """The person's conversation messages: their text, vectors and index entries, and their rows."""
     ids = e.store.owned_ids(e.person.column, e.person.id, e.person.scope, kind="message")
@@ -149,6 +157,7 @@ KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("memories", _memories),
     ("history", _history),
     ("history_actor", _actor),
+    ("occurrences", _occurrences),
     ("messages", _messages),
     ("segments", _segments),
     ("files", _files),

@@ -9,7 +9,7 @@ from typing import Iterator
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..models import MemoryRecord
+from ..models import MemoryRecord, embedded_text
 from ..scopes import Caller, may_erase
 from ..storage import Filters, Store
 from ._embedding import Embedding, Progress
@@ -52,7 +52,7 @@ class Maintenance:
         self.store.drop_vector_index()
 
         def flush() -> None:
-            vectors = embedder.embed([r.content for r in batch], kind="passage")
+            vectors = embedder.embed([embedded_text(r.content, r.keys) for r in batch], kind="passage")
             with self.store.transaction():
                 for record, vector in zip(batch, vectors):
                     self.store.update(record.model_copy(update={"embedding_model": model}), vector)

@@ -72,16 +72,10 @@ class Writes:
         items = list(items)
         stream = self.embedding.start(items) if embeddings is None else None
         with closing(stream) if stream is not None else nullcontext():
-            label = (lambda n: "") if len(items) == 1 else (lambda n: f"item {n}: ")
-            ids = new_ids(len(items))
-            model = self.embedding.model_name
-            records = [
-                new_record(item, now, caller, self.config, label(n), ids[n - 1], model)
-                for n, item in enumerate(items, start=1)
-            ]
+            records, ids = self.new_records(items, caller, now)
             if not records:
                 return []
-            named = [(label(i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
+            named = [(_label(len(items), i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
             if named:
                 self._check_named_ids(named)  # before embedding: a bad batch fails at once
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
@@ -106,9 +100,38 @@ class Writes:
             with self.store.transaction():
                 if named:
                     self._check_named_ids(named)  # again, under the write lock: another process may have stored them since
-                self.store.insert([records[i] for i in keep], vectors[keep])
-                self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
+                self.insert_new([records[i] for i in keep], vectors[keep], actor, [after[i] for i in keep])
         return results
+
+    def new_records(
+        self, items: list[NewMemory | Mapping[str, Any]], caller: Caller, now: datetime | None = None,
+    ) -> tuple[list[MemoryRecord], list[str]]:
+        """The records `items` would be, validated and scope-checked but not written, and the ids they were
+        offered (an import may name its own); a bad item raises, naming its place in a batch."""
+        now = now or utcnow()
+        ids = new_ids(len(items))
+        model = self.embedding.model_name
+        return [new_record(item, now, caller, self.config, _label(len(items), n), ids[n - 1], model)
+                for n, item in enumerate(items, 1)], ids
+
+    def insert_new(self, records: list[MemoryRecord], vectors: np.ndarray, actor: str, after: list[str] | None = None) -> None:
+        """Write new records with their vectors and their "add" history, in the caller's transaction (or
+        one of their own): not deduplicated, nothing embedded. `after`: their history snapshots, if made."""
+        require_writes(self.config)
+        after = after or [r.model_dump_json() for r in records]
+        with self.store.transaction():
+            self.store.insert(records, vectors)
+            self.store.add_history([HistoryDraft(r.id, "add", None, a, actor, r.created_at) for r, a in zip(records, after)])
+
+    def set_keys(self, records: list[MemoryRecord], vectors: np.ndarray) -> None:
+        """Give rows new keys (what else they are found by; docs/extraction.md) and the vectors made of
+        their content and those keys, in the caller's transaction. What is shown never changes."""
+        require_writes(self.config)
+        model = self.embedding.model_name
+        with self.store.transaction():
+            for record, vector in zip(records, vectors):
+                current = self._current(record.id)
+                self.store.update(current.model_copy(update={"keys": record.keys, "embedding_model": model}), vector)
 
     def record(self, records: list[MemoryRecord]) -> None:
         """Rows of the conversation record (messages, file chunks), stored without a vector: the
@@ -198,6 +221,17 @@ class Writes:
         back and keeps the old one's owner, scope, category, tags and the rest unless `fields` name them.
         Not deduplicated: a corrected fact is often nearly the text it corrects ("250 W" → "260 W")."""
         require_writes(self.config)
+        record = self.successor(memory_id, caller, scope, content, valid_from=valid_from, fields=fields)
+        vectors = self.embedding.passages([record.content])  # before the lock
+        self.close_and_open(record, vectors[0], actor_of(caller))
+        return record
+
+    def successor(
+        self, memory_id: str, caller: Caller, scope: str | list[str] | None, content: str, *,
+        valid_from: datetime | None, fields: Mapping[str, Any],
+    ) -> MemoryRecord:
+        """The memory that would supersede `memory_id`, checked but neither embedded nor written
+        (`close_and_open` writes it): what `supersede` and a batch of extracted updates share."""
         old = resolve(self.store, memory_id, caller, scope, self.config.access)
         check_change(caller, old, access=self.config.access)
         now = utcnow()
@@ -209,20 +243,25 @@ class Writes:
         item |= {k: v for k, v in fields.items() if v is not None} | {"content": content, "valid_from": start}
         record = new_record(item, now, caller, self.config, "", new_ids(1)[0], self.embedding.model_name)
         record.supersedes = old.id
-        vectors = self.embedding.passages([record.content])  # before the lock
-        actor = actor_of(caller)
+        return record
+
+    def close_and_open(self, record: MemoryRecord, vector: np.ndarray, actor: str) -> None:
+        """Close the memory `record` supersedes and write `record` (from `successor`), in the caller's
+        transaction or one of its own; the old one is checked again as stored now."""
+        require_writes(self.config)
+        assert record.supersedes is not None
+        start, now = record.valid_from, record.created_at
         with self.store.transaction():
-            current = self._current(old.id)
+            current = self._current(record.supersedes)
             _check_supersedable(current, start)
             closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
             self.store.update(closed, None)
-            self.store.insert([record], vectors)
+            self.store.insert([record], vector[None, :])
             self.store.add_history([
                 HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
                              json.dumps({"valid_to": _jsonable(start), "superseded_by": record.id}), actor, now),
                 HistoryDraft(record.id, "add", None, record.model_dump_json(), actor, now),
             ])
-        return record
 
     def _changes(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """An update's fields, checked; those given as `None` are left out."""
@@ -307,6 +346,11 @@ class Writes:
         if current is None:
             raise NotFoundError(f"memory {memory_id} was erased while it was being changed")
         return current
+
+
+def _label(size: int, n: int) -> str:
+    """How an error names item `n` of a batch of `size` (a single item needs no name)."""
+    return "" if size == 1 else f"item {n}: "
 
 
 def _check_supersedable(record: MemoryRecord, start: datetime) -> None:

@@ -18,7 +18,8 @@ from ..models import SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, sanitize_for_context, skip_reason, strip_envelope,
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, skip_reason,
+    strip_envelope,
 )
 
 if TYPE_CHECKING:
@@ -143,7 +144,8 @@ def _select(
         last = session.injected.get(hit.id) if session is not None else None
         if last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
-        line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({hit.age})"
+        when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
+        line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"
         cost = len(line) + (1 if lines else 0)
         if used + cost > cfg.max_chars:
             continue

@@ -12,6 +12,7 @@ import html
 import re
 import unicodedata
 
+from ..models import Discussed
 from ..storage.text import has_cjk
 
 RECALL_OPEN = "<relevant-memories>"
@@ -170,3 +171,10 @@ def sanitize_for_context(text: str, max_chars: int) -> str:
     if len(text) > max_chars:
         text = text[: max(max_chars - 1, 0)].rstrip() + "…"
     return text
+
+
+def discussed_text(d: Discussed) -> str:
+    """How often and when conversations stated a fact, as recalled lines say it:
+    `discussed 3 times, first on 2026-03-02, last on 2026-03-16`."""
+    first, last = d.first_at.date().isoformat(), d.last_at.date().isoformat()
+    return f"discussed on {first}" if d.count == 1 else f"discussed {d.count} times, first on {first}, last on {last}"

@@ -2,7 +2,7 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → time named in the query → importance weight → source weight → length normalisation → time decay → noise filter → MMR diversity
+      → time named in the query → importance weight → recurrence weight → source weight → length normalisation → time decay → noise filter → MMR diversity
       → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
@@ -22,7 +22,7 @@ import numpy as np
 
 from .._time import age_days, age_string, utcnow
 from ..config import RetrievalConfig
-from ..models import MemoryRecord, SearchHit
+from ..models import Discussed, MemoryRecord, SearchHit
 from ..storage import Candidate, Filters, Store
 from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
@@ -96,6 +96,9 @@ class RetrievalPipeline:
         if when is not None:
             items = apply_when(items, when, weight=cfg.time_query_weight)
         items = apply_importance(items, weight=cfg.importance_weight)
+        # how often conversations stated each fact: ranks here, and the hits say it
+        discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
+        items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
         if len(filters.kinds) > 1:
             items = apply_source_weights(items, cfg.source_weights)
         items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
@@ -125,6 +128,7 @@ class RetrievalPipeline:
                 similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None,
                 matched=list(s.legs),
                 explain={"legs": s.legs, **s.steps, "ranking": s.score, "final": s.relevance} if explain else None,
+                discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
             )
             for s in items
         ]
@@ -328,6 +332,23 @@ def apply_importance(items: list[Scored], *, weight: float) -> list[Scored]:
         factor = 1 - weight + weight * item.memory.importance
         item.steps["importance"] = factor
         item.score *= factor
+    return items
+
+
+RECURRENCE_CAP = 3.0  # log2 of the occurrences past which a fact gains no more (8 times)
+
+
+def apply_recurrence(items: list[Scored], discussed: dict[str, tuple[int, Any, Any]], *, weight: float) -> list[Scored]:
+    """× (1 + w·min(log2 n, 3)) for a fact stated n ≥ 2 times (memento-local's capped log2): a
+    recurring topic is a core value or an unresolved issue, not a duplicate to squash."""
+    if weight <= 0:
+        return items
+    for item in items:
+        n = discussed.get(item.memory.id, (0,))[0]
+        if n >= 2:
+            factor = 1 + weight * min(math.log2(n), RECURRENCE_CAP)
+            item.steps["recurrence"] = {"occurrences": n, "factor": round(factor, 4)}
+            item.score *= factor
     return items
 
 

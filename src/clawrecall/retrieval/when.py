@@ -244,3 +244,23 @@ def _without(query: str, start: int, end: int) -> str:
     text = f"{query[:start]} {query[end:]}"
     text = re.sub(r"\s+([?.!,;:])", r"\1", " ".join(text.split()))
     return text.strip(" ,;:")
+
+
+# Words whose time depends on when they were said: fine in a query, wrong in a stored fact, which
+# must say the date ("On 2026-03-02 …") because it is read months later. The query rules' relative
+# expressions, plus the future and parts of today a query does not ask about.
+_RELATIVE = re.compile(_EDGE.format("(?:" + "|".join([
+    # day before yesterday … "před 3 dny": the rules between the ISO date and the months, their groups unnamed
+    *(re.sub(r"\(\?P<\w+>", "(?:", core) for core, _ in _RULES[1:12]),
+    r"tomorrow|zítra|zítřek|завтра|послезавтра|pozítří",
+    r"(?:this|tomorrow)\s+(?:morning|afternoon|evening)|tonight|last\s+night|dnes\s+(?:ráno|večer|odpoledne)|"
+    r"včera\s+večer|сегодня\s+(?:утром|вечером)|вчера\s+вечером",
+    rf"(?:next|příští|следующ(?:ий|ая|ей|ем|ую))\s+(?:{_WEEK}|{_MONTH_WORD}|{_YEAR_WORD})",
+]) + ")"), re.IGNORECASE)
+
+
+def relative_time(text: str) -> str | None:
+    """The first word of `text` that names a time relative to when it was said ("yesterday",
+    "minulý týden", "в прошлом году"), or None."""
+    m = _RELATIVE.search(text)
+    return m.group(0) if m else None

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from .._time import utcnow
 from ..errors import StorageError
-from .schema import API_TOKENS, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table
+from .schema import (
+    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table,
+)
 
 if TYPE_CHECKING:
     from .sql import Store
@@ -48,13 +50,16 @@ CORE = MigrationSet(
         "text-index-bulk",  # SQLite: new rows indexed by one statement per insert, not a trigger
         "record-kinds",  # memories.kind (memory, message, chunk) and the index of rows awaiting a vector
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
+        "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
     ),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
 CONVERSATIONS = MigrationSet("conversations", (MESSAGES, SEGMENTS, FILES), ("initial",))
 #: the job queue: background work (extraction) enqueued with the data it is about (docs/jobs.md)
 JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET)
+#: facts extracted from conversations: each time one was stated (the facts are `memories` rows)
+KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE)
 
 
 @dataclass(frozen=True)

@@ -63,18 +63,25 @@ _LEGACY = {
 }
 
 
+def _fts_trigger(ts_config: str, verb: str) -> list[str]:
+    """The tsvector's function and trigger: title, content, tags and (since fact-keys) the row's keys."""
+    return [
+        f"""{verb} FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
+                                   array_to_string(NEW.tags, ' ') || ' ' || coalesce(NEW.keys, ''));
+            RETURN NEW;
+        END $$""",
+        "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags, keys ON memories "
+        "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
+    ]
+
+
 def _core_after_tables(ts_config: str) -> list[str]:
     """What installing the core set makes after its tables: the tsvector's trigger, the text
     indexes, and seed 000's SQL-level API for users who query the database directly."""
     return [
-        f"""CREATE FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
-                                   array_to_string(NEW.tags, ' '));
-            RETURN NEW;
-        END $$""",
-        "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags ON memories "
-        "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
+        *_fts_trigger(ts_config, "CREATE"),
         *_TEXT_INDEXES,
         """CREATE FUNCTION search_memories(
             query_embedding vector,
@@ -108,7 +115,7 @@ def _core_after_tables(ts_config: str) -> list[str]:
     ]
 
 
-def _steps(maintenance_work_mem: str) -> dict[str, list[str]]:
+def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
     """The steps' SQL as they were written for databases made before each (see migrations.py)."""
     return {
         "startup": [
@@ -133,6 +140,12 @@ def _steps(maintenance_work_mem: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
+        # every row's keys are NULL, so its tsvector is unchanged
+        "fact-keys": [
+            "ALTER TABLE memories ADD COLUMN keys TEXT",
+            "DROP TRIGGER memories_fts ON memories",
+            *_fts_trigger(ts_config, "CREATE OR REPLACE"),
+        ],
     }
 
 
@@ -262,7 +275,7 @@ class PostgresStore(Store):
         self._run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
     def _steps(self) -> dict[str, list[str]]:
-        return _steps(self.config.maintenance_work_mem)
+        return _steps(self.config.maintenance_work_mem, self.ts_config)
 
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         if migration_set != CORE.name:

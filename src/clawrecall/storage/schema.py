@@ -94,6 +94,9 @@ MEMORIES = Table(
         Column("valid_to", "time"),
         Column("superseded_by", "uuid"),
         Column("supersedes", "uuid"),
+        # what else a row is found by, never shown: the facts extracted from a message (LongMemEval's
+        # key = value + fact); the keyword legs index it with the content, the vector is made of both
+        Column("keys", "text"),
     ),
     key=("id",),
     ordered=True,
@@ -269,5 +272,28 @@ JOBS = Table(
         Index("idx_jobs_leased", "lease_until", where="status = 'running'"),
         Index("idx_jobs_scope", "scope, created_at"),
         Index("idx_jobs_status", "status, kind"),
+    ),
+)
+
+# -- knowledge (`knowledge.py`): a fact is a `memories` row; each time a conversation states it is an occurrence
+
+FACT_OCCURRENCES = Table(
+    "fact_occurrences",
+    (
+        Column("id", "uuid", False),
+        Column("memory_id", "uuid", False),  # the fact
+        Column("scope", "text", False),
+        Column("segment_id", "uuid"),
+        Column("session_id", "text"),
+        Column("at", "time", False),  # when it was said
+        Column("snippet", "text"),  # what was said, cut
+        Column("sentiment", "text", check="sentiment IN ('neutral', 'confirmation', 'correction', 'frustration', 'reminder', 'update')"),
+        Column("message_ids", "json", False),
+    ),
+    key=("id",),
+    indexes=(
+        Index("idx_fact_occurrences_memory", "memory_id, at"),
+        Index("idx_fact_occurrences_scope", "scope"),
+        Index("idx_fact_occurrences_segment", "segment_id"),
     ),
 )

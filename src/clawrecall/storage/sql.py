@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .._time import utcnow
-from ..models import HistoryEntry, MemoryRecord, StartupEntry
+from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
 from . import migrations
 from .base import Candidate, HistoryDraft, Order, StoreStats
 from .dialect import Dialect, RowMap, prefix_bounds
 from .filters import Filters, where
+from .knowledge import Occurrences
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
 from .jobs import Jobs
@@ -58,6 +59,7 @@ class Store(ABC):
         self.segments = Segments(self)
         self.files = Files(self)
         self.jobs = Jobs(self)
+        self.occurrences = Occurrences(self)
 
     # -- what a backend provides -------------------------------------------------------
     @abstractmethod
@@ -194,10 +196,11 @@ class Store(ABC):
             self._run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
 
     def unembedded(self, limit: int) -> list[tuple[str, str]]:
-        """(id, content) of rows written without a vector (messages, chunks), oldest first."""
-        rows = self._run(f"SELECT id, content FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
+        """(id, text to embed) of rows written without a vector (messages, chunks), oldest first: the
+        content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
+        rows = self._run(f"SELECT id, content, keys FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
                          (limit,))
-        return [(str(r[0]), r[1]) for r in rows]
+        return [(str(r[0]), embedded_text(r[1], r[2])) for r in rows]
 
     def count_unembedded(self) -> int:
         return int(self._run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])

@@ -43,6 +43,10 @@ _BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's transacti
 # was two tokens, and the query word "user" matched every row's scope).
 _FTS_SOURCE = """CREATE VIEW memories_fts_source AS
     SELECT rowid AS rid, title, content, tags, hex(scope) AS scope_key FROM memories"""
+# Since the fact-keys step the indexed content is the content and the row's keys (never shown).
+_TEXT = "{0}content || coalesce(char(10) || {0}keys, '')"
+_FTS_SOURCE_KEYS = f"""CREATE VIEW memories_fts_source AS
+    SELECT rowid AS rid, title, {_TEXT.format('')} AS content, tags, hex(scope) AS scope_key FROM memories"""
 _FTS = """CREATE VIRTUAL TABLE memories_fts USING fts5 (
     title, content, tags, scope_key, content='memories_fts_source', content_rowid='rid',
     tokenize='porter unicode61 remove_diacritics 2'
@@ -62,16 +66,31 @@ _TRIGGER_AU_TEXT = """CREATE TRIGGER memories_au_text AFTER UPDATE OF title, con
     INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
 END"""
 
+_TRIGGER_AD_KEYS = f"""CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+        VALUES ('delete', old.rowid, old.title, {_TEXT.format('old.')}, old.tags, hex(old.scope));
+    INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO changes (memory_id) VALUES (old.id);
+END"""
+_TRIGGER_AU_TEXT_KEYS = f"""CREATE TRIGGER memories_au_text AFTER UPDATE OF title, content, tags, scope, keys ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+        VALUES ('delete', old.rowid, old.title, {_TEXT.format('old.')}, old.tags, hex(old.scope));
+    INSERT INTO memories_fts (rowid, title, content, tags, scope_key)
+        VALUES (new.rowid, new.title, {_TEXT.format('new.')}, new.tags, hex(new.scope));
+    INSERT INTO memories_trgm (memories_trgm, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
+END"""
+
 # What installing the core set makes besides its tables: the full-text (BM25) and trigram
 # tables, the `changes` log the vector index follows, and the triggers that keep them in step
 # on update and delete (`insert` indexes its new rows itself: see `_after_insert`).
 _CORE_EXTRAS = [
     "CREATE VIRTUAL TABLE memories_trgm USING fts5 (content, content='memories', content_rowid='rowid', tokenize='trigram')",
     "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL)",
-    _FTS_SOURCE,
+    _FTS_SOURCE_KEYS,
     _FTS,
-    _TRIGGER_AD,
-    _TRIGGER_AU_TEXT,
+    _TRIGGER_AD_KEYS,
+    _TRIGGER_AU_TEXT_KEYS,
     """CREATE TRIGGER memories_au_log AFTER UPDATE ON memories BEGIN
     INSERT INTO changes (memory_id) VALUES (new.id);
 END""",
@@ -146,13 +165,23 @@ _STEPS: dict[str, list[str]] = {
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
     "validity": validity("TEXT", "TEXT"),
+    # every row's keys are NULL, so its indexed text is unchanged: no rebuild
+    "fact-keys": [
+        "ALTER TABLE memories ADD COLUMN keys TEXT",
+        "DROP VIEW memories_fts_source",
+        _FTS_SOURCE_KEYS,
+        "DROP TRIGGER memories_ad",
+        _TRIGGER_AD_KEYS,
+        "DROP TRIGGER memories_au_text",
+        _TRIGGER_AU_TEXT_KEYS,
+    ],
 }
 
 
 # The step text-index-bulk moved these out of the insert trigger (see `SQLiteStore._after_insert`).
 _NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? ORDER BY rowid"
 _INDEX_NEW_ROWS = (
-    f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, content, tags, hex(scope) {_NEW_ROWS}",
+    f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, {_TEXT.format('')}, tags, hex(scope) {_NEW_ROWS}",
     f"INSERT INTO memories_trgm (rowid, content) SELECT rowid, content {_NEW_ROWS}",
     f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS}",
 )

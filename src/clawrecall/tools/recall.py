@@ -39,6 +39,7 @@ class RecalledEntry(MemoryEntry):
 
     source: NotRequired[Literal["message", "chunk"]]
     origin: NotRequired[dict[str, Any] | None]
+    discussed: NotRequired[dict[str, Any]]  # a fact's occurrences: count, first_at, last_at
 
 
 class RecallDetails(TypedDict):
@@ -64,7 +65,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     if not hits:
         return ToolResult("No relevant memories.", {"count": 0, "memories": []})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
-        [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h)) for n, h in enumerate(hits, 1)]
+        [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h), discussed=h.discussed)
+         for n, h in enumerate(hits, 1)]
     )
     return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits]})
 
@@ -75,6 +77,8 @@ def _entry(hit: SearchHit) -> RecalledEntry:
     if hit.source != "memory":
         out["source"] = hit.source
         out["origin"] = hit.origin
+    if hit.discussed is not None:
+        out["discussed"] = hit.discussed.model_dump(mode="json")
     return out
 
 

@@ -7,10 +7,10 @@ so a runtime can show our hits where it shows its own.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from ..engine import MAX_CONTENT_CHARS, Memory
 from ..errors import ValidationError
@@ -47,6 +47,7 @@ class SearchResult(TypedDict):
     citation: str
     age: str
     category: str
+    discussed: NotRequired[dict[str, Any]]  # a fact's occurrences: count, first_at, last_at
 
 
 class SearchDetails(TypedDict):
@@ -75,10 +76,11 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
             "snippet": h.content[:SNIPPET_CHARS], "source": "memory", "citation": f"{PROVIDER}:memories#{h.id}",
             "age": h.age, "category": h.memory.category,
+            **({"discussed": h.discussed.model_dump(mode="json")} if h.discussed is not None else {}),
         }
         for h in hits
     ]
-    text = untrusted([line(n, h.memory, h.score) for n, h in enumerate(hits, 1)]) if hits else "No relevant records."
+    text = untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) if hits else "No relevant records."
     details: SearchDetails = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto",

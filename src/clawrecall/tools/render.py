@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
-from ..models import MemoryRecord
+from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, sanitize_for_context
+from ..models import Discussed, MemoryRecord
 
 LINE_CHARS = 300
 SNIPPET_CHARS = 700
@@ -36,9 +36,12 @@ def percent(score: float) -> str:
     return f"{score * 100:.0f}%"
 
 
-def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str | None = None) -> str:
-    """`1. [preference] User prefers dark mode (85%, 3d ago, id 1a2b3c4d)`."""
-    facts = ([percent(score)] if score is not None else []) + [record.age, f"id {record.id[:8]}"]
+def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str | None = None,
+         discussed: Discussed | None = None) -> str:
+    """`1. [preference] User prefers dark mode (85%, 3d ago, discussed 3 times, first on 2026-03-02, last on 2026-03-16, id 1a2b3c4d)`."""
+    facts = ([percent(score)] if score is not None else []) + [record.age]
+    facts += [discussed_text(discussed)] if discussed is not None else []
+    facts.append(f"id {record.id[:8]}")
     deleted = " [deleted]" if record.is_deleted else ""
     return f"{n}. [{label or record.category}]{deleted} {shown(record.content, LINE_CHARS)} ({', '.join(facts)})"
 
