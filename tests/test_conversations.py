@@ -146,13 +146,23 @@ def test_segments_that_should_have_closed_while_nothing_ran_close_at_the_next_st
         assert segment.close_reason == "pause" and (tmp_path / "c" / segment.file).exists()
 
 
-def test_close_listeners_hear_every_closed_segment(mem):
+def test_close_listeners_hear_every_closed_segment_inside_its_transaction(mem):
     heard = []
-    mem.conversations.on_close.append(heard.append)
+    mem.conversations.closing.append(lambda s: heard.append((s.close_reason, s.closed_at is not None)))
     mem.conversations.log(transcript(1) + transcript(1, start=T0 + timedelta(hours=2)), caller=ALICE,
                           now=T0 + timedelta(hours=3))
     mem.conversations.end("s1", caller=ALICE)
-    assert [s.close_reason for s in heard] == ["pause", "session_end"]
+    assert heard == [("pause", True), ("session_end", True)]
+
+    def refuse(segment):
+        raise RuntimeError("the job could not be queued")
+
+    mem.conversations.closing.append(refuse)  # a listener's failure undoes the close: no close without its job
+    mem.conversations.log(transcript(1, start=T0 + timedelta(hours=5)), caller=ALICE, session_id="s2",
+                          now=T0 + timedelta(hours=5))
+    with pytest.raises(RuntimeError):
+        mem.conversations.end("s2", caller=ALICE)
+    assert [s.closed_at for s in mem.conversations.segments(caller=ALICE, session_id="s2")] == [None]
 
 
 def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_the_open_one(mem, tmp_path):

@@ -267,7 +267,8 @@ def test_rest_search_hits_carry_discussed(mem):
 
 
 def test_which_segments_are_extracted(db_target):
-    with Memory.open(db_target, extraction={"enabled": True, "min_turns": 2}) as mem:
+    llm = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "local"}  # configured, never called
+    with Memory.open(db_target, llm=llm, extraction={"min_turns": 2}) as mem:
         short, _ = segment(mem, [("user", "hi"), ("assistant", "hello")], session="a")
         long, _ = segment(mem, [("user", "hi"), ("assistant", "hello"), ("user", "I moved to Brno"), ("assistant", "ok")],
                           session="b")
@@ -275,7 +276,9 @@ def test_which_segments_are_extracted(db_target):
         assert not mem.facts.wanted(short) and mem.facts.wanted(long)
         assert not mem.facts.wanted(long.model_copy(update={"closed_at": None}))
     with Memory.open(db_target) as mem:
-        assert not mem.facts.wanted(long)  # off by default: it needs an LLM
+        assert not mem.facts.wanted(long)  # no LLM by default: nothing is extracted
+    with Memory.open(db_target, llm=llm, extraction={"enabled": False}) as mem:
+        assert not mem.facts.wanted(long)
 
 
 def test_decisions_of_another_segment_are_refused(mem):

@@ -308,7 +308,7 @@ class ExtractionVisibility(_Section):
 class ExtractionConfig(_Section):
     """Facts made from closed conversation segments (docs/extraction.md)."""
 
-    enabled: bool = False  # needs an LLM; without one capture stays rule-based
+    enabled: bool = True  # runs when an LLM is configured (`llm.provider`); without one capture stays rule-based
     # segments with fewer turns are not sent to the model: one exchange rarely states a durable fact,
     # and the rule-based capture already keeps a single "remember …"; memento-local waits for 3, which
     # skips a short but real exchange ("I moved to Brno" – answer – "in May")

@@ -300,6 +300,7 @@ class Segment(BaseModel):
     message_count: int = 0
     title: str | None = None
     file: str | None = None
+    summary: str | None = None  # a sentence on what was said, from its extraction (an LLM's)
 
 
 class FileRecord(BaseModel):

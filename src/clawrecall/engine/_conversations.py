@@ -5,7 +5,8 @@ requests/responses/reasoning, memento-local's capture buffer and segments).
 the database, so an acknowledged message survives a kill -9. Each message is a `memories` row of
 kind `message` (searchable with memories, guarded by the same scope check) plus a `messages` row.
 Vectors come after the answer (`_backfill.py`); the topic check runs once they have.
-Closing a segment is the event the extraction of facts hangs on (`on_close` listeners).
+Closing a segment is the event the extraction of facts hangs on (`closing` listeners queue its job
+in the closing transaction).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class Conversations:
         self.config = config
         self.writes = writes
         self.backfill = backfill
-        self.on_close: list[Callable[[Segment], None]] = []  # told of every segment that closes
+        # told of every segment that closes, inside the closing transaction: work queued here (the extraction
+        # job) commits with the close or not at all
+        self.closing: list[Callable[[Segment], None]] = []
         backfill.listeners.append(self._check_topics)
 
     # -- recording ----------------------------------------------------------------------------
@@ -83,7 +86,6 @@ class Conversations:
         self, items: list[Entry], caller: Caller, scope: str, session: str, channel: str | None, now: datetime
     ) -> LogResult:
         cfg = self.config.conversations
-        closed: list[Segment] = []
         with self.store.transaction():
             known = self.store.messages.existing_keys(scope, session, [e.dedup_key for e in items])
             seen: set[str] = set(known)
@@ -119,7 +121,7 @@ class Conversations:
                 )
                 if segment is not None and reason is not None:
                     flush()
-                    closed.append(self._close(segment, reason, now))
+                    self._close(segment, reason, now)
                     segment = None
                 if segment is None:
                     segment = Segment(
@@ -143,7 +145,6 @@ class Conversations:
                     input_tokens=e.input_tokens, output_tokens=e.output_tokens, summary=e.summary, created_at=at,
                 ))
             flush()
-        self._closed(closed)
         self.backfill.kick()
         return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
                          segment_id=segment.id if segment is not None else None)
@@ -160,9 +161,7 @@ class Conversations:
             segment = self.store.segments.open_for(scope, session_id)
             if segment is None:
                 return None
-            done = self._close(segment, reason, utcnow())  # type: ignore[arg-type]
-        self._closed([done])
-        return done
+            return self._close(segment, reason, utcnow())  # type: ignore[arg-type]
 
     def close_due(self, *, now: datetime | None = None) -> list[Segment]:
         """Close every open segment whose pause has passed: run on a timer by the server, and at its start
@@ -179,7 +178,6 @@ class Conversations:
                     if current is None or current.closed_at is not None:
                         continue
                     out.append(self._close(current, "pause", now))
-        self._closed(out)
         return out
 
     def prune(self, *, older_than_days: float | None = None, now: datetime | None = None) -> dict[str, int]:
@@ -224,15 +222,9 @@ class Conversations:
         except OSError as exc:  # the record is in the database; the file is a copy, not worth losing the close over
             log.error("could not write the JSONL of segment %s: %s", segment.id, exc)
         self.store.segments.replace(done)
+        for listener in self.closing:
+            listener(done)
         return done
-
-    def _closed(self, segments: list[Segment]) -> None:
-        for segment in segments:
-            for listener in self.on_close:
-                try:
-                    listener(segment)
-                except Exception:  # a listener's failure must not undo a close
-                    log.exception("segment close listener failed")
 
     def _check_topics(self, ids: list[str]) -> None:
         """After new vectors: split an open segment where the topic shifted (`segments.topic_shift`)."""
@@ -250,7 +242,6 @@ class Conversations:
         import numpy as np
 
         cfg = self.config.conversations
-        closed: list[Segment] = []
         with self.store.transaction():
             segment = self.store.segments.get(segment_id, for_update=True)
             if segment is None or segment.closed_at is not None:
@@ -280,9 +271,8 @@ class Conversations:
             })
             # one open segment per session: the first closes before the second opens
             self.store.messages.move([m.id for m in after], fresh.id)
-            closed.append(self._close(shortened, "topic", utcnow()))
+            self._close(shortened, "topic", utcnow())
             self.store.segments.insert([fresh])
-        self._closed(closed)
         return fresh.id
 
     def transcript_start(self, caller: Caller, session_id: str) -> datetime | None:

@@ -59,10 +59,15 @@ class Facts:
         self._pipeline = pipeline
 
     # -- before the model -----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """Whether closed segments are extracted: an LLM is configured and `extraction.enabled`."""
+        return self.config.llm.provider != "none" and self.config.extraction.enabled
+
     def wanted(self, segment: Segment) -> bool:
-        """Whether a segment is one to extract: extraction is on, the segment closed, with enough turns."""
+        """Whether a segment is one to extract: extraction is active, the segment closed, with enough turns."""
         cfg = self.config.extraction
-        return cfg.enabled and segment.closed_at is not None and segment.turn_count >= cfg.min_turns
+        return self.active and segment.closed_at is not None and segment.turn_count >= cfg.min_turns
 
     def known(self, scope: str, segment_text: str, limit: int) -> list[MemoryRecord]:
         """The current facts of `scope` most like the segment, through the one search pipeline; never

@@ -23,6 +23,7 @@ from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
 from ._jobs import Jobs
@@ -72,6 +73,7 @@ class Memory:
         self.files = Files(store, config, self._writes, self._backfill)
         self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
+        self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
         if check_embedding:
             try:
                 self.check_fingerprint(static_only=True)

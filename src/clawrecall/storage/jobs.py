@@ -63,6 +63,12 @@ class Jobs(_Table[Job]):
                 self._map.row(job),
             ) == 1
 
+    def for_subject(self, kind: str, subject_id: str) -> Job | None:
+        """The job of this kind about this subject (there is at most one)."""
+        p = self._store.dialect.p
+        found = self._read(f"WHERE t.kind = {p} AND t.subject_id = {p}", (kind, subject_id))
+        return found[0] if found else None
+
     def claim(self, worker: str, now: datetime, lease_until: datetime, kinds: Sequence[str]) -> Job | None:
         """Take the ready job that waited longest, of one of `kinds`: running, this worker's until `lease_until`,
         one more attempt. None when no job is ready."""

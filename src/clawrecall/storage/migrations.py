@@ -54,7 +54,10 @@ CORE = MigrationSet(
     ),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
-CONVERSATIONS = MigrationSet("conversations", (MESSAGES, SEGMENTS, FILES), ("initial",))
+CONVERSATIONS = MigrationSet(
+    "conversations", (MESSAGES, SEGMENTS, FILES),
+    ("initial", "segment-summary"),  # segments.summary: a sentence from the segment's extraction
+)
 #: the job queue: background work (extraction) enqueued with the data it is about (docs/jobs.md)
 JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
 #: facts extracted from conversations: each time one was stated (the facts are `memories` rows)
@@ -187,6 +190,10 @@ RECORD_KINDS = [
     "DROP INDEX idx_memories_session",
     "CREATE INDEX idx_memories_session ON memories (session_id, scope, created_at) WHERE session_id IS NOT NULL",
 ]
+
+
+#: the segment-summary step, alike on both backends
+SEGMENT_SUMMARY = ["ALTER TABLE segments ADD COLUMN summary TEXT"]
 
 
 def validity(timestamp: str, uuid: str) -> list[str]:

@@ -28,7 +28,7 @@ from ..models import MemoryRecord
 from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, api_tokens_table, validity
+from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .schema import HISTORY, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store
 from .text import keywords
@@ -139,6 +139,7 @@ def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
         # API tokens live in the database, so every server on it shares them
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
+        "segment-summary": SEGMENT_SUMMARY,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged
         "fact-keys": [

@@ -211,6 +211,7 @@ SEGMENTS = Table(
         Column("message_count", "int", False, default=0),
         Column("title", "text"),
         Column("file", "text"),  # the closed segment's JSONL, relative to the data directory
+        Column("summary", "text"),  # a sentence on what was said, from its extraction (the session's summary joins them)
     ),
     key=("id",),
     indexes=(

@@ -23,7 +23,7 @@ from .base import Candidate
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters, checked_in_sql
-from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, api_tokens_table, validity
+from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .schema import MEMORIES
 from .sql import Store
 from .text import fts_or_query, keywords, trigrams
@@ -164,6 +164,7 @@ _STEPS: dict[str, list[str]] = {
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
+    "segment-summary": SEGMENT_SUMMARY,
     "validity": validity("TEXT", "TEXT"),
     # every row's keys are NULL, so its indexed text is unchanged: no rebuild
     "fact-keys": [
