@@ -5,6 +5,7 @@ rules), a timeout, a 429, a refusal, a server that is down; and a worker killed 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -240,3 +241,27 @@ def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_a
         assert again is not None and again.status == "done" and again.attempts == 2 and again.worker == "rescuer"
         assert [m.content for m in mem.list(caller=ALICE, limit=100, category="preference")] == ["The user prefers aisle seats."]
         assert len([m for m in mem.list(caller=ALICE, limit=100) if m.source_type == "extraction"]) == 2
+
+
+def test_doctor_says_whether_the_llm_answers(db_target, llm_stub, tmp_path):
+    from click.testing import CliRunner
+
+    from clawrecall.cli import cli
+
+    config = tmp_path / "llm.toml"
+    config.write_text(f'[llm]\nprovider = "openai"\nbase_url = "{llm_stub.openai_base_url}"\nmodel = "stub-model"\n'
+                      'api_key = "sk-test-secret"\nmax_retries = 0\n')
+    Memory.open(db_target).close()
+
+    def doctor() -> dict:
+        result = CliRunner().invoke(cli, ["--db", str(db_target), "--config", str(config), "doctor", "--json"])
+        assert "sk-test-secret" not in result.output
+        return next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "llm")
+
+    assert doctor()["status"] == "ok" and "answers" in doctor()["detail"]
+    llm_stub.script.append({"status": 503, "message": "overloaded"})
+    down = doctor()
+    assert down["status"] == "warn" and "wait and retry" in down["detail"]
+    no_llm = CliRunner().invoke(cli, ["--db", str(db_target), "doctor", "--json"])
+    check = next(c for c in json.loads(no_llm.stdout)["checks"] if c["name"] == "llm")
+    assert check["status"] == "ok" and check["detail"].startswith("none configured")

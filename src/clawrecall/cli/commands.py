@@ -564,6 +564,7 @@ class Doctor:
         self.check("integrity", self.integrity, mem)
         loaded = self.check("embedding", self.embedding, mem)
         self.check("fingerprint", self.fingerprint, mem, loaded=loaded)
+        self.check("llm", self.llm, mem)
         self.check("jobs", self.jobs, mem)
         return self.checks
 
@@ -618,6 +619,16 @@ class Doctor:
                 "run `clawrecall reembed`, or configure the stored model again"
             )
         return stored, f"stored vectors match {stored}"
+
+    def llm(self, mem: Memory) -> tuple[bool, str, bool]:
+        """The LLM extraction asks, asked one word now: a warning when it does not answer (jobs wait, nothing is lost)."""
+        if not mem.facts.active:
+            why = "none configured" if mem.config.llm.provider == "none" else "extraction.enabled is false"
+            return True, f"{why}: no facts are extracted from conversations; capture is rule-based", False
+        answers, detail = mem.extraction.check()
+        if not answers:
+            detail += "; extraction jobs wait and retry until it answers, and the record is kept meanwhile"
+        return answers, detail, not answers
 
     def jobs(self, mem: Memory) -> tuple[JobStats, str, bool]:
         """Background jobs: a warning (not a failure: nothing is lost) when some are dead, wait to be retried
