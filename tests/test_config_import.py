@@ -162,10 +162,15 @@ def test_memento_local_openclaw_json(tmp_path):
     assert (cfg.conversations.pause_minutes, cfg.conversations.max_turns, cfg.conversations.record) == (5.0, 50, True)
     assert cfg.hooks.recall.enabled is True
     missing = untranslated("memento-openclaw.json", "memento-local")
-    assert missing["visibility"].startswith("no equivalent yet")
-    # the LLM memento-local extracted with becomes clawrecall's
+    # the LLM memento-local extracted with becomes clawrecall's, and its visibility rules ours, with their categories
     assert (cfg.llm.provider, cfg.llm.model) == ("anthropic", "claude-sonnet-4-6")
-    assert set(missing) == {"visibility", "embeddingModel"}
+    assert set(missing) == {"visibility.rules", "embeddingModel"}
+    assert "medical, credentials, operational join" in missing["visibility.rules"]
+    assert cfg.extraction.visibility.rules == {"medical": "secret", "credentials": "secret", "operational": "private"}
+    assert cfg.extraction.visibility.default == "shared" and {"medical", "other"} <= set(cfg.categories)
+    t = translate({"extraction": {"autoExtract": True, "minTurnsForExtraction": 3, "includeExistingFactsCount": 50}},
+                  "memento-local")
+    assert t.config == {"extraction": {"enabled": True, "min_turns": 3, "known_facts": 50}}
     t = translate({"extractionModel": "ollama/qwen2.5:7b"}, "memento-local")
     assert t.config == {"llm": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "qwen2.5:7b"}}
     assert "not a `provider/model`" in translate({"extractionModel": "claude"}, "memento-local").untranslated[0].reason

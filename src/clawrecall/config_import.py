@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 from pydantic import ValidationError as PydanticValidationError
 
 from .config import Config, substitute_env, toml_value
+from .models import DEFAULT_CATEGORIES
 from .errors import ConfigError, ValidationError, pydantic_message
 
 
@@ -591,7 +592,19 @@ def _memento_embedding(value: Any, source: Mapping[str, Any]) -> Any:
     return Several({"embedding.provider": "local", "embedding.model": name})
 
 
-_NOT_YET = "no equivalent yet: clawrecall's LLM extraction and its settings are not released"
+def _visibility_rules(value: Any, source: Mapping[str, Any]) -> Any:
+    """Their category → level rules. A rule names a configured category, so categories clawrecall lacks
+    (memento-local's example has medical, credentials, operational) join `categories`: the model may then
+    file facts under them, as memento-local's extractor does."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return Dropped(f"{value!r} is not a map of category → level")
+    extra = [k for k in value if k not in DEFAULT_CATEGORIES]
+    if not extra:
+        return value
+    return Partial(Several({"extraction.visibility.rules": value, "categories": [*DEFAULT_CATEGORIES, *extra]}),
+                   f"their categories {', '.join(extra)} join clawrecall's `categories`")
+
+
 # OpenClaw's `provider/model` references → clawrecall's llm section (docs/llm.md): the providers it
 # speaks to itself, and the OpenAI-compatible servers OpenClaw names by provider
 _LLM_PROVIDERS: dict[str, dict[str, str]] = {
@@ -622,9 +635,14 @@ MEMENTO = System(
         _to("maxBufferTurns", "conversations.max_turns"),
         _to("autoCapture", "conversations.record", "its capture is the conversation record"),
         _to("autoRecall", "hooks.recall.enabled"),
-        _none("visibility.*", _NOT_YET),
+        _to("visibility.defaultLevel", "extraction.visibility.default"),
+        _to("visibility.rules", "extraction.visibility.rules", "the rules of categories clawrecall has", _visibility_rules),
         _none("dataDir", "where it keeps its own SQLite file; clawrecall's store is `db` (or $CLAWRECALL_HOME)"),
-        _none("extraction.*", _NOT_YET),
+        _to("extraction.autoExtract", "extraction.enabled", "extraction also needs the `llm` section (extractionModel)"),
+        _to("extraction.minTurnsForExtraction", "extraction.min_turns"),
+        _to("extraction.includeExistingFactsCount", "extraction.known_facts"),
+        _to("extraction.maxExtractionsPerMinute", "llm.requests_per_minute", "a limit on every LLM request, not only "
+            "extractions (one extraction is one request, two with its repair)"),
         _to("recall.maxFacts", "hooks.recall.max_items"),
         _to("recall.maxContextChars", "hooks.recall.max_chars"),
         _to("recall.minQueryLength", "hooks.recall.min_length"),
