@@ -96,6 +96,10 @@ def test_a_repeat_adds_an_occurrence_and_recall_says_how_often_and_when(mem):
     assert "discussed 2 times, first on 2026-03-02, last on 2026-03-16)" in block["prependContext"]
     result = run_tool(mem, ALICE, "memory_search", {"query": "functional threshold power"})
     assert "discussed 2 times" in result.text and result.details["results"][0]["discussed"]["count"] == 2
+    from clawrecall.cli.commands import hits_text
+
+    header, row = hits_text([hit], explain=False).splitlines()
+    assert "DISCUSSED" in header and "2×, last 2026-03-16" in row
 
 
 def test_a_new_fact_that_repeats_a_known_one_is_a_repeat(mem):

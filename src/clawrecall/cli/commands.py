@@ -696,7 +696,13 @@ def hits_text(hits: list[SearchHit], explain: bool) -> str:
     if not hits:
         return "No relevant memories."
     rows = [[out.percent(h.score), h.age, out.short_id(h.id), hit_kind(h), shown_content(h.memory)] for h in hits]
-    text = out.table(["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"], rows, right=[0])
+    headers = ["SCORE", "AGE", "ID", "CATEGORY", "CONTENT"]
+    if any(h.discussed for h in hits):  # facts conversations stated: how often, and when last
+        headers.insert(4, "DISCUSSED")
+        for row, h in zip(rows, hits):
+            d = h.discussed
+            row.insert(4, "" if d is None else f"{d.count}×, last {d.last_at.date().isoformat()}")
+    text = out.table(headers, rows, right=[0])
     if explain:
         text += "\n\n" + "\n".join(f"{out.short_id(h.id)}  {explain_text(h.explain or {})}" for h in hits)
     return text
