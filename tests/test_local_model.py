@@ -70,13 +70,13 @@ def test_a_stream_starts_at_once_reads_batches_in_order_and_stops_when_closed(mo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# Run in a subprocess: a Python with PyTorch, sentence-transformers and transformers made
-# unimportable, as in the default install (the `torch` extra absent).
+# Run in a subprocess: a Python with PyTorch, sentence-transformers, transformers and tokenizers
+# made unimportable, as in the default install (the `torch` extra absent).
 WITHOUT_TORCH = """
 import sys
 class _Absent:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "sentence_transformers", "transformers"):
+        if name.split(".")[0] in ("torch", "sentence_transformers", "transformers", "tokenizers", "huggingface_hub"):
             raise ImportError(f"No module named {name!r}")
 sys.meta_path.insert(0, _Absent())
 """
@@ -114,6 +114,45 @@ def test_the_built_graph_gives_the_vectors_sentence_transformers_gave():
     assert np.abs(got - expected).max() < 1e-3
 
 
+TOKENIZER_TEXTS = [
+    "Příliš ŽLUŤOUČKÝ kůň úpěl ďábelské ódy",
+    "ΣΟΦΟΣ σοφός ΟΔΟΣ",
+    "İstanbul ǅemal ß ﬁne naïve café coöperate e\u0301 a\u0308",
+    "[MASK] is [CLS]x[SEP] [mask] [UNK]",
+    "a\x00b\x0bc\x85d\u2028e\u3000f\u00a0g\u200bh\ufeffi a\x01b",
+    "x" * 150 + " ok " + "y" * 100,
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "😀😃🙂 ✨🚀 ไทย العربية עברית हिन्दी",
+    "$100 + 5% = <tag> ^ ` | ~ @# snake_case __init__ 5:30 p.m.",
+    "¿Qué? ¡Sí! «quote» „low“ — – … ﾃｽﾄ ｔｅｓｔ １２３",
+    "한국어 텍스트와 English 用户喜欢喝绿茶 ユーザー 書 𠀀𠀁 \U0002b87e",
+    "tab\there\nnew\r\nline  ",
+    "",
+]
+
+
+def test_the_wordpiece_tokenizer_cuts_as_tokenizers_does():
+    """The Python tokenizer against the `tokenizers` package (the `torch` extra brings it): ids,
+    truncation at the window, and where each token starts in the text (files are cut there)."""
+    from tokenizers import Tokenizer
+
+    from clawrecall.embeddings import _wordpiece
+
+    path = bundled_model_dir() / "tokenizer.json"
+    ours, whole = _wordpiece.load(path, 256), _wordpiece.load(path)
+    assert isinstance(ours, _wordpiece.WordPiece)
+    theirs = Tokenizer.from_file(str(path))
+    theirs.no_padding()
+    texts = json.loads((FIXTURES / "minilm-reference.json").read_text())["texts"] + TOKENIZER_TEXTS
+    for text in texts:
+        theirs.enable_truncation(256)
+        assert ours.encode(text).ids == theirs.encode(text).ids, text
+        theirs.no_truncation()
+        mine, reference = whole.encode(text, add_special_tokens=False), theirs.encode(text, add_special_tokens=False)
+        assert mine.ids == reference.ids, text
+        assert [a for a, _ in mine.offsets] == [a for a, _ in reference.offsets], text
+
+
 def test_add_and_search_never_import_torch(tmp_path):
     """The default install has no PyTorch: the CLI's add and search run, and nothing imports it."""
     code = (
@@ -123,7 +162,7 @@ def test_add_and_search_never_import_torch(tmp_path):
         "        main(argv)\n"
         "    except SystemExit as exc:\n"
         "        assert not exc.code, exc.code\n"
-        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'onnx') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'onnx', 'tokenizers') if m in sys.modules))\n"
     )
     out = run_without_torch(code, tmp_path)
     assert out.returncode == 0, out.stderr

@@ -29,7 +29,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import EmbeddingError
-from . import _bert
+from . import _bert, _wordpiece
 
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
 SMALL_BATCH = 4  # texts embedded on the calling thread alone (a query)
@@ -49,7 +49,6 @@ def cache_dir() -> Path:
 def available() -> bool:
     try:
         import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
     except ImportError:
         return False
     return True
@@ -145,16 +144,13 @@ class OnnxEncoder:
 
     def __init__(self, model_dir: Path, graph: Path | bytes, pooling: str) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.pooling = pooling
         self._model_dir = model_dir
         self._graph = graph
         self._ort = ort
         max_len = _max_seq_length(model_dir)
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_len)
+        self._tokenizer = _wordpiece.load(model_dir / "tokenizer.json", max_len)
         # Every run uses one intra-op thread. Bulk work runs several runs at once, one per core:
         # ~25 % more texts/s than one run over all cores (no barrier after each operator, and a
         # core taken by another process slows one run, not every operator of all of them).
