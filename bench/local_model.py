@@ -17,9 +17,11 @@ from clawrecall.embeddings import _bert, _onnx
 from clawrecall.embeddings.local import bundled_model_dir
 
 WORDS = (
-    "the user prefers dark mode deploys happen on tuesdays alice moved to lisbon and started a new job "
-    "at a bakery near the river bob is allergic to peanuts remember the api key rotates every ninety days"
-).split()
+    "the", "user", "prefers", "dark", "mode", "deploys", "happen", "on", "tuesdays", "alice",
+    "moved", "to", "lisbon", "and", "started", "a", "new", "job", "at", "a", "bakery", "near",
+    "the", "river", "bob", "is", "allergic", "to", "peanuts", "remember", "the", "api", "key",
+    "rotates", "every", "ninety", "days",
+)
 
 
 def passages(n: int) -> list[str]:

@@ -84,7 +84,9 @@ sys.meta_path.insert(0, _Absent())
 
 def run_without_torch(code: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CLAWRECALL_MODEL_CACHE": str(tmp_path / "cache"), "CLAWRECALL_HOME": str(tmp_path / "home")}
-    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH + code, *args], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH + code, *args], capture_output=True, text=True, env=env, check=False
+    )
 
 
 def exported_model(tmp_path) -> Path:

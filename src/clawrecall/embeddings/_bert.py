@@ -94,13 +94,14 @@ class _Graph:
         scale = self.const(np.array(1 / math.sqrt(head), np.float32))
         for n in range(int(c["num_hidden_layers"])):
             p = f"encoder.layer.{n}."
-
-            def heads_of(name: str, perm: list[int]) -> str:
-                return self.op("Transpose", self.op("Reshape", self.linear(x, p + name), split), perm=perm)
-
-            q = heads_of("attention.self.query", [0, 2, 1, 3])
-            k = heads_of("attention.self.key", [0, 2, 3, 1])
-            v = heads_of("attention.self.value", [0, 2, 1, 3])
+            q, k, v = (
+                self.op("Transpose", self.op("Reshape", self.linear(x, p + name), split), perm=perm)
+                for name, perm in (
+                    ("attention.self.query", [0, 2, 1, 3]),  # [batch, heads, tokens, head]
+                    ("attention.self.key", [0, 2, 3, 1]),  # [batch, heads, head, tokens]
+                    ("attention.self.value", [0, 2, 1, 3]),
+                )
+            )
             scores = self.op("Add", self.op("Mul", self.op("MatMul", q, k), scale), bias)
             context = self.op("MatMul", self.op("Softmax", scores, axis=-1), v)
             context = self.op("Reshape", self.op("Transpose", context, perm=[0, 2, 1, 3]), merge)

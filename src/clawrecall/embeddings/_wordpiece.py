@@ -31,7 +31,7 @@ _CJK = (
 
 
 class Encoding:
-    __slots__ = ("ids", "type_ids", "offsets")
+    __slots__ = ("ids", "offsets", "type_ids")
 
     def __init__(self, ids: list[int], offsets: list[tuple[int, int]]) -> None:
         self.ids = ids
