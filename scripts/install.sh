@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Install clawrecall into ./.venv. With --dev, also the test tools.
+# Install clawrecall into ./.venv (no PyTorch: the bundled model runs on ONNX Runtime).
 #
-# PyTorch is installed first, pinned to a CPU build: a bare `torch` requirement on Linux
-# pulls a CUDA build of several GB. Set CLAWRECALL_TORCH to choose another spec
-# (e.g. CLAWRECALL_TORCH="torch" on macOS, where every build is the CPU one).
+#   --torch  also the `torch` extra (sentence-transformers, for any other local model), with
+#            PyTorch installed first pinned to a CPU build: a bare `torch` requirement on Linux
+#            pulls a CUDA build of several GB. CLAWRECALL_TORCH chooses another spec (e.g.
+#            CLAWRECALL_TORCH="torch" on macOS, where every build is the CPU one); setting it
+#            implies --torch.
+#   --dev    also the test tools (they include the `torch` extra: the suite compares runtimes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
-extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+extras=()
+torch=${CLAWRECALL_TORCH:+yes}
+for arg in "$@"; do
+    case "$arg" in
+        --dev) extras+=(dev); torch=yes ;;
+        --torch) extras+=(torch); torch=yes ;;
+        *) echo "usage: $0 [--torch] [--dev]" >&2; exit 2 ;;
+    esac
+done
+[ -n "$torch" ] && [ ${#extras[@]} -eq 0 ] && extras+=(torch)
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+if [ -n "$torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet "${CLAWRECALL_TORCH:-torch==2.13.0}"
 fi
-.venv/bin/python -m pip install --quiet -e ".${extras}"
+spec="."
+[ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
+.venv/bin/python -m pip install --quiet -e "$spec"
 echo "clawrecall installed in $(pwd)/.venv ($(.venv/bin/clawrecall --version))" >&2

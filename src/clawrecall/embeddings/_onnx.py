@@ -1,15 +1,17 @@
 """A sentence-transformers model run by ONNX Runtime instead of PyTorch.
 
 Why: a one-sentence query takes ~3.5 ms through ONNX Runtime on one CPU thread against
-~11 ms through `SentenceTransformer.encode`, and once the model is exported a process never
-imports torch (a CLI search starts seconds sooner). The vectors agree with PyTorch's to
-~1e-7, so stored embeddings stay valid whichever runtime made them.
+~11 ms through `SentenceTransformer.encode`, and a process never imports torch (a CLI search
+starts seconds sooner; the default install has no PyTorch at all). The vectors agree with
+PyTorch's to ~1e-6, so stored embeddings stay valid whichever runtime made them.
 
-The model is exported once with PyTorch (`torch.onnx`) and cached under
-`$CLAWRECALL_MODEL_CACHE` (default `$XDG_CACHE_HOME/clawrecall/models`), keyed by the
-sha256 of the weights, so a changed model is never served from a stale export.
 Only plain encoders qualify: modules Transformer → Pooling (mean or CLS) → optional
-Normalize; anything else stays on PyTorch.
+Normalize; anything else stays on PyTorch. A BERT encoder (the bundled all-MiniLM-L6-v2, and
+most small sentence-transformers models) gets its graph written from its weights in memory on
+each load (`_bert.py`). Any other is exported once with PyTorch (`torch.onnx`, the `torch`
+extra) and cached under `$CLAWRECALL_MODEL_CACHE` (default
+`$XDG_CACHE_HOME/clawrecall/models`), keyed by the sha256 of the weights, so a changed model
+is never served from a stale export.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import EmbeddingError
+from . import _bert, _wordpiece
 
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
 SMALL_BATCH = 4  # texts embedded on the calling thread alone (a query)
 _SUB_BATCH = 16  # one run's texts: small groups of similar length are padded least
 _AHEAD = 256  # texts a bulk call keeps queued on the worker pool
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TORCH_EXTRA = "pip install 'clawrecall[torch]'"  # what brings PyTorch and sentence-transformers
 
 
 def cache_dir() -> Path:
@@ -45,7 +49,6 @@ def cache_dir() -> Path:
 def available() -> bool:
     try:
         import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
     except ImportError:
         return False
     return True
@@ -88,8 +91,11 @@ def weights_digest(model_dir: Path, known: str | None = None) -> str:
 
 def export(model_dir: Path, target: Path) -> None:
     """Export the transformer of `model_dir` to `target` (atomically: a crash leaves no half file)."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise EmbeddingError(f"model {model_dir} is not a BERT encoder; exporting it to ONNX needs PyTorch: {TORCH_EXTRA}") from None
 
     st = SentenceTransformer(str(model_dir), device="cpu")
     transformer = st[0].auto_model.eval()
@@ -132,19 +138,19 @@ def export(model_dir: Path, target: Path) -> None:
 
 
 class OnnxEncoder:
-    """Tokenizer + ONNX session + pooling: texts in, unnormalised float32 vectors out."""
+    """Tokenizer + ONNX session + pooling: texts in, unnormalised float32 vectors out.
 
-    def __init__(self, model_dir: Path, onnx_path: Path, pooling: str) -> None:
+    `graph` is an exported file, or a serialized model built in memory (`_bert.build`)."""
+
+    def __init__(self, model_dir: Path, graph: Path | bytes, pooling: str) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.pooling = pooling
-        self._path = onnx_path
+        self._model_dir = model_dir
+        self._graph = graph
         self._ort = ort
         max_len = _max_seq_length(model_dir)
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_len)
+        self._tokenizer = _wordpiece.load(model_dir / "tokenizer.json", max_len)
         # Every run uses one intra-op thread. Bulk work runs several runs at once, one per core:
         # ~25 % more texts/s than one run over all cores (no barrier after each operator, and a
         # core taken by another process slows one run, not every operator of all of them).
@@ -158,10 +164,13 @@ class OnnxEncoder:
         opts = self._ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        graph = self._graph if isinstance(self._graph, bytes) else str(self._graph)
         try:
-            return self._ort.InferenceSession(str(self._path), opts, providers=["CPUExecutionProvider"])
+            return self._ort.InferenceSession(graph, opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # a truncated or foreign file: say which
-            raise EmbeddingError(f"cannot load exported model {self._path}: {exc}; delete it to re-export") from exc
+            if isinstance(self._graph, bytes):
+                raise EmbeddingError(f"ONNX Runtime rejects the graph built for {self._model_dir}: {exc}") from exc
+            raise EmbeddingError(f"cannot load exported model {self._graph}: {exc}; delete it to re-export") from exc
 
     def start(self, batches: list[list[str]]) -> Iterator[np.ndarray]:
         """Vectors of each batch (texts sorted by length), in order. A bulk call keeps the worker pool
@@ -273,10 +282,14 @@ def _max_seq_length(model_dir: Path) -> int:
 
 
 def load(model_dir: Path, *, known_digest: str | None = None) -> OnnxEncoder | None:
-    """The ONNX encoder for `model_dir` (exporting it on first use), or None if it does not qualify."""
+    """The ONNX encoder for `model_dir` (a BERT graph built now, else exported once with PyTorch),
+    or None if it does not qualify."""
     pooling = plain_encoder(model_dir)
     if pooling is None:
         return None
+    config = _bert.config_of(model_dir)
+    if config is not None:
+        return OnnxEncoder(model_dir, _bert.build(model_dir, config), pooling)
     digest = weights_digest(model_dir, known_digest)
     target = cache_dir() / f"{model_dir.name}-{digest[:16]}-v{_EXPORT_VERSION}.onnx"
     if not target.exists():

