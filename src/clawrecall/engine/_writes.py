@@ -107,6 +107,7 @@ class Writes:
                 if named:
                     self._check_named_ids(named)  # again, under the write lock: another process may have stored them since
                 self.store.insert([records[i] for i in keep], vectors[keep])
+                self.embedding.confirm_unchanged()
                 self.store.add_history([HistoryDraft(records[i].id, "add", None, after[i], actor, now) for i in keep])
         return results
 
@@ -186,6 +187,8 @@ class Writes:
             before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
             after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
             self.store.update(new, vector if "content" in changes else None)
+            if "content" in changes:
+                self.embedding.confirm_unchanged()
             self.store.add_history([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
         return new
 
@@ -217,6 +220,7 @@ class Writes:
             closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
             self.store.update(closed, None)
             self.store.insert([record], vectors)
+            self.embedding.confirm_unchanged()
             self.store.add_history([
                 HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
                              json.dumps({"valid_to": _jsonable(start), "superseded_by": record.id}), actor, now),

@@ -40,6 +40,8 @@ class Dialect:
     order_column: str
     #: appended to a SELECT that reads a row in a write transaction to lock it
     for_update: str
+    #: a stored vector's dimensions, as SQL (`{}` is the column)
+    vector_dims: str
     types: dict[ColumnType, str]
     #: value -> stored value (absent: stored as it is)
     to_db: dict[ColumnType, Convert]
@@ -113,6 +115,7 @@ class SQLiteDialect(Dialect):
     p = "?"
     order_column = "rowid"
     for_update = ""  # BEGIN IMMEDIATE holds the whole file
+    vector_dims = "length({}) / 4"  # float32 bytes
     types = {
         "uuid": "TEXT", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "INTEGER", "time": "TEXT",
         "json": "TEXT", "tags": "TEXT", "vector": "BLOB", "serial": "INTEGER",
@@ -138,6 +141,7 @@ class PostgresDialect(Dialect):
     p = "%s"
     order_column = "seq"
     for_update = " FOR UPDATE"
+    vector_dims = "vector_dims({})"
     types = {
         "uuid": "UUID", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "BOOLEAN", "time": "TIMESTAMPTZ",
         "json": "JSONB", "tags": "TEXT[]", "vector": "vector", "serial": "BIGINT GENERATED ALWAYS AS IDENTITY",

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from .._time import utcnow
 from ..errors import StorageError
-from .schema import API_TOKENS, FILES, HISTORY, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table
+from .schema import (
+    API_TOKENS, FILES, HISTORY, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STAGED_VECTORS, STARTUP, Table,
+)
 
 if TYPE_CHECKING:
     from .sql import Store
@@ -52,7 +54,9 @@ CORE = MigrationSet(
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
 CONVERSATIONS = MigrationSet("conversations", (MESSAGES, SEGMENTS, FILES), ("initial",))
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS)
+#: a re-embedding that survives a crash: the new model's vectors, staged until all are made
+REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, REEMBED)
 
 
 @dataclass(frozen=True)
