@@ -79,6 +79,7 @@ class Maintenance:
                 embed(rows)
             changed = self.store.swap_staged_vectors(self.embedding.model_name)
             self.embedding.adopt()
+        staged.clear()
         self.store.build_vector_index()
         if progress:
             progress(total, total)

@@ -74,12 +74,15 @@ class StagedVectors:
         )[0][0])
 
     def rows(self) -> int:
-        """Staged rows, current or not: any means a re-embedding began and has not finished."""
+        """Staged rows of a re-embedding that began and has not finished, current or not."""
+        if self.target() is None:  # rows left by a swap that committed (a crash before `clear`): nothing under way
+            return 0
         return int(self._store._run(f"SELECT count(*) FROM {_T}")[0][0])
 
     def swap(self, model: str) -> int:
         """In the caller's transaction, with every row staged: the staged vectors become the rows' own,
-        named `model`; the staging is emptied. How many rows changed."""
+        named `model`, and the re-embedding is over. How many rows changed. The staged rows are left
+        for `clear` after COMMIT (emptying the table is a second pass over it, not worth holding writers for)."""
         s = self._store
         p = s.dialect.p
         changed = s._rowcount(
@@ -87,7 +90,7 @@ class StagedVectors:
             f"embedding_model = {p} WHERE id IN (SELECT id FROM {_T})",
             (model,),
         )
-        self.clear()
+        s._run(f"DELETE FROM meta WHERE key = {p}", (TARGET_KEY,))
         return changed
 
     def clear(self) -> None:
