@@ -198,6 +198,27 @@ def test_rows_written_or_changed_during_a_reembed_are_embedded_again_before_the_
         assert mem.get(ids[2]).content == "fact number 2 about topic 14"
 
 
+def test_a_run_overtaken_by_another_adopts_nothing(db_target, stub):
+    """Two `reembed`s at once, for two models: the one that finishes first wins; the other stops
+    with a clear error instead of swapping in vectors staged for another model."""
+    fill(db_target, 24)
+    other = Memory.open(db_target, check_embedding=False, embedding=remote(stub, "stub-other"))
+
+    def overtaken(done: int, total: int) -> None:
+        if done == 8:
+            assert other.reembed(batch_size=8) == 24
+
+    try:
+        with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
+            with pytest.raises(StorageError, match="another `clawrecall reembed` finished this one's work or began for"):
+                mem.reembed(batch_size=8, progress=overtaken)
+    finally:
+        other.close()
+    with Memory.open(db_target, embedding=remote(stub, "stub-other")) as mem:
+        assert models(mem) == {"openai-compatible/stub-other": 24}
+        assert mem.reembed_state().staged == 0
+
+
 def test_batch_size_is_checked(mem):
     with pytest.raises(ValidationError, match="batch_size must be between 1 and 4096"):
         mem.reembed(batch_size=0)

@@ -77,7 +77,7 @@ class Maintenance:
             self.store.lock_writes()
             if rows := staged.pending(0, None):  # the last few, while no writer can add more
                 embed(rows)
-            changed = self.store.swap_staged_vectors(self.embedding.model_name)
+            changed = self.store.swap_staged_vectors(target, self.embedding.model_name)
             self.embedding.adopt()
         staged.clear()
         self.store.build_vector_index()

@@ -362,11 +362,11 @@ class PostgresStore(Store):
         self._lock_schema()
         self._run("LOCK TABLE memories IN EXCLUSIVE MODE")
 
-    def swap_staged_vectors(self, model: str) -> int:
+    def swap_staged_vectors(self, target: str, model: str) -> int:
         """The HNSW index goes first (it is built over the old dimensions, and rebuilding it beats
         updating its graph row by row); `build_vector_index` makes it again after COMMIT."""
         self._run("DROP INDEX IF EXISTS idx_memories_embedding")
-        changed = super().swap_staged_vectors(model)
+        changed = super().swap_staged_vectors(target, model)
         rows = self._run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
         if rows:
             self.set_meta("vector_dims", str(rows[0][0]))

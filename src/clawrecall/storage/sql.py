@@ -142,10 +142,11 @@ class Store(ABC):
     def lock_writes(self) -> None:
         """In a write transaction: no other writer may change `memories` until COMMIT (reads go on)."""
 
-    def swap_staged_vectors(self, model: str) -> int:
-        """In a write transaction holding `lock_writes`, with every row staged: the staged vectors (and
-        `model`) become the rows' own (`staging.py`). How many rows changed; the index follows after COMMIT."""
-        return self.staged.swap(model)
+    def swap_staged_vectors(self, target: str, model: str) -> int:
+        """In a write transaction holding `lock_writes`, with every row staged for `target`: the staged
+        vectors (and `model`) become the rows' own (`staging.py`). How many rows changed; the index
+        follows after COMMIT."""
+        return self.staged.swap(target, model)
 
     def other_vectors(self, model: str, dims: int) -> tuple[int, int]:
         """Rows whose vector another model made, and vectors of other dimensions than `dims`: a mixed

@@ -58,9 +58,7 @@ class StagedVectors:
         s = self._store
         p, vector = s.dialect.p, s.dialect.to_db["vector"]
         with s.transaction():
-            if s.get_meta(TARGET_KEY) != target:
-                raise StorageError("another `clawrecall reembed`, for another model, began meanwhile; "
-                                   "this one stops (run `clawrecall reembed` again to take over)")
+            self._still(target)
             s._run_many(
                 f"INSERT INTO {_T} (id, updated_at, embedding) VALUES ({p}, {p}, {p}) "
                 "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, embedding = excluded.embedding",
@@ -79,12 +77,19 @@ class StagedVectors:
             return 0
         return int(self._store._run(f"SELECT count(*) FROM {_T}")[0][0])
 
-    def swap(self, model: str) -> int:
+    def _still(self, target: str) -> None:
+        """In a write transaction: the staging is still this run's (another run may have finished it, or begun for another model)."""
+        if self._store.get_meta(TARGET_KEY) != target:
+            raise StorageError("another `clawrecall reembed` finished this one's work or began for another model "
+                               "meanwhile: this one stops, nothing of it was adopted (`clawrecall doctor` shows the store's model)")
+
+    def swap(self, target: str, model: str) -> int:
         """In the caller's transaction, with every row staged: the staged vectors become the rows' own,
         named `model`, and the re-embedding is over. How many rows changed. The staged rows are left
         for `clear` after COMMIT (emptying the table is a second pass over it, not worth holding writers for)."""
         s = self._store
         p = s.dialect.p
+        self._still(target)
         changed = s._rowcount(
             f"UPDATE memories SET embedding = (SELECT s.embedding FROM {_T} s WHERE s.id = memories.id), "
             f"embedding_model = {p} WHERE id IN (SELECT id FROM {_T})",
