@@ -27,7 +27,9 @@ from .._time import parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
-from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, SearchHit, Stats, Visibility
+from ..models import (
+    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
+)
 from ..scopes import Caller
 from . import output as out
 
@@ -579,11 +581,11 @@ class Doctor:
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
             return None
         try:
-            value, detail, *status = probe(*needs, **extra)
+            value, detail, *warned = probe(*needs, **extra)
         except ClawrecallError as exc:
             self.checks.append({"name": name, "status": "fail", "detail": " ".join(str(exc).split())})
             return None
-        self.checks.append({"name": name, "status": status[0] if status else "ok", "detail": detail})
+        self.checks.append({"name": name, "status": "warn" if warned and warned[0] else "ok", "detail": detail})
         return value
 
     def config(self) -> tuple[Config, str]:
@@ -625,7 +627,7 @@ class Doctor:
             )
         return stored, f"stored vectors match {stored}"
 
-    def vectors(self, mem: Memory, sound: bool) -> tuple[Any, str] | tuple[Any, str, str]:
+    def vectors(self, mem: Memory, sound: bool) -> tuple[ReembedState, str, bool]:
         """Every vector from the store's model (an older release's failed `reembed` could leave some of
         another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
         state = mem.reembed_state()
@@ -642,10 +644,10 @@ class Doctor:
         if state.staged:
             return state, (f"a re-embedding to {state.target} is in progress or was interrupted "
                            f"({out.plural(state.staged, 'row')} staged); searches use the old vectors until it finishes: "
-                           "run `clawrecall reembed` again to finish it"), "warn"
+                           "run `clawrecall reembed` again to finish it"), True
         if stored is None:
-            return state, "no vectors stored yet"
-        return state, f"every vector is from {stored}"
+            return state, "no vectors stored yet", False
+        return state, f"every vector is from {stored}", False
 
 
 # -- rendering for people ----------------------------------------------------------------------
