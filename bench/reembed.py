@@ -1,8 +1,9 @@
 """What a `reembed` costs, phase by phase: staging the new vectors (embedding + writes to
 `staged_vectors`), the swap (one transaction: every row's vector and model, the fingerprint) and
 the vector index after it (SQLite: the in-process matrix reloaded by the first search;
-PostgreSQL: the HNSW build). Searches are blocked only during the swap (PostgreSQL: readers wait
-for its DROP INDEX lock; SQLite: readers go on, on the old vectors, until COMMIT).
+PostgreSQL: the HNSW build). Writers wait for the swap; PostgreSQL's readers too (its DROP INDEX
+lock), SQLite's go on with the old vectors until COMMIT. "staging" includes emptying the staged
+table after the swap.
 
 The store is N synthetic rows with random 384-d vectors, re-embedded by the `hash` provider (so
 the figures are the store's work, not a model's).
@@ -24,7 +25,7 @@ from clawrecall import Memory
 
 def load(target: str, n: int) -> None:
     rng = np.random.default_rng(7)
-    with Memory.open(target, embedding={"provider": "hash"}) as mem:
+    with Memory.open(target, embedding={"provider": "hash"}) as mem, mem.deferred_vector_index():
         for start in range(0, n, 5000):
             size = min(5000, n - start)
             vectors = rng.standard_normal((size, 384)).astype(np.float32)
