@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--url", help="a PostgreSQL database to use (emptied first); default: a temporary pgserver")
     args = parser.parse_args()
     server = None
-    print(f"| backend | rows | staging s | rows/s | swap s | index s | first search s | total s |")
+    print("| backend | rows | staging s | rows/s | swap s | index s | first search s | total s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):
         if args.backend == "sqlite":

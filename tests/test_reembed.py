@@ -151,10 +151,13 @@ def test_a_run_for_another_model_starts_over(db_target, stub):
     ids = fill(db_target, 24)
     with Memory.open(db_target) as mem:
         contents = {r.content for r in mem.store.fetch(ids).values()}
+    def fail_after_one_batch(done: int, total: int) -> None:
+        if done >= 8:
+            stub.mode = "error500"
+
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
-        stop = lambda done, total: setattr(stub, "mode", "error500") if done >= 8 else None  # noqa: E731
         with pytest.raises(EmbeddingError):
-            mem.reembed(batch_size=8, progress=stop)
+            mem.reembed(batch_size=8, progress=fail_after_one_batch)
         assert mem.store.staged.rows() == 8
     stub.mode = "ok"
     stub.requests.clear()
