@@ -13,8 +13,8 @@ PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
     "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "ReembedState", "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 

@@ -38,6 +38,7 @@ from .models import (
     MemoryRecord,
     Message,
     NewMemory,
+    ReembedState,
     SearchHit,
     Segment,
     StartupEntry,
@@ -52,6 +53,6 @@ __all__ = [
     "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
     "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord", "ForbiddenError", "HistoryEntry",
     "InvalidRequestError", "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "PayloadTooLargeError",
-    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "ReembedState", "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
