@@ -9,16 +9,17 @@ from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, KNOWLEDGE, latest
+from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, KNOWLEDGE, REEMBED, latest
 
 
 def test_status_dry_run_apply(db_target):
     load(db_target, "v1")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
-    later = [f"core/{name}" for name in CORE.steps[1:]] + ["conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial"]
+    later = [f"core/{name}" for name in CORE.steps[1:]] + [
+        "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial"]
     assert status["schema_version"] == 1
-    assert status["latest"] == latest() == sum(len(s.steps) for s in (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE))
+    assert status["latest"] == latest() == sum(len(s.steps) for s in (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED))
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
@@ -37,8 +38,9 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 7
-    assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial"]
+    assert status["schema_version"] == latest() - 8
+    assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "conversations/initial",
+                                 "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)

@@ -50,6 +50,7 @@ from .models import (
     Message,
     NewMemory,
     Occurrence,
+    ReembedState,
     SearchHit,
     Segment,
     StartupEntry,
@@ -65,7 +66,8 @@ __all__ = [
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
-    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "RetryLaterError",
-    "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StorageError",
+    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "ReembedState",
+    "RetryLaterError", "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

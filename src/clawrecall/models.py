@@ -50,6 +50,16 @@ class EmbeddingFingerprint(BaseModel):
         return f"{self.provider}/{self.model} ({self.dimensions} dims)"
 
 
+class ReembedState(BaseModel):
+    """The store's vectors as `doctor` checks them: a re-embedding not finished (`target`, `staged`
+    rows so far), and rows whose vector is not the store's model's (a mixed store)."""
+
+    target: EmbeddingFingerprint | None = None
+    staged: int = 0
+    other_model: int = 0
+    other_dimensions: int = 0
+
+
 #: what a stored row is: a memory, a conversation message, or a chunk of an ingested file
 Kind = Literal["memory", "message", "chunk"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")

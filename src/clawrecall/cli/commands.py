@@ -26,7 +26,9 @@ from .._time import age_string, parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
 from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
-from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, SearchHit, Stats, Visibility
+from ..models import (
+    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
+)
 from ..scopes import Caller
 from . import output as out
 
@@ -495,16 +497,25 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
 
 
 @click.command()
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=256, show_default=True,
+              help="Rows embedded and staged at a time: what a crash or a failing provider can cost to redo.")
 @json_option
 @pass_state
-def reembed(state: State, as_json: bool) -> None:
-    """Re-embed every memory with the configured model; needed after changing the embedding model."""
+def reembed(state: State, batch_size: int, as_json: bool) -> None:
+    """Re-embed every row with the configured model; needed after changing the embedding model.
+
+    Searches keep the old vectors until the new ones are all made; an interrupted run (a crash,
+    a provider that failed) resumes where it stopped when run again."""
     mem = state.open(embeds=False)
+    before = mem.reembed_state()
+    resumed = before.staged if before.target == mem.embedder.fingerprint else 0
     with out.progress_bar("Re-embedding") as progress:
-        done = mem.reembed(progress=progress)
+        done = mem.reembed(progress=progress, batch_size=batch_size)
     fingerprint = mem.stored_fingerprint()
-    out.respond(as_json, {"reembedded": done, "embedding": fingerprint},
-                f"Re-embedded {out.memories(done)} with {fingerprint}.")
+    text = f"Re-embedded {out.plural(done, 'row')} with {fingerprint}"
+    if resumed:
+        text += f" ({min(resumed, done)} from the run interrupted before)"
+    out.respond(as_json, {"reembedded": done, "resumed": min(resumed, done), "embedding": fingerprint}, text + ".")
 
 
 @click.group("index")
@@ -531,7 +542,7 @@ def doctor(ctx: click.Context, state: State, as_json: bool) -> None:
     """Check the config, the database and its integrity, the embedding model, that the stored vectors match it,
     and background jobs.
 
-    Exits 1 if a check fails.
+    Exits 1 if a check fails; a warning (a re-embedding left unfinished) does not.
     """
     checks = Doctor(state).run()
     ok = all(c["status"] != "fail" for c in checks)
@@ -561,9 +572,10 @@ class Doctor:
     def run(self) -> list[dict[str, str]]:
         config = self.check("config", self.config)
         mem = self.check("database", self.database, config)
-        self.check("integrity", self.integrity, mem)
+        sound = self.check("integrity", self.integrity, mem)
         loaded = self.check("embedding", self.embedding, mem)
         self.check("fingerprint", self.fingerprint, mem, loaded=loaded)
+        self.check("vectors", self.vectors, mem, sound)
         self.check("llm", self.llm, mem)
         self.check("jobs", self.jobs, mem)
         return self.checks
@@ -619,6 +631,28 @@ class Doctor:
                 "run `clawrecall reembed`, or configure the stored model again"
             )
         return stored, f"stored vectors match {stored}"
+
+    def vectors(self, mem: Memory, sound: bool) -> tuple[ReembedState, str, bool]:
+        """Every vector from the store's model (an older release's failed `reembed` could leave some of
+        another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
+        state = mem.reembed_state()
+        stored = mem.stored_fingerprint()
+        if state.other_model or state.other_dimensions:
+            found = [f"{out.plural(state.other_model, 'row')} embedded by another model than {stored.provider}/{stored.model}"
+                     if state.other_model else "",
+                     f"{out.plural(state.other_dimensions, 'vector')} of other dimensions than {stored.dimensions}"
+                     if state.other_dimensions else ""]
+            raise EmbeddingMismatchError(
+                f"the store mixes models: {', '.join(filter(None, found))}; searches compare vectors that do not "
+                f"belong together: run `clawrecall reembed` (with {stored} configured, or the model to move to)"
+            )
+        if state.staged:
+            return state, (f"a re-embedding to {state.target} is in progress or was interrupted "
+                           f"({out.plural(state.staged, 'row')} staged); searches use the old vectors until it finishes: "
+                           "run `clawrecall reembed` again to finish it"), True
+        if stored is None:
+            return state, "no vectors stored yet", False
+        return state, f"every vector is from {stored}", False
 
     def llm(self, mem: Memory) -> tuple[bool, str, bool]:
         """The LLM extraction asks, asked one word now: a warning when it does not answer (jobs wait, nothing is lost)."""

@@ -67,7 +67,7 @@ class Backfill:
                 break
             ids = [i for i, _ in rows]
             vectors = self.embedding.passages([text for _, text in rows])
-            self.store.set_vectors(ids, vectors, self.embedding.model_name)
+            self.store.set_vectors(ids, vectors, self.embedding.model_name, self.embedding.confirm_unchanged)
             done += len(rows)
             for listener in self.listeners:
                 listener(ids)

@@ -32,6 +32,7 @@ class Embedding:
         self.config = config
         self._embedder: Embedder | None = None
         self._fingerprint_ok = False  # set once the provider's vectors are known to match the store
+        self._checked: str | None = None  # the store's fingerprint as it was then (JSON)
 
     @property
     def embedder(self) -> Embedder:
@@ -83,11 +84,29 @@ class Embedding:
             self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
         else:
             self.check_fingerprint(static_only=False)
+        self._checked = self.store.get_meta(_FINGERPRINT_KEY)
         self._fingerprint_ok = True
+
+    def confirm_unchanged(self) -> None:
+        """In a write transaction, after its rows took their vectors: the store's model is still the
+        one this process checked. A `reembed` in another process may have moved the store to another
+        since; the write is then refused (rolled back) rather than mixing models. After the rows'
+        write, so on PostgreSQL a swap either waits for this transaction or committed before this read."""
+        if self._checked is None:
+            return
+        stored = self.store.get_meta(_FINGERPRINT_KEY)
+        if stored != self._checked:
+            self._fingerprint_ok, self._checked = False, None
+            now = "none" if stored is None else str(EmbeddingFingerprint.model_validate_json(stored))
+            raise EmbeddingMismatchError(
+                f"{self.store.location} was re-embedded with {now} while this process embedded with "
+                f"{self.model_name}: nothing was written; configure {now} and try again"
+            )
 
     def adopt(self) -> None:
         """Make the configured model the store's, once every vector is its own (after a re-embedding)."""
-        self.store.set_meta(_FINGERPRINT_KEY, self.embedder.fingerprint.model_dump_json())
+        self._checked = self.embedder.fingerprint.model_dump_json()
+        self.store.set_meta(_FINGERPRINT_KEY, self._checked)
         self._fingerprint_ok = True
 
     # -- vectors -------------------------------------------------------------------------------

@@ -9,12 +9,14 @@ from typing import Iterator
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..models import MemoryRecord, embedded_text
+from ..models import KINDS, EmbeddingFingerprint, ReembedState
 from ..scopes import Caller, may_erase
 from ..storage import Filters, Store
 from ._embedding import Embedding, Progress
 from ._validate import require_writes
 from ._writes import Writes, actor_of
+
+_PASSES = 3  # passes over the store before the rest is embedded holding the write lock
 
 
 class Maintenance:
@@ -40,40 +42,59 @@ class Maintenance:
         return len(ids)
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-        """Re-embed every memory with the configured model and adopt it as the store's model."""
+        """Re-embed every row (memories, messages, file chunks; deleted and awaiting ones too) with the
+        configured model and adopt it as the store's model. Returns how many rows it re-embedded.
+
+        The new vectors are staged (`storage/staging.py`) and swapped in with the new fingerprint in
+        one transaction, so searches use the old model until then and a failure or a crash leaves the
+        store as it was; running it again resumes from the staged vectors."""
         require_writes(self.config)
-        filters = Filters(include_deleted=True, include_expired=True, include_superseded=True)
-        total = self.store.count(filters)
-        done = 0
-        batch: list[MemoryRecord] = []
+        if not 1 <= batch_size <= 4096:
+            raise ValidationError(f"batch_size must be between 1 and 4096, got {batch_size}")
         embedder = self.embedding.embedder
-        model = self.embedding.model_name
         embedder.ensure_dimensions()  # a provider that cannot embed fails here, before anything changes
-        self.store.drop_vector_index()
+        target = embedder.fingerprint.model_dump_json()
+        staged = self.store.staged
+        staged.begin(target)
+        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=KINDS))
+        done = staged.count()
+        if progress:
+            progress(done, total)
 
-        def flush() -> None:
-            vectors = embedder.embed([embedded_text(r.content, r.keys) for r in batch], kind="passage")
-            with self.store.transaction():
-                for record, vector in zip(batch, vectors):
-                    self.store.update(record.model_copy(update={"embedding_model": model}), vector)
-            batch.clear()
+        def embed(rows: list[tuple[int, str, str, object]]) -> None:
+            staged.stage(target, rows, embedder.embed([r[2] for r in rows], kind="passage"))
 
-        for record, _ in self.store.iter_all(filters):
-            batch.append(record)
-            if len(batch) >= batch_size:
-                done += len(batch)
-                flush()
+        for _ in range(_PASSES):  # later passes: rows written or changed while the one before ran
+            last, found = 0, 0
+            while rows := staged.pending(last, batch_size):
+                embed(rows)
+                last, found, done = rows[-1][0], found + len(rows), min(done + len(rows), total)
                 if progress:
                     progress(done, total)
-        if batch:
-            done += len(batch)
-            flush()
-            if progress:
-                progress(done, total)
-        # Adopt the new model only once every vector is its own; a failure above leaves the old one in charge.
+            if found <= batch_size:
+                break
+        with self.store.transaction():
+            self.store.lock_writes()
+            if rows := staged.pending(0, None):  # the last few, while no writer can add more
+                embed(rows)
+            changed = self.store.swap_staged_vectors(target, self.embedding.model_name)
+            self.embedding.adopt()
+        staged.clear()
         self.store.build_vector_index()
-        self.embedding.adopt()
-        return done
+        if progress:
+            progress(total, total)
+        return changed
+
+    def reembed_state(self) -> ReembedState:
+        """What `doctor` reports of the vectors: a re-embedding left unfinished, rows of another model."""
+        stored = self.embedding.stored_fingerprint()
+        target = self.store.staged.target()
+        other_model, other_dims = (0, 0) if stored is None else self.store.other_vectors(
+            f"{stored.provider}/{stored.model}", stored.dimensions)
+        return ReembedState(
+            target=None if target is None else EmbeddingFingerprint.model_validate_json(target),
+            staged=self.store.staged.rows(), other_model=other_model, other_dimensions=other_dims,
+        )
 
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:

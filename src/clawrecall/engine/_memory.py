@@ -15,7 +15,9 @@ from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
-from ..models import AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, SearchHit, StartupEntry, Stats
+from ..models import (
+    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHit, StartupEntry, Stats,
+)
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
@@ -371,8 +373,13 @@ class Memory:
         return self._maintenance.purge(as_caller(caller, user_id, agent_id), older_than_days)
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-        """Re-embed every memory with the configured model and adopt it as the store's model."""
+        """Re-embed every row with the configured model and adopt it as the store's model, in one swap
+        once all are done; an interrupted run is resumed. Returns how many rows it re-embedded."""
         return self._maintenance.reembed(progress=progress, batch_size=batch_size)
+
+    def reembed_state(self) -> ReembedState:
+        """A re-embedding not finished, and rows whose vector is not the store's model's."""
+        return self._maintenance.reembed_state()
 
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:

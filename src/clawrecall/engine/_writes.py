@@ -121,6 +121,7 @@ class Writes:
         after = after or [r.model_dump_json() for r in records]
         with self.store.transaction():
             self.store.insert(records, vectors)
+            self.embedding.confirm_unchanged()  # a re-embedding may have swapped models since these were embedded
             self.store.add_history([HistoryDraft(r.id, "add", None, a, actor, r.created_at) for r, a in zip(records, after)])
 
     def set_keys(self, records: list[MemoryRecord], vectors: np.ndarray) -> None:
@@ -131,7 +132,9 @@ class Writes:
         with self.store.transaction():
             for record, vector in zip(records, vectors):
                 current = self._current(record.id)
-                self.store.update(current.model_copy(update={"keys": record.keys, "embedding_model": model}), vector)
+                self.store.update(current.model_copy(update={"keys": record.keys, "embedding_model": model,
+                                                             "updated_at": utcnow()}), vector)
+            self.embedding.confirm_unchanged()
 
     def record(self, records: list[MemoryRecord]) -> None:
         """Rows of the conversation record (messages, file chunks), stored without a vector: the
@@ -209,6 +212,8 @@ class Writes:
             before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
             after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
             self.store.update(new, vector if "content" in changes else None)
+            if "content" in changes:
+                self.embedding.confirm_unchanged()
             self.store.add_history([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
         return new
 
@@ -257,6 +262,7 @@ class Writes:
             closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
             self.store.update(closed, None)
             self.store.insert([record], vector[None, :])
+            self.embedding.confirm_unchanged()
             self.store.add_history([
                 HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
                              json.dumps({"valid_to": _jsonable(start), "superseded_by": record.id}), actor, now),

@@ -42,6 +42,8 @@ class Dialect:
     for_update: str
     #: appended to the SELECT that picks a job to claim: rows other workers hold are passed over, not waited for
     skip_locked: str
+    #: a stored vector's dimensions, as SQL (`{}` is the column)
+    vector_dims: str
     types: dict[ColumnType, str]
     #: value -> stored value (absent: stored as it is)
     to_db: dict[ColumnType, Convert]
@@ -116,6 +118,7 @@ class SQLiteDialect(Dialect):
     order_column = "rowid"
     for_update = ""  # BEGIN IMMEDIATE holds the whole file
     skip_locked = ""  # one writer at a time: a claim is alone in its BEGIN IMMEDIATE
+    vector_dims = "length({}) / 4"  # float32 bytes
     types = {
         "uuid": "TEXT", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "INTEGER", "time": "TEXT",
         "json": "TEXT", "tags": "TEXT", "vector": "BLOB", "serial": "INTEGER",
@@ -142,6 +145,7 @@ class PostgresDialect(Dialect):
     order_column = "seq"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    vector_dims = "vector_dims({})"
     types = {
         "uuid": "UUID", "text": "TEXT", "real": "REAL", "int": "INTEGER", "bool": "BOOLEAN", "time": "TIMESTAMPTZ",
         "json": "JSONB", "tags": "TEXT[]", "vector": "vector", "serial": "BIGINT GENERATED ALWAYS AS IDENTITY",

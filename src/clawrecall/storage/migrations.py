@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .._time import utcnow
 from ..errors import StorageError
 from .schema import (
-    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS, STARTUP, Table,
+    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS,
+    STAGED_VECTORS, STARTUP, Table,
 )
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ CONVERSATIONS = MigrationSet(
 JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
 #: facts extracted from conversations: each time one was stated (the facts are `memories` rows)
 KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE)
+#: a re-embedding that survives a crash: the new model's vectors, staged until all are made
+REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .schema import HISTORY, MEMORIES
-from .sql import HISTORY_DRAFT_FIELDS, Store
+from .sql import HISTORY_DRAFT_FIELDS, Store, dimensions_differ
 from .text import keywords
 
 if TYPE_CHECKING:
@@ -386,6 +386,23 @@ class PostgresStore(Store):
                   f"WITH (m = {cfg.hnsw_m}, ef_construction = {cfg.hnsw_ef_construction})")
         self._indexed = True
 
+    def lock_writes(self) -> None:
+        """The schema lock first, as an insert that may create the index takes it before its rows."""
+        self._lock_schema()
+        self._run("LOCK TABLE memories IN EXCLUSIVE MODE")
+
+    def swap_staged_vectors(self, target: str, model: str) -> int:
+        """The HNSW index goes first (it is built over the old dimensions, and rebuilding it beats
+        updating its graph row by row); `build_vector_index` makes it again after COMMIT."""
+        self._run("DROP INDEX IF EXISTS idx_memories_embedding")
+        changed = super().swap_staged_vectors(target, model)
+        rows = self._run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+        if rows:
+            self.set_meta("vector_dims", str(rows[0][0]))
+        self._dims = None
+        self._indexed = False
+        return changed
+
     def has_vector_index(self) -> bool:
         return self._run("SELECT to_regclass('idx_memories_embedding') IS NOT NULL")[0][0]
 
@@ -467,14 +484,15 @@ class PostgresStore(Store):
         if dims is None:
             return [[] for _ in queries]
         if dims != len(queries[0]):
-            raise StorageError(f"the stored vectors have {dims} dimensions, the query {len(queries[0])}: "
-                               "run `clawrecall reembed` or configure the stored embedding model")
+            raise dimensions_differ(dims, len(queries[0]))
         candidates, params = self._vector_sql(dims, filters)
         try:
             return self._vector_query(candidates, params, queries, k)
-        except self._psycopg.errors.DataException as exc:  # rows of other dimensions: a re-embed is under way
+        except self._psycopg.errors.DataException as exc:  # rows of other dimensions: another process re-embedded
             self._dims = None
-            raise StorageError(f"vector search failed: {_first_line(exc)} (is a re-embed under way?)") from None
+            if (now := self._vector_dims()) is not None and now != len(queries[0]):
+                raise dimensions_differ(now, len(queries[0])) from None
+            raise StorageError(f"vector search failed: {_first_line(exc)} (`clawrecall doctor` checks the vectors)") from None
 
     def _vector_sql(self, dims: int, filters: Filters) -> tuple[str, list[Any]]:
         """Every allowed row with its cosine distance `d` to the query (the first parameter)."""

@@ -298,3 +298,17 @@ FACT_OCCURRENCES = Table(
         Index("idx_fact_occurrences_segment", "segment_id"),
     ),
 )
+
+# -- a re-embedding under way (`engine/_maintenance.py`): each row's vector from the new model, kept
+# apart until every row has one, then swapped into `memories` in one transaction. The row's
+# `updated_at` when it was embedded tells a vector made from text changed since.
+
+STAGED_VECTORS = Table(
+    "staged_vectors",
+    (
+        Column("id", "uuid", False),  # the `memories` row
+        Column("updated_at", "time", False),  # that row's, when its text was embedded
+        Column("embedding", "vector", False),
+    ),
+    key=("id",),
+)

@@ -12,9 +12,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .._time import utcnow
+from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
 from . import migrations
 from .base import Candidate, HistoryDraft, Order, StoreStats
@@ -25,6 +26,7 @@ from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
 from .jobs import Jobs
 from .record import Files, Messages, Segments
+from .staging import StagedVectors
 from .tokens import ApiTokens
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class Store(ABC):
         self.files = Files(self)
         self.jobs = Jobs(self)
         self.occurrences = Occurrences(self)
+        self.staged = StagedVectors(self)
 
     # -- what a backend provides -------------------------------------------------------
     @abstractmethod
@@ -133,6 +136,27 @@ class Store(ABC):
     def build_vector_index(self) -> None:
         """After re-embedding or a deferred bulk load: index the vectors (now, if not yet done)."""
 
+    def lock_writes(self) -> None:
+        """In a write transaction: no other writer may change `memories` until COMMIT (reads go on)."""
+
+    def swap_staged_vectors(self, target: str, model: str) -> int:
+        """In a write transaction holding `lock_writes`, with every row staged for `target`: the staged
+        vectors (and `model`) become the rows' own (`staging.py`). How many rows changed; the index
+        follows after COMMIT."""
+        return self.staged.swap(target, model)
+
+    def other_vectors(self, model: str, dims: int) -> tuple[int, int]:
+        """Rows whose vector another model made, and vectors of other dimensions than `dims`: a mixed
+        store (both 0 when every vector is the store's model's)."""
+        p = self.dialect.p
+        dims_of = self.dialect.vector_dims.format("embedding")
+        other_model, other_dims = self._run(
+            f"SELECT (SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND embedding_model <> {p}), "
+            f"(SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND {dims_of} <> {p})",
+            (model, dims),
+        )[0]
+        return int(other_model), int(other_dims)
+
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
         """Bulk loads: write without maintaining an on-disk vector index, build it once at the end.
@@ -205,14 +229,17 @@ class Store(ABC):
     def count_unembedded(self) -> int:
         return int(self._run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
 
-    def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str) -> None:
-        """Give rows written without a vector theirs (a row that got one meanwhile keeps it)."""
+    def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str, confirm: Callable[[], None] | None = None) -> None:
+        """Give rows written without a vector theirs (a row that got one meanwhile keeps it); `confirm`
+        runs after, in the transaction, and may refuse the change by raising."""
         p, vector = self.dialect.p, self.dialect.to_db["vector"]
         with self.transaction():  # rows in id order, as `remove` takes them: two writers may wait, never deadlock
             self._run_many(
                 f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
                 sorted(((vector(v), model, i) for i, v in zip(ids, vectors)), key=lambda row: row[2]),
             )
+            if confirm is not None:
+                confirm()
         # after COMMIT: an index built while this transaction held its rows could deadlock with another writer
         self._vectors_arrived()
 
@@ -224,6 +251,7 @@ class Store(ABC):
         with self.transaction():
             for chunk in _chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
                 self._run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+                self.staged.remove(chunk)
             self.erased()
 
     def erased(self) -> None:
@@ -517,6 +545,12 @@ class Store(ABC):
     def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
         return where(f, self.dialect, alias)
+
+
+def dimensions_differ(stored: int, query: int) -> StorageError:
+    """A query or a new vector of another model than the stored vectors' (another process re-embedded the store)."""
+    return StorageError(f"the stored vectors have {stored} dimensions, the query {query}: "
+                        "run `clawrecall reembed` or configure the stored embedding model")
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:

@@ -25,7 +25,7 @@ from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters, checked_in_sql
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .schema import MEMORIES
-from .sql import Store
+from .sql import Store, dimensions_differ
 from .text import fts_or_query, keywords, trigrams
 
 if TYPE_CHECKING:
@@ -464,6 +464,8 @@ class SQLiteStore(Store):
         index = self._fresh_index()
         if index is None:
             return []
+        if len(query) != index.dims:
+            raise dimensions_differ(index.dims, len(query))
         if not checked_in_sql(filters):
             return [Candidate(i, s) for i, s in index.search(query, k, filters)]
         # Filters the matrix does not carry are checked in SQL; widen until k survive or all were seen.
@@ -480,6 +482,8 @@ class SQLiteStore(Store):
         index = self._fresh_index()
         if index is None:
             return [None] * len(vectors)
+        if vectors.shape[1] != index.dims:
+            raise dimensions_differ(index.dims, vectors.shape[1])
         found = index.nearest_many(vectors, scope, min_score)
         return [None if hit is None else Candidate(*hit) for hit in found]
 
