@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gguf", help="start bench/local_llm.py with this GGUF for the run")
     ap.add_argument("--llm-python", default=sys.executable, help="the python that has xllamacpp (with --gguf)")
     ap.add_argument("--ctx", type=int, default=4096)
-    ap.add_argument("--timeout", type=float, default=600, help="llm.timeout_s: a small model on a busy CPU is slow")
+    ap.add_argument("--timeout", type=float, default=1200,
+                    help="llm.timeout_s (default 1200): a small model on two busy cores can take minutes a call")
     ap.add_argument("--embedding", default="local", help="clawrecall's embedding provider (default: local)")
     ap.add_argument("--conversations", help="comma-separated ids to run (default: all)")
     ap.add_argument("--db", help="keep the store here (default: a temporary file)")
