@@ -31,9 +31,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from clawrecall import Caller, Memory
+if TYPE_CHECKING:  # imported where used: bench/llm_tokens.py reads LoCoMo here in mem0's environment, without clawrecall
+    from clawrecall import Memory
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -151,6 +152,8 @@ def ingest(mem: Memory, data: list[dict]) -> Ingested:
 def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True) -> Ingested:
     """Each session a logged conversation session of the conversation's user; vectors backfilled before
     searching. `names=False` logs each turn's text without its speaker's name."""
+    from clawrecall import Caller
+
     counters: dict[str, int] = defaultdict(int)
     qs: dict[str, list[dict]] = {}
     dia: dict[str, str] = {}  # message id → dia_id
@@ -229,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                         "its speaker's name (as a chat transcript carries it)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+
+    from clawrecall import Memory
 
     data = json.loads(Path(args.data).read_text())
     with tempfile.TemporaryDirectory() as tmp:
