@@ -51,11 +51,11 @@ def decide(
         sources = [shown[n - 1] for n in sorted(set(fact.source))]
         valid_from = _valid_from(fact, sources)
         k = fact.known_index
-        existing = known[k - 1] if k is not None and k <= len(known) else None
+        existing = known[k - 1] if k is not None and k <= len(known) and fact.action != "new" else None
         action: Action = fact.action
         reason = None
         if action != "new" and existing is None:
-            action, reason = "new", f"{fact.existing} is not a known fact"
+            action, reason = "new", f"{fact.existing or 'no fact'} is not a known fact"
         elif action == "update" and fact.confidence < config.update_min_confidence:
             action, reason = "keep_both", f"confidence {fact.confidence} is below {config.update_min_confidence}"
         elif action == "update" and existing is not None and valid_from <= as_utc(existing.valid_from):
