@@ -27,6 +27,7 @@ log = logging.getLogger("clawrecall.llm")
 BACKOFF_BASE_S = 1.0  # the first backoff's ceiling when the server names no wait; doubled per attempt
 BACKOFF_MAX_S = 30.0
 _MAX_DETAIL = 300
+NO_KEY = "unused"  # what a local server that checks no key is sent (each SDK insists on one)
 
 
 @dataclass(frozen=True)

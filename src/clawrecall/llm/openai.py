@@ -12,10 +12,9 @@ from types import ModuleType
 from typing import Any
 
 from ..config import LLMConfig
-from .base import LLM, Completion, schema_instruction
+from .base import LLM, NO_KEY, Completion, schema_instruction
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-NO_KEY = "unused"  # what a local server that checks no key is sent (the SDK insists on one)
 
 
 class OpenAILLM(LLM):
