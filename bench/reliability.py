@@ -8,7 +8,7 @@ Common options: `--backends sqlite,postgres`, `--pg-url URL` (a server whose use
 default: a private `pgserver` in a temporary directory), `--json`. Crash and concurrency embed with the
 `hash` provider (their subject is the store, not the model); load builds each store with
 `--build-provider` (per size) and searches with the provider it was built with. Each run prints the
-machine's load average next to its figures. The workloads themselves are tests/reliability.py's, which
+machine's load average next to its figures. The workloads themselves are tests/reliability_workloads.py's, which
 the test suite runs in short versions.
 """
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 import httpx  # noqa: E402
-from reliability import commands, concurrency, crash_command, crash_serve, pct  # noqa: E402
+from reliability_workloads import commands, concurrency, crash_command, crash_serve, pct  # noqa: E402
 from scale import synthetic_memories, synthetic_queries  # noqa: E402
 
 from clawrecall import Memory  # noqa: E402
@@ -126,8 +126,8 @@ def run_crash(args, backends: Backends, log) -> dict:
             report.pop("runs")
             out["serve"].append(report)
             log(f"serve on {backend}: {report}")
-            for command in commands(work, args.size):
-                report = crash_command(command, lambda: backends.new(backend), args.command_rounds, log=log)
+            for command in commands(work, args.size) if args.command_rounds else ():
+                report = crash_command(command, lambda b=backend: backends.new(b), args.command_rounds, log=log)
                 report.update(backend=backend, load_avg=load_avg())
                 out["commands"].append(report)
     return out
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rounds", type=int, default=20, help="crash: kill -9's of serve per backend")
-    parser.add_argument("--command-rounds", type=int, default=3, help="crash: kill -9's of each command per backend")
+    parser.add_argument("--command-rounds", type=int, default=3, help="crash: kill -9's of each command per backend (0: none)")
     parser.add_argument("--size", type=int, default=2000, help="crash: memories the commands import and purge")
     parser.add_argument("--seconds", type=float, default=None, help="concurrency: 60; load: per cell, 20")
     parser.add_argument("--writers", type=int, default=8)

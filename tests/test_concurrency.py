@@ -4,7 +4,7 @@ caller. A few seconds here; `bench/reliability.py concurrency` runs the publishe
 
 from __future__ import annotations
 
-from reliability import concurrency
+from reliability_workloads import concurrency
 
 
 def test_writers_and_readers_on_one_store_lose_nothing_and_surface_no_lock(db_target):

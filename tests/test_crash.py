@@ -6,7 +6,7 @@ A few rounds here; `bench/reliability.py crash --rounds 20` runs the published t
 
 from __future__ import annotations
 
-from reliability import crash_serve
+from reliability_workloads import crash_serve
 
 SERVE_ROUNDS = 2
 

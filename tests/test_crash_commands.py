@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from conftest import _admin, with_database
-from reliability import commands, crash_command
+from reliability_workloads import commands, crash_command
 
 ROUNDS = 1
 

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 from embedding_stub_server import StubEmbeddingServer
-from reliability import check_sound, sqlite_integrity
+from reliability_workloads import check_sound, sqlite_integrity
 
 from clawrecall import Memory
 from clawrecall.scopes import Caller
@@ -53,14 +53,17 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
     """An add or an update needs its vector: while the provider fails (HTTP 500 three times, a 3 s answer
     against a 1 s timeout, NaN or all-zero vectors) the write is a 503 `embedding_error` that says why,
     within seconds, and nothing of it is stored (an unacknowledged write). The keyword legs still search;
-    agent_end still records the turn's messages. Once the provider answers again, writes work."""
+    agent_end still records the turn's messages; the E5-compatible /embed and /batch fail the same way
+    instead of answering nulls. Once the provider answers again, writes work."""
     stub, server, client = provider_and_server
     kept = client.post("/v1/memories", json={"content": "Alice's cat is called Miso"}).json()["id"]
     for n, (fault, why) in enumerate(FAULTS.items()):
         stub.mode, stub.slow_s = fault, 3.0
-        for call in (lambda: client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"}),
+        for call in (lambda fault=fault: client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"}),
                      lambda: client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}),
-                     lambda: client.post("/v1/search", json={"query": "what is the cat called"})):
+                     lambda: client.post("/v1/search", json={"query": "what is the cat called"}),
+                     lambda: client.post("/embed", json={"text": "what is the cat called"}),  # not nulls
+                     lambda: client.post("/batch", json={"texts": ["a", "b"]})):
             started = time.monotonic()
             answer = call()
             assert time.monotonic() - started < 10, fault
@@ -123,7 +126,7 @@ def small_file_system(tmp_path: Path, size_mb: int):
     where = tmp_path / "small"
     where.mkdir()
     mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)], capture_output=True).returncode == 0
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)], capture_output=True, check=False).returncode == 0
     try:
         yield where, ([] if mounted else [str(size_mb * 1024 * 1024)]), ("tmpfs" if mounted else "RLIMIT_FSIZE")
     finally:
@@ -135,7 +138,7 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
     with small_file_system(tmp_path, 4) as (where, extra, how):
         db = where / "memory.db"
         child = subprocess.run([sys.executable, "-c", FILL, str(db), *extra], capture_output=True, text=True,
-                               timeout=240)
+                               timeout=240, check=False)
         lines = [json.loads(line) for line in child.stdout.splitlines()]
         assert child.returncode == 0, (how, child.stderr[-2000:])
         acked = [i for line in lines[:-1] for i in line["acked"]]
