@@ -182,17 +182,20 @@ def check_acknowledged(target: str, ack: Acknowledged) -> None:
             assert kept[: len(messages)] == messages, f"acknowledged messages of {session} lost"
 
 
-def crash_serve(target: str, workdir: Path, rounds: int, *, seed: int = 300, log=lambda _: None) -> dict[str, Any]:
-    """`rounds` kill -9's of one server after another on one store; then it must open and serve once more."""
+def crash_serve(target: str, workdir: Path, rounds: int, *, seed: int = 300, serve_after: bool = True,
+                log=lambda _: None) -> dict[str, Any]:
+    """`rounds` kill -9's of one server after another on one store (each round's server starts on the store
+    the last one left); then, with `serve_after`, one more server must serve it."""
     seeded = seed_for_crash(target, seed)
     ack = Acknowledged()
     runs = []
     for round_ in range(rounds):
         runs.append(crash_round(target, workdir, round_, ack, seeded=seeded))
         log(f"round {round_ + 1}/{rounds}: {runs[-1]}")
-    with spawn_server(target, log_path=workdir / "serve-after.log") as running:
-        some = next(iter(ack.added))
-        assert httpx.get(f"{running.url}/v1/memories/{some}", headers=USER).json()["content"] == ack.added[some]
+    if serve_after:
+        with spawn_server(target, log_path=workdir / "serve-after.log") as running:
+            some = next(iter(ack.added))
+            assert httpx.get(f"{running.url}/v1/memories/{some}", headers=USER).json()["content"] == ack.added[some]
     check_sound(target)
     return {"rounds": rounds, "acknowledged": dict(ack.counts), "lost": 0, "integrity": "ok", "runs": runs}
 
@@ -284,11 +287,12 @@ def commands(workdir: Path, size: int) -> list[Command]:
 
         from clawrecall.storage import open_store
 
-        status = json.loads(run_cli(target, "migrate", "status", "--json").stdout)
+        from clawrecall.storage.migrations import pending
+
         store = open_store(target, migrate=False)
         try:
             rows = sorted(map(tuple, store._run("SELECT id, content FROM memories")))
-            return status["pending"], catalog(store), rows
+            return [f"{step.migration_set}/{step.name}" for step in pending(store)], catalog(store), rows
         finally:
             store.close()
 
