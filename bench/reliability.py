@@ -135,14 +135,15 @@ def run_crash(args, backends: Backends, log) -> dict:
 
 def render_crash(report: dict) -> str:
     serve = table(["backend", "kill -9 rounds", "acknowledged add/update/delete/capture", "lost", "integrity",
-                   "opens and serves", "load avg"],
+                   "opens and serves", "seconds", "load avg after"],
                   [[r["backend"], r["rounds"], "/".join(str(r["acknowledged"][k]) for k in ("add", "update", "delete",
                                                                                              "capture")),
-                    r["lost"], r["integrity"], "yes", r["load_avg"]] for r in report["serve"]])
+                    r["lost"], r["integrity"], "yes", r["seconds"], r["load_avg"]] for r in report["serve"]])
     cmds = table(["backend", "command", "write statements", "killed after statement", "run again", "load avg"],
                  [[r["backend"], r["command"], r["write_statements"], ", ".join(map(str, r["killed_at"])),
-                   f"finished ({r['finished_after']}/{len(r['killed_at'])})", r["load_avg"]] for r in report["commands"]])
-    return f"{serve}\n\n{cmds}"
+                   f"finished, same result ({r['finished_after']}/{len(r['killed_at'])})", r["load_avg"]]
+                  for r in report["commands"]])
+    return f"{serve}\n\n{cmds}" if report["commands"] else serve
 
 
 # --- concurrency ------------------------------------------------------------------------------------
