@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# ok | error500 | error500_text | badjson | short | slow
-MODES = ("ok", "error500", "error500_text", "badjson", "short", "slow")
+# ok | error500 | error500_text | badjson | short | slow | nan | zeros (the last two: garbage vectors, HTTP 200)
+MODES = ("ok", "error500", "error500_text", "badjson", "short", "slow", "nan", "zeros")
 
 
 def fake_embed(text: str, dim: int = 8) -> list[float]:
@@ -101,6 +101,8 @@ class StubEmbeddingServer:
         vectors = [fake_embed(t, dim) for t in texts]
         if self.mode == "short":
             vectors = vectors[:-1]
+        if self.mode in ("nan", "zeros"):
+            vectors = [[float("nan") if self.mode == "nan" else 0.0] * len(v) for v in vectors]
         if shape in ("openai",):
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
             data.reverse()  # real servers may answer out of order; clients must sort by index

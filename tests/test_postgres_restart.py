@@ -1,16 +1,20 @@
-"""A PostgreSQL server restart under an open store: calls fail clearly while it is down, then work again."""
+"""A PostgreSQL server restart under an open store and under a running `clawrecall serve`: calls fail clearly
+while it is down, then work again, and no acknowledged write is lost."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from clawrecall import Memory
 from clawrecall.errors import StorageError
+from clawrecall.server.spawn import spawn_server
 
 
 @pytest.fixture
@@ -48,3 +52,56 @@ def test_the_store_survives_a_server_restart(own_server):
         assert [h.memory.content for h in mem.search("what is the cat's name?", user_id="alice", limit=1)] == [
             "Alice's cat is called Miso"
         ]
+
+
+def test_a_server_waits_out_a_short_postgres_outage_answers_a_long_one_clearly_and_keeps_every_acknowledged_write(
+        own_server, tmp_path):
+    """A client adds memories back to back through `clawrecall serve` while PostgreSQL is stopped for 13 s and
+    started again: the server stays up; a request waits up to the pool's 10 s for a connection (an outage
+    shorter than that is only a delay), then is a 503 `storage_error`; adds succeed again after the
+    restart, and every add answered 201 is in the database."""
+    import pgserver
+
+    data, server = own_server
+    url = server.get_uri()
+    acked: dict[str, str] = {}
+    answers: list[tuple[float, int, str | None, float]] = []  # (sent at, status, error code, seconds)
+    stop = threading.Event()
+    with spawn_server(url, log_path=tmp_path / "serve.log") as running:
+        def stream() -> None:
+            with httpx.Client(base_url=running.url, timeout=60, headers={"x-clawrecall-user": "alice"}) as client:
+                n = 0
+                while not stop.is_set():
+                    content, sent = f"note {n} written around a restart", time.monotonic()
+                    answer = client.post("/v1/memories", json={"content": content, "dedup": False})
+                    body = answer.json()
+                    answers.append((sent, answer.status_code, body.get("error", {}).get("code"), time.monotonic() - sent))
+                    if answer.status_code == 201:
+                        acked[body["id"]] = content
+                    n += 1
+                    time.sleep(0.02)
+
+        writer = threading.Thread(target=stream)
+        writer.start()
+        time.sleep(1.5)
+        stopped = time.monotonic()
+        server.cleanup()  # pg_ctl stop: every pooled connection of the server dies
+        time.sleep(13.0)
+        assert pgserver.get_server(data, cleanup_mode="stop").get_uri() == url
+        restarted = time.monotonic()
+        time.sleep(2.0)
+        stop.set()
+        writer.join(60)
+        assert running.process.poll() is None  # the server lived through it
+        assert all((status, code) in ((201, None), (503, "storage_error")) for _, status, code, _ in answers)
+        refused = [(sent - stopped, seconds) for sent, status, _, seconds in answers if status == 503]
+        assert refused and all(0 <= at < 13 and 9 < seconds < 15 for at, seconds in refused), refused
+        after = [status for sent, status, _, _ in answers if sent > restarted]
+        assert len(after) > 3 and set(after) == {201}
+        some = next(iter(acked.values()))
+        hits = httpx.post(f"{running.url}/v1/search", json={"query": some, "mode": "bm25", "limit": 1},
+                          headers={"x-clawrecall-user": "alice"}).json()["results"]
+        assert [h["memory"]["content"] for h in hits] == [some]
+    with Memory.open(url) as mem:
+        stored = mem.store.fetch(list(acked))
+        assert {i: r.content for i, r in stored.items()} == acked

@@ -162,7 +162,8 @@ class Authenticator:
     Without any active token and with `allow_anonymous` (the server listens on loopback only),
     requests need no token and act as the local administrator, or as the identity their
     `X-Clawrecall-*` headers name; they must then be addressed to a loopback host name, so a web
-    page cannot reach the API through DNS rebinding.
+    page cannot reach the API through DNS rebinding, and carry no `Origin` but a loopback one, so a
+    page of another site cannot send a request a browser makes without asking first (a body-less POST).
     """
 
     def __init__(self, tokens: TokenStore, *, allow_anonymous: bool):
@@ -177,6 +178,9 @@ class Authenticator:
                 raise AuthError("this server needs a token: send 'Authorization: Bearer cr_…'")
             if not is_loopback(_host_name(headers.get("host", ""))):
                 raise ForbiddenError("requests without a token must be addressed to localhost or a loopback address")
+            origin = headers.get("origin")
+            if origin is not None and not is_loopback(_origin_host(origin)):
+                raise ForbiddenError(f"requests without a token may not come from a web page of another site ({origin[:100]})")
             return Caller(**named)
         scheme, _, value = authorization.partition(" ")
         token = self.tokens.verify(value.strip()) if scheme.lower() == "bearer" else None
@@ -212,6 +216,12 @@ def _host_name(host: str) -> str:
     `[::1]:1@evil.com`) → "" , which is no loopback name."""
     match = _HOST.match(host)
     return "" if match is None else (match["v6"] or match["name"]).lower()
+
+
+def _origin_host(origin: str) -> str:
+    """`http://127.0.0.1:8765` → `127.0.0.1`; `null` (a sandboxed or file page) and anything malformed → ""."""
+    scheme, sep, rest = origin.partition("://")
+    return _host_name(rest) if sep and scheme in ("http", "https") else ""
 
 
 def identity(user_id: str | None, agent_id: str | None, session_id: str | None) -> dict[str, str | None]:

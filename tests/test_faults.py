@@ -1,0 +1,162 @@
+"""Faults under a running `clawrecall serve`: the embedding provider down, slow, or answering garbage
+(tests/embedding_stub_server.py), and a full disk. Each time the caller gets a clear error, nothing half
+written is kept, what was acknowledged stays, and the store works again once the fault is gone.
+(PostgreSQL restarted under a server: test_postgres_restart.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from embedding_stub_server import StubEmbeddingServer
+from reliability_workloads import check_sound, sqlite_integrity
+
+from clawrecall import Memory
+from clawrecall.scopes import Caller
+from clawrecall.server.spawn import spawn_server
+
+HEADERS = {"x-clawrecall-user": "alice", "x-clawrecall-session": "s1"}
+
+
+@pytest.fixture
+def provider_and_server(tmp_path):
+    """A server embedding through an OpenAI-compatible provider (the stub) with a 1 s timeout."""
+    stub = StubEmbeddingServer().start()
+    env = {"CLAWRECALL_EMBEDDING__PROVIDER": "openai-compatible", "CLAWRECALL_EMBEDDING__BASE_URL": f"{stub.url}/v1",
+           "CLAWRECALL_EMBEDDING__MODEL": "stub-embed", "CLAWRECALL_EMBEDDING__API_KEY": "k",
+           "CLAWRECALL_EMBEDDING__TIMEOUT_S": "1", "CLAWRECALL_HOME": str(tmp_path / "home")}
+    try:
+        with spawn_server(tmp_path / "memory.db", env=env) as server, \
+                httpx.Client(base_url=server.url, timeout=60, headers=HEADERS) as client:
+            yield stub, server, client
+    finally:
+        stub.stop()
+
+
+def memories(client) -> list[str]:
+    return [m["content"] for m in client.get("/v1/memories", params={"limit": 1000}).json()["memories"]]
+
+
+FAULTS = {"error500": "HTTP 500", "slow": "timed out after 1s", "nan": "not finite or are all zero",
+          "zeros": "not finite or are all zero"}
+
+
+def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores_nothing(provider_and_server):
+    """An add or an update needs its vector: while the provider fails (HTTP 500 three times, a 3 s answer
+    against a 1 s timeout, NaN or all-zero vectors) the write is a 503 `embedding_error` that says why,
+    within seconds, and nothing of it is stored (an unacknowledged write). The keyword legs still search;
+    agent_end still records the turn's messages; the E5-compatible /embed and /batch fail the same way
+    instead of answering nulls. Once the provider answers again, writes work."""
+    stub, server, client = provider_and_server
+    kept = client.post("/v1/memories", json={"content": "Alice's cat is called Miso"}).json()["id"]
+    for n, (fault, why) in enumerate(FAULTS.items()):
+        stub.mode, stub.slow_s = fault, 3.0
+        for call in (lambda fault=fault: client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"}),
+                     lambda: client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}),
+                     lambda: client.post("/v1/search", json={"query": "what is the cat called"}),
+                     lambda: client.post("/embed", json={"text": "what is the cat called"}),  # not nulls
+                     lambda: client.post("/batch", json={"texts": ["a", "b"]})):
+            started = time.monotonic()
+            answer = call()
+            assert time.monotonic() - started < 10, fault
+            assert answer.status_code == 503 and answer.json()["error"]["code"] == "embedding_error", (fault, answer.text)
+            assert why in answer.json()["error"]["message"] and "Bearer k" not in answer.text, fault
+        assert memories(client) == ["Alice's cat is called Miso"]  # no new memory, the old one unchanged
+
+        keyword = client.post("/v1/search", json={"query": "cat called Miso", "mode": "bm25"}).json()["results"]
+        assert [h["memory"]["id"] for h in keyword] == [kept]
+        turn = client.post("/v1/hooks/agent_end", json={"messages": [
+            {"role": "user", "content": f"Remember that my badge number is 4{n} ({fault})"}]})
+        assert turn.status_code == 200 and turn.json()["recorded"] == 1
+        found = client.post("/v1/search", json={"query": f"badge number {fault}", "sources": ["message"],
+                                                "mode": "bm25"}).json()["results"]
+        assert f"Remember that my badge number is 4{n} ({fault})" in [h["memory"]["content"] for h in found]
+        recall = client.post("/v1/hooks/before_prompt_build", json={"prompt": "what is my cat called?"}).json()
+        assert recall["prependContext"] is None and recall["skipped"] == "error"  # the prompt goes on without recall
+
+    stub.mode = "ok"
+    assert client.post("/v1/memories", json={"content": "Alice's dog is called Rex"}).status_code == 201
+    assert client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}).status_code == 200
+    server.process.terminate()
+    server.process.wait(30)
+    with Memory.open(server.log_path.with_name("memory.db"), check_embedding=False) as mem:
+        assert sorted(r.content for r in mem.list(caller=Caller("alice"))) == [
+            "Alice's cat is called Mochi", "Alice's dog is called Rex"]
+        stored = [np.frombuffer(v, dtype=np.float32) for (v,) in
+                  mem.store._run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
+        assert stored and all(np.isfinite(v).all() and v.any() for v in stored)
+
+
+# --- a full disk --------------------------------------------------------------------------------------
+
+FILL = """
+import json, resource, signal, sys
+from clawrecall import Memory
+from clawrecall.errors import ClawrecallError
+if len(sys.argv) > 2:  # no file system of its own to fill: a file size limit stands in for it
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+mem = Memory.open(sys.argv[1])
+n = 0
+while True:
+    batch = [{"content": f"note {n + i}: " + "the tide tables for the north pier, " * 8} for i in range(50)]
+    try:
+        ids = [r.id for r in mem.add_many(batch, dedup=False)]
+    except ClawrecallError as exc:
+        print(json.dumps({"error": type(exc).__name__, "code": exc.code, "message": str(exc)}), flush=True)
+        break
+    print(json.dumps({"acked": ids}), flush=True)
+    n += 50
+mem.close()
+"""
+
+
+@contextmanager
+def small_file_system(tmp_path: Path, size_mb: int):
+    """(a directory, the extra child arguments): a tmpfs of `size_mb` when this process may mount one (root),
+    else a plain directory and an RLIMIT_FSIZE of that size on the child."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)], capture_output=True, check=False).returncode == 0
+    try:
+        yield where, ([] if mounted else [str(size_mb * 1024 * 1024)]), ("tmpfs" if mounted else "RLIMIT_FSIZE")
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
+    with small_file_system(tmp_path, 4) as (where, extra, how):
+        db = where / "memory.db"
+        child = subprocess.run([sys.executable, "-c", FILL, str(db), *extra], capture_output=True, text=True,
+                               timeout=240, check=False)
+        lines = [json.loads(line) for line in child.stdout.splitlines()]
+        assert child.returncode == 0, (how, child.stderr[-2000:])
+        acked = [i for line in lines[:-1] for i in line["acked"]]
+        error = lines[-1]
+        assert len(acked) >= 50, (how, lines[-1])
+        assert error["error"] == "StorageError" and error["code"] == "storage_error", (how, error)
+        # ENOSPC on a full file system; EFBIG past the size limit, which SQLite reports as an I/O error
+        said = "database or disk is full" if how == "tmpfs" else "disk I/O error"
+        assert error["message"] == f"cannot write to SQLite database {db}: {said}", (how, error)
+        assert sqlite_integrity(str(db)) == []
+        with Memory.open(db) as mem:  # every acknowledged batch is there, and reads work on the full disk
+            assert mem.store.integrity_problems() == []
+            assert set(mem.store.fetch(acked)) == set(acked)
+            assert mem.search("tide tables north pier", mode="bm25", limit=1)
+        copy = tmp_path / "copy.db"  # room again: the same store takes writes
+        for suffix in ("", "-wal"):
+            if Path(f"{db}{suffix}").exists():
+                copy.with_name(copy.name + suffix).write_bytes(Path(f"{db}{suffix}").read_bytes())
+    with Memory.open(copy) as mem:
+        assert set(mem.store.fetch(acked)) == set(acked)
+    check_sound(str(copy))
