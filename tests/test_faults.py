@@ -53,8 +53,9 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
     """An add or an update needs its vector: while the provider fails (HTTP 500 three times, a 3 s answer
     against a 1 s timeout, NaN or all-zero vectors) the write is a 503 `embedding_error` that says why,
     within seconds, and nothing of it is stored (an unacknowledged write). The keyword legs still search;
-    agent_end still records the turn's messages; the E5-compatible /embed and /batch fail the same way
-    instead of answering nulls. Once the provider answers again, writes work."""
+    agent_end still records the turn's messages, and the memory it captures is kept without a vector (it was
+    acknowledged as queued), found by keyword at once and embedded once the provider answers; the E5-compatible
+    /embed and /batch fail the same way instead of answering nulls. Once the provider answers again, writes work."""
     stub, server, client = provider_and_server
     kept = client.post("/v1/memories", json={"content": "Alice's cat is called Miso"}).json()["id"]
     for n, (fault, why) in enumerate(FAULTS.items()):
@@ -69,16 +70,23 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
             assert time.monotonic() - started < 10, fault
             assert answer.status_code == 503 and answer.json()["error"]["code"] == "embedding_error", (fault, answer.text)
             assert why in answer.json()["error"]["message"] and "Bearer k" not in answer.text, fault
-        assert memories(client) == ["Alice's cat is called Miso"]  # no new memory, the old one unchanged
+        assert [m for m in memories(client) if "badge" not in m] == ["Alice's cat is called Miso"]  # no new memory
 
         keyword = client.post("/v1/search", json={"query": "cat called Miso", "mode": "bm25"}).json()["results"]
-        assert [h["memory"]["id"] for h in keyword] == [kept]
+        assert [h["memory"]["id"] for h in keyword if "badge" not in h["memory"]["content"]] == [kept]  # (captures of the same
+        # session come along as its neighbours)
         turn = client.post("/v1/hooks/agent_end", json={"messages": [
             {"role": "user", "content": f"Remember that my badge number is 4{n} ({fault})"}]})
         assert turn.status_code == 200 and turn.json()["recorded"] == 1
         found = client.post("/v1/search", json={"query": f"badge number {fault}", "sources": ["message"],
                                                 "mode": "bm25"}).json()["results"]
         assert f"Remember that my badge number is 4{n} ({fault})" in [h["memory"]["content"] for h in found]
+        captured = f"Remember that my badge number is 4{n} ({fault})"
+        deadline = time.monotonic() + 30
+        while captured not in memories(client) and time.monotonic() < deadline:  # the capture is written in the background
+            time.sleep(0.1)
+        kept_without_vector = client.post("/v1/search", json={"query": f"badge number {fault}", "mode": "bm25"}).json()
+        assert captured in [h["memory"]["content"] for h in kept_without_vector["results"]]
         recall = client.post("/v1/hooks/before_prompt_build", json={"prompt": "what is my cat called?"}).json()
         assert recall["prependContext"] is None and recall["skipped"] == "error"  # the prompt goes on without recall
 
@@ -89,7 +97,8 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
     server.process.wait(30)
     with Memory.open(server.log_path.with_name("memory.db"), check_embedding=False) as mem:
         assert sorted(r.content for r in mem.list(caller=Caller("alice"))) == [
-            "Alice's cat is called Mochi", "Alice's dog is called Rex"]
+            "Alice's cat is called Mochi", "Alice's dog is called Rex",
+            *(f"Remember that my badge number is 4{n} ({fault})" for n, fault in enumerate(FAULTS))]
         stored = [np.frombuffer(v, dtype=np.float32) for (v,) in
                   mem.store._run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
         assert stored and all(np.isfinite(v).all() and v.any() for v in stored)
@@ -160,3 +169,31 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
     with Memory.open(copy) as mem:
         assert set(mem.store.fetch(acked)) == set(acked)
     check_sound(str(copy))
+
+
+def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_embedded_after(db_target, tmp_path):
+    """`embed_later` (what agent_end's capture uses): kept without a vector, undeduplicated, found by keyword;
+    the backfill embeds it once the provider answers. Without it the write fails and stores nothing."""
+    from clawrecall.errors import EmbeddingError
+
+    stub = StubEmbeddingServer().start()
+    try:
+        embedding = {"provider": "openai-compatible", "base_url": f"{stub.url}/v1", "model": "stub-embed",
+                     "api_key": "k", "timeout_s": 1}
+        with Memory.open(db_target, embedding=embedding) as mem:
+            first = mem.add("Alice's badge number is 4417", user_id="alice")
+            stub.mode = "error500"
+            with pytest.raises(EmbeddingError):
+                mem.add("Alice parks on level 3", user_id="alice")
+            kept = mem.add("Alice parks on level 3", user_id="alice", embed_later=True)
+            again = mem.add("Alice's badge number is 4417", user_id="alice", embed_later=True)
+            assert kept.action == again.action == "created"  # not deduplicated: there is no vector to compare
+            assert mem.store.vectors([kept.id]) == {} and mem.store.count_unembedded() == 2
+            [hit] = mem.search("parks level", user_id="alice", mode="bm25", min_score=0)
+            assert hit.memory.id == kept.id
+            stub.mode = "ok"
+            assert mem.backfill() == 2 and mem.store.count_unembedded() == 0
+            assert set(mem.store.vectors([kept.id, first.id])) == {kept.id, first.id}
+            assert kept.id in {h.memory.id for h in mem.search("parks level", user_id="alice", mode="vector", min_score=0)}
+    finally:
+        stub.stop()

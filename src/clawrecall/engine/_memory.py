@@ -181,6 +181,7 @@ class Memory:
         expires_at: datetime | None = None,
         valid_from: datetime | None = None,
         dedup: bool | None = None,
+        embed_later: bool = False,
     ) -> AddResult | list[AddResult]:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing.
 
@@ -189,7 +190,9 @@ class Memory:
         `{"role", "content"}` messages as mem0 takes: each user and assistant turn is then one
         memory (its role in `metadata["role"]`; system turns are not stored) and a list of results
         comes back, one per stored turn. `valid_from`: since when it is true, when the source says
-        (default: now)."""
+        (default: now). `embed_later`: if the embedding provider fails, store it anyway, without a vector and
+        not deduplicated; keyword search finds it at once and the backfill (`backfill()`, `clawrecall serve`'s
+        sweep) embeds it once the provider answers."""
         item = dict(
             session_id=session_id, scope=scope, category=category, title=title,
             tags=[] if tags is None else tags, importance=importance, confidence=confidence, visibility=visibility,
@@ -198,10 +201,10 @@ class Memory:
         )
         who = as_caller(caller, user_id, agent_id)
         if not isinstance(content, (list, tuple)):
-            return self._writes.add_many([{**item, "content": content}], who, dedup=dedup)[0]
+            return self._writes.add_many([{**item, "content": content}], who, dedup=dedup, embed_later=embed_later)[0]
         turns = chat_turns(content)
         items = [{**item, "content": text, "metadata": {**(metadata or {}), "role": role}} for role, text in turns]
-        return self._writes.add_many(items, who, dedup=dedup) if items else []
+        return self._writes.add_many(items, who, dedup=dedup, embed_later=embed_later) if items else []
 
     def add_many(
         self,

@@ -8,6 +8,7 @@ still to come (extraction, importers, a knowledge base) call these methods, neve
 from __future__ import annotations
 
 import json
+import logging
 from contextlib import closing, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from .._blas import one_blas_thread
 from .._time import utcnow
 from ..config import Config
-from ..errors import NotFoundError, ValidationError
+from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller, check_change
 from ..storage import Filters, HistoryDraft, Store
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 
 _DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any batch size
 #: what the memory that supersedes another keeps of it unless the caller gives its own
+log = logging.getLogger("clawrecall.writes")
+
 _INHERITED = ("title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id", "visibility", "metadata")
 
 
@@ -61,10 +64,13 @@ class Writes:
         actor: str | None = None,
         embeddings: np.ndarray | None = None,
         dry_run: bool = False,
+        embed_later: bool = False,
     ) -> list[AddResult]:
         """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction.
 
-        `dry_run` does all of it but the insert: the results say what would be created and what is a duplicate."""
+        `dry_run` does all of it but the insert: the results say what would be created and what is a duplicate.
+        `embed_later`: when the provider fails, write them anyway without a vector and undeduplicated (a capture
+        that was acknowledged); the backfill embeds them later, and the keyword legs find them meanwhile."""
         require_writes(self.config)
         now = utcnow()
         if isinstance(items, (str, bytes, Mapping, NewMemory)):
@@ -81,12 +87,19 @@ class Writes:
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
+            vectors: np.ndarray | None
             if embeddings is None:
                 assert stream is not None  # None only for an item with invalid content, and validating it raised
-                vectors = self.embedding.collect(stream, [r.content for r in records], progress)
+                try:
+                    vectors = self.embedding.collect(stream, [r.content for r in records], progress)
+                except EmbeddingError as exc:
+                    if not embed_later:
+                        raise
+                    log.warning("embedding failed (%s): %d memories kept without a vector, embedded later", exc, len(records))
+                    vectors = None
             else:
                 vectors = self.embedding.given(embeddings, len(records))
-        dedup = self.config.dedup.enabled if dedup is None else dedup
+        dedup = (self.config.dedup.enabled if dedup is None else dedup) and vectors is not None
         duplicates = self._find_duplicates(records, vectors) if dedup else {}
         keep: list[int] = []
         for i in range(len(records)):
@@ -100,7 +113,8 @@ class Writes:
             with self.store.transaction():
                 if named:
                     self._check_named_ids(named)  # again, under the write lock: another process may have stored them since
-                self.insert_new([records[i] for i in keep], vectors[keep], actor, [after[i] for i in keep])
+                self.insert_new([records[i] for i in keep], None if vectors is None else vectors[keep], actor,
+                                [after[i] for i in keep])
         return results
 
     def new_records(
@@ -114,9 +128,11 @@ class Writes:
         return [new_record(item, now, caller, self.config, _label(len(items), n), ids[n - 1], model)
                 for n, item in enumerate(items, 1)], ids
 
-    def insert_new(self, records: list[MemoryRecord], vectors: np.ndarray, actor: str, after: list[str] | None = None) -> None:
-        """Write new records with their vectors and their "add" history, in the caller's transaction (or
-        one of their own): not deduplicated, nothing embedded. `after`: their history snapshots, if made."""
+    def insert_new(self, records: list[MemoryRecord], vectors: np.ndarray | None, actor: str,
+                   after: list[str] | None = None) -> None:
+        """Write new records with their vectors (None: the backfill's to make) and their "add" history, in the
+        caller's transaction (or one of their own): not deduplicated, nothing embedded. `after`: their history
+        snapshots, if made."""
         require_writes(self.config)
         after = after or [r.model_dump_json() for r in records]
         with self.store.transaction():

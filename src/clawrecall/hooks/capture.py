@@ -252,6 +252,7 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
             result = mem.add(
                 candidate["text"], caller=caller, category=candidate["category"], importance=importance,
                 source_type="capture", metadata={"role": candidate["role"]}, dedup=True,
+                embed_later=True,  # acknowledged as queued: kept while the provider is down, embedded later
             )
             log.debug("capture %s: %s", result.action, result.id)
         except Exception:  # one bad write must not lose the others, nor kill the writer thread
