@@ -49,10 +49,11 @@ FAULTS = {"error500": "HTTP 500", "slow": "timed out after 1s", "nan": "not fini
           "zeros": "not finite or are all zero"}
 
 
-def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores_nothing(provider_and_server):
-    """An add or an update needs its vector: while the provider fails (HTTP 500 three times, a 3 s answer
-    against a 1 s timeout, NaN or all-zero vectors) the write is a 503 `embedding_error` that says why,
-    within seconds, and nothing of it is stored (an unacknowledged write). The keyword legs still search;
+def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuses_what_needs_a_vector(provider_and_server):
+    """While the provider fails (HTTP 500 three times, a 3 s answer against a 1 s timeout, NaN or all-zero
+    vectors), a new memory is kept without a vector (201; `writes.embed_later`), found by keyword at once and
+    embedded once the provider answers; a content update, a search by meaning and /embed need a vector now:
+    503 `embedding_error` that says why, within seconds, and nothing of the update is stored. The keyword legs still search;
     agent_end still records the turn's messages, and the memory it captures is kept without a vector (it was
     acknowledged as queued), found by keyword at once and embedded once the provider answers; the E5-compatible
     /embed and /batch fail the same way instead of answering nulls. Once the provider answers again, writes work."""
@@ -60,8 +61,9 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
     kept = client.post("/v1/memories", json={"content": "Alice's cat is called Miso"}).json()["id"]
     for n, (fault, why) in enumerate(FAULTS.items()):
         stub.mode, stub.slow_s = fault, 3.0
-        for call in (lambda fault=fault: client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"}),
-                     lambda: client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}),
+        pending = client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"})
+        assert pending.status_code == 201, (fault, pending.text)
+        for call in (lambda: client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}),
                      lambda: client.post("/v1/search", json={"query": "what is the cat called"}),
                      lambda: client.post("/embed", json={"text": "what is the cat called"}),  # not nulls
                      lambda: client.post("/batch", json={"texts": ["a", "b"]})):
@@ -70,11 +72,13 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
             assert time.monotonic() - started < 10, fault
             assert answer.status_code == 503 and answer.json()["error"]["code"] == "embedding_error", (fault, answer.text)
             assert why in answer.json()["error"]["message"] and "Bearer k" not in answer.text, fault
-        assert [m for m in memories(client) if "badge" not in m] == ["Alice's cat is called Miso"]  # no new memory
+        assert [m for m in memories(client) if "badge" not in m and "Rex" not in m] == ["Alice's cat is called Miso"]
+        dog = client.post("/v1/search", json={"query": f"dog called Rex {fault}", "mode": "bm25"}).json()["results"]
+        assert f"Alice's dog is called Rex ({fault})" in [h["memory"]["content"] for h in dog]  # kept, found by keyword
 
         keyword = client.post("/v1/search", json={"query": "cat called Miso", "mode": "bm25"}).json()["results"]
-        assert [h["memory"]["id"] for h in keyword if "badge" not in h["memory"]["content"]] == [kept]  # (captures of the same
-        # session come along as its neighbours)
+        assert [h["memory"]["id"] for h in keyword if "Miso" in h["memory"]["content"]] == [kept]  # (what else
+        # the session kept comes along as its neighbours)
         turn = client.post("/v1/hooks/agent_end", json={"messages": [
             {"role": "user", "content": f"Remember that my badge number is 4{n} ({fault})"}]})
         assert turn.status_code == 200 and turn.json()["recorded"] == 1
@@ -92,13 +96,15 @@ def test_a_provider_down_slow_or_answering_garbage_gets_a_clear_error_and_stores
 
     stub.mode = "ok"
     assert client.post("/v1/memories", json={"content": "Alice's dog is called Rex"}).status_code == 201
+    assert client.post("/v1/memories", json={"content": "Alice's dog is called Rex"}).json()["action"] == "duplicate"
     assert client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}).status_code == 200
     server.process.terminate()
     server.process.wait(30)
     with Memory.open(server.log_path.with_name("memory.db"), check_embedding=False) as mem:
-        assert sorted(r.content for r in mem.list(caller=Caller("alice"))) == [
+        assert sorted(r.content for r in mem.list(caller=Caller("alice"))) == sorted([
             "Alice's cat is called Mochi", "Alice's dog is called Rex",
-            *(f"Remember that my badge number is 4{n} ({fault})" for n, fault in enumerate(FAULTS))]
+            *(f"Alice's dog is called Rex ({fault})" for fault in FAULTS),
+            *(f"Remember that my badge number is 4{n} ({fault})" for n, fault in enumerate(FAULTS))])
         stored = [np.frombuffer(v, dtype=np.float32) for (v,) in
                   mem.store._run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
         assert stored and all(np.isfinite(v).all() and v.any() for v in stored)
@@ -172,8 +178,9 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
 
 
 def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_embedded_after(db_target, tmp_path):
-    """`embed_later` (what agent_end's capture uses): kept without a vector, undeduplicated, found by keyword;
-    the backfill embeds it once the provider answers. Without it the write fails and stores nothing."""
+    """`embed_later` (`writes.embed_later`, on by default; agent_end's capture always): kept without a vector,
+    undeduplicated, found by keyword; the backfill embeds it once the provider answers. Without it the add
+    fails and stores nothing."""
     from clawrecall.errors import EmbeddingError
 
     stub = StubEmbeddingServer().start()
@@ -184,8 +191,8 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             first = mem.add("Alice's badge number is 4417", user_id="alice")
             stub.mode = "error500"
             with pytest.raises(EmbeddingError):
-                mem.add("Alice parks on level 3", user_id="alice")
-            kept = mem.add("Alice parks on level 3", user_id="alice", embed_later=True)
+                mem.add("Alice parks on level 3", user_id="alice", embed_later=False)
+            kept = mem.add("Alice parks on level 3", user_id="alice")  # writes.embed_later, the default
             again = mem.add("Alice's badge number is 4417", user_id="alice", embed_later=True)
             assert kept.action == again.action == "created"  # not deduplicated: there is no vector to compare
             assert mem.store.vectors([kept.id]) == {} and mem.store.count_unembedded() == 2

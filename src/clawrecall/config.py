@@ -151,6 +151,9 @@ class RetrievalConfig(_Section):
 class WritesConfig(_Section):
     enabled: bool = True
     retention_days: float = Field(default=30.0, ge=0)
+    # a new memory whose embedding fails (the provider down) is kept without a vector and not
+    # deduplicated; keyword search finds it at once and the backfill embeds it later. false: the add fails
+    embed_later: bool = True
 
 
 class DedupConfig(_Section):

@@ -181,7 +181,7 @@ class Memory:
         expires_at: datetime | None = None,
         valid_from: datetime | None = None,
         dedup: bool | None = None,
-        embed_later: bool = False,
+        embed_later: bool | None = None,
     ) -> AddResult | list[AddResult]:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing.
 
@@ -190,9 +190,9 @@ class Memory:
         `{"role", "content"}` messages as mem0 takes: each user and assistant turn is then one
         memory (its role in `metadata["role"]`; system turns are not stored) and a list of results
         comes back, one per stored turn. `valid_from`: since when it is true, when the source says
-        (default: now). `embed_later`: if the embedding provider fails, store it anyway, without a vector and
-        not deduplicated; keyword search finds it at once and the backfill (`backfill()`, `clawrecall serve`'s
-        sweep) embeds it once the provider answers."""
+        (default: now). `embed_later` (default: `writes.embed_later`, true): if the embedding provider fails,
+        store it anyway, without a vector and not deduplicated; keyword search finds it at once and the backfill
+        (`backfill()`, `clawrecall serve`'s sweep) embeds it once the provider answers. False: the add fails."""
         item = dict(
             session_id=session_id, scope=scope, category=category, title=title,
             tags=[] if tags is None else tags, importance=importance, confidence=confidence, visibility=visibility,

@@ -64,13 +64,13 @@ class Writes:
         actor: str | None = None,
         embeddings: np.ndarray | None = None,
         dry_run: bool = False,
-        embed_later: bool = False,
+        embed_later: bool | None = None,
     ) -> list[AddResult]:
         """Validate every item (nothing is written if one is bad) while a local model embeds them, insert in one transaction.
 
         `dry_run` does all of it but the insert: the results say what would be created and what is a duplicate.
-        `embed_later`: when the provider fails, write them anyway without a vector and undeduplicated (a capture
-        that was acknowledged); the backfill embeds them later, and the keyword legs find them meanwhile."""
+        `embed_later` (default `writes.embed_later`): when the provider fails, write them anyway without a vector
+        and undeduplicated; the backfill embeds them later, and the keyword legs find them meanwhile."""
         require_writes(self.config)
         now = utcnow()
         if isinstance(items, (str, bytes, Mapping, NewMemory)):
@@ -93,7 +93,7 @@ class Writes:
                 try:
                     vectors = self.embedding.collect(stream, [r.content for r in records], progress)
                 except EmbeddingError as exc:
-                    if not embed_later:
+                    if not (self.config.writes.embed_later if embed_later is None else embed_later):
                         raise
                     log.warning("embedding failed (%s): %d memories kept without a vector, embedded later", exc, len(records))
                     vectors = None
