@@ -52,8 +52,9 @@ FAULTS = {"error500": "HTTP 500", "slow": "timed out after 1s", "nan": "not fini
 def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuses_what_needs_a_vector(provider_and_server):
     """While the provider fails (HTTP 500 three times, a 3 s answer against a 1 s timeout, NaN or all-zero
     vectors), a new memory is kept without a vector (201; `writes.embed_later`), found by keyword at once and
-    embedded once the provider answers; a content update, a search by meaning and /embed need a vector now:
-    503 `embedding_error` that says why, within seconds, and nothing of the update is stored. The keyword legs still search;
+    embedded once the provider answers; a hybrid search runs on its keyword legs and says so (`without_vectors`);
+    a content update, a vector search and /embed need a vector now: 503 `embedding_error` that says why, within
+    seconds, and nothing of the update is stored. The recall hook injects nothing (keyword scores are not relevance);
     agent_end still records the turn's messages, and the memory it captures is kept without a vector (it was
     acknowledged as queued), found by keyword at once and embedded once the provider answers; the E5-compatible
     /embed and /batch fail the same way instead of answering nulls. Once the provider answers again, writes work."""
@@ -64,7 +65,7 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
         pending = client.post("/v1/memories", json={"content": f"Alice's dog is called Rex ({fault})"})
         assert pending.status_code == 201, (fault, pending.text)
         for call in (lambda: client.patch(f"/v1/memories/{kept}", json={"content": "Alice's cat is called Mochi"}),
-                     lambda: client.post("/v1/search", json={"query": "what is the cat called"}),
+                     lambda: client.post("/v1/search", json={"query": "what is the cat called", "mode": "vector"}),
                      lambda: client.post("/embed", json={"text": "what is the cat called"}),  # not nulls
                      lambda: client.post("/batch", json={"texts": ["a", "b"]})):
             started = time.monotonic()
@@ -76,6 +77,11 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
         dog = client.post("/v1/search", json={"query": f"dog called Rex {fault}", "mode": "bm25"}).json()["results"]
         assert f"Alice's dog is called Rex ({fault})" in [h["memory"]["content"] for h in dog]  # kept, found by keyword
 
+        hybrid = client.post("/v1/search", json={"query": "what is the cat called"})  # the keyword legs answer, and say so
+        assert hybrid.status_code == 200 and why in hybrid.json()["without_vectors"], (fault, hybrid.text)
+        assert kept in [h["memory"]["id"] for h in hybrid.json()["results"]]
+        tool = client.post("/v1/tools/memory_recall", json={"query": "what is the cat called"}).json()
+        assert "Miso" in tool["content"][0]["text"] and "(Found by keywords only:" in tool["content"][0]["text"]
         keyword = client.post("/v1/search", json={"query": "cat called Miso", "mode": "bm25"}).json()["results"]
         assert [h["memory"]["id"] for h in keyword if "Miso" in h["memory"]["content"]] == [kept]  # (what else
         # the session kept comes along as its neighbours)
@@ -198,9 +204,14 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             assert mem.store.vectors([kept.id]) == {} and mem.store.count_unembedded() == 2
             [hit] = mem.search("parks level", user_id="alice", mode="bm25", min_score=0)
             assert hit.memory.id == kept.id
+            hybrid = mem.search("where does alice park", user_id="alice", min_score=0)  # keyword legs, and it says so
+            assert kept.id in {h.memory.id for h in hybrid} and "HTTP 500" in hybrid.without_vectors
+            with pytest.raises(EmbeddingError):
+                mem.search("where does alice park", user_id="alice", mode="vector")
             stub.mode = "ok"
             assert mem.backfill() == 2 and mem.store.count_unembedded() == 0
             assert set(mem.store.vectors([kept.id, first.id])) == {kept.id, first.id}
             assert kept.id in {h.memory.id for h in mem.search("parks level", user_id="alice", mode="vector", min_score=0)}
+            assert mem.search("where does alice park", user_id="alice", min_score=0).without_vectors is None
     finally:
         stub.stop()

@@ -52,6 +52,7 @@ from .models import (
     Occurrence,
     ReembedState,
     SearchHit,
+    SearchHits,
     Segment,
     StartupEntry,
     Stats,
@@ -67,7 +68,7 @@ __all__ = [
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
     "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchHit", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -161,6 +161,13 @@ class SearchHit(BaseModel):
         return self.memory.content
 
 
+class SearchHits(list[SearchHit]):
+    """A search's hits, best first. `without_vectors` says why a hybrid search ran on its keyword legs only
+    (the embedding provider failed); its scores are then ranking scores, not calibrated relevance."""
+
+    without_vectors: str | None = None
+
+
 class Occurrence(BaseModel):
     """One time a conversation stated a fact (memento-local's `fact_occurrences`)."""
 

@@ -287,6 +287,8 @@ def search(state: State, query: str, fmt: out.Format, sources: str | None, **par
     """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
     kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
     hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
+    if hits.without_vectors:
+        click.echo(f"Note: found by keywords only ({hits.without_vectors}); scores are ranking scores.", err=True)
     out.respond_rows(fmt, hits, hits_text(hits, params["explain"]))
 
 

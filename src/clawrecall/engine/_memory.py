@@ -16,7 +16,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHit, StartupEntry, Stats,
+    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -447,7 +447,7 @@ class Memory:
         exclude_session: str | None = None,
         message_roles: Sequence[str] | None = None,
         as_of: datetime | None = None,
-    ) -> list[SearchHit]:
+    ) -> SearchHits:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
         `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
@@ -464,7 +464,10 @@ class Memory:
 
         Only current memories are searched (not those another has superseded); `as_of` searches what was
         true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
-        lifts what was said or became true in that time (docs/time.md)."""
+        lifts what was said or became true in that time (docs/time.md).
+
+        When the embedding provider fails, a hybrid search runs on its keyword legs and the hits say why
+        (`hits.without_vectors`); their scores are then ranking scores. A `vector` search fails."""
         caller = as_caller(caller, user_id, agent_id)
         if threshold is not None:
             if min_score is not None and min_score != threshold:

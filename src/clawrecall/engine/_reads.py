@@ -9,7 +9,7 @@ from typing import Sequence, get_args
 
 from ..config import AccessConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
-from ..models import KINDS, MemoryRecord, Role, SearchHit
+from ..models import KINDS, MemoryRecord, Role, SearchHits
 from ..scopes import Caller, read_scopes
 from ..storage import Filters, Store
 from ._validate import check_category, check_text, check_when
@@ -92,10 +92,11 @@ def resolve(
     return store.fetch([found])[found]
 
 
-def with_origins(store: Store, hits: list[SearchHit]) -> list[SearchHit]:
+def with_origins(store: Store, hits: SearchHits) -> SearchHits:
     """Each message hit labelled with its session, role and time; each file chunk with its file and lines or pages."""
     messages = store.messages.of([h.id for h in hits if h.memory.kind == "message"])
-    out = []
+    out = SearchHits()
+    out.without_vectors = hits.without_vectors
     for hit in hits:
         origin = None
         if hit.memory.kind == "message" and (m := messages.get(hit.id)) is not None:

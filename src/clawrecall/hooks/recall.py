@@ -87,6 +87,9 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     except Exception:  # a failing recall must not fail the agent's turn
         log.exception("recall search failed; nothing injected")
         return _answer(skipped="error")
+    if hits.without_vectors:  # found by words alone, its scores cannot tell relevant from not: inject nothing
+        log.warning("recall ran without vectors (%s); nothing injected", hits.without_vectors)
+        return _answer(skipped="error")
 
     chosen, lines = _select(hits, cfg, session)
     if not chosen:

@@ -22,7 +22,8 @@ import numpy as np
 
 from .._time import age_days, age_string, utcnow
 from ..config import RetrievalConfig
-from ..models import Discussed, MemoryRecord, SearchHit
+from ..errors import EmbeddingError
+from ..models import Discussed, MemoryRecord, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
 from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise
@@ -67,8 +68,9 @@ class RetrievalPipeline:
     def search(
         self, query: str, filters: Filters, *, limit: int, mode: Mode = "hybrid", explain: bool = False,
         diverse: bool = True, now: datetime | None = None, min_score: float | None = None,
-    ) -> list[SearchHit]:
-        """The best `limit` hits whose absolute score reaches `min_score` (default: the config's)."""
+    ) -> SearchHits:
+        """The best `limit` hits whose absolute score reaches `min_score` (default: the config's). A hybrid search
+        whose query cannot be embedded (the provider down) runs on its keyword legs and says so (`without_vectors`)."""
         cfg = self.cfg
         now = now or utcnow()
         # a time the query names lifts hits from then; the legs search the rest of the query
@@ -79,7 +81,15 @@ class RetrievalPipeline:
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
-        embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
+        without_vectors = None
+        try:
+            embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
+        except EmbeddingError as exc:
+            if mode != "hybrid" or wanted == ["vector"]:
+                raise  # a vector search cannot run without its vector
+            log.warning("search ran on its keyword legs only: %s", exc)  # the store still answers by words
+            without_vectors, embedded = str(exc), {}
+            wanted = [name for name in wanted if name != "vector"]
         legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
         records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
         if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
@@ -118,7 +128,7 @@ class RetrievalPipeline:
                                 uncalibrated=uncalibrated)
         floor = cfg.min_score if min_score is None else min_score
         items = [s for s in items if s.relevance >= floor][:limit]
-        return [
+        hits = SearchHits(
             SearchHit(
                 memory=s.memory,
                 score=round(s.relevance, 6),
@@ -131,7 +141,9 @@ class RetrievalPipeline:
                 discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
             )
             for s in items
-        ]
+        )
+        hits.without_vectors = without_vectors
+        return hits
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray]) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""

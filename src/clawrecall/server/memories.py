@@ -153,6 +153,9 @@ class History(BaseModel):
 
 class SearchResults(BaseModel):
     results: list[SearchHit]
+    without_vectors: str | None = Field(
+        None, description="Why the search ran on its keyword legs only (the embedding provider failed); its "
+        "scores are then ranking scores, not calibrated relevance. null when the search ran whole.")
 
 
 @router.post(
@@ -267,7 +270,7 @@ def search_memories(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller =
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
         sources=body.sources, as_of=body.as_of,
     )
-    return SearchResults(results=hits)
+    return SearchResults(results=hits, without_vectors=hits.without_vectors)
 
 
 @router.post("/context", tags=["search"], responses=SEARCH)

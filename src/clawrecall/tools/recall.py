@@ -13,7 +13,7 @@ from ..hooks.recall import RECALLED_ROLES, label
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
-from .render import LINE_CHARS, MemoryEntry, entry, line, memory_path, plural, shown, untrusted
+from .render import LINE_CHARS, MemoryEntry, entry, keywords_only, line, memory_path, plural, shown, untrusted
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
 # query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
@@ -67,7 +67,7 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
         [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h), discussed=h.discussed)
          for n, h in enumerate(hits, 1)]
-    )
+    ) + keywords_only(hits)
     return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits]})
 
 
@@ -250,7 +250,7 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     ]
     text = f"Found {plural(len(hits), 'context item', 'context items')}:\n\n" + untrusted(
         [line(n, h.memory, h.score, label=_source(h)) for n, h in enumerate(hits, 1)]
-    )
+    ) + keywords_only(hits)
     return ToolResult(text, {"count": len(hits), "results": results})
 
 

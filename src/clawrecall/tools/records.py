@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller
 from .base import Effects, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
-from .render import SNIPPET_CHARS, line, memory_path, shown, untrusted
+from .render import SNIPPET_CHARS, keywords_only, line, memory_path, shown, untrusted
 
 PROVIDER = "clawrecall"
 
@@ -80,7 +80,8 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         }
         for h in hits
     ]
-    text = untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) if hits else "No relevant records."
+    text = untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) + keywords_only(hits) \
+        if hits else "No relevant records."
     details: SearchDetails = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto",

@@ -11,7 +11,7 @@ from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
 from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, sanitize_for_context
-from ..models import Discussed, MemoryRecord
+from ..models import Discussed, MemoryRecord, SearchHits
 
 LINE_CHARS = 300
 SNIPPET_CHARS = 700
@@ -54,6 +54,11 @@ def shown(content: str, limit: int) -> str:
 def untrusted(lines: list[str]) -> str:
     """Lines that hold memory text, between the untrusted-data markers."""
     return "\n".join([RECALL_HEADER, *lines, RECALL_FOOTER])
+
+
+def keywords_only(hits: SearchHits) -> str:
+    """A note after a tool's text when the search could not embed the query (the provider down): found by words only."""
+    return f"\n\n(Found by keywords only: {hits.without_vectors})" if hits.without_vectors else ""
 
 
 class MemoryEntry(TypedDict):
