@@ -265,3 +265,23 @@ def test_doctor_says_whether_the_llm_answers(db_target, llm_stub, tmp_path):
     no_llm = CliRunner().invoke(cli, ["--db", str(db_target), "doctor", "--json"])
     check = next(c for c in json.loads(no_llm.stdout)["checks"] if c["name"] == "llm")
     assert check["status"] == "ok" and check["detail"].startswith("none configured")
+
+
+def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased_conversation(db_target, llm_stub):
+    """The extract job of a conversation in the user's scope goes with the agent's erasure (its segments are the
+    agent's): the worker loses its lease, and neither the facts nor their snippets come back."""
+    with open_mem(db_target, llm_stub) as mem:
+        closed = say(mem, ["I moved to Brno last month.", "Nice!", "And I started a new job.", "Congrats."], start=T0)
+        erased = {}
+
+        def erase_then_answer(request):
+            erased.update(mem.erase(agent_id="main"))  # while the worker waits for the model
+            return {"json": {"facts": [fact("In February 2026 the user moved to Brno.")], "summary": "Moving."}}
+
+        llm_stub.script.append(erase_then_answer)
+        job = mem.jobs.run_once("w1", kinds=["extract"])
+        assert erased["segments"] == 1 and erased["jobs"] == 2  # the extract and summarize jobs, though in user:alice
+        assert job is None or job.status != "done"
+        assert mem.store.segments.get(closed.id) is None
+        assert mem.list(caller=Caller(), limit=100) == []  # no fact, no message
+        assert mem.store._run("SELECT count(*) FROM fact_occurrences")[0][0] == 0

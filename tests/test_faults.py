@@ -82,6 +82,9 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
         assert kept in [h["memory"]["id"] for h in hybrid.json()["results"]]
         tool = client.post("/v1/tools/memory_recall", json={"query": "what is the cat called"}).json()
         assert "Miso" in tool["content"][0]["text"] and "(Found by keywords only:" in tool["content"][0]["text"]
+        assert why in tool["details"]["without_vectors"]
+        context = client.post("/v1/context", json={"query": "what is the cat called"}).json()
+        assert why in context["without_vectors"] and kept in [r["id"] for r in context["results"]]
         keyword = client.post("/v1/search", json={"query": "cat called Miso", "mode": "bm25"}).json()["results"]
         assert [h["memory"]["id"] for h in keyword if "Miso" in h["memory"]["content"]] == [kept]  # (what else
         # the session kept comes along as its neighbours)

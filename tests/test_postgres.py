@@ -491,7 +491,9 @@ def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_r
 
         mem.store._pool.connection = counting
         hits = mem.search("tomatoes gardening", user_id="alice", sources=["memory", "message"], exclude_session="s1")
-        assert hits and len(borrowed) == 1  # the legs, reads, neighbours and origins share it (4+ without)
+        # the session's start, the pipeline's legs, reads and neighbours (one, taken after the query is embedded:
+        # 4+ without), the hits' origins
+        assert hits and len(borrowed) == 3
         # a write inside a pinned block is still one transaction: a failure undoes all of it
         with mem.store.pinned():
             with pytest.raises(RuntimeError), mem.store.transaction():

@@ -69,6 +69,7 @@ class Erasing:
     dry_run: bool
     folder: Path  # where closed segments' JSONL files are
     files: list[Path] = field(default_factory=list)  # to remove once the rows are gone for good (after COMMIT)
+    segment_ids: list[str] = field(default_factory=list)  # the person's segments: their jobs go too
 
     @cached_property
     def memory_ids(self) -> list[str]:
@@ -122,6 +123,7 @@ def _messages(e: Erasing) -> int:
 def _segments(e: Erasing) -> int:
     """The person's conversation segments, and each closed one's JSONL file."""
     found = e.store.segments.owned(e.person.column, e.person.id, e.person.scope)
+    e.segment_ids = [s.id for s in found]
     if not e.dry_run and found:
         e.store.segments.delete([s.id for s in found])
         e.files += [e.folder / s.file for s in found if s.file]
@@ -148,8 +150,9 @@ def _startup(e: Erasing) -> int:
 
 
 def _jobs(e: Erasing) -> int:
-    """Jobs in the person's scope (their payloads may quote what the person said)."""
-    return e.store.jobs.in_scope(e.person.scope, delete=not e.dry_run)
+    """Jobs in the person's scope (their payloads may quote what the person said), and the extraction jobs of
+    its segments in other scopes: a job running one loses its lease, so nothing it extracted is written."""
+    return e.store.jobs.in_scope(e.person.scope, e.segment_ids, delete=not e.dry_run)
 
 
 #: what an erasure removes, in order, by the name its count is reported under

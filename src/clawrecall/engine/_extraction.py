@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..config import Config
-from ..errors import LLMError, LLMRefusedError, LLMUnavailableError, RetryLaterError
+from ..errors import EmbeddingError, LLMError, LLMRefusedError, LLMUnavailableError, RetryLaterError
 from ..extraction.schema import answer_schema, validate
 from ..extraction import prompt as prompts
 from ..models import Job, Segment
@@ -73,7 +73,15 @@ class Extraction:
 
     # -- the jobs -----------------------------------------------------------------------------------
     def _extract(self, job: Job, lease: Lease) -> None:
-        """One segment: prompt, answer (one repair), decisions, applied in the lease's commit."""
+        """One segment: prompt, answer (one repair), decisions, applied in the lease's commit. An embedding
+        provider that is down makes the job wait, as an LLM that is down does (the prompt's known facts are
+        found by meaning, before the LLM is asked: no tokens are spent on a job that cannot finish)."""
+        try:
+            self._extract_segment(job, lease)
+        except EmbeddingError as exc:
+            raise RetryLaterError(f"the embedding provider is unavailable: {exc}") from None
+
+    def _extract_segment(self, job: Job, lease: Lease) -> None:
         segment = self.store.segments.get(job.subject_id)
         if segment is None:  # erased (retention, GDPR) since it was queued: nothing left to extract
             with lease.commit():
@@ -131,7 +139,13 @@ class Extraction:
 
     def _summarize(self, job: Job, lease: Lease) -> None:
         """A session that ended: its one summary memory, from the summaries its segments' extractions gave
-        (no call of its own). Waits while those extractions are queued."""
+        (no call of its own). Waits while those extractions are queued, and while the embedding provider is down."""
+        try:
+            self._summarize_session(job, lease)
+        except EmbeddingError as exc:
+            raise RetryLaterError(f"the embedding provider is unavailable: {exc}") from None
+
+    def _summarize_session(self, job: Job, lease: Lease) -> None:
         last = self.store.segments.get(job.subject_id)
         if last is None:
             with lease.commit():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import Config
-from ..errors import NotFoundError, ValidationError
+from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..extraction import prompt as prompts
 from ..extraction.decide import Decision, decide
 from ..extraction.schema import ExtractedFact, Extraction, fact_categories
@@ -71,7 +71,7 @@ class Facts:
 
     def known(self, scope: str, segment_text: str, limit: int) -> list[MemoryRecord]:
         """The current facts of `scope` most like the segment, through the one search pipeline; never
-        secret ones (they are shown to a model), nor summaries."""
+        secret ones (they are shown to a model), nor summaries. `EmbeddingError` when the provider fails."""
         validate_scope(scope)
         if limit <= 0 or not segment_text.strip():
             return []
@@ -79,6 +79,8 @@ class Facts:
         # the end of a long segment: what it came to is what the model is asked about
         hits = self._pipeline().search(segment_text[-4000:], filters, limit=min(2 * limit, 1000), diverse=False,
                                        min_score=0.0)
+        if hits.without_vectors:  # the facts nearest in meaning cannot be found now, nor the answer's applied
+            raise EmbeddingError(hits.without_vectors)
         return [h.memory for h in hits if h.memory.visibility != Visibility.secret][:limit]
 
     def prompt(self, segment: Segment, messages: list[Message] | None = None) -> prompts.Prompt:

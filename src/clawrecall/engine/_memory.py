@@ -416,7 +416,8 @@ class Memory:
                 "awaiting_vectors": waiting}
 
     def backfill(self, *, limit: int | None = None) -> int:
-        """Embed now the rows stored without a vector (messages, file chunks); how many were embedded.
+        """Embed now the rows stored without a vector (messages, file chunks, memories written while the
+        embedding provider was down); how many were embedded.
 
         The server does this in the background after each write; a script that logs messages and then
         searches by meaning calls it in between."""
@@ -481,19 +482,18 @@ class Memory:
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
-        with self.store.pinned():
-            filters = read_filters(
-                caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
-                session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
-                exclude_session=exclude_session,
-                exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
-                message_roles=message_roles, as_of=as_of,
-            )
-            hits = self.pipeline.search(
-                query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
-                min_score=min_score,
-            )
-            return with_origins(self.store, hits) if filters.kinds != ("memory",) else hits
+        filters = read_filters(
+            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
+            exclude_session=exclude_session,
+            exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
+            message_roles=message_roles, as_of=as_of,
+        )
+        hits = self.pipeline.search(
+            query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
+            min_score=min_score,
+        )
+        return with_origins(self.store, hits) if filters.kinds != ("memory",) else hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,

@@ -85,7 +85,8 @@ class Transfer:
                 left_out += [_stored(n, i.id) for n, i in part if i.id in stored]
                 part = [(n, i) for n, i in part if i.id not in stored]
             results = self.writes.add_many(
-                [i for _, i in part], caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run
+                [i for _, i in part], caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run,
+                embed_later=False,  # an import skips duplicates and is run again to finish: it needs its vectors now
             ) if part else []
             for (n, _), result in zip(part, results):
                 if result.action == "created":

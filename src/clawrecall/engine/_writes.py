@@ -93,8 +93,8 @@ class Writes:
                 try:
                     vectors = self.embedding.collect(stream, [r.content for r in records], progress)
                 except EmbeddingError as exc:
-                    if not (self.config.writes.embed_later if embed_later is None else embed_later):
-                        raise
+                    if dry_run or not (self.config.writes.embed_later if embed_later is None else embed_later):
+                        raise  # a dry run must say what is a duplicate
                     log.warning("embedding failed (%s): %d memories kept without a vector, embedded later", exc, len(records))
                     vectors = None
             else:

@@ -90,60 +90,63 @@ class RetrievalPipeline:
             log.warning("search ran on its keyword legs only: %s", exc)  # the store still answers by words
             without_vectors, embedded = str(exc), {}
             wanted = [name for name in wanted if name != "vector"]
-        legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
-        records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
-        if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
-            legs["trigram"] = trigram_rescore(query, records.values())
-        weights = {name: getattr(cfg, name).weight for name in legs}
-        items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
-        if cfg.neighbor_weight > 0 and items:
-            # a reranker may lift any of its top_k into the result: their neighbours count too
-            lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
-            items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=max(head, lift))
-        if mode == "hybrid" and self.reranker is not None:
-            items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
-        items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
-        if when is not None:
-            items = apply_when(items, when, weight=cfg.time_query_weight)
-        items = apply_importance(items, weight=cfg.importance_weight)
-        # how often conversations stated each fact: ranks here, and the hits say it
-        discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
-        items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
-        if len(filters.kinds) > 1:
-            items = apply_source_weights(items, cfg.source_weights)
-        items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
-        items = apply_time_decay(
-            items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
-        )
-        items.sort(key=lambda s: s.score, reverse=True)
-        # Only the head can reach the result; later stages need not look further.
-        items = apply_noise(items, noise=cfg.noise_filter, keep=head)
-        uncalibrated = self._uncalibrated(embedded)
-        mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
-        # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
-        vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
-        if mmr:
-            items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
-        items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors, cfg.relevance,
-                                uncalibrated=uncalibrated)
-        floor = cfg.min_score if min_score is None else min_score
-        items = [s for s in items if s.relevance >= floor][:limit]
-        hits = SearchHits(
-            SearchHit(
-                memory=s.memory,
-                score=round(s.relevance, 6),
-                age=age_string(s.memory.created_at, now),
-                # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a
-                # memory about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
-                similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None,
-                matched=list(s.legs),
-                explain={"legs": s.legs, **s.steps, "ranking": s.score, "final": s.relevance} if explain else None,
-                discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
+        # the legs and reads share one pooled connection (PostgreSQL), taken once the query is embedded:
+        # a search waiting on its embedding provider holds none
+        with self.store.pinned():
+            legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
+            records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
+            if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
+                legs["trigram"] = trigram_rescore(query, records.values())
+            weights = {name: getattr(cfg, name).weight for name in legs}
+            items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
+            if cfg.neighbor_weight > 0 and items:
+                # a reranker may lift any of its top_k into the result: their neighbours count too
+                lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
+                items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=max(head, lift))
+            if mode == "hybrid" and self.reranker is not None:
+                items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
+            items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
+            if when is not None:
+                items = apply_when(items, when, weight=cfg.time_query_weight)
+            items = apply_importance(items, weight=cfg.importance_weight)
+            # how often conversations stated each fact: ranks here, and the hits say it
+            discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
+            items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
+            if len(filters.kinds) > 1:
+                items = apply_source_weights(items, cfg.source_weights)
+            items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
+            items = apply_time_decay(
+                items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
             )
-            for s in items
-        )
-        hits.without_vectors = without_vectors
-        return hits
+            items.sort(key=lambda s: s.score, reverse=True)
+            # Only the head can reach the result; later stages need not look further.
+            items = apply_noise(items, noise=cfg.noise_filter, keep=head)
+            uncalibrated = self._uncalibrated(embedded)
+            mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
+            # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
+            vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
+            if mmr:
+                items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
+            items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors, cfg.relevance,
+                                    uncalibrated=uncalibrated)
+            floor = cfg.min_score if min_score is None else min_score
+            items = [s for s in items if s.relevance >= floor][:limit]
+            hits = SearchHits(
+                SearchHit(
+                    memory=s.memory,
+                    score=round(s.relevance, 6),
+                    age=age_string(s.memory.created_at, now),
+                    # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a
+                    # memory about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
+                    similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None,
+                    matched=list(s.legs),
+                    explain={"legs": s.legs, **s.steps, "ranking": s.score, "final": s.relevance} if explain else None,
+                    discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
+                )
+                for s in items
+            )
+            hits.without_vectors = without_vectors
+            return hits
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray]) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""

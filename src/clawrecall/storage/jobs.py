@@ -193,13 +193,18 @@ class Jobs(_Table[Job]):
         latest = self._store._run(f"SELECT t.last_error FROM jobs t {failed} ORDER BY t.updated_at DESC LIMIT 1", params)
         return n, latest[0][0] if latest else None
 
-    def in_scope(self, scope: str, *, delete: bool) -> int:
-        """A scope's jobs: counted, or removed (erasure)."""
+    def in_scope(self, scope: str, subjects: Sequence[str] = (), *, delete: bool) -> int:
+        """A scope's jobs, and any elsewhere about these subjects (a person's segments in a shared scope):
+        counted, or removed (erasure; a worker running one then loses its lease and writes nothing)."""
         s, p = self._store, self._store.dialect.p
+        parts = [(f"scope = {p}", [scope])] + [
+            (f"scope <> {p} AND subject_id IN ({s.dialect.marks(len(chunk))})", [scope, *chunk])
+            for chunk in (list(subjects[i : i + 500]) for i in range(0, len(subjects), 500))
+        ]
         if not delete:
-            return int(s._run(f"SELECT count(*) FROM jobs WHERE scope = {p}", (scope,))[0][0])
+            return sum(int(s._run(f"SELECT count(*) FROM jobs WHERE {where}", params)[0][0]) for where, params in parts)
         with s.transaction():
-            return s._rowcount(f"DELETE FROM jobs WHERE scope = {p}", (scope,))
+            return sum(s._rowcount(f"DELETE FROM jobs WHERE {where}", params) for where, params in parts)
 
 
 def _held(claim: Claim) -> tuple[Any, ...]:

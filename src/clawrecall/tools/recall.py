@@ -13,7 +13,7 @@ from ..hooks.recall import RECALLED_ROLES, label
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
-from .render import LINE_CHARS, MemoryEntry, entry, keywords_only, line, memory_path, plural, shown, untrusted
+from .render import LINE_CHARS, MemoryEntry, degraded, entry, keywords_only, line, memory_path, plural, shown, untrusted
 
 # memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
 # query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
@@ -45,6 +45,7 @@ class RecalledEntry(MemoryEntry):
 class RecallDetails(TypedDict):
     count: int
     memories: list[RecalledEntry]
+    without_vectors: NotRequired[str]  # why the search could only match words (the embedding provider failed)
 
 
 @tool(
@@ -63,12 +64,12 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
                       exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
                       as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
     if not hits:
-        return ToolResult("No relevant memories.", {"count": 0, "memories": []})
+        return ToolResult("No relevant memories." + keywords_only(hits), {"count": 0, "memories": [], **degraded(hits)})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
         [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h), discussed=h.discussed)
          for n, h in enumerate(hits, 1)]
     ) + keywords_only(hits)
-    return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits]})
+    return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits], **degraded(hits)})
 
 
 def _entry(hit: SearchHit) -> RecalledEntry:
@@ -226,6 +227,7 @@ class ContextItem(TypedDict):
 class ContextDetails(TypedDict):
     count: int
     results: list[ContextItem]
+    without_vectors: NotRequired[str]  # why the search could only match words (the embedding provider failed)
 
 
 @tool(
@@ -238,7 +240,7 @@ class ContextDetails(TypedDict):
 def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult:
     hits = mem.search(args.query, caller=caller, limit=args.limit, sources=KINDS)
     if not hits:
-        return ToolResult("No relevant context found.", {"count": 0, "results": []})
+        return ToolResult("No relevant context found." + keywords_only(hits), {"count": 0, "results": [], **degraded(hits)})
     results: list[ContextItem] = [
         {
             "source": _source(h), "content": h.content, "id": h.id, "category": h.memory.category, "age": h.age,
@@ -251,7 +253,7 @@ def search_context(mem: Memory, caller: Caller, args: ContextArgs) -> ToolResult
     text = f"Found {plural(len(hits), 'context item', 'context items')}:\n\n" + untrusted(
         [line(n, h.memory, h.score, label=_source(h)) for n, h in enumerate(hits, 1)]
     ) + keywords_only(hits)
-    return ToolResult(text, {"count": len(hits), "results": results})
+    return ToolResult(text, {"count": len(hits), "results": results, **degraded(hits)})
 
 
 def _source(hit: SearchHit) -> str:

@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller
 from .base import Effects, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
-from .render import SNIPPET_CHARS, keywords_only, line, memory_path, shown, untrusted
+from .render import SNIPPET_CHARS, degraded, keywords_only, line, memory_path, shown, untrusted
 
 PROVIDER = "clawrecall"
 
@@ -56,6 +56,7 @@ class SearchDetails(TypedDict):
     backend: str
     model: str
     citations: Literal["auto"]
+    without_vectors: NotRequired[str]  # why the search could only match words (the embedding provider failed)
 
 
 @tool(
@@ -80,11 +81,11 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         }
         for h in hits
     ]
-    text = untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) + keywords_only(hits) \
-        if hits else "No relevant records."
+    text = (untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) if hits
+            else "No relevant records.") + keywords_only(hits)
     details: SearchDetails = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
-        "citations": "auto",
+        "citations": "auto", **degraded(hits),  # type: ignore[typeddict-item]
     }
     return ToolResult(text, details)
 

@@ -56,6 +56,11 @@ def untrusted(lines: list[str]) -> str:
     return "\n".join([RECALL_HEADER, *lines, RECALL_FOOTER])
 
 
+def degraded(hits: SearchHits) -> dict[str, str]:
+    """`{"without_vectors": why}` for a tool's details when the search could only match words, else nothing."""
+    return {"without_vectors": hits.without_vectors} if hits.without_vectors else {}
+
+
 def keywords_only(hits: SearchHits) -> str:
     """A note after a tool's text when the search could not embed the query (the provider down): found by words only."""
     return f"\n\n(Found by keywords only: {hits.without_vectors})" if hits.without_vectors else ""
