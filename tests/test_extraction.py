@@ -255,3 +255,23 @@ def test_a_secret_category_forces_secret_and_rules_must_name_categories():
     assert visibility(extraction.facts[0], config.extraction) == "secret"
     with pytest.raises(ValueError, match="extraction.visibility.rules name categories that are not in categories: medical"):
         Config(extraction={"visibility": {"rules": {"medical": "secret"}}})
+
+
+def test_an_update_that_restates_a_known_fact_but_for_its_date_is_a_repeat():
+    """Small models "update" F1 by saying it again with the day it came up; a real change stays an update."""
+    known = [fact(1, "On 2026-03-02 the user's FTP was 250 W.")]
+    same, _ = check(good(text="On 2026-03-16 the user's FTP was 250 W."), known=1)
+    [d] = decide(same, SHOWN, known, config=ExtractionConfig())
+    assert (d.action, d.existing.id, d.reason) == ("repeat", "f1", "it restates F1 but for its date")
+    changed, _ = check(good(text="On 2026-03-16 the user's FTP was 262 W."), known=1)
+    [d] = decide(changed, SHOWN, known, config=ExtractionConfig())
+    assert d.action == "update"
+    moved = [fact(1, "On 2026-03-02 the deadline moved from March 13 to March 20.")]
+    later, _ = check(good(text="On 2026-03-16 the deadline moved from March 13 to March 27."), known=1)
+    assert decide(later, SHOWN, moved, config=ExtractionConfig())[0].action == "update"  # dates inside the fact count
+
+
+def test_a_question_copied_from_the_chat_is_no_fact():
+    extraction, _ = check({"facts": [good()["facts"][0] | {"text": "How long have you been there?", "action": "new",
+                                                             "existing": None}], "summary": None})
+    assert decide(extraction, SHOWN, [], config=ExtractionConfig()) == []

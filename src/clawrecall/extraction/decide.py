@@ -2,11 +2,13 @@
 
 The model proposes new / repeat / update; the rules keep what it cannot be trusted with: an
 `existing` that was never shown is a new fact, an update it is unsure of keeps both facts (a wrong
-supersede would hide a true fact), and a "new" fact that says what a known one says is a repeat.
+supersede would hide a true fact), and a "new" fact that says what a known one says, or an "update"
+that says it again but for its date, is a repeat; a question copied from the chat is no fact at all.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, time, timezone
 from typing import Literal, Mapping
@@ -18,6 +20,11 @@ from .schema import ExtractedFact, Extraction
 
 Action = Literal["new", "repeat", "update", "keep_both"]
 _STRICTNESS = {"shared": 0, "private": 1, "secret": 2}
+# the date a fact opens with, as the prompt asks facts to be written: "On 2026-03-02 …", "In May 2026, …"
+_DATE = re.compile(
+    r"^\s*(?:on|in|as of|since)\s+(?:\d{4}-\d{2}(?:-\d{2})?|(?:\d{1,2}\s+)?[a-z]+\.?(?:\s+\d{1,2}(?:st|nd|rd|th)?)?,?\s+\d{4})"
+    r",?\s+"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ def decide(
     near = near or {}
     out: list[Decision] = []
     for i, fact in enumerate(extraction.facts):
+        if fact.text.rstrip().endswith("?"):  # a question copied from the chat states nothing
+            continue
         sources = [shown[n - 1] for n in sorted(set(fact.source))]
         valid_from = _valid_from(fact, sources)
         k = fact.known_index
@@ -56,6 +65,8 @@ def decide(
         reason = None
         if action != "new" and existing is None:
             action, reason = "new", f"{fact.existing or 'no fact'} is not a known fact"
+        elif action == "update" and existing is not None and _undated(fact.text) == _undated(existing.content):
+            action, reason = "repeat", f"it restates F{k} but for its date"
         elif action == "update" and fact.confidence < config.update_min_confidence:
             action, reason = "keep_both", f"confidence {fact.confidence} is below {config.update_min_confidence}"
         elif action == "update" and existing is not None and valid_from <= as_utc(existing.valid_from):
@@ -66,6 +77,13 @@ def decide(
             existing, action, reason = known[near[i]], "repeat", f"it repeats F{near[i] + 1}"
         out.append(Decision(action, fact, existing, visibility(fact, config), sources, valid_from, reason))
     return out
+
+
+def _undated(text: str) -> str:
+    """A fact's words without its opening date and punctuation, lower-cased: small models "update" a known fact
+    by restating it with the day it was said again, which is a repeat."""
+    text = _DATE.sub(" ", text.lower(), count=1)
+    return " ".join(re.findall(r"\w+", text))
 
 
 def visibility(fact: ExtractedFact, config: ExtractionConfig) -> str:
