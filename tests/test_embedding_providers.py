@@ -420,8 +420,9 @@ def test_command_timeout(tmp_path):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0])
 def test_vectors_that_are_not_finite_or_all_zero_are_refused_never_stored(tmp_path, monkeypatch, bad):
-    """A provider answering NaN, infinity or all-zero vectors: the add fails with EmbeddingError and stores
-    nothing (such a vector, once stored, broke every later search of its scope)."""
+    """A provider answering NaN, infinity or all-zero vectors: such a vector is never stored (once stored, it
+    broke every later search of its scope). The add fails with EmbeddingError, or with `writes.embed_later`
+    (the default) keeps the memory without a vector; a vector search fails, a hybrid one matches words only."""
     from clawrecall import EmbeddingError
 
     with Memory.open(tmp_path / "bad.db") as mem:
@@ -430,10 +431,13 @@ def test_vectors_that_are_not_finite_or_all_zero_are_refused_never_stored(tmp_pa
         monkeypatch.setattr(type(mem.embedder), "_embed_batch",
                             lambda self, texts, kind: np.full((len(texts), dims), bad, dtype=np.float32))
         with pytest.raises(EmbeddingError, match="not finite or are all zero"):
-            mem.add("a memory the provider cannot embed")
-        with pytest.raises(EmbeddingError, match="not finite or are all zero"):
-            mem.search("a query the provider cannot embed either")
+            mem.add("a memory the provider cannot embed", embed_later=False)
         assert [m.content for m in mem.list()] == ["a memory from before the provider broke"]
+        kept = mem.add("a memory kept until the provider answers")
+        assert mem.store.vectors([kept.id]) == {}  # no garbage stored
+        with pytest.raises(EmbeddingError, match="not finite or are all zero"):
+            mem.search("a query the provider cannot embed either", mode="vector")
+        assert "not finite or are all zero" in mem.search("a query the provider cannot embed either").without_vectors
 
 
 def test_a_busy_or_failing_server_is_asked_again_within_bounds(stub, monkeypatch):

@@ -394,9 +394,10 @@ class SQLiteStore(Store):
 
     def _truncate_wal(self) -> None:
         """Frames written before a hard delete may still hold the text: copy the WAL into the file and
-        truncate it. If a reader still needs it, give up after a second; later checkpoints rewind it."""
+        truncate it. If a reader still needs it, or the checkpoint thread is copying (slow on a busy machine:
+        a second was not always enough), give up after five seconds; later checkpoints rewind it."""
         try:
-            self._conn.execute("PRAGMA busy_timeout = 1000")
+            self._conn.execute("PRAGMA busy_timeout = 5000")
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error:
             pass
