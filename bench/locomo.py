@@ -216,14 +216,15 @@ def asker(mem: Memory, dia: dict[str, str], sources: list[str] = SOURCES,
     return ask
 
 
-def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo") -> dict:
+def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo", budget_s: float | None = None) -> dict:
     """Run the queued jobs (extraction, session summaries) until none is left, waiting out the retries of
-    an LLM that is slow or down; what they did and cost."""
+    an LLM that is slow or down, and starting none after `budget_s` (the rest stay queued, and counted);
+    what they did and cost."""
     from clawrecall import Caller
 
     start = time.perf_counter()
     jobs = []
-    while True:
+    while budget_s is None or time.perf_counter() - start < budget_s:
         job = mem.jobs.run_once(worker)
         if job is not None:
             jobs.append(job)
@@ -323,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", help="--extract: an OpenAI-compatible server, e.g. http://127.0.0.1:18099/v1")
     parser.add_argument("--model", help="--extract: the model's name at that server")
     parser.add_argument("--timeout", type=float, default=1200.0, help="--extract: seconds one LLM call may take")
+    parser.add_argument("--extract-seconds", type=float, help="--extract: start no job after this long; the sessions "
+                        "not extracted by then stay without keys (the jobs left are reported)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     if (args.extract or args.sessions) and args.through != "messages":
@@ -352,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.extract:
             results = {mode: evaluate(mem, built, mode) for mode in args.modes.split(",")}
         else:
-            extraction = extract(mem, built)
+            extraction = extract(mem, built, budget_s=args.extract_seconds)
             assert built.message_ids is not None
             ways = {"messages": asker(mem, built.message_ids, ["message"]),
                     "all sources": asker(mem, built.message_ids),
@@ -396,6 +399,16 @@ def main(argv: list[str] | None = None) -> int:
               f"(keys removed from {extraction['messages_unkeyed']}); jobs {extraction['jobs']} (extract: "
               f"{extraction['extract_jobs']}); LLM tokens {extraction['input_tokens']} in + {extraction['output_tokens']} "
               f"out; {extraction['seconds']:.0f} s")
+    if extraction:
+        print()
+        print("| searched | mode | questions | recall@10 with fact keys | without | difference | NDCG@10 with | without |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for label, res in results.items():
+            keys, way, mode = label.split(" · ")
+            if keys == "fact keys":
+                a, b = res["rows"]["overall"], results[f"no keys · {way} · {mode}"]["rows"]["overall"]
+                print(f"| {way} | {mode} | {a['n']} | {a['recall@10']:.3f} | {b['recall@10']:.3f} "
+                      f"| {a['recall@10'] - b['recall@10']:+.3f} | {a['ndcg@10']:.3f} | {b['ndcg@10']:.3f} |")
     print()
     print("| mode | category | n | recall@5 | recall@10 | NDCG@10 |")
     print("|---|---|---:|---:|---:|---:|")
