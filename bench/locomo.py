@@ -14,7 +14,19 @@ Each question of categories 1–4 is searched in its conversation and scored aga
 ids: recall@5, recall@10 (fraction of evidence found) and NDCG@10; plus search latency and
 ingest rate. The default pipeline runs beside its own vector-only and BM25-only modes.
 
+`--extract` (with `--through messages`, an OpenAI-compatible `--base-url` and `--model`) measures
+fact-augmented keys (docs/extraction.md): the ended sessions' extraction jobs run with
+`mem.jobs.run_once` until none is left, and the questions are asked twice of the same store: with
+the messages' keys as extraction wrote them, then with every message's keys removed and its vector
+made again of its content alone, so the keys are the only difference. Each time three ways: over
+messages only (raw conversation search); over every source as search_context searches, where a
+fact or summary hit finds no turn; and the same where a fact hit finds the turns it came from (its
+`metadata.message_ids`). `--conversations` and `--sessions` take a subset; a question is kept only
+if all its evidence lies in the sessions logged.
+
     python bench/locomo.py [path/to/locomo.json] [--through memories|messages] [--db PATH] [--json]
+    python bench/locomo.py --through messages --extract --base-url http://127.0.0.1:18099/v1 --model local \
+        --conversations conv-30 --sessions 6
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -110,10 +122,16 @@ def questions(sample: dict, known: set[str], counters: dict[str, int]) -> list[d
     return out
 
 
-def ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
-    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
+def ndcg(ranked: list[list[str]], relevant: set[str], k: int = 10) -> float:
+    """Each hit's gain is the evidence turns it finds first (one for a turn; a fact may find several)."""
+    seen: set[str] = set()
+    dcg = 0.0
+    for i, hit in enumerate(ranked[:k]):
+        new = (set(hit) & relevant) - seen
+        seen |= new
+        dcg += len(new) / math.log2(i + 2)
     ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), k)))
-    return dcg / ideal if ideal else 0.0
+    return min(dcg / ideal, 1.0) if ideal else 0.0
 
 
 @dataclass
@@ -125,7 +143,8 @@ class Ingested:
     counters: dict[str, int]
     seconds: float  # storing, embedding included
     stored: int
-    ask: Callable[[str, str, str, int], list[str | None]]
+    ask: Callable[[str, str, str, int], list[list[str]]]  # each hit's dia_ids (none, or a fact's several)
+    message_ids: dict[str, str] | None = None  # messages: message id → dia_id
 
 
 def ingest(mem: Memory, data: list[dict]) -> Ingested:
@@ -142,16 +161,17 @@ def ingest(mem: Memory, data: list[dict]) -> Ingested:
         stored += len(items)
         qs[sample["sample_id"]] = questions(sample, {t["metadata"]["dia_id"] for t in items}, counters)
 
-    def ask(conversation: str, question: str, mode: str, limit: int) -> list[str | None]:
+    def ask(conversation: str, question: str, mode: str, limit: int) -> list[list[str]]:
         hits = mem.search(question, scope=f"custom:{conversation}", limit=limit, mode=mode)
-        return [h.memory.metadata.get("dia_id") for h in hits]
+        return [[d] if (d := h.memory.metadata.get("dia_id")) else [] for h in hits]
 
     return Ingested(qs, dict(counters), seconds, stored, ask)
 
 
-def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True) -> Ingested:
+def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True, limit_sessions: int | None = None) -> Ingested:
     """Each session a logged conversation session of the conversation's user; vectors backfilled before
-    searching. `names=False` logs each turn's text without its speaker's name."""
+    searching. `names=False` logs each turn's text without its speaker's name; `limit_sessions` logs
+    each conversation's first sessions only and keeps the questions whose evidence all lies in them."""
     from clawrecall import Caller
 
     counters: dict[str, int] = defaultdict(int)
@@ -160,21 +180,87 @@ def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True) -> Ing
     start = time.perf_counter()
     for sample in data:
         caller = Caller(user_id=sample["sample_id"])
-        known = set()
-        for session, items in sessions(sample):
+        everything = sessions(sample)
+        logged = set()
+        for session, items in everything[:limit_sessions]:
             result = mem.conversations.log(transcript(items, names=names), caller=caller, session_id=session)
             dia.update(zip(result["ids"], (t["dia_id"] for t in items)))
             mem.conversations.end(session, caller=caller)
-            known.update(t["dia_id"] for t in items)
-        qs[sample["sample_id"]] = questions(sample, known, counters)
+            logged.update(t["dia_id"] for t in items)
+        asked = questions(sample, {t["dia_id"] for _, items in everything for t in items}, counters)
+        qs[sample["sample_id"]] = [q for q in asked if q["evidence"] <= logged]
+        counters["questions_beyond_sessions"] += len(asked) - len(qs[sample["sample_id"]])
     mem.backfill()
     seconds = time.perf_counter() - start
+    return Ingested(qs, {k: v for k, v in counters.items() if v}, seconds, len(dia), asker(mem, dia), dia)
 
-    def ask(conversation: str, question: str, mode: str, limit: int) -> list[str | None]:
-        hits = mem.search(question, caller=Caller(user_id=conversation), sources=SOURCES, limit=limit, mode=mode)
-        return [dia.get(h.id) for h in hits]
 
-    return Ingested(qs, dict(counters), seconds, len(dia), ask)
+def asker(mem: Memory, dia: dict[str, str], sources: list[str] = SOURCES,
+          facts_find_turns: bool = False) -> Callable[[str, str, str, int], list[list[str]]]:
+    """Questions asked of the logged conversations over `sources`, as the conversation's user. A message's
+    hit finds its turn; with `facts_find_turns` an extracted fact's hit finds the turns it came from."""
+    from clawrecall import Caller
+
+    def ask(conversation: str, question: str, mode: str, limit: int) -> list[list[str]]:
+        hits = mem.search(question, caller=Caller(user_id=conversation), sources=sources, limit=limit, mode=mode)
+        out = []
+        for h in hits:
+            if h.id in dia:
+                out.append([dia[h.id]])
+            elif facts_find_turns and h.memory.source_type == "extraction":
+                out.append([dia[m] for m in h.memory.metadata.get("message_ids", []) if m in dia])
+            else:
+                out.append([])
+        return out
+
+    return ask
+
+
+def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo", budget_s: float | None = None) -> dict:
+    """Run the queued jobs (extraction, session summaries) until none is left, waiting out the retries of
+    an LLM that is slow or down, and starting none after `budget_s` (the rest stay queued, and counted);
+    what they did and cost."""
+    from clawrecall import Caller
+
+    start = time.perf_counter()
+    jobs = []
+    while budget_s is None or time.perf_counter() - start < budget_s:
+        job = mem.jobs.run_once(worker)
+        if job is not None:
+            jobs.append(job)
+            print(f"[{time.perf_counter() - start:7.0f} s] {job.kind} {job.status} tokens {job.input_tokens}+"
+                  f"{job.output_tokens}{' ' + job.last_error if job.last_error else ''}", file=sys.stderr, flush=True)
+            continue
+        stats = mem.jobs.stats(caller=Caller())
+        if not stats.by_status.get("queued") and not stats.by_status.get("running"):
+            break
+        time.sleep(1.0)  # a job waits for its retry
+    seconds = time.perf_counter() - start
+    counted = {"extraction": 0, "session_summary": 0}
+    for conversation in built.questions:
+        for source_type in counted:
+            counted[source_type] += len(mem.list(caller=Caller(user_id=conversation), source_type=source_type, limit=100_000))
+    assert built.message_ids is not None
+    keyed = [r for r in mem.store.fetch(list(built.message_ids)).values() if r.keys]
+    stats = mem.jobs.stats(caller=Caller())
+    return {
+        "seconds": seconds, "facts": counted["extraction"], "session_summaries": counted["session_summary"],
+        "messages_keyed": len(keyed), "jobs": {k: v for k, v in stats.by_status.items() if v},
+        "extract_jobs": stats.by_kind["extract"].jobs if "extract" in stats.by_kind else {},
+        "input_tokens": sum(k.input_tokens for k in stats.by_kind.values()),
+        "output_tokens": sum(k.output_tokens for k in stats.by_kind.values()),
+    }
+
+
+def unkey(mem: Memory, built: Ingested) -> int:
+    """Remove every message's keys and make its vector again of its content alone, through the write path
+    extraction keys them by; how many messages had keys."""
+    assert built.message_ids is not None
+    keyed = [r for r in mem.store.fetch(list(built.message_ids)).values() if r.keys]
+    if keyed:
+        vectors = mem._embedding.passages([r.content for r in keyed])  # embedded_text(content, None)
+        mem._writes.set_keys([r.model_copy(update={"keys": None}) for r in keyed], vectors)
+    return len(keyed)
 
 
 def evaluate(mem: Memory, built: Ingested, mode: str, limit: int = 10) -> dict:
@@ -195,8 +281,8 @@ def evaluate(mem: Memory, built: Ingested, mode: str, limit: int = 10) -> dict:
             ranked = built.ask(conversation, q["question"], mode, limit)
             latencies.append((time.perf_counter() - start) * 1000)
             ev = q["evidence"]
-            r5 = len(ev & set(ranked[:5])) / len(ev)
-            r10 = len(ev & set(ranked[:10])) / len(ev)
+            r5 = len(ev & set().union(*ranked[:5])) / len(ev)
+            r10 = len(ev & set().union(*ranked[:10])) / len(ev)
             per_cat[q["category"]].append((r5, r10, ndcg(ranked, ev)))
             per_conversation[conversation].append(r10)
     rows = {}
@@ -230,18 +316,57 @@ def main(argv: list[str] | None = None) -> int:
                         help="store each turn as a memory, or log each session as a conversation (default: memories)")
     parser.add_argument("--bare", action="store_true", help="with --through messages: log each turn's text without "
                         "its speaker's name (as a chat transcript carries it)")
+    parser.add_argument("--embedding", default="local", help="embedding provider (default: local; hash for a quick check)")
+    parser.add_argument("--conversations", help="a subset: the first N conversations, or comma-separated sample ids")
+    parser.add_argument("--sessions", type=int, help="with --through messages: each conversation's first N sessions only")
+    parser.add_argument("--extract", action="store_true", help="with --through messages: extract facts with the LLM "
+                        "at --base-url, then compare recall with the messages' fact keys against without")
+    parser.add_argument("--base-url", help="--extract: an OpenAI-compatible server, e.g. http://127.0.0.1:18099/v1")
+    parser.add_argument("--model", help="--extract: the model's name at that server")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="--extract: seconds one LLM call may take")
+    parser.add_argument("--extract-seconds", type=float, help="--extract: start no job after this long; the sessions "
+                        "not extracted by then stay without keys (the jobs left are reported)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if (args.extract or args.sessions) and args.through != "messages":
+        parser.error("--extract and --sessions need --through messages")
+    if args.extract and not (args.base_url and args.model):
+        parser.error("--extract needs --base-url and --model")
 
     from clawrecall import Memory
 
     data = json.loads(Path(args.data).read_text())
+    if args.conversations:
+        wanted = args.conversations.split(",")
+        data = data[: int(wanted[0])] if wanted[0].isdigit() else [d for d in data if d["sample_id"] in wanted]
+        if not data:
+            parser.error(f"no conversation {args.conversations!r} in {args.data}")
+    llm = {"llm": {"provider": "openai", "base_url": args.base_url, "model": args.model, "api_key": "none",
+                   "timeout_s": args.timeout}, "extraction": {"enabled": True}} if args.extract else {}
+    extraction = None
     with tempfile.TemporaryDirectory() as tmp:
-        mem = Memory.open(args.db or f"{tmp}/locomo.db")
+        mem = Memory.open(args.db or f"{tmp}/locomo.db", embedding={"provider": args.embedding}, **llm)
         mem.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
-        built = ingest(mem, data) if args.through == "memories" else ingest_messages(mem, data, names=not args.bare)
+        if args.through == "memories":
+            built = ingest(mem, data)
+        else:
+            built = ingest_messages(mem, data, names=not args.bare, limit_sessions=args.sessions)
         built.ask(next(iter(built.questions)), "warm up", "hybrid", 1)
-        results = {mode: evaluate(mem, built, mode) for mode in args.modes.split(",")}
+        if not args.extract:
+            results = {mode: evaluate(mem, built, mode) for mode in args.modes.split(",")}
+        else:
+            extraction = extract(mem, built, budget_s=args.extract_seconds)
+            assert built.message_ids is not None
+            ways = {"messages": asker(mem, built.message_ids, ["message"]),
+                    "all sources": asker(mem, built.message_ids),
+                    "all sources, facts find turns": asker(mem, built.message_ids, facts_find_turns=True)}
+            results = {}
+            for keys in ("fact keys", "no keys"):
+                if keys == "no keys":
+                    extraction["messages_unkeyed"] = unkey(mem, built)
+                for way, ask in ways.items():
+                    for mode in args.modes.split(","):
+                        results[f"{keys} · {way} · {mode}"] = evaluate(mem, replace(built, ask=ask), mode)
         mem.close()
     tuning = [d["sample_id"] for d in data[:TUNE]]
     for res in results.values():
@@ -257,14 +382,33 @@ def main(argv: list[str] | None = None) -> int:
         "questions": sum(len(v) for v in built.questions.values()),
         "ingest_per_s": built.stored / built.seconds,
         "evidence": built.counters,
+        "sessions": args.sessions,
+        "extraction": extraction,
         "modes": results,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"LoCoMo through {report['through']}: {report['conversations']} conversations, {built.stored} turns, "
-          f"{report['questions']} questions (categories 1-4); ingest {report['ingest_per_s']:.0f} turns/s (embedding "
-          f"included); evidence fixes: {built.counters}")
+    print(f"LoCoMo through {report['through']}: {report['conversations']} conversations "
+          f"({', '.join(d['sample_id'] for d in data)}){f', first {args.sessions} sessions' if args.sessions else ''}, "
+          f"{built.stored} turns, {report['questions']} questions (categories 1-4); ingest {report['ingest_per_s']:.0f} "
+          f"turns/s (embedding included); evidence fixes: {built.counters}")
+    if extraction:
+        print(f"extraction by {args.model} at {args.base_url}: {extraction['facts']} facts, "
+              f"{extraction['session_summaries']} session summaries, {extraction['messages_keyed']} messages keyed "
+              f"(keys removed from {extraction['messages_unkeyed']}); jobs {extraction['jobs']} (extract: "
+              f"{extraction['extract_jobs']}); LLM tokens {extraction['input_tokens']} in + {extraction['output_tokens']} "
+              f"out; {extraction['seconds']:.0f} s")
+    if extraction:
+        print()
+        print("| searched | mode | questions | recall@10 with fact keys | without | difference | NDCG@10 with | without |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for label, res in results.items():
+            keys, way, mode = label.split(" · ")
+            if keys == "fact keys":
+                a, b = res["rows"]["overall"], results[f"no keys · {way} · {mode}"]["rows"]["overall"]
+                print(f"| {way} | {mode} | {a['n']} | {a['recall@10']:.3f} | {b['recall@10']:.3f} "
+                      f"| {a['recall@10'] - b['recall@10']:+.3f} | {a['ndcg@10']:.3f} | {b['ndcg@10']:.3f} |")
     print()
     print("| mode | category | n | recall@5 | recall@10 | NDCG@10 |")
     print("|---|---|---:|---:|---:|---:|")
@@ -277,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---|---:|---:|")
     for mode, res in results.items():
         by = " ".join(f"{v:.3f}" for v in res["recall@10 by conversation"].values())
-        print(f"| {mode} | {res['recall@10 tune']:.3f} / {res['recall@10 held out']:.3f} | {by} "
+        split = " / ".join("–" if res[f"recall@10 {k}"] is None else f"{res[f'recall@10 {k}']:.3f}" for k in ("tune", "held out"))
+        print(f"| {mode} | {split} | {by} "
               f"| {res['p50_ms']:.1f} | {res['p95_ms']:.1f} |")
     return 0
 
