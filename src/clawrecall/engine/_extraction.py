@@ -76,10 +76,8 @@ class Extraction:
         """One segment: prompt, answer (one repair), decisions, applied in the lease's commit. An embedding
         provider that is down makes the job wait, as an LLM that is down does (the prompt's known facts are
         found by meaning, before the LLM is asked: no tokens are spent on a job that cannot finish)."""
-        try:
+        with _waits_for_embedding():
             self._extract_segment(job, lease)
-        except EmbeddingError as exc:
-            raise RetryLaterError(f"the embedding provider is unavailable: {exc}") from None
 
     def _extract_segment(self, job: Job, lease: Lease) -> None:
         segment = self.store.segments.get(job.subject_id)
@@ -140,10 +138,8 @@ class Extraction:
     def _summarize(self, job: Job, lease: Lease) -> None:
         """A session that ended: its one summary memory, from the summaries its segments' extractions gave
         (no call of its own). Waits while those extractions are queued, and while the embedding provider is down."""
-        try:
+        with _waits_for_embedding():
             self._summarize_session(job, lease)
-        except EmbeddingError as exc:
-            raise RetryLaterError(f"the embedding provider is unavailable: {exc}") from None
 
     def _summarize_session(self, job: Job, lease: Lease) -> None:
         last = self.store.segments.get(job.subject_id)
@@ -189,3 +185,12 @@ class Extraction:
         except LLMError as exc:
             return False, f"{self.llm.name}: {exc}"
         return True, f"{self.llm.name} answers ({done.input_tokens + done.output_tokens} tokens)"
+
+
+@contextmanager
+def _waits_for_embedding() -> Iterator[None]:
+    """An embedding provider that is down makes a job wait (and retry later), as an LLM that is down does."""
+    try:
+        yield
+    except EmbeddingError as exc:
+        raise RetryLaterError(f"the embedding provider is unavailable: {exc}") from None
