@@ -150,6 +150,27 @@ def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
     }
 
 
+_RECONNECT_MAX_DELAY = 2.0
+
+
+def _pool_class() -> type:
+    """psycopg_pool's pool, retrying a lost server every 2 s at most: on its own it doubles the delay
+    without bound (1, 2, 4, 8, 16 s…), so after a 13 s outage it could stay idle 16 s more."""
+    from psycopg_pool import ConnectionPool
+    from psycopg_pool.base import AttemptWithBackoff
+
+    class _Attempt(AttemptWithBackoff):
+        def update_delay(self, now: float) -> None:
+            super().update_delay(now)
+            self.delay = min(self.delay, _RECONNECT_MAX_DELAY)
+
+    class _Pool(ConnectionPool):
+        def _add_connection(self, attempt: Any, growing: bool = False) -> None:
+            super()._add_connection(attempt or _Attempt(timeout=self.reconnect_timeout), growing)
+
+    return _Pool
+
+
 class PostgresStore(Store):
     backend = "postgres"
     dialect = PostgresDialect()
@@ -183,7 +204,7 @@ class PostgresStore(Store):
         self._deferring = 0  # deferred_vector_index() blocks open in this process
         try:
             psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's own reason
-            self._pool = ConnectionPool(
+            self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
                 configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
             )
