@@ -25,6 +25,7 @@ fact or summary hit finds no turn; and the same where a fact hit finds the turns
 if all its evidence lies in the sessions logged.
 
     python bench/locomo.py [path/to/locomo.json] [--through memories|messages] [--db PATH] [--json]
+                           [--embedding-model multilingual-e5-small]
     python bench/locomo.py --through messages --extract --base-url http://127.0.0.1:18099/v1 --model local \
         --conversations conv-30 --sessions 6
 """
@@ -317,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bare", action="store_true", help="with --through messages: log each turn's text without "
                         "its speaker's name (as a chat transcript carries it)")
     parser.add_argument("--embedding", default="local", help="embedding provider (default: local; hash for a quick check)")
+    parser.add_argument("--embedding-model", help="the provider's model (default: its own; local: all-MiniLM-L6-v2, "
+                        "or multilingual-e5-small)")
     parser.add_argument("--conversations", help="a subset: the first N conversations, or comma-separated sample ids")
     parser.add_argument("--sessions", type=int, help="with --through messages: each conversation's first N sessions only")
     parser.add_argument("--extract", action="store_true", help="with --through messages: extract facts with the LLM "
@@ -345,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                    "timeout_s": args.timeout}, "extraction": {"enabled": True}} if args.extract else {}
     extraction = None
     with tempfile.TemporaryDirectory() as tmp:
-        mem = Memory.open(args.db or f"{tmp}/locomo.db", embedding={"provider": args.embedding}, **llm)
+        mem = Memory.open(args.db or f"{tmp}/locomo.db", embedding={"provider": args.embedding, "model": args.embedding_model}, **llm)
         mem.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
         if args.through == "memories":
             built = ingest(mem, data)

