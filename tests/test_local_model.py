@@ -305,3 +305,19 @@ def test_the_export_is_readable_by_other_users(tmp_path, monkeypatch):
     _onnx.load(model)
     (exported,) = (tmp_path / "cache").iterdir()
     assert exported.stat().st_mode & 0o044 == 0o044
+
+
+def test_embedding_leaves_nothing_in_the_users_home(tmp_path):
+    """onnxruntime writes a device id and a telemetry database under ~/.cache/Microsoft on import
+    unless told not to; clawrecall tells it (a user may still set ORT_DISABLE_TELEMETRY=0)."""
+    code = "from clawrecall.embeddings.local import LocalEmbedder\nprint(LocalEmbedder().embed(['hi']).shape)\n"
+    for setting, written in ((None, False), ("0", True)):
+        home = tmp_path / f"home-{setting}"
+        home.mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}
+        env.update(HOME=str(home), CLAWRECALL_HOME=str(tmp_path / "data"))
+        if setting is not None:
+            env["ORT_DISABLE_TELEMETRY"] = setting
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+        assert out.returncode == 0 and "(1, 384)" in out.stdout, out.stderr
+        assert (home / ".cache" / "Microsoft").exists() is written, sorted(home.rglob("*"))

@@ -31,6 +31,10 @@ import numpy as np
 from ..errors import EmbeddingError
 from . import _bert, _wordpiece
 
+# onnxruntime keeps a device id and a telemetry database under ~/.cache/Microsoft when it is
+# imported unless this is set first; a user who wants it sets the variable to 0 themselves
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 _EXPORT_VERSION = "1"  # bump when the exported graph changes shape
 SMALL_BATCH = 4  # texts embedded on the calling thread alone (a query)
 _SUB_BATCH = 16  # one run's texts: small groups of similar length are padded least
