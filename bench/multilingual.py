@@ -6,6 +6,9 @@ in English, Russian, Czech and Chinese, each with a question that asks for it
   * cross-lingual: a question in X over the English facts, and an English question over the facts in X;
   * mixed pool: the 160 facts of all four languages together, a question in X; a hit is its fact in
     any language (a user who writes memories in more than one language);
+  * search: the product's own search (`Memory.search`, hybrid and vector-only) over each language's 40
+    facts stored as memories, and over the 160 facts of all languages in one scope: what the keyword
+    legs add to, or take from, the model in each language;
   * speed: load time (the first call), one query's latency (median and p90 of 100 after a warm-up),
     passages per second on the 160 facts and on longer synthetic passages (4-8 facts of one language).
 
@@ -13,7 +16,7 @@ Every model runs through the product's own embedder (`create_embedder`), so the 
 engine are the ones a store uses; the query cache is off, so every query is embedded.
 
     nice python bench/multilingual.py [--models all-MiniLM-L6-v2,multilingual-e5-small] [--provider local]
-        [--queries 100] [--long 500] [--json]
+        [--queries 100] [--long 500] [--no-search] [--json]
 """
 
 from __future__ import annotations
@@ -75,6 +78,35 @@ def retrieval(facts: dict[str, np.ndarray], questions: dict[str, np.ndarray]) ->
         }),
         "mixed": with_mean({lang: accuracy(questions[lang], pool, any_language) for lang in langs}),
     }
+
+
+def searched(provider: str, model: str, data: dict) -> dict[str, dict]:
+    """Top-1 / recall@5 of `Memory.search` (hybrid and vector) over each language's facts as memories of
+    one user, and over all 160 in one scope (a hit is the question's fact in any language)."""
+    import tempfile
+
+    from clawrecall import Memory
+
+    langs = data["languages"]
+    out: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp, Memory.open(
+        f"{tmp}/bench.db", embedding={"provider": provider, "model": model}, dedup={"enabled": False}
+    ) as mem:
+        for lang in langs:
+            for i, fact in enumerate(texts(data, "fact", lang)):
+                for user in (lang, "mixed"):
+                    mem.add(fact, user_id=user, metadata={"fact": i})
+        for mode in ("hybrid", "vector"):
+            for pool in (*langs, "mixed"):
+                scores = []
+                for lang in langs if pool == "mixed" else [pool]:
+                    for i, question in enumerate(texts(data, "question", lang)):
+                        hits = mem.search(question, user_id=pool, limit=K, mode=mode)
+                        found = [h.memory.metadata.get("fact") for h in hits]
+                        scores.append((found[:1] == [i], i in found))
+                label = f"{pool} ({mode})" if pool != "mixed" else f"mixed, all questions ({mode})"
+                out[label] = {"top1": float(np.mean([a for a, _ in scores])), f"recall@{K}": float(np.mean([b for _, b in scores]))}
+    return out
 
 
 def long_passages(data: dict, n: int) -> list[str]:
@@ -143,8 +175,10 @@ def print_tables(results: dict[str, dict]) -> None:
         ("monolingual", "Monolingual: question and facts in one language (top-1 / recall@5, 40 facts)"),
         ("cross-lingual", "Cross-lingual: question language > facts language (top-1 / recall@5, 40 facts)"),
         ("mixed", "Mixed pool: 160 facts in four languages, the fact in any language counts (top-1 / recall@5)"),
+        ("search", "Search: Memory.search over the facts stored as memories, hybrid and vector-only (top-1 / recall@5)"),
     ):
-        table(title, [(key, pair(family, key)) for key in first[family]])
+        if family in first:
+            table(title, [(key, pair(family, key)) for key in first[family]])
     speed = lambda key, fmt: lambda r: format(r["speed"][key], fmt) if key in r["speed"] else "-"
     rows = [("runtime", speed("runtime", "")), ("load, s", speed("load_s", ".2f")),
             ("one query, median ms", speed("query_ms_median", ".1f")), ("one query, p90 ms", speed("query_ms_p90", ".1f")),
@@ -165,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--queries", type=int, default=100, help="single queries timed after the warm-up")
     parser.add_argument("--long", type=int, default=500, help="longer passages timed (0: none)")
+    parser.add_argument("--no-search", dest="search", action="store_false", help="skip the Memory.search family")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     data = load_data(args.data)
@@ -172,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     for model in args.models.split(","):
         embedder = create_embedder(EmbeddingConfig(provider=args.provider, model=model, query_cache_size=0))
         results[model] = measure(embedder, data, args.queries, args.long)
+        if args.search:
+            results[model]["search"] = searched(args.provider, model, data)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

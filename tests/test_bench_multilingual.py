@@ -60,3 +60,16 @@ def test_the_command_prints_every_family_for_each_model(capsys):
     multilingual.main(["--provider", "hash", "--models", "a", "--queries", "5", "--long", "3"])
     table = capsys.readouterr().out
     assert "| zh > en |" in table and "| passages/s, 3 of 4-8 facts |" in table
+
+
+def test_the_search_family_asks_the_product_and_scores_each_pool():
+    """Memory.search over stored facts: with the hash embedder, a question that repeats its fact is found
+    first in every pool and mode; paraphrased ones only sometimes."""
+    data = multilingual.load_data()
+    echo = {**data, "facts": [{**f, "question": f["fact"]} for f in data["facts"]]}
+    result = multilingual.searched("hash", "hashed-word-trigrams", echo)
+    assert set(result) == {f"{pool} ({mode})" for pool in ("en", "ru", "cs", "zh") for mode in ("hybrid", "vector")} | {
+        "mixed, all questions (hybrid)", "mixed, all questions (vector)"}
+    assert all(score == {"top1": 1.0, "recall@5": 1.0} for score in result.values()), result
+    paraphrased = multilingual.searched("hash", "hashed-word-trigrams", data)
+    assert 0 < paraphrased["en (hybrid)"]["top1"] < 1
