@@ -80,6 +80,21 @@ def test_a_question_in_one_language_finds_a_memory_written_in_another(tmp_path):
             assert mem.search(question, user_id="u", limit=1)[0].memory.content == expected, question
 
 
+def test_a_small_stores_hybrid_search_ranks_by_meaning_though_the_models_cosines_sit_high(tmp_path):
+    """multilingual-e5-small puts unrelated text near cosine 0.72 (all-MiniLM-L6-v2: 0.06); the vector
+    leg of a scope smaller than the candidate pool scales from there, so a stray keyword or trigram
+    match ("profession" / "production") no longer outranks the memory the question means."""
+    with Memory.open(tmp_path / "m.db", **MULTILINGUAL) as mem:
+        assert 0.6 < mem.embedder.unrelated_cosine() < 0.8
+        for fact in ("The user works as a backend engineer at a logistics startup.",
+                     "Production deploys happen on Tuesdays and Thursdays.",
+                     "The user's cat Mila has kidney problems and eats only special food.",
+                     "The user has a Japanese lesson with a tutor every Wednesday."):
+            mem.add(fact, user_id="u")
+        assert mem.search("What is my profession?", user_id="u", limit=1)[0].memory.content.startswith("The user works")
+        assert mem.search("Which pet needs a diet?", user_id="u", limit=1)[0].memory.content.startswith("The user's cat")
+
+
 def test_the_default_english_model_misses_what_the_multilingual_one_finds(tmp_path):
     """Why the setting exists: all-MiniLM-L6-v2 ranks the Czech and Chinese questions' memories worse."""
     ranks = {}

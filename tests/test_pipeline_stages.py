@@ -57,6 +57,22 @@ def test_a_leg_that_returned_every_match_scales_from_zero_not_from_its_weakest()
     assert full == {"a": pytest.approx(1.0), "b": pytest.approx(0.0)}  # a full pool: the weakest is the floor
 
 
+def test_the_vector_leg_of_a_small_scope_scales_from_the_models_unrelated_cosine():
+    """A model whose cosines all sit near 0.8 (multilingual-e5-small): from 0, its best and its worst
+    memory would score 1.0 and 0.92, and any keyword match would decide; from its unrelated cosine
+    they score 1.0 and 0.2."""
+    records = {i: rec(i) for i in "ab"}
+    legs = {"vector": [Candidate("a", 0.84), Candidate("b", 0.744)], "trigram": [Candidate("b", 5.0)]}
+    weights = {"vector": 1.0, "trigram": 0.3}
+    from_zero = {s.memory.id: s.score for s in fuse(legs, weights, records, method="weighted", pool=50)}
+    assert from_zero["b"] > from_zero["a"]  # a stray trigram outranks the better meaning
+    floored = fuse(legs, weights, records, method="weighted", pool=50, vector_floor=0.72)
+    assert [s.memory.id for s in floored] == ["a", "b"]
+    assert floored[1].legs and floored[1].score == pytest.approx((0.2 + 0.3) / 1.3)
+    full = {s.memory.id: s.score for s in fuse(legs, weights, records, method="weighted", pool=2, vector_floor=0.72)}
+    assert full["b"] == pytest.approx(0.3 / 1.3)  # a full pool: its weakest candidate is the floor, as before
+
+
 def test_single_leg_search_keeps_its_weaker_matches(mem):
     mem.add("Lighthouse keeper retires", dedup=False)
     mem.add("Lighthouse lamp replaced after the storm", dedup=False)

@@ -84,6 +84,13 @@ class LocalEmbedder(Embedder):
         self.device = device
         self.runtime = runtime
         self._model = None
+        self._unrelated: float | None = None
+
+    def unrelated_cosine(self) -> float:
+        """Measured on first use (12 short texts: ~60 ms for the default model), then kept."""
+        if self._unrelated is None:
+            self._unrelated = self.measure_unrelated()
+        return self._unrelated
 
     def _load(self):
         if self._model is None:

@@ -57,10 +57,12 @@ class RetrievalPipeline:
         embed_queries: Callable[[list[str]], np.ndarray],
         reranker: Reranker | None = None,
         model: str | None = None,
+        unrelated_cosine: Callable[[], float] = lambda: 0.0,
     ):
         self.cfg = cfg
         self.store = store
         self.embed_queries = embed_queries
+        self.unrelated_cosine = unrelated_cosine  # the vector leg's "no match" (`fuse`)
         self.reranker = reranker
         self.model = model  # the embedding model: the absolute score's calibration belongs to one
         self._common: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], tuple[float, set[str]]] = {}
@@ -98,7 +100,8 @@ class RetrievalPipeline:
             if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
-            items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool)
+            floor = self.unrelated_cosine() if legs.get("vector") and len(legs["vector"]) < pool else 0.0
+            items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=floor)
             if cfg.neighbor_weight > 0 and items:
                 # a reranker may lift any of its top_k into the result: their neighbours count too
                 lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
@@ -219,14 +222,18 @@ def fuse(
     method: Literal["rrf", "weighted"] = "rrf",
     k: int = 60,
     pool: int | None = None,
+    vector_floor: float = 0.0,
 ) -> list[Scored]:
     """Merge the legs into one score in [0, 1].
 
     Weighted (the default): Σ w·s / Σ w, where each leg's scores are min-max scaled over
     that leg's candidates for this query, so cosine and unbounded BM25 share one scale and a
-    leg's confidence (how far its best hit stands out) still counts. A leg that returned
+    leg's confidence (how far its best hit stands out) still counts. A keyword leg that returned
     fewer than `pool` candidates returned every match it has: it scales from 0 (no match),
-    not from its weakest match, which would otherwise score 0 and fall below any minimum.
+    not from its weakest match, which would otherwise score 0 and fall below any minimum. For
+    the vector leg every row is a match, and "no match" is the model's cosine for unrelated text
+    (`vector_floor`: all-MiniLM-L6-v2 0.06, multilingual-e5-small 0.72); from 0, the cosines of a
+    model that puts everything near 0.8 would all scale to ~1 and the vector leg would rank nothing.
     RRF: Σ w/(k + rank), divided by its best possible value Σ w/(k + 1).
     Both keep later stages (additive recency, hard minimum) on the same 0–1 scale.
     """
@@ -236,7 +243,7 @@ def fuse(
         scores = [c.score for c in hits]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
         if pool is not None and len(hits) < pool:
-            lo = min(lo, 0.0)
+            lo = min(lo, vector_floor if name == "vector" else 0.0)
         for rank, cand in enumerate(hits, start=1):
             record = records.get(cand.id)
             if record is None:  # removed between the leg and the fetch
