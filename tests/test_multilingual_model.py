@@ -95,6 +95,28 @@ def test_a_small_stores_hybrid_search_ranks_by_meaning_though_the_models_cosines
         assert mem.search("Which pet needs a diet?", user_id="u", limit=1)[0].memory.content.startswith("The user's cat")
 
 
+def test_similarity_thresholds_mean_for_this_model_what_they_mean_for_the_default(tmp_path):
+    """dedup.threshold and memory_forget's "clear match" were set as all-MiniLM-L6-v2 cosines; this model
+    puts every text closer (green tea / black tea: 0.96), so as raw cosines they would drop a new fact as
+    a duplicate, and erase the one memory of a scope whatever the query."""
+    from clawrecall import Caller
+    from clawrecall.tools import run_tool
+
+    with Memory.open(tmp_path / "m.db", **MULTILINGUAL) as mem:
+        assert 0.98 < mem.embedder.cosine_for(0.95) < 0.99
+        green = mem.add("Petr drinks green tea every morning.", user_id="petr")
+        assert mem.add("Petr drinks black tea every morning.", user_id="petr").action == "created"
+        again = mem.add("Petr drinks green tea every morning", user_id="petr")
+        assert again.action == "duplicate" and again.id == green.id
+        ivana = Caller(user_id="ivana")
+        kept = mem.add("Petrův pes se jmenuje Bork.", user_id="ivana").id
+        unrelated = run_tool(mem, ivana, "memory_forget", {"query": "my flight to Tokyo on Friday"})
+        assert unrelated.details["action"] != "deleted" and mem.get(kept)
+        doomed = mem.add("Ivana's locker code at the gym is 7731", user_id="ivana").id
+        meant = run_tool(mem, ivana, "memory_forget", {"query": "Ivana's locker code at the gym"})
+        assert meant.details == {"action": "deleted", "id": doomed}
+
+
 def test_the_default_english_model_misses_what_the_multilingual_one_finds(tmp_path):
     """Why the setting exists: all-MiniLM-L6-v2 ranks the Czech and Chinese questions' memories worse."""
     ranks = {}

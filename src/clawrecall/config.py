@@ -99,16 +99,34 @@ class RerankConfig(_Section):
         return self
 
 
-class RelevanceConfig(_Section):
-    """The absolute score's calibration (retrieval/relevance.py), fitted for the default model by
-    `bench/relevance.py --fit`; another embedding model has another cosine scale and needs its own fit."""
+# (intercept, cosine, coverage) of the local models, each fitted by `bench/relevance.py --fit
+# [--embedding-model M]` on its own cosine scale (docs/retrieval.md, docs/embeddings.md)
+RELEVANCE_FITS: dict[str, tuple[float, float, float]] = {
+    "local/all-MiniLM-L6-v2": (-3.24, 7.41, 0.04),
+    "local/multilingual-e5-small": (-35.21, 42.88, 0.02),
+}
 
-    # the embedding model (`provider/model`) the coefficients belong to: with another, scores are
-    # ranking scores (relative to the query's best hit) until it gets a fit of its own
+
+class RelevanceConfig(_Section):
+    """The absolute score's calibration (retrieval/relevance.py). Each embedding model has its own
+    cosine scale: the local models' fits are built in (`RELEVANCE_FITS`); a config that names another
+    `model` with its coefficients brings its own fit."""
+
+    # the embedding model (`provider/model`) the coefficients belong to: with a model that neither
+    # they nor a built-in fit belong to, scores are ranking scores (relative to the query's best hit)
     model: str = "local/all-MiniLM-L6-v2"
-    intercept: float = -3.24
-    cosine: float = Field(default=7.41, ge=0)
-    coverage: float = Field(default=0.04, ge=0)
+    intercept: float = RELEVANCE_FITS["local/all-MiniLM-L6-v2"][0]
+    cosine: float = Field(default=RELEVANCE_FITS["local/all-MiniLM-L6-v2"][1], ge=0)
+    coverage: float = Field(default=RELEVANCE_FITS["local/all-MiniLM-L6-v2"][2], ge=0)
+
+    def for_model(self, model: str) -> RelevanceConfig | None:
+        """The calibration of a store embedded by `model`: this one if fitted for it, else a built-in one."""
+        if model == self.model:
+            return self
+        if model in RELEVANCE_FITS:
+            intercept, cosine, coverage = RELEVANCE_FITS[model]
+            return RelevanceConfig(model=model, intercept=intercept, cosine=cosine, coverage=coverage)
+        return None
 
 
 class RetrievalConfig(_Section):

@@ -42,6 +42,9 @@ KNOWN_DIMENSIONS: dict[str, int] = {
 }
 
 
+# all-MiniLM-L6-v2's `measure_unrelated`: the similarity thresholds were set with it (`Embedder.cosine_for`)
+REFERENCE_UNRELATED = 0.0599
+
 # questions and passages on six topics, no question about any passage's (`Embedder.measure_unrelated`)
 _UNRELATED_QUESTIONS = [
     "How do I reset my router?", "What is the capital of Peru?", "Which wine goes with fish?",
@@ -109,11 +112,21 @@ class Embedder(ABC):
         assert self._dimensions is not None
         return self._dimensions
 
-    def unrelated_cosine(self) -> float:
+    def unrelated_cosine(self) -> float | None:
         """The cosine this model gives a question and a text that have nothing to do with each other:
-        where its similarity starts to mean something. 0 unless measured (`measure_unrelated`): a
-        remote provider would bill a call for it."""
-        return 0.0
+        where its similarity starts to mean something. None unless measured (`measure_unrelated`):
+        a remote provider would bill a call for it."""
+        return None
+
+    def cosine_for(self, threshold: float) -> float:
+        """This model's cosine for a similarity `threshold` set with all-MiniLM-L6-v2 (`dedup.threshold`,
+        memory_forget's): as far from its unrelated cosine towards 1. multilingual-e5-small calls
+        "green tea" and "black tea" 0.96 similar, MiniLM 0.86, so its 0.95 is MiniLM's 0.82; a
+        provider that was not measured keeps the threshold as it is."""
+        unrelated = self.unrelated_cosine()
+        if unrelated is None:
+            return threshold
+        return unrelated + (threshold - REFERENCE_UNRELATED) * (1 - unrelated) / (1 - REFERENCE_UNRELATED)
 
     def measure_unrelated(self) -> float:
         """The mean cosine of six questions and six passages on other topics (measured here:

@@ -180,7 +180,7 @@ class Writes:
         batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
         import numpy as np
 
-        threshold = self.config.dedup.threshold
+        threshold = self.embedding.embedder.cosine_for(self.config.dedup.threshold)
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):
             by_scope.setdefault(record.scope, []).append(i)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Literal
 import numpy as np
 
 from .._time import age_days, age_string, utcnow
-from ..config import RetrievalConfig
+from ..config import RelevanceConfig, RetrievalConfig
 from ..errors import EmbeddingError
 from ..models import Discussed, MemoryRecord, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
@@ -57,7 +57,7 @@ class RetrievalPipeline:
         embed_queries: Callable[[list[str]], np.ndarray],
         reranker: Reranker | None = None,
         model: str | None = None,
-        unrelated_cosine: Callable[[], float] = lambda: 0.0,
+        unrelated_cosine: Callable[[], float | None] = lambda: None,
     ):
         self.cfg = cfg
         self.store = store
@@ -100,7 +100,7 @@ class RetrievalPipeline:
             if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
-            floor = self.unrelated_cosine() if legs.get("vector") and len(legs["vector"]) < pool else 0.0
+            floor = (self.unrelated_cosine() or 0.0) if legs.get("vector") and len(legs["vector"]) < pool else 0.0
             items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=floor)
             if cfg.neighbor_weight > 0 and items:
                 # a reranker may lift any of its top_k into the result: their neighbours count too
@@ -124,14 +124,15 @@ class RetrievalPipeline:
             items.sort(key=lambda s: s.score, reverse=True)
             # Only the head can reach the result; later stages need not look further.
             items = apply_noise(items, noise=cfg.noise_filter, keep=head)
-            uncalibrated = self._uncalibrated(embedded)
+            calibration = self.cfg.relevance.for_model(self.model or "")
+            uncalibrated = self._uncalibrated(embedded, calibration)
             mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
             # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
             vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
             if mmr:
                 items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
-            items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors, cfg.relevance,
-                                    uncalibrated=uncalibrated)
+            items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors,
+                                    calibration or cfg.relevance, uncalibrated=uncalibrated)
             floor = cfg.min_score if min_score is None else min_score
             items = [s for s in items if s.relevance >= floor][:limit]
             hits = SearchHits(
@@ -151,11 +152,11 @@ class RetrievalPipeline:
             hits.without_vectors = without_vectors
             return hits
 
-    def _uncalibrated(self, embedded: dict[str, np.ndarray]) -> str | None:
+    def _uncalibrated(self, embedded: dict[str, np.ndarray], calibration: RelevanceConfig | None) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""
         if not embedded:
             return "a keyword-only search has no query vector"
-        if self.model != self.cfg.relevance.model:
+        if calibration is None:
             if (self.model, self.cfg.relevance.model) not in _WARNED:
                 _WARNED.add((self.model, self.cfg.relevance.model))
                 log.warning(

@@ -15,15 +15,17 @@ from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
 from .render import LINE_CHARS, MemoryEntry, degraded, entry, keywords_only, line, memory_path, plural, shown, untrusted
 
-# memory_forget erases on its own only when one hit clearly is the memory meant: its cosine to the
-# query is high (≥ 0.7, a relevance score of about 0.87 with the default calibration) and the
-# runner-up's ranking score is at most half its own. "Clearly ahead of the runner-up" compares two
-# hits of one query, which is what the ranking score is for; the absolute score says how likely a
-# hit is about the query, not that it is the very memory meant. The cosine also decides which
-# hits are candidates at all (all-MiniLM-L6-v2 puts unrelated text below 0.3).
-FORGET_MIN_SIMILARITY = 0.7
+# memory_forget erases on its own only when one hit clearly is the memory meant: its absolute score
+# is high (≥ 0.875: a cosine of 0.7 to the query for all-MiniLM-L6-v2, under each model's own
+# calibration) and the runner-up's ranking score is at most half its own. "Clearly ahead of the
+# runner-up" compares two hits of one query, which is what the ranking score is for. The absolute
+# score also decides which hits are candidates at all (≥ 0.26: MiniLM's cosine 0.3, below which it
+# puts unrelated text). Raw cosines would not do: multilingual-e5-small puts unrelated text near
+# 0.72. A store whose model has no calibration (its hits carry no `similarity`) never erases by
+# query: it lists candidates.
+FORGET_MIN_RELEVANCE = 0.875
 FORGET_MAX_RUNNER_UP = 0.5
-FORGET_CANDIDATE_SIMILARITY = 0.3
+FORGET_CANDIDATE_RELEVANCE = 0.26
 FORGET_CANDIDATES = 5
 
 
@@ -183,7 +185,7 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
     hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0)
-    hits = [h for h in hits if h.similarity is None or h.similarity >= FORGET_CANDIDATE_SIMILARITY]
+    hits = [h for h in hits if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
     if _confident(hits):
@@ -199,7 +201,8 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
 def _confident(hits: list[SearchHit]) -> bool:
     ranking = [h.explain["ranking"] for h in hits if h.explain is not None]
     runner_up = ranking[1] if len(ranking) > 1 else 0.0
-    return (hits[0].similarity or 0.0) >= FORGET_MIN_SIMILARITY and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
+    calibrated = hits[0].similarity is not None
+    return calibrated and hits[0].score >= FORGET_MIN_RELEVANCE and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
 
 
 def _forget(mem: Memory, caller: Caller, memory_id: str) -> ToolResult:
