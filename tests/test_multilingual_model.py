@@ -91,7 +91,11 @@ def test_a_small_stores_hybrid_search_ranks_by_meaning_though_the_models_cosines
                      "The user's cat Mila has kidney problems and eats only special food.",
                      "The user has a Japanese lesson with a tutor every Wednesday."):
             mem.add(fact, user_id="u")
-        assert mem.search("What is my profession?", user_id="u", limit=1)[0].memory.content.startswith("The user works")
+        meant = mem.search("What is my profession?", user_id="u", limit=1)[0]
+        assert meant.memory.content.startswith("The user works")
+        # scored with the model's own calibration: a probability, not a rank
+        assert meant.similarity is not None and meant.score > 0.4
+        assert mem.search("When does my flight to Tokyo leave?", user_id="u", limit=1)[0].score < 0.3
         assert mem.search("Which pet needs a diet?", user_id="u", limit=1)[0].memory.content.startswith("The user's cat")
 
 

@@ -210,3 +210,28 @@ def test_common_words_leave_the_vector_query():
     )
     assert without_words("Who is Alice?", {"alice"}) == "Who is Alice?"  # nothing but stopwords would remain
     assert without_words("Who is Alice?", set()) == "Who is Alice?"
+
+
+def test_a_store_is_scored_with_its_models_calibration():
+    """The configured fit belongs to its model; the local models' fits are built in; any other model
+    has none (its scores are ranking scores)."""
+    own = RelevanceConfig(model="openai/text-embedding-3-small", intercept=-5.0, cosine=9.0, coverage=0.1)
+    assert own.for_model("openai/text-embedding-3-small") is own
+    e5 = own.for_model("local/multilingual-e5-small")
+    assert (e5.model, e5.intercept, e5.cosine, e5.coverage) == ("local/multilingual-e5-small", -35.21, 42.88, 0.02)
+    assert RelevanceConfig().for_model("local/all-MiniLM-L6-v2") == RelevanceConfig()
+    assert own.for_model("voyage/voyage-3") is None
+
+
+def test_similarity_thresholds_are_mapped_to_a_measured_models_scale():
+    from clawrecall.embeddings.base import REFERENCE_UNRELATED
+    from clawrecall.embeddings.hashing import HashEmbedder
+
+    class Measured(HashEmbedder):
+        def unrelated_cosine(self):
+            return 0.72
+
+    assert HashEmbedder("h").cosine_for(0.95) == 0.95  # not measured: as configured
+    measured = Measured("h")
+    assert measured.cosine_for(0.95) == pytest.approx(0.72 + (0.95 - REFERENCE_UNRELATED) * 0.28 / (1 - REFERENCE_UNRELATED))
+    assert measured.cosine_for(REFERENCE_UNRELATED) == pytest.approx(0.72) and measured.cosine_for(1.0) == pytest.approx(1.0)
