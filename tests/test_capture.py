@@ -69,6 +69,7 @@ def stored(mem, user_id="alice"):
         "Nikdy nenasazuj v pátek večer",
         "Jmenuje se Jan Novák a vede účetnictví",
         "Jmenuji se Petra",
+        "Můj pes se jmenuje Rex",
         # Chinese
         "记住我的生日是五月三日",
         "请記住我喜歡綠茶",
@@ -161,6 +162,7 @@ def test_reject_rules(text):
         ("Her cat is called Miso", "entity"),
         ("Меня зовут Руслан", "entity"),
         ("Jmenuje se Jan Novák", "entity"),
+        ("Náš pes se jmenuje Rex", "entity"),
         ("我叫小明", "entity"),
         ("The staging server is in Frankfurt", "fact"),
         ("Сервер это старый Dell", "fact"),

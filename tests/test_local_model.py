@@ -241,15 +241,20 @@ def test_auto_prefers_onnx_and_a_process_never_imports_torch():
     assert out.stdout.split() == ["384", "False"]
 
 
-def test_export_is_cached_by_weights_digest_and_written_atomically(tmp_path, monkeypatch):
+def test_export_is_cached_by_weights_digest_and_written_atomically(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("CLAWRECALL_MODEL_CACHE", str(tmp_path / "cache"))
     model = exported_model(tmp_path)
-    first = _onnx.load(model)
+    with caplog.at_level("WARNING", logger="clawrecall.embeddings._onnx"):
+        first = _onnx.load(model)
+    # the one slow step says what it does, and when it is done
+    assert [r.getMessage().split(" once")[0].split(" in ")[0] for r in caplog.records] == [
+        f"exporting model {model} to ONNX", "exported model my-model to ONNX"]
     files = list((tmp_path / "cache").iterdir())
     assert len(files) == 1 and files[0].suffix == ".onnx"  # no .part file left behind
     stamp = files[0].stat().st_mtime_ns
+    caplog.clear()
     _onnx.load(model)
-    assert files[0].stat().st_mtime_ns == stamp  # reused, not exported again
+    assert files[0].stat().st_mtime_ns == stamp and not caplog.records  # reused, not exported again
     # other weights → another export, never the stale one
     tensors = _bert.read_safetensors(model / "model.safetensors")
     tensors["pooler.dense.bias"] = tensors["pooler.dense.bias"] + 1  # unused by the encoder: any change counts

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +32,8 @@ import numpy as np
 
 from ..errors import EmbeddingError
 from . import _bert, _wordpiece
+
+log = logging.getLogger(__name__)
 
 # onnxruntime keeps a device id and a telemetry database under ~/.cache/Microsoft when it is
 # imported unless this is set first; a user who wants it sets the variable to 0 themselves
@@ -297,5 +301,9 @@ def load(model_dir: Path, *, known_digest: str | None = None) -> OnnxEncoder | N
     digest = weights_digest(model_dir, known_digest)
     target = cache_dir() / f"{model_dir.name}-{digest[:16]}-v{_EXPORT_VERSION}.onnx"
     if not target.exists():
+        # once per model, and silent work of 10-20 s otherwise: say what is happening and where it goes
+        log.warning("exporting model %s to ONNX once with PyTorch (10-20 s); it will be kept in %s", model_dir, target)
+        started = time.monotonic()
         export(model_dir, target)
+        log.warning("exported model %s to ONNX in %.1f s", model_dir.name, time.monotonic() - started)
     return OnnxEncoder(model_dir, target, pooling)
