@@ -151,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db-url", help="a PostgreSQL server URL (a user that may CREATE DATABASE): the stores are built "
                         "afresh in its databases relevance_locomo and relevance_people instead")
     parser.add_argument("--fit", action="store_true", help="fit the calibration on the tuning conversations and print it")
-    parser.add_argument("--embedding-model", help="the local model to measure (default: the configured one); its "
-                        "calibration is the configured coefficients (CLAWRECALL_RETRIEVAL__RELEVANCE__* set them)")
+    parser.add_argument("--embedding-model", help="the local model to measure (default: the configured one), scored "
+                        "with its built-in calibration, or with the coefficients CLAWRECALL_RETRIEVAL__RELEVANCE__* "
+                        "set for it (with __MODEL=local/<model>)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -165,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.db_dir).mkdir(parents=True, exist_ok=True)
             target = str(Path(args.db_dir) / f"{name}.db")
             build = not Path(target).exists()
-        model = {"embedding": {"model": args.embedding_model},
-                 "retrieval": {"relevance": {"model": f"local/{args.embedding_model}"}}} if args.embedding_model else {}
+        model = {"embedding": {"model": args.embedding_model}} if args.embedding_model else {}
         with Memory.open(target, **model) as mem:
             qs = build_questions(mem, build)
             run(mem, qs)

@@ -16,11 +16,12 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 extras=()
 torch=${CLAWRECALL_TORCH:+yes}
+multilingual=
 for arg in "$@"; do
     case "$arg" in
-        --dev) extras+=(dev); torch=yes ;;
+        --dev) extras+=(dev); torch=yes; multilingual=yes ;;
         --torch) extras+=(torch); torch=yes ;;
-        --multilingual) extras+=(multilingual) ;;
+        --multilingual) extras+=(multilingual); multilingual=yes ;;
         *) echo "usage: $0 [--torch] [--multilingual] [--dev]" >&2; exit 2 ;;
     esac
 done
@@ -31,7 +32,7 @@ done
 if [ -n "$torch" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet "${CLAWRECALL_TORCH:-torch==2.13.0}"
 fi
-if [[ " ${extras[*]} " =~ " "(dev|multilingual)" " ]]; then
+if [ -n "$multilingual" ]; then
     .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r scripts/multilingual.txt
 fi
 spec="."

@@ -98,6 +98,8 @@ def test_triggers_capture(text):
         "Посмотри этот лог, пожалуйста",
         "Jaké je dnes počasí v Praze?",
         "Podívej se na ten log, prosím",
+        "Jak se jmenuje tvůj pes?",  # a question, though "se jmenuje" states a name
+        "Víš, jak se jmenuje ten hotel?",
         "今天天气怎么样呢",
         "请看一下这个日志文件",
     ],

@@ -326,3 +326,22 @@ def test_embedding_leaves_nothing_in_the_users_home(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
         assert out.returncode == 0 and "(1, 384)" in out.stdout, out.stderr
         assert (home / ".cache" / "Microsoft").exists() is written, sorted(home.rglob("*"))
+
+
+def test_the_cosine_for_unrelated_text_is_known_for_the_bundled_model_and_measured_once_for_another(tmp_path, monkeypatch):
+    bundled = LocalEmbedder()
+    assert bundled.cosine_for(0.95) == 0.95 and bundled.cosine_for(0.0) == 0.0  # the thresholds' own scale
+    assert bundled._model is None  # known: nothing embedded to say so
+    copy = tmp_path / "bert-copy"
+    shutil.copytree(bundled_model_dir(), copy)
+    other = LocalEmbedder(str(copy))
+    assert other.unrelated_cosine() == pytest.approx(0.0599, abs=1e-3)  # the same weights, measured
+    monkeypatch.setattr(other, "measure_unrelated", lambda: pytest.fail("measured twice"))
+    assert other.unrelated_cosine() == pytest.approx(0.0599, abs=1e-3)
+    failing = LocalEmbedder(str(copy))
+
+    def down() -> float:
+        raise EmbeddingError("the model is gone")
+
+    monkeypatch.setattr(failing, "measure_unrelated", down)
+    assert failing.unrelated_cosine() is None and failing.cosine_for(0.95) == 0.95  # no mapping, no failure

@@ -221,6 +221,9 @@ def test_a_store_is_scored_with_its_models_calibration():
     assert (e5.model, e5.intercept, e5.cosine, e5.coverage) == ("local/multilingual-e5-small", -35.21, 42.88, 0.02)
     assert RelevanceConfig().for_model("local/all-MiniLM-L6-v2") == RelevanceConfig()
     assert own.for_model("voyage/voyage-3") is None
+    # naming a local model without coefficients gives it its own fit, not MiniLM's defaults
+    named = RelevanceConfig(model="local/multilingual-e5-small").for_model("local/multilingual-e5-small")
+    assert (named.intercept, named.cosine) == (-35.21, 42.88)
 
 
 def test_similarity_thresholds_are_mapped_to_a_measured_models_scale():
@@ -235,3 +238,10 @@ def test_similarity_thresholds_are_mapped_to_a_measured_models_scale():
     measured = Measured("h")
     assert measured.cosine_for(0.95) == pytest.approx(0.72 + (0.95 - REFERENCE_UNRELATED) * 0.28 / (1 - REFERENCE_UNRELATED))
     assert measured.cosine_for(REFERENCE_UNRELATED) == pytest.approx(0.72) and measured.cosine_for(1.0) == pytest.approx(1.0)
+
+
+def test_russian_and_czech_stopwords_leave_english_names_and_initials_alone():
+    assert keywords("В какой день недели выкатываем релизы?") == ["день", "недели", "выкатываем", "релизы"]
+    assert keywords("Jak se dopravuji do zaměstnání?") == ["dopravuji", "zaměstnání"]
+    assert keywords("When is Tom's birthday? Did Ty, Ani and Po visit the U.S.?") == [
+        "tom", "birthday", "ty", "ani", "po", "visit", "u"]

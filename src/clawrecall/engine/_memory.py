@@ -148,7 +148,7 @@ class Memory:
             provider, model, _ = self._embedding.configured_fingerprint()
             self._pipeline = RetrievalPipeline(
                 self.config.retrieval, self.store, self._embedding.queries, create_reranker(self.config.retrieval.rerank),
-                model=f"{provider}/{model}", unrelated_cosine=lambda: self.embedder.unrelated_cosine(),
+                model=f"{provider}/{model}", cosine_for=lambda cosine: self.embedder.cosine_for(cosine),
             )
         return self._pipeline
 

@@ -53,7 +53,7 @@ _TRIGGERS = re.compile(
         r"zapamatuj|pamatuj",
         r"preferuji|radši|nechci",
         r"rozhodli jsme|budeme používat",
-        r"\b(?:můj|moje|má)\s+\w+\s+je\b|\bje\s+(?:můj|moje|má)\b|\bjmenuj[ei] se\b|\bse jmenuj[ei]\b",
+        r"\b(?:můj|moje|má)\s+\w+\s+je\b|\bje\s+(?:můj|moje|má)\b|\bjmenuj[ei] se\b|(?<!jak )\bse jmenuj[ei]\b",
         r"\b(?:vždy|vždycky|nikdy|důležité)\b",
         # Chinese (simplified and traditional)
         r"记住|記住|记一下|記一下|别忘了|別忘了|备注|備註",

@@ -57,12 +57,12 @@ class RetrievalPipeline:
         embed_queries: Callable[[list[str]], np.ndarray],
         reranker: Reranker | None = None,
         model: str | None = None,
-        unrelated_cosine: Callable[[], float | None] = lambda: None,
+        cosine_for: Callable[[float], float] = lambda cosine: cosine,
     ):
         self.cfg = cfg
         self.store = store
         self.embed_queries = embed_queries
-        self.unrelated_cosine = unrelated_cosine  # the vector leg's "no match" (`fuse`)
+        self.cosine_for = cosine_for  # the model's cosine for all-MiniLM-L6-v2's (`Embedder.cosine_for`)
         self.reranker = reranker
         self.model = model  # the embedding model: the absolute score's calibration belongs to one
         self._common: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], tuple[float, set[str]]] = {}
@@ -92,6 +92,8 @@ class RetrievalPipeline:
             log.warning("search ran on its keyword legs only: %s", exc)  # the store still answers by words
             without_vectors, embedded = str(exc), {}
             wanted = [name for name in wanted if name != "vector"]
+        # the vector leg's "no match" when it returns every row (`fuse`): MiniLM's 0 on this model's scale
+        vector_floor = self.cosine_for(0.0) if embedded and cfg.fusion == "weighted" else 0.0
         # the legs and reads share one pooled connection (PostgreSQL), taken once the query is embedded:
         # a search waiting on its embedding provider holds none
         with self.store.pinned():
@@ -100,8 +102,7 @@ class RetrievalPipeline:
             if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
-            floor = (self.unrelated_cosine() or 0.0) if legs.get("vector") and len(legs["vector"]) < pool else 0.0
-            items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=floor)
+            items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=vector_floor)
             if cfg.neighbor_weight > 0 and items:
                 # a reranker may lift any of its top_k into the result: their neighbours count too
                 lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
@@ -232,9 +233,9 @@ def fuse(
     leg's confidence (how far its best hit stands out) still counts. A keyword leg that returned
     fewer than `pool` candidates returned every match it has: it scales from 0 (no match),
     not from its weakest match, which would otherwise score 0 and fall below any minimum. For
-    the vector leg every row is a match, and "no match" is the model's cosine for unrelated text
-    (`vector_floor`: all-MiniLM-L6-v2 0.06, multilingual-e5-small 0.72); from 0, the cosines of a
-    model that puts everything near 0.8 would all scale to ~1 and the vector leg would rank nothing.
+    the vector leg every row is a match: it scales from `vector_floor`, cosine 0 as all-MiniLM-L6-v2
+    measures it on this model's scale (multilingual-e5-small: 0.70); from 0, the cosines of a model
+    that puts everything near 0.8 would all scale to ~1 and the vector leg would rank nothing.
     RRF: Σ w/(k + rank), divided by its best possible value Σ w/(k + 1).
     Both keep later stages (additive recency, hard minimum) on the same 0–1 scale.
     """

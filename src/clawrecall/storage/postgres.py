@@ -157,7 +157,13 @@ def _pool_class() -> type:
     """psycopg_pool's pool, retrying a lost server every 2 s at most: on its own it doubles the delay
     without bound (1, 2, 4, 8, 16 s…), so after a 13 s outage it could stay idle 16 s more."""
     from psycopg_pool import ConnectionPool
-    from psycopg_pool.base import AttemptWithBackoff
+
+    try:  # psycopg_pool's own (private) pieces: without them, its plain backoff
+        from psycopg_pool.base import AttemptWithBackoff
+    except ImportError:
+        return ConnectionPool
+    if not hasattr(ConnectionPool, "_add_connection"):
+        return ConnectionPool
 
     class _Attempt(AttemptWithBackoff):
         def update_delay(self, now: float) -> None:

@@ -9,8 +9,9 @@ from typing import Iterable
 # Small stopword lists: enough that "what did alice say about the trip" searches for "alice say
 # trip", not for every "the". Russian and Czech too, the languages beside English that the systems
 # clawrecall replaces served (a question's "в", "jak", "se" matched every memory that has them, and
-# outranked the one it asked for: bench/multilingual.py). Czech words that are also English words
-# ("ten", "pod", "ale", "nic"…) are left out; Chinese text has no word breaks to drop words at.
+# outranked the one it asked for: bench/multilingual.py). Czech words that are also English words,
+# names or initials ("ten", "pod", "tom", "ty", "ani", "po", "na", "ho", "u", "k"…) are left out;
+# Chinese text has no word breaks to drop words at.
 _ENGLISH = """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had has
     have having he her here hers herself him himself his how i if in into is it its itself just me
@@ -24,11 +25,11 @@ _RUSSIAN = """и в во не что он на я с со как а то все 
     чтоб чтобы без чего раз тоже себе под будет ж тогда кто этот того потому этого какой какая какие
     каком какую каких ним здесь этом мой тем нее неё сейчас куда зачем всех можно при над через эти
     нас про всего них эту моя свою этой перед том такой им между мою мои наш наша наши ваш ваша"""
-_CZECH = """aby ani ano bez bude budou by byl byla byli bylo být čí do ho i jak jaká jaké jaký jakou jako
-    je jeho jej její jejich ještě ji jí již jsem jsi jsme jsou jste k kam kde kdo kdy když ke která
-    které kteří který kterou ktery má máte mě mezi mně mnou můj může my na nad nám nás naše náš ne
-    nebo není než o od on ona oni ono po proč proto protože při s se si své svůj svých ta také takže
-    tedy té tento této tím to toho tom tomu tu tuto ty tyto u už v ve vám vás váš vy z za zda ze že"""
+_CZECH = """aby bude budou by byl byla byli bylo být čí do i jak jaká jaké jaký jakou jako je jeho jej
+    její jejich ještě jí již jsem jsi jsme jsou jste kde kdo kdy když ke která které kteří který kterou
+    ktery má máte mě mezi mně mnou můj může my nám nás naše náš nebo není než o on ono proč proto
+    protože při s se své svůj svých také takže tedy té tento této tím to toho tomu tuto tyto už v ve
+    vám vás váš vy z za zda ze že"""
 STOPWORDS = frozenset(" ".join((_ENGLISH, _RUSSIAN, _CZECH)).split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -201,8 +201,10 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
 def _confident(hits: list[SearchHit]) -> bool:
     ranking = [h.explain["ranking"] for h in hits if h.explain is not None]
     runner_up = ranking[1] if len(ranking) > 1 else 0.0
-    calibrated = hits[0].similarity is not None
-    return calibrated and hits[0].score >= FORGET_MIN_RELEVANCE and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
+    first = hits[0]
+    # its own score: not one a session neighbour lent it (`from_neighbor`), and calibrated (a similarity)
+    own = first.similarity is not None and "from_neighbor" not in ((first.explain or {}).get("relevance") or {})
+    return own and first.score >= FORGET_MIN_RELEVANCE and runner_up <= FORGET_MAX_RUNNER_UP * ranking[0]
 
 
 def _forget(mem: Memory, caller: Caller, memory_id: str) -> ToolResult:
