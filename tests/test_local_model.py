@@ -312,14 +312,21 @@ def test_the_export_is_readable_by_other_users(tmp_path, monkeypatch):
     assert exported.stat().st_mode & 0o044 == 0o044
 
 
+# variables by which onnxruntime knows a CI machine, where it writes no telemetry files on its own
+_CI_VARIABLES = {"CI", "TF_BUILD", "GITHUB_ACTIONS", "GITLAB_CI", "CIRCLECI", "TRAVIS", "JENKINS_URL", "CODEBUILD_BUILD_ID",
+                 "BUILDKITE", "TEAMCITY_VERSION", "APPVEYOR", "BITBUCKET_BUILD_NUMBER", "SYSTEM_TEAMFOUNDATIONCOLLECTIONURI"}
+
+
 def test_embedding_leaves_nothing_in_the_users_home(tmp_path):
     """onnxruntime writes a device id and a telemetry database under ~/.cache/Microsoft on import
-    unless told not to; clawrecall tells it (a user may still set ORT_DISABLE_TELEMETRY=0)."""
+    unless told not to (or on a CI machine); clawrecall tells it (a user may still set
+    ORT_DISABLE_TELEMETRY=0)."""
     code = "from clawrecall.embeddings.local import LocalEmbedder\nprint(LocalEmbedder().embed(['hi']).shape)\n"
     for setting, written in ((None, False), ("0", True)):
         home = tmp_path / f"home-{setting}"
         home.mkdir()
-        env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}
+        dropped = {"XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY", *_CI_VARIABLES}
+        env = {k: v for k, v in os.environ.items() if k not in dropped}
         env.update(HOME=str(home), CLAWRECALL_HOME=str(tmp_path / "data"))
         if setting is not None:
             env["ORT_DISABLE_TELEMETRY"] = setting
