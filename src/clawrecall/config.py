@@ -7,6 +7,7 @@ environment variables < keyword arguments to `Memory.open`. String values may us
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -125,10 +126,14 @@ class RelevanceConfig(_Section):
         coefficients_set = bool(self.model_fields_set & {"intercept", "cosine", "coverage"})
         if model == self.model and (coefficients_set or model not in RELEVANCE_FITS):
             return self
-        if model in RELEVANCE_FITS:
-            intercept, cosine, coverage = RELEVANCE_FITS[model]
-            return RelevanceConfig(model=model, intercept=intercept, cosine=cosine, coverage=coverage)
-        return None
+        return _built_in_fit(model) if model in RELEVANCE_FITS else None
+
+
+@functools.cache
+def _built_in_fit(model: str) -> RelevanceConfig:
+    """One config per built-in fit, made once (every search asks for its store's)."""
+    intercept, cosine, coverage = RELEVANCE_FITS[model]
+    return RelevanceConfig(model=model, intercept=intercept, cosine=cosine, coverage=coverage)
 
 
 class RetrievalConfig(_Section):

@@ -15,6 +15,7 @@ exactly instead, which is both faster and complete there. Bulk loads can defer t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -153,6 +154,7 @@ def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
 _RECONNECT_MAX_DELAY = 2.0
 
 
+@functools.cache
 def _pool_class() -> type:
     """psycopg_pool's pool, retrying a lost server every 2 s at most: on its own it doubles the delay
     without bound (1, 2, 4, 8, 16 s…), so after a 13 s outage it could stay idle 16 s more."""
