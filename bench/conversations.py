@@ -42,7 +42,7 @@ Every row of the report carries the load averages (1, 5, 15 min) at its start: o
 share this machine's cores.
 
     python bench/conversations.py [--parts hook,log,search] [--backends sqlite,postgres]
-        [--db-url postgresql://USER@HOST/postgres] [--calls 200] [--repeat 2] [--gap-ms 0]
+        [--db-url postgresql://USER@HOST/postgres] [--pg-setting shared_buffers=1GB ...] [--calls 200] [--repeat 2] [--gap-ms 0]
         [--messages 10000] [--batch 50] [--queries 200] [--layouts spread,one]
         [--rest] [--profile] [--extraction] [--db-dir DIR] [--json]
 
@@ -412,6 +412,9 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             mem.store.insert(records[s : s + 2000], stacked[s : s + 2000])
         left = mem.store.count_unembedded()
         stats = mem.stats()
+    if mem.store.backend == "postgres":  # as autovacuum would have by the time a store is this size
+        with Memory.open(target) as mem:
+            mem.store._run("VACUUM ANALYZE memories")
     built = {"layout": layout, "users": len(users), "build_s": time.perf_counter() - t0, "unembedded": left,
              "by_kind": stats.by_kind}
     log(f"  built {layout}: {stats.by_kind} in {built['build_s']:.0f} s")
@@ -585,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="hook,log,search", help="comma-separated: hook, log, search")
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgres")
     parser.add_argument("--db-url", help="PostgreSQL server URL whose user may CREATE DATABASE (default: own pgserver)")
+    parser.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a PostgreSQL server setting for the run, e.g. shared_buffers=1GB (repeatable; ALTER SYSTEM)")
     parser.add_argument("--db-dir", type=Path, default=DEFAULT_DB_DIR, help=f"kept SQLite stores and vectors ({DEFAULT_DB_DIR})")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each latency measurement")
     parser.add_argument("--calls", type=int, default=200, help="measured agent_end calls per run")
@@ -619,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     m = machine()
     report: dict[str, Any] = {"machine": f"{m['cpu']}, {m['cores']} CPUs, {m['ram_gb']:.0f} GB RAM", "load_start": load(), "args": {k: str(v) for k, v in vars(args).items()}}
     report["args"] |= {"calls": args.calls, "gap_ms": args.gap_ms}
-    pg = Server(args.db_url, []) if "postgres" in backends else None
+    pg = Server(args.db_url, args.pg_setting) if "postgres" in backends else None
     folder = Path(tempfile.mkdtemp(prefix="clawrecall-conv-bench-"))
     try:
         for part, fn in (("hook", hook_part), ("log", log_part), ("search", search_part)):

@@ -486,17 +486,108 @@ def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_r
         lend = mem.store._pool.connection
 
         def counting(*args, **kwargs):
-            borrowed.append(1)
+            borrowed.append(threading.current_thread().name)
             return lend(*args, **kwargs)
 
         mem.store._pool.connection = counting
         hits = mem.search("tomatoes gardening", user_id="alice", sources=["memory", "message"], exclude_session="s1")
-        # the session's start, the pipeline's legs, reads and neighbours (one, taken after the query is embedded:
-        # 4+ without), the hits' origins
-        assert hits and len(borrowed) == 3
+        # the session's start, the vector query's common words, the keyword legs with their records (on a worker
+        # thread, beside the embedding), the vector leg, then the reads and neighbours (one, taken after the
+        # legs: 4+ without); none while the query is embedded
+        assert hits and len(borrowed) == 5
+        assert sum(name != threading.current_thread().name for name in borrowed) == 1
         # a write inside a pinned block is still one transaction: a failure undoes all of it
         with mem.store.pinned():
             with pytest.raises(RuntimeError), mem.store.transaction():
                 mem.store.set_meta("pinned-check", "written")
                 raise RuntimeError("undo")
             assert mem.store.get_meta("pinned-check") is None
+
+
+def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
+    with Memory.open(pg_url) as mem:
+        mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(10)])
+        store, started, seen = mem.store, threading.Event(), {}
+        vector, text = store.vector_candidates, store.text_candidates
+
+        def vector_leg(*args, **kwargs):
+            started.set()
+            seen["vector"] = threading.current_thread().name
+            return vector(*args, **kwargs)
+
+        def keyword_leg(*args, **kwargs):
+            # only a leg running at the same time as the vector leg sees it start
+            seen["overlapped"] = started.wait(10)
+            seen["bm25"] = threading.current_thread().name
+            return text(*args, **kwargs)
+
+        store.vector_candidates, store.text_candidates = vector_leg, keyword_leg
+        hits = mem.search("tomatoes gardening", user_id="alice")
+        assert hits and set(hits[0].matched) >= {"vector", "bm25"}
+        assert seen["overlapped"] is True
+        assert seen["vector"] == threading.current_thread().name != seen["bm25"]
+
+
+def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
+    with Memory.open(pg_url) as mem:
+        store, here = mem.store, threading.current_thread().name
+        with store.transaction():
+            store.set_meta("beside-check", "uncommitted")
+            assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")))() == \
+                (here, "uncommitted")
+        assert store.beside(lambda: threading.current_thread().name)() != here
+
+        def fails() -> None:
+            raise StorageError("the read failed")
+
+        result = store.beside(fails)  # the error reaches the caller when it asks for the value
+        with pytest.raises(StorageError, match="the read failed"):
+            result()
+
+
+def test_concurrent_searches_on_a_pool_of_one_connection_all_answer(pg_url):
+    # each search's keyword legs take a connection of their own; a search holding one while it
+    # waited for them would wait forever (here: the pool's timeout) once the pool ran out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Memory.open(pg_url, postgres={"pool_size": 1}) as mem:
+        mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(20)])
+        with ThreadPoolExecutor(4) as pool:
+            answers = [f.result(timeout=60) for f in [pool.submit(mem.search, f"tomatoes {i}", user_id="alice")
+                                                      for i in range(16)]]
+        assert all(len(hits) > 0 for hits in answers)
+
+
+def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, monkeypatch):
+    import clawrecall.storage.postgres as backend
+
+    rng = np.random.default_rng(6)
+    with Memory.open(pg_url, postgres={"exact_search_rows": 100}) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        mem.add_many([{"content": f"fact {i}", "scope": "custom:grows"} for i in range(50)],
+                     embeddings=_unit(rng, 50, dims), dedup=False)
+        mem.store._run("ANALYZE memories")
+        store, asked = mem.store, []
+        run = store._run
+
+        def counting(sql, *args, **kwargs):
+            if sql.startswith("EXPLAIN"):
+                asked.append(sql)
+            return run(sql, *args, **kwargs)
+
+        store._run = counting
+        grows = Filters(scopes=["custom:grows"])
+        for _ in range(3):
+            assert store.reads_exactly(grows)
+        assert len(asked) == 1
+        assert store.reads_exactly(Filters(scopes=["custom:other"])) and len(asked) == 2  # another filter
+        clock = time.monotonic()
+        monkeypatch.setattr(backend.time, "monotonic", lambda: clock + 61)
+        assert store.reads_exactly(grows) and len(asked) == 3  # a minute later: asked again
+        # a bulk load gives the planner new statistics, and the answers are asked again at once
+        with mem.deferred_vector_index():
+            mem.add_many([{"content": f"more {i}", "scope": "custom:grows"} for i in range(300)],
+                         embeddings=_unit(rng, 300, dims), dedup=False)
+        assert not store.reads_exactly(grows)
+        hits = store.vector_candidates(_unit(rng, 1, dims)[0], grows, 10)
+        assert len(hits) == 10

@@ -82,6 +82,9 @@ class RetrievalPipeline:
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
+        # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL)
+        keyword_legs = (self.store.beside(lambda: self._keyword_legs(query, wanted, filters, pool, limit))
+                        if wanted != ["vector"] else lambda: ({}, {}))
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
         without_vectors = None
         try:
@@ -91,14 +94,16 @@ class RetrievalPipeline:
                 raise  # a vector search cannot run without its vector
             log.warning("search ran on its keyword legs only: %s", exc)  # the store still answers by words
             without_vectors, embedded = str(exc), {}
-            wanted = [name for name in wanted if name != "vector"]
         # the vector leg's "no match" when it returns every row (`fuse`): MiniLM's 0 on this model's scale
         vector_floor = self.cosine_for(0.0) if embedded and cfg.fusion == "weighted" else 0.0
-        # the legs and reads share one pooled connection (PostgreSQL), taken once the query is embedded:
+        found = {"vector": self.store.vector_candidates(embedded[vector_query], filters, pool)} if embedded else {}
+        keyword_found, records = keyword_legs()
+        found |= keyword_found
+        legs = {name: found[name] for name in wanted if name in found}
+        # the reads after the legs share one pooled connection (PostgreSQL), taken once the legs are done:
         # a search waiting on its embedding provider holds none
         with self.store.pinned():
-            legs = self._run_legs(query, embedded.get(vector_query), wanted, filters, pool, limit)
-            records = self.store.fetch(list({c.id for hits in legs.values() for c in hits}))
+            records |= self.store.fetch(list({c.id for hits in legs.values() for c in hits} - records.keys()))
             if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
@@ -173,22 +178,20 @@ class RetrievalPipeline:
         texts = list(dict.fromkeys((vector_query, query)))
         return dict(zip(texts, self.embed_queries(texts)))
 
-    def _run_legs(
-        self, query: str, vector: np.ndarray | None, wanted: list[str], filters: Filters, pool: int, limit: int
-    ) -> dict[str, list[Candidate]]:
-        """Run the candidate legs. In hybrid mode the trigram leg searches the whole store only when
-        the others cannot do its job — CJK text (no word breaks for BM25) or too few keyword hits
-        (typos) — and otherwise rescores the other legs' candidates (see `trigram_rescore`): an
-        OR of many trigrams over a large store costs more than every other stage together."""
+    def _keyword_legs(
+        self, query: str, wanted: list[str], filters: Filters, pool: int, limit: int
+    ) -> tuple[dict[str, list[Candidate]], dict[str, MemoryRecord]]:
+        """The keyword legs, and their hits' records (read here, beside the vector leg). In hybrid mode the
+        trigram leg searches the whole store only when the others cannot do its job — CJK text (no word
+        breaks for BM25) or too few keyword hits (typos) — and otherwise rescores the other legs'
+        candidates (see `trigram_rescore`): an OR of many trigrams over a large store costs more than
+        every other stage together."""
         out: dict[str, list[Candidate]] = {}
-        for name in wanted:
-            if name == "vector" and vector is not None:
-                out[name] = self.store.vector_candidates(vector, filters, pool)
-            elif name == "bm25":
-                out[name] = self.store.text_candidates(query, filters, pool)
-            elif name == "trigram" and (len(wanted) == 1 or has_cjk(query) or len(out.get("bm25", [])) < limit):
-                out[name] = self.store.fuzzy_candidates(query, filters, pool)
-        return out
+        if "bm25" in wanted:
+            out["bm25"] = self.store.text_candidates(query, filters, pool)
+        if "trigram" in wanted and (len(wanted) == 1 or has_cjk(query) or len(out.get("bm25", [])) < limit):
+            out["trigram"] = self.store.fuzzy_candidates(query, filters, pool)
+        return out, self.store.fetch(list({c.id for hits in out.values() for c in hits}))
 
     def _vector_query(self, query: str, filters: Filters) -> str:
         """The query the vector leg embeds: without the words most searched memories contain.

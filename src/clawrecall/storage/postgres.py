@@ -19,8 +19,11 @@ import functools
 import json
 import re
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -31,7 +34,7 @@ from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .schema import HISTORY, MEMORIES
-from .sql import HISTORY_DRAFT_FIELDS, Store, dimensions_differ
+from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
 from .text import keywords
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 HALFVEC_ABOVE = 2000  # pgvector indexes `vector` up to 2,000 dims and `halfvec` up to 4,000
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
+_PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
 
@@ -210,6 +214,9 @@ class PostgresStore(Store):
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
         self._deferring = 0  # deferred_vector_index() blocks open in this process
+        self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
+        self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
+        self._workers_lock = threading.Lock()
         try:
             psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's own reason
             self._pool = _pool_class()(
@@ -240,6 +247,8 @@ class PostgresStore(Store):
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.shutdown()
         self._pool.close()
 
     @contextmanager
@@ -284,6 +293,21 @@ class PostgresStore(Store):
                 yield
             finally:
                 self._local.conn = None
+
+    def beside(self, fn: Callable[[], T]) -> Callable[[], T]:
+        """`fn` on a pooled connection of its own, in a worker thread. The caller must not hold a
+        connection while it waits for the value (a full pool would then wait on itself): a search
+        starts its keyword legs here, embeds its query and runs its vector leg, then waits."""
+        if getattr(self._local, "conn", None) is not None:
+            return super().beside(fn)
+        with self._workers_lock:
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(max(1, self.config.pool_size // 2), thread_name_prefix="clawrecall-pg")
+            return self._workers.submit(self._pinned_call, fn).result
+
+    def _pinned_call(self, fn: Callable[[], T]) -> T:
+        with self.pinned():
+            return fn()
 
     def _run(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple]:
         """`binary`: results in PostgreSQL's binary format (vectors: 0.5 ms for 20 where text took 2.7)."""
@@ -489,6 +513,7 @@ class PostgresStore(Store):
         decide between an exact read and HNSW) before autovacuum would."""
         self.build_vector_index()
         self._run("ANALYZE memories")
+        self._plans.clear()
 
     # -- candidate legs ----------------------------------------------------------------------------
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
@@ -517,7 +542,8 @@ class PostgresStore(Store):
             raise dimensions_differ(dims, len(queries[0]))
         candidates, params = self._vector_sql(dims, filters)
         try:
-            return self._vector_query(candidates, params, queries, k)
+            with self.pinned():  # the plan question and the queries: one pool checkout
+                return self._vector_query(candidates, params, queries, k)
         except self._psycopg.errors.DataException as exc:  # rows of other dimensions: another process re-embedded
             self._dims = None
             if (now := self._vector_dims()) is not None and now != len(queries[0]):
@@ -538,32 +564,41 @@ class PostgresStore(Store):
         return dims is None or self._few_rows(*self._vector_sql(dims, filters))
 
     def _vector_query(self, candidates: str, params: list[Any], queries: list[np.ndarray], k: int) -> list[list[Candidate]]:
+        vector = self.dialect.to_db["vector"]
+        if self._few_rows(candidates, params):
+            # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
+            # every filtered row is compared, and the top k are exact
+            sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
+            return [self._hits(self._run(sql, (vector(q), *params, k))) for q in queries]
         with self.transaction():
-            if self._few_rows(candidates, params):
-                # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
-                # every filtered row is compared, and the top k are exact
-                sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
-            else:
-                # ef_search covers the pool we want; iterative scans so filters never starve the list
-                self._run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
-                self._run("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                sql = f"{candidates} ORDER BY d LIMIT %s"
-            found = []
-            vector = self.dialect.to_db["vector"]
-            for query in queries:
-                rows = self._run(sql, (vector(query), *params, k))
-                hits = sorted(((str(r[0]), 1.0 - float(r[1])) for r in rows), key=lambda h: -h[1])
-                found.append([Candidate(i, s) for i, s in hits])
-        return found
+            # ef_search covers the pool we want; iterative scans so filters never starve the list
+            self._run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
+            self._run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            sql = f"{candidates} ORDER BY d LIMIT %s"
+            return [self._hits(self._run(sql, (vector(q), *params, k))) for q in queries]
+
+    @staticmethod
+    def _hits(rows: list[tuple]) -> list[Candidate]:
+        return [Candidate(str(r[0]), 1.0 - float(r[1])) for r in sorted(rows, key=lambda r: float(r[1]))]
 
     def _few_rows(self, candidates: str, params: list[Any]) -> bool:
-        """Whether the planner expects at most `exact_search_rows` rows to pass the filters."""
+        """Whether the planner expects at most `exact_search_rows` rows to pass the filters. Asked once a
+        minute per filter (the times in `params` aside): a scope grows by a few rows a minute, and the
+        question costs a round trip and a plan."""
         limit = self.config.exact_search_rows
         if limit <= 0:
             return False
+        key = (candidates, tuple(tuple(p) if isinstance(p, list) else p for p in params if not isinstance(p, datetime)))
+        now = time.monotonic()
+        if (known := self._plans.get(key)) is not None and now - known[0] < _PLAN_TTL_S:
+            return known[1]
         plan = self._run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
         plan = json.loads(plan) if isinstance(plan, str) else plan
-        return plan[0]["Plan"]["Plan Rows"] <= limit
+        few = plan[0]["Plan"]["Plan Rows"] <= limit
+        if len(self._plans) >= 256:
+            self._plans.clear()
+        self._plans[key] = (now, few)
+        return few
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         """Matches of any keyword, ranked BM25-like: each keyword's `ts_rank` (term frequency, length

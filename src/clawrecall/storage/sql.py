@@ -9,10 +9,11 @@ is composed with the dialect's parameter mark and sent to the driver as written.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from .._time import utcnow
 from ..errors import StorageError
@@ -32,6 +33,8 @@ from .tokens import ApiTokens
 if TYPE_CHECKING:
     import numpy as np
 
+
+T = TypeVar("T")
 
 #: what a `HistoryDraft` holds: every column but the id the database gives
 HISTORY_DRAFT_FIELDS = tuple(c for c in HISTORY.fields if HISTORY.column(c).type != "serial")
@@ -76,6 +79,17 @@ class Store(ABC):
         """Statements run inside it share one connection (a search's legs and reads): a backend with a
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
+
+    def beside(self, fn: Callable[[], T]) -> Callable[[], T]:
+        """Start `fn` (reads only) on a connection of its own while this thread goes on, where the backend
+        serves two readers at once; call the result for `fn`'s value. Elsewhere, and inside a transaction
+        or `pinned` block (whose writes another connection would not see), `fn` runs now."""
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn())
+        except Exception as exc:  # raised where the value is asked for, as from a thread
+            done.set_exception(exc)
+        return done.result
 
     @abstractmethod
     def integrity_problems(self) -> list[str]:
