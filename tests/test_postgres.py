@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import datetime, timezone
 
 import numpy as np
 import psycopg
@@ -507,25 +508,27 @@ def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_r
 def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
     with Memory.open(pg_url) as mem:
         mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(10)])
-        store, started, seen = mem.store, threading.Event(), {}
+        store, seen = mem.store, {}
+        vector_started, keyword_started = threading.Event(), threading.Event()
         vector, text = store.vector_candidates, store.text_candidates
 
+        # each leg waits until the other has started: legs run one after the other (in either order)
+        # would leave the first waiting in vain
         def vector_leg(*args, **kwargs):
-            started.set()
-            seen["vector"] = threading.current_thread().name
+            vector_started.set()
+            seen["vector"] = (threading.current_thread().name, keyword_started.wait(10))
             return vector(*args, **kwargs)
 
         def keyword_leg(*args, **kwargs):
-            # only a leg running at the same time as the vector leg sees it start
-            seen["overlapped"] = started.wait(10)
-            seen["bm25"] = threading.current_thread().name
+            keyword_started.set()
+            seen["bm25"] = (threading.current_thread().name, vector_started.wait(10))
             return text(*args, **kwargs)
 
         store.vector_candidates, store.text_candidates = vector_leg, keyword_leg
         hits = mem.search("tomatoes gardening", user_id="alice")
         assert hits and set(hits[0].matched) >= {"vector", "bm25"}
-        assert seen["overlapped"] is True
-        assert seen["vector"] == threading.current_thread().name != seen["bm25"]
+        assert seen["vector"] == (threading.current_thread().name, True)
+        assert seen["bm25"][1] is True and seen["bm25"][0] != threading.current_thread().name
 
 
 def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
@@ -543,11 +546,14 @@ def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
         result = store.beside(fails)  # the error reaches the caller when it asks for the value
         with pytest.raises(StorageError, match="the read failed"):
             result()
+    with pytest.raises(StorageError):  # a closed store fails as it does for any call, in the caller's thread
+        store.beside(lambda: store.get_meta("beside-check"))()
 
 
 def test_concurrent_searches_on_a_pool_of_one_connection_all_answer(pg_url):
     # each search's keyword legs take a connection of their own; a search holding one while it
-    # waited for them would wait forever (here: the pool's timeout) once the pool ran out
+    # waited for them (its reads' connection taken before the legs' answer) would wait forever
+    # (here: the pool's timeout) once the pool ran out
     from concurrent.futures import ThreadPoolExecutor
 
     with Memory.open(pg_url, postgres={"pool_size": 1}) as mem:
@@ -581,9 +587,14 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
             assert store.reads_exactly(grows)
         assert len(asked) == 1
         assert store.reads_exactly(Filters(scopes=["custom:other"])) and len(asked) == 2  # another filter
+        # a time window is part of the filter, to the minute
+        windowed = Filters(scopes=["custom:grows"], since=datetime(2020, 1, 1, tzinfo=timezone.utc))
+        assert store.reads_exactly(windowed) and store.reads_exactly(windowed) and len(asked) == 3
+        later = Filters(scopes=["custom:grows"], since=datetime(2021, 1, 1, tzinfo=timezone.utc))
+        assert store.reads_exactly(later) and len(asked) == 4
         clock = time.monotonic()
-        monkeypatch.setattr(backend.time, "monotonic", lambda: clock + 61)
-        assert store.reads_exactly(grows) and len(asked) == 3  # a minute later: asked again
+        monkeypatch.setattr(backend, "_monotonic", lambda: clock + 61)
+        assert store.reads_exactly(grows) and len(asked) == 5  # a minute later: asked again
         # a bulk load gives the planner new statistics, and the answers are asked again at once
         with mem.deferred_vector_index():
             mem.add_many([{"content": f"more {i}", "scope": "custom:grows"} for i in range(300)],

@@ -11,6 +11,7 @@ candidates, so a stage can be tested, switched off or re-weighted on its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -83,7 +84,7 @@ class RetrievalPipeline:
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
         # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL)
-        keyword_legs = (self.store.beside(lambda: self._keyword_legs(query, wanted, filters, pool, limit))
+        keyword_legs = (self.store.beside(functools.partial(self._keyword_legs, query, list(wanted), filters, pool, limit))
                         if wanted != ["vector"] else lambda: ({}, {}))
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
         without_vectors = None

@@ -4,8 +4,8 @@ pg_trgm for the fuzzy leg; everything else is the shared SQL of `sql.py`.
 Connections come from a psycopg pool that checks each connection before lending it, so a
 server restart costs the in-flight call (a clear `StorageError`) and nothing after it.
 Nothing is cached between calls except the vector dimensions (re-read when a query's differ,
-as after a `reembed` by another process), so several processes on one database see each
-other's writes at once.
+as after a `reembed` by another process) and, for a minute, whether a filter's vector search
+reads exactly or through HNSW, so several processes on one database see each other's writes at once.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
@@ -44,6 +44,8 @@ _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 HALFVEC_ABOVE = 2000  # pgvector indexes `vector` up to 2,000 dims and `halfvec` up to 4,000
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
 _PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
+_PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
+_monotonic = time.monotonic  # `_few_rows`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
 
@@ -217,6 +219,7 @@ class PostgresStore(Store):
         self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
+        self._closed = False
         try:
             psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's own reason
             self._pool = _pool_class()(
@@ -247,8 +250,10 @@ class PostgresStore(Store):
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
-        if self._workers is not None:
-            self._workers.shutdown()
+        with self._workers_lock:
+            self._closed = True
+            if self._workers is not None:
+                self._workers.shutdown()
         self._pool.close()
 
     @contextmanager
@@ -298,12 +303,12 @@ class PostgresStore(Store):
         """`fn` on a pooled connection of its own, in a worker thread. The caller must not hold a
         connection while it waits for the value (a full pool would then wait on itself): a search
         starts its keyword legs here, embeds its query and runs its vector leg, then waits."""
-        if getattr(self._local, "conn", None) is not None:
-            return super().beside(fn)
         with self._workers_lock:
-            if self._workers is None:
-                self._workers = ThreadPoolExecutor(max(1, self.config.pool_size // 2), thread_name_prefix="clawrecall-pg")
-            return self._workers.submit(self._pinned_call, fn).result
+            if not self._closed and getattr(self._local, "conn", None) is None:
+                if self._workers is None:
+                    self._workers = ThreadPoolExecutor(max(1, self.config.pool_size // 2), thread_name_prefix="clawrecall-pg")
+                return self._workers.submit(self._pinned_call, fn).result
+        return super().beside(fn)  # closed: fails as any call on a closed store does
 
     def _pinned_call(self, fn: Callable[[], T]) -> T:
         with self.pinned():
@@ -583,20 +588,22 @@ class PostgresStore(Store):
 
     def _few_rows(self, candidates: str, params: list[Any]) -> bool:
         """Whether the planner expects at most `exact_search_rows` rows to pass the filters. Asked once a
-        minute per filter (the times in `params` aside): a scope grows by a few rows a minute, and the
-        question costs a round trip and a plan."""
+        minute per filter (its times to the minute, `_plan_key`): a scope grows by a few rows a minute,
+        and the question costs a round trip and a plan."""
         limit = self.config.exact_search_rows
         if limit <= 0:
             return False
-        key = (candidates, tuple(tuple(p) if isinstance(p, list) else p for p in params if not isinstance(p, datetime)))
-        now = time.monotonic()
+        key = (candidates, tuple(_plan_key(p) for p in params))
+        now = _monotonic()
         if (known := self._plans.get(key)) is not None and now - known[0] < _PLAN_TTL_S:
             return known[1]
         plan = self._run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
         plan = json.loads(plan) if isinstance(plan, str) else plan
         few = plan[0]["Plan"]["Plan Rows"] <= limit
-        if len(self._plans) >= 256:
-            self._plans.clear()
+        if len(self._plans) >= _PLANS_KEPT:
+            self._plans = {k: v for k, v in list(self._plans.items()) if now - v[0] < _PLAN_TTL_S}
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
         self._plans[key] = (now, few)
         return few
 
@@ -646,6 +653,15 @@ class PostgresStore(Store):
                 )
             hits = [Candidate(str(r[0]), float(r[1])) for r in rows]
         return self._with_short_cjk_words(query, hits, filters, k)
+
+
+def _plan_key(param: Any) -> Any:
+    """A filter parameter as `_few_rows` keys its answer: a time to the minute (the current time is a
+    parameter of every search; a `since`, `until` or `as_of` changes the rows by more than a minute's
+    worth only when it moves by more), a list as a tuple."""
+    if isinstance(param, datetime):
+        return int(param.timestamp() // 60)
+    return tuple(param) if isinstance(param, list) else param
 
 
 def _redact(url: str) -> str:

@@ -76,7 +76,7 @@ class Store(ABC):
         """A write transaction; nested calls join the outer one."""
 
     def pinned(self) -> AbstractContextManager[None]:
-        """Statements run inside it share one connection (a search's legs and reads): a backend with a
+        """Statements run inside it share one connection (a search's reads after its legs): a backend with a
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
 
