@@ -533,7 +533,7 @@ class PostgresStore(Store):
         return self._vector_search([query], filters, k)[0]
 
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
-        """Batch deduplication: one transaction and one exact-or-HNSW decision for every vector."""
+        """Batch deduplication: one pooled connection and one exact-or-HNSW decision for every vector."""
         found = self._vector_search(list(vectors), Filters(scopes=[scope]), 1)
         return [hits[0] if hits and hits[0].score >= min_score else None for hits in found]
 
