@@ -598,8 +598,9 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["migrate", "status"], ["index", "build"], ["import", str(export), "--defer-index"],
         ["delete-bulk", "--tag", "none"], ["erase", "--user", "nobody", "--dry-run"], ["startup", "list"],
         ["openclaw", "install", "--config", str(tmp_path / "openclaw.json"), "--dry-run"],
-        ["conversations", "log", str(said), "--session", "s1"], ["conversations", "list"], ["conversations", "show", "s1"],
-        ["conversations", "segments"], ["conversations", "stats"], ["conversations", "end", "s1"],
+        ["conversations", "log", str(said), "--session", "s1", "--user", "grace"], ["conversations", "list"],
+        ["conversations", "show", "s1"], ["conversations", "segments"], ["conversations", "stats"],
+        ["conversations", "export", "s1", "--output", str(tmp_path / "s1.jsonl")], ["conversations", "end", "s1", "--user", "grace"],
         ["conversations", "sweep"], ["files", "list"], ["jobs", "list"],
         ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
     ]
@@ -616,6 +617,19 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     # serve and mcp run until stopped: their JSON (health, tools) is tested in test_rest/test_mcp; worker runs the
     # handlers something registered: its JSON lines are tested in test_jobs
     assert seen | {"export", "serve", "mcp", "worker"} == set(cli.commands)
+
+
+def test_a_conversation_needs_an_owner_and_an_unknown_session_is_not_found(tmp_path: Path) -> None:
+    db = tmp_path / "said.db"
+    said = '{"role": "user", "content": "My salary is 91000 euros"}'
+    assert "a conversation is a user's or an agent's" in fails(db, "conversations", "log", "-", "--session", "s1", input=said)
+    run(db, "conversations", "log", "-", "--session", "s1", "--user", "ann", input=said)
+    for args in (["segments", "nope"], ["export", "nope"], ["end", "nope", "--user", "ann"], ["segments", "s1", "--user", "bob"]):
+        assert "no conversation with session id" in fails(db, "conversations", *args)
+    assert "[SESSION]" in run(db, "conversations", "segments", "--help").stdout
+    assert "no messages given" in fails(db, "conversations", "log", "-", "--session", "s1", "--user", "ann", input="\n", code=2)
+    pretty = json.dumps({"role": "assistant", "content": "Noted."}, indent=2)  # one object over several lines
+    assert run_json(db, "conversations", "log", "-", "--session", "s1", "--user", "ann", input=pretty)["stored"] == 1
 
 
 def test_command_groups_take_json_for_their_subcommands(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@ and never by another user. Both backends."""
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from clawrecall import Memory, ValidationError
+from clawrecall import Memory, NotFoundError, ValidationError
 from clawrecall.hooks import agent_end, before_prompt_build
 from clawrecall.scopes import Caller
 
@@ -213,9 +214,27 @@ def test_another_user_never_finds_a_conversation(mem):
     assert mem.search("locker code 4711", caller=BOB, sources=["memory", "message", "chunk"]) == []
     assert mem.conversations.sessions(caller=BOB) == [] and mem.conversations.segments(caller=BOB) == []
     assert mem.conversations.stats(caller=BOB) == []
-    with pytest.raises(Exception, match="no conversation"):
-        mem.conversations.show("s1", caller=BOB)
+    for not_bobs in (lambda: mem.conversations.show("s1", caller=BOB),
+                     lambda: mem.conversations.segments(caller=BOB, session_id="s1"),
+                     lambda: mem.conversations.export(io.StringIO(), caller=BOB, session_id="s1"),
+                     lambda: mem.conversations.end("s1", caller=BOB)):
+        with pytest.raises(NotFoundError, match="no conversation with session id 's1'"):  # as if there were none
+            not_bobs()
     assert mem.search("locker code 4711", caller=ALICE, sources=["message"])
+    assert [s.session_id for s in mem.conversations.segments(caller=ALICE, session_id="s1")] == ["s1"]
+
+
+def test_a_conversation_is_a_users_or_an_agents_never_everyones(mem):
+    with pytest.raises(ValidationError, match="a conversation is a user's or an agent's"):
+        mem.conversations.log([{"role": "user", "content": "My salary is 91000 euros"}], caller=Caller(session_id="s1"))
+    # the hook records nothing for a turn that names no one, and fails nothing
+    answer = agent_end(mem, {"messages": [{"role": "user", "content": "My salary is 91000 euros"}]}, Caller(session_id="s1"))
+    assert answer["recorded"] == 0 and mem.conversations.sessions(caller=Caller()) == []
+    agents = mem.conversations.log([{"role": "user", "content": "Deploy at noon"}], caller=Caller(None, "ops", "s2"))
+    assert agents["stored"] == 1 and mem.conversations.show("s2", caller=Caller(None, "ops"))[0].scope == "agent:ops"
+    with pytest.raises(ValidationError, match="a session id is 1 to 200 characters"):
+        mem.conversations.log([{"role": "user", "content": "hi"}], caller=ALICE, session_id="s" * 201)
+    before_prompt_build(mem, {"prompt": "hello there friend", "messages": []}, Caller("carol", "main", "new"))  # no error
 
 
 def test_recall_draws_on_an_earlier_session_but_not_on_the_current_one(mem):

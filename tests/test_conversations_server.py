@@ -92,14 +92,13 @@ def test_search_context_labels_sources_and_recall_reaches_an_earlier_session(ser
 def test_another_user_never_reaches_the_record_through_any_door(server, tokens, recorded, db):  # noqa: F811
     with client(server, tokens["bob"]) as bob:
         assert bob.get("/v1/conversations").json()["conversations"] == []
-        assert bob.get("/v1/conversations/s1").status_code == 404
-        assert bob.get("/v1/conversations/s1/segments").json()["segments"] == []
-        assert bob.get("/v1/conversations/s1/export").text == ""
+        for path in ("s1", "s1/segments", "s1/export"):  # as for a session that does not exist
+            assert bob.get(f"/v1/conversations/{path}").status_code == 404
         assert bob.get("/v1/conversations/stats").json()["groups"] == []
         assert bob.post("/v1/search", json={"query": "oolong tea", "sources": ["memory", "message", "chunk"]}).json()["results"] == []
         assert bob.post("/v1/context", json={"query": "oolong tea"}).json()["results"] == []
         assert "oolong" not in bob.post("/v1/tools/search_context", json={"query": "oolong tea"}).text
-        assert bob.post("/v1/conversations/s1/end").json()["closed"] is None
+        assert bob.post("/v1/conversations/s1/end").status_code == 404
         assert "oolong" not in bob.post("/mcp", json={
             "jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "search_context", "arguments": {"query": "oolong tea"}}},
@@ -153,3 +152,23 @@ def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(db_t
         assert mem.store.integrity_problems() == []
         mem.sweep()
         assert mem.search(f"turn 0 question {round_}", caller=Caller("alice"), sources=["message"], mode="bm25")
+
+
+def test_a_session_id_with_a_slash_is_reached_by_every_route(server, tokens, recorded):  # noqa: F811
+    with client(server, tokens["alice"]) as alice:
+        logged = alice.post("/v1/conversations/messages", json={
+            "session_id": "telegram/123", "messages": [{"role": "user", "content": "Pick up the cedar shingles"}]})
+        assert logged.status_code == 200 and logged.json()["stored"] == 1, logged.text
+        for path in ("telegram/123", "telegram%2F123"):
+            assert alice.get(f"/v1/conversations/{path}").json()["messages"][0]["content"] == "Pick up the cedar shingles"
+            assert len(alice.get(f"/v1/conversations/{path}/segments").json()["segments"]) == 1
+            assert "cedar shingles" in alice.get(f"/v1/conversations/{path}/export").text
+        assert alice.post("/v1/conversations/telegram/123/end").json()["closed"]["session_id"] == "telegram/123"
+        assert alice.post("/v1/conversations/telegram/123/end").json()["closed"] is None  # nothing open any more
+        for path in ("telegram/124", "telegram/124/segments", "telegram/124/export"):
+            assert alice.get(f"/v1/conversations/{path}").status_code == 404
+        too_long = alice.post("/v1/conversations/messages", json={"session_id": "s" * 201, "messages": [
+            {"role": "user", "content": "hi"}]})
+        assert too_long.status_code == 400 and "1 to 200 characters" in too_long.text
+        no_source = alice.post("/v1/search", json={"query": "cedar", "sources": []})
+        assert no_source.status_code == 400 and "no source given" in no_source.text

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from clawrecall import Caller, Memory, NotFoundError, ValidationError, WritesDisabledError
+from clawrecall import Caller, Memory, NotFoundError, ScopeError, ValidationError, WritesDisabledError
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.config import EmbeddingConfig
@@ -235,6 +235,18 @@ def test_another_user_never_finds_or_removes_your_file(mem, tmp_path):
         mem.files.remove(str(path), caller=BOB)
     bobs = mem.files.ingest(path, caller=BOB)  # bob's own copy, in his scope
     assert bobs["action"] == "created" and bobs["file_id"] != result["file_id"]
+
+
+def test_a_shared_file_is_removed_only_by_who_may_write_its_scope(mem, tmp_path):
+    path = tmp_path / "handbook.md"
+    path.write_text("# Handbook\n\nExpenses are filed by Friday.\n")
+    shared = mem.files.ingest(path, caller=ADMIN)
+    assert shared["scope"] == "global" and mem.files.get(shared["file_id"], caller=BOB).id == shared["file_id"]
+    for wanted in (shared["file_id"], str(path)):
+        with pytest.raises(ScopeError, match="read-only"):
+            mem.files.remove(wanted, caller=BOB)
+    assert [f.id for f in mem.files.list(caller=BOB)] == [shared["file_id"]] and chunks_of(mem, shared["file_id"])
+    assert mem.files.remove(shared["file_id"], caller=ADMIN).id == shared["file_id"]
 
 
 # -- limits ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from ._time import from_db, utcnow
 from .config import data_dir
 from .errors import AuthError, ForbiddenError, NotFoundError, ScopeError, StorageError, ValidationError
-from .scopes import Caller, validate_scope
+from .scopes import MAX_ID_CHARS, Caller, validate_scope
 from .storage import TokenRow
 
 if TYPE_CHECKING:
@@ -229,8 +229,8 @@ def identity(user_id: str | None, agent_id: str | None, session_id: str | None) 
     for kind, value in (("user", user_id), ("agent", agent_id)):
         if value:
             validate_scope(f"{kind}:{value}")
-    if session_id and (len(session_id) > 200 or not session_id.strip()):
-        raise ValidationError("a session id is 1 to 200 characters")
+    if session_id and (len(session_id) > MAX_ID_CHARS or not session_id.strip()):
+        raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters")
     return {"user_id": user_id or None, "agent_id": agent_id or None, "session_id": session_id or None}
 
 

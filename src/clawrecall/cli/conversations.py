@@ -50,7 +50,7 @@ def show(state: State, session_id: str, caller: Caller, limit: int, offset: int,
 
 
 @conversations_group.command("segments")
-@click.argument("session_id", metavar="SESSION", required=False)
+@click.argument("session_id", metavar="[SESSION]", required=False)
 @caller_options
 @click.option("--limit", "-n", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
@@ -65,17 +65,20 @@ def segments(state: State, session_id: str | None, caller: Caller, limit: int, o
 
 
 @conversations_group.command("export")
-@click.argument("session_id", metavar="SESSION", required=False)
+@click.argument("session_id", metavar="[SESSION]", required=False)
 @caller_options
 @click.option("--output", "-o", "path", metavar="FILE", help="Write to FILE instead of stdout.")
+@json_option
 @pass_state
-def export(state: State, session_id: str | None, caller: Caller, path: str | None) -> None:
-    """Messages as JSONL, one a line (of one conversation, or of all you may read)."""
+def export(state: State, session_id: str | None, caller: Caller, path: str | None, as_json: bool) -> None:
+    """Messages as JSONL, one a line (of one conversation, or of all you may read).
+
+    To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary."""
     mem = state.open(embeds=False)
     with output_file(path or "-") as fh:
         n = mem.conversations.export(fh, caller=caller, session_id=session_id)
     if path:
-        click.echo(f"Exported {out.plural(n, 'message')} to {path}.", err=True)
+        out.respond(as_json, {"exported": n, "output": path}, f"Exported {out.plural(n, 'message')} to {path}.")
 
 
 @conversations_group.command("stats")
@@ -86,7 +89,7 @@ def export(state: State, session_id: str | None, caller: Caller, path: str | Non
 def stats(state: State, caller: Caller, by: str, as_json: bool) -> None:
     """Messages per role and tokens, per user, agent or session."""
     groups = state.open(embeds=False).conversations.stats(caller=caller, by=by)
-    rows = [[str(g["key"]), str(g["messages"]), ", ".join(f"{r} {n}" for r, n in g["by_role"].items()),
+    rows = [[str(g["key"] or "-"), str(g["messages"]), ", ".join(f"{r} {n}" for r, n in g["by_role"].items()),
              str(g["input_tokens"]), str(g["output_tokens"])] for g in groups]
     headers = [by.upper(), "MESSAGES", "BY ROLE", "TOKENS IN", "TOKENS OUT"]
     out.respond(as_json, groups, out.table(headers, rows, right=[1, 3, 4]) if rows else "No conversations.")
@@ -165,12 +168,17 @@ def _read(path: str) -> str:
 
 
 def _parse_messages(text: str) -> list[Any]:
-    """A JSON list, or one JSON object a line."""
+    """A JSON list, one JSON object (over several lines or not), or one JSON object a line."""
     stripped = text.strip()
+    if not stripped:
+        raise click.UsageError("no messages given: a JSON list of {role, content, …}, or one such object a line")
     try:
         if stripped.startswith("["):
             return json.loads(stripped)
-        return [json.loads(line) for line in stripped.splitlines() if line.strip()]
+        try:
+            return [json.loads(stripped)]
+        except json.JSONDecodeError:
+            return [json.loads(line) for line in stripped.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
         raise click.UsageError(f"not JSON: {exc}") from None
 

@@ -23,7 +23,7 @@ from ..conversations import segments as rules
 from ..conversations.transcript import Entry, entries
 from ..errors import NotFoundError, ValidationError
 from ..models import MemoryRecord, Message, Segment
-from ..scopes import Caller, may_write, read_scopes, write_scope
+from ..scopes import MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
 from ._validate import check_int, check_text, new_ids, require_writes
@@ -62,9 +62,13 @@ class Conversations:
         A message that cannot be stored (NUL, bytes that are not UTF-8, an unknown role) is an error,
         unless `skip_bad` leaves it out and counts it (`unstorable`)."""
         require_writes(self.config)
+        if not caller.identified:  # its scope would be global: every user's to read
+            raise ValidationError("a conversation is a user's or an agent's: name one (user_id or agent_id)")
         session = session_id if session_id is not None else caller.session_id
         if not isinstance(session, str) or not session.strip():
             raise ValidationError("a conversation needs a session id (session_id, or the caller's session)")
+        if len(session) > MAX_ID_CHARS:
+            raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters, this one {len(session)}")
         check_text(session, "session_id")
         if channel is not None and (not isinstance(channel, str) or len(channel) > MAX_CHANNEL_CHARS):
             raise ValidationError(f"channel must be a string of at most {MAX_CHANNEL_CHARS} characters")
@@ -151,7 +155,8 @@ class Conversations:
 
     # -- segments ------------------------------------------------------------------------------
     def end(self, session_id: str, *, caller: Caller, reason: str = "session_end") -> Segment | None:
-        """Close the session's open segment now (`/new`, a reset, or an explicit call); None when none is open."""
+        """Close the session's open segment now (`/new`, a reset, or an explicit call); None when none is open,
+        "not found" when the caller has no conversation of that id."""
         require_writes(self.config)
         if reason not in ("session_end", "explicit"):
             raise ValidationError("reason must be session_end or explicit")
@@ -160,6 +165,8 @@ class Conversations:
         with self.store.transaction():
             segment = self.store.segments.open_for(scope, session_id)
             if segment is None:
+                if not self.store.messages.in_session([scope], session_id, limit=1, offset=0):
+                    raise NotFoundError(f"no conversation with session id {session_id!r}")
                 return None
             return self._close(segment, reason, utcnow())  # type: ignore[arg-type]
 
@@ -310,13 +317,20 @@ class Conversations:
     def segments(
         self, *, caller: Caller, session_id: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[Segment]:
+        """Segments, the latest first (of one session: "not found" when the caller may read none of it)."""
         check_text(session_id, "session_id")
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        return self.store.segments.find(self._reads(caller), session_id, limit=limit, offset=offset)
+        found = self.store.segments.find(self._reads(caller), session_id, limit=limit, offset=offset)
+        if session_id is not None and not found and offset == 0:
+            raise NotFoundError(f"no conversation with session id {session_id!r}")
+        return found
 
     def export(self, out: IO[str], *, caller: Caller, session_id: str | None = None) -> int:
-        """One JSON object per message (of one session, or of every conversation the caller may read)."""
+        """One JSON object per message (of one session, or of every conversation the caller may read); a
+        session the caller may read none of is "not found", before anything is written."""
+        if session_id is not None:
+            self.show(session_id, caller=caller, limit=1)
         sessions = [session_id] if session_id is not None else [
             s["session_id"] for s in self.store.messages.sessions(self._reads(caller), limit=1_000_000, offset=0)
         ]
@@ -337,7 +351,7 @@ class Conversations:
         return self.store.messages.stats(self._reads(caller), by)
 
     def _own(self, caller: Caller) -> str:
-        """The scope the caller's transcript is recorded in (its user's, else its agent's, else global), checked for writing."""
+        """The scope the caller's transcript is recorded in (its user's, else its agent's), checked for writing."""
         return write_scope(caller, None, access=self.config.access)
 
     def _reads(self, caller: Caller) -> list[str] | None:

@@ -25,7 +25,7 @@ from ..config import Config
 from ..errors import NotFoundError, ValidationError
 from ..files import FILE_TYPES, chunk, file_type, read, tokens_for
 from ..models import FileRecord, MemoryRecord
-from ..scopes import Caller, read_scopes, write_scope
+from ..scopes import Caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
 from ._backfill import Backfill
 from ._validate import _is_uuid, check_int, check_text, new_ids, require_writes
@@ -145,9 +145,11 @@ class Files:
         raise NotFoundError(f"no ingested file {wanted!r}")
 
     def remove(self, path_or_id: str, *, caller: Caller) -> FileRecord:
-        """Forget an ingested file: its chunks (text, vectors, index entries) and its row are gone."""
+        """Forget an ingested file: its chunks (text, vectors, index entries) and its row are gone. Erased as a
+        memory is: by who ingested it, or with write access to its scope (a shared file is not any reader's)."""
         require_writes(self.config)
         file = self.get(path_or_id, caller=caller)
+        check_change(caller, file, access=self.config.access, erase=True)
         with self.store.transaction():
             self.writes.unrecord(self._chunk_ids(file))
             self.store.files.delete(file.id)

@@ -61,7 +61,8 @@ def check_sources(sources: Sequence[str] | str | None) -> tuple[str, ...]:
     names = [sources] if isinstance(sources, str) else list(sources)
     unknown = [s for s in names if s not in KINDS]
     if unknown or not names:
-        raise ValidationError(f"unknown source {unknown[0] if unknown else ''!r}: use {', '.join(KINDS)}")
+        what = f"unknown source {unknown[0]!r}" if unknown else "no source given"
+        raise ValidationError(f"{what}: use {', '.join(KINDS)}")
     return tuple(k for k in KINDS if k in names)
 
 
@@ -101,7 +102,7 @@ def with_origins(store: Store, hits: SearchHits) -> SearchHits:
         origin = None
         if hit.memory.kind == "message" and (m := messages.get(hit.id)) is not None:
             origin = {"session_id": m.session_id, "message_id": m.id, "role": m.role, "segment_id": m.segment_id,
-                      "channel": m.channel, "at": m.created_at.isoformat()}
+                      "channel": m.channel, "at": m.created_at.isoformat().replace("+00:00", "Z")}  # as pydantic writes times
         elif hit.memory.kind == "chunk":
             meta = hit.memory.metadata
             origin = {"file_id": hit.memory.source_id, **{k: meta[k] for k in ("path", "lines", "pages", "chunk") if k in meta}}

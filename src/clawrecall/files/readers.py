@@ -9,6 +9,7 @@ without text (a scan) is refused, since there is nothing to search.
 from __future__ import annotations
 
 import io
+import logging
 import re
 from pathlib import PurePath
 from typing import Literal, get_args
@@ -104,6 +105,8 @@ def _pdf_lines(data: bytes, name: str) -> list[Line]:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
+    # pypdf logs what it then raises (a second line beside our error) and what it reads past anyway
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

@@ -183,11 +183,12 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> Capt
 
 
 def _record(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, channel: str | None) -> int:
-    """Store the transcript's new messages (a turn without a session, or with recording off, stores none).
-    An earlier turn's message the store refused then is left out, not refused again."""
+    """Store the transcript's new messages (a turn without a session, user or agent, or with recording off,
+    stores none: an unidentified turn's record would be every user's). An earlier turn's message the store
+    refused then is left out, not refused again."""
     if not (mem.config.conversations.record and mem.config.writes.enabled and caller.session_id and messages):
         return 0
-    if not may_write(caller, access=mem.config.access):
+    if not caller.identified or not may_write(caller, access=mem.config.access):
         return 0
     return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True)["stored"]
 

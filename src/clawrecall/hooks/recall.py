@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from typing_extensions import TypedDict
 
 from ..config import RecallHookConfig
+from ..errors import NotFoundError
 from ..models import SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
@@ -116,6 +117,8 @@ def end_segment(mem: "Memory", caller: Caller) -> None:
         return
     try:
         mem.conversations.end(caller.session_id or "", caller=caller)
+    except NotFoundError:  # a session with nothing recorded: nothing to close
+        pass
     except Exception:  # recall must not fail the turn over the record
         log.exception("closing the session's segment failed")
 

@@ -31,7 +31,9 @@ class MessagesIn(BaseModel):
 
     messages: list[dict[str, Any]] = Field(
         description="The transcript, or its new part: {role, content, id?, timestamp?, model?, usage?} each "
-        "(OpenClaw's and OpenAI's message shapes are read too). Messages stored before are skipped."
+        "(OpenClaw's and OpenAI's message shapes are read too). Messages stored before are skipped: known by "
+        "id, else by role, timestamp and content, else by role, place in this list and content (so messages "
+        "with neither id nor timestamp are sent from the transcript's start)."
     )
     session_id: str | None = Field(None, description="Default: the caller's session (x-clawrecall-session).")
     channel: str | None = None
@@ -115,16 +117,7 @@ def conversation_stats(
     return ConversationStats(by=by, groups=mem.conversations.stats(caller=ctx, by=by))
 
 
-@router.get("/{session_id}", responses={**READ, **errors(NotFoundError)}, response_model_exclude={"messages": {"__all__": {"dedup_key"}}})
-def show_conversation(
-    session_id: str, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
-    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
-) -> Transcript:
-    """A conversation's messages in order."""
-    return Transcript(session_id=session_id, messages=mem.conversations.show(session_id, caller=ctx, limit=limit, offset=offset))
-
-
-@router.get("/{session_id}/segments", responses=READ)
+@router.get("/{session_id:path}/segments", responses={**READ, **errors(NotFoundError)})
 def conversation_segments(
     session_id: str, limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
@@ -133,8 +126,8 @@ def conversation_segments(
     return Segments(segments=mem.conversations.segments(caller=ctx, session_id=session_id, limit=limit, offset=offset))
 
 
-@router.get("/{session_id}/export", response_class=PlainTextResponse, responses={
-    **READ, 200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "JSONL, one message a line."}})
+@router.get("/{session_id:path}/export", response_class=PlainTextResponse, responses={
+    **READ, **errors(NotFoundError), 200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "JSONL, one message a line."}})
 def export_conversation(session_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> str:
     """The conversation as JSONL, one message a line."""
     out = io.StringIO()
@@ -142,9 +135,19 @@ def export_conversation(session_id: str, mem: Memory = Depends(memory), ctx: Cal
     return out.getvalue()
 
 
-@router.post("/{session_id}/end", responses=WRITE)
+@router.post("/{session_id:path}/end", responses={**WRITE, **errors(NotFoundError)})
 def end_conversation(
     session_id: str, body: EndIn | None = None, mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> Ended:
     """Close the session's open segment now (a `/new`, a reset, an explicit end)."""
     return Ended(closed=mem.conversations.end(session_id, caller=ctx, reason=(body or EndIn()).reason))
+
+
+# last: a session id may hold "/", so this route would take the ones above for its own
+@router.get("/{session_id:path}", responses={**READ, **errors(NotFoundError)}, response_model_exclude={"messages": {"__all__": {"dedup_key"}}})
+def show_conversation(
+    session_id: str, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
+    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> Transcript:
+    """A conversation's messages in order."""
+    return Transcript(session_id=session_id, messages=mem.conversations.show(session_id, caller=ctx, limit=limit, offset=offset))
