@@ -630,6 +630,7 @@ def test_a_conversation_needs_an_owner_and_an_unknown_session_is_not_found(tmp_p
     assert "no messages given" in fails(db, "conversations", "log", "-", "--session", "s1", "--user", "ann", input="\n", code=2)
     pretty = json.dumps({"role": "assistant", "content": "Noted."}, indent=2)  # one object over several lines
     assert run_json(db, "conversations", "log", "-", "--session", "s1", "--user", "ann", input=pretty)["stored"] == 1
+    assert "Records:   message 2\n" in run(db, "stats").stdout  # the user counted beside no memory is a message's
 
 
 def test_command_groups_take_json_for_their_subcommands(tmp_path: Path) -> None:

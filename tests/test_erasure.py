@@ -99,6 +99,30 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
         assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
 
+def test_an_agent_acting_for_a_user_may_not_erase_the_agent_and_the_agent_not_the_users_record(db_target):
+    with Memory.open(db_target) as mem:
+        alices = mem.add("Alice's rollback plan", caller=Caller("alice", "planner")).id
+        mem.conversations.log([{"role": "user", "content": "roll back the deploy"}], caller=Caller("alice", "planner", "s1"))
+        mem.add("The planner's runbook lives in ops/", agent_id="planner")
+        with pytest.raises(ScopeError, match="only the administrator or agent 'planner' itself"):
+            mem.erase(agent_id="planner", caller=Caller("bob", "planner"), dry_run=True)
+        counts = mem.erase(agent_id="planner", caller=Caller(None, "planner"))  # its own scope, not alice's rows
+        assert (counts["memories"], counts["messages"], counts["segments"]) == (1, 0, 0)
+        assert mem.get(alices, caller=Caller("alice")).id == alices and mem.conversations.show("s1", caller=Caller("alice"))
+        counts = mem.erase(agent_id="planner")  # the administrator: everything the agent did, for anyone
+        assert (counts["memories"], counts["messages"], counts["segments"]) == (1, 1, 1)
+
+
+def test_a_self_erasure_stays_inside_the_tokens_list(db_target):
+    with Memory.open(db_target) as mem:
+        mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(write=["user:alice"])})
+        atlas = mem.add("Alice's estimate for Atlas: six weeks", caller=Caller("alice"), scope="project:atlas").id
+        mem.add("Alice's own note", caller=Caller("alice"))
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 1
+        assert mem.get(atlas).id == atlas  # the token does not reach project:atlas
+        assert mem.erase(user_id="alice", caller=Caller("alice"))["memories"] == 1  # without the token, she does
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({}, "give user_id or agent_id"),
     ({"user_id": "a", "agent_id": "b"}, "give user_id or agent_id"),
@@ -161,6 +185,24 @@ def test_delete_bulk_soft_deletes_what_matches_and_counts_first(db_target):
         assert [r.id for r in mem.list()] == [ids[2]]
         mem.undelete(ids[1])
         assert mem.count() == 2
+
+
+def test_delete_bulk_erases_only_what_the_caller_may_erase(db_target):
+    """Reading a scope is not erasing in it: a reader's bulk delete takes its own words there, nothing else."""
+    with Memory.open(db_target) as mem:
+        mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(read=["user:bob"], write=["user:alice"])})
+        shared = mem.add("The office closes at six").id
+        proposed = mem.add_many([{"content": "Bob proposed demos on Fridays", "user_id": "bob", "scope": "global"}])[0].id
+        atlas = mem.add("Atlas ships in May", caller=Caller("alice"), scope="project:atlas").id
+        cello = mem.add("Bob plays the cello", caller=Caller("bob")).id
+        bob = Caller("bob")
+        assert mem.delete_bulk(scope="project:atlas", caller=bob, dry_run=True) == 0
+        assert mem.delete_bulk(scope="project:atlas", caller=bob) == 0
+        assert mem.delete_bulk(scope="global", caller=bob, dry_run=True) == 1
+        assert mem.delete_bulk(until=utcnow() + timedelta(days=1), caller=bob) == 2
+        assert {r.id for r in mem.list(include_deleted=True, scope="*") if r.deleted_at} == {proposed, cello}
+        assert mem.get(shared).deleted_at is None and mem.get(atlas).deleted_at is None
+        assert mem.delete_bulk(scope="project:atlas", caller=Caller("alice")) == 1  # a writer may
 
 
 def test_delete_bulk_needs_a_filter(tmp_path):

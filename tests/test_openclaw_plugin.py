@@ -93,6 +93,7 @@ out.ids = [
   identityOf({ agentId: "main", senderId: "123", messageProvider: "telegram" }, bare).user,
   identityOf({ agentId: "main", messageProvider: "telegram" }, resolveConfig({ user: "owner" })).user,
 ];
+out.nobody = identityOf({}, config);
 
 // Import: batches under both limits, a 413 halves a batch, one agent failing does not stop the others.
 await step(async () => {
@@ -160,6 +161,7 @@ def test_the_startup_identity_is_asked_for_on_every_turn_and_the_server_decides(
 
 def test_a_sender_id_is_named_by_its_channel_unless_bare(plugin_run):
     assert plugin_run["ids"] == ["telegram:123", "discord:123", "slack:123", "123", "123", "owner"]
+    assert plugin_run["nobody"] == {"agent": "main"}  # never the administrator on a turn's behalf
 
 
 def test_the_import_sends_batches_under_the_limits_and_reports_every_agent(plugin_run):

@@ -12,7 +12,8 @@ export function identityOf(ctx, config) {
   const sender = text(ctx?.senderId ?? ctx?.channelContext?.sender?.id ?? ctx?.requesterSenderId);
   const channel = config.senderIds === "bare" ? undefined : channelOf(ctx);
   return {
-    agent: text(ctx?.agentId),
+    // OpenClaw's default agent: a call that named no one would be the administrator's with a service token
+    agent: text(ctx?.agentId) ?? "main",
     session: text(ctx?.sessionKey ?? ctx?.sessionId),
     user: (sender && channel ? `${channel}:${sender}` : sender) ?? config.user,
   };

@@ -808,6 +808,8 @@ def stats_text(s: Stats) -> str:
     size = f", {s.size_bytes / 1_048_576:.1f} MB" if s.size_bytes else ""
     return out.key_values([
         ("Memories", f"{s.total} ({s.active} active, {s.deleted} deleted, {s.expired} expired)"),
+        # users and the oldest/newest times count every kind of record: say which there are
+        ("Records", counts_text(s.by_kind) if set(s.by_kind) - {"memory"} else None),
         ("Users", s.users),
         ("Categories", counts_text(s.by_category)),
         ("Scopes", counts_text(s.by_scope)),

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Literal
 
-from ..errors import ValidationError
+from ..errors import ScopeError, ValidationError
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._validate import require_writes
@@ -68,13 +68,20 @@ class Erasing:
     actor: str
     dry_run: bool
     folder: Path  # where closed segments' JSONL files are
+    within: frozenset[str] | None  # the scopes the erasing caller reads (None: every scope, the administrator)
     files: list[Path] = field(default_factory=list)  # to remove once the rows are gone for good (after COMMIT)
     segment_ids: list[str] = field(default_factory=list)  # the person's segments: their jobs go too
 
     @cached_property
     def memory_ids(self) -> list[str]:
         """The person's memories: owned by it in any scope, or in its scope; deleted ones included."""
-        return self.store.owned_ids(self.person.column, self.person.id, self.person.scope)
+        return self.owned_ids("memory")
+
+    def owned_ids(self, kind: str) -> list[str]:
+        return self.store.owned_ids(self.person.column, self.person.id, self.person.scope, kind, within=self.within)
+
+    def reaches(self, scope: str) -> bool:
+        return self.within is None or scope in self.within
 
     @cached_property
     def history_rows(self) -> int:
@@ -114,7 +121,7 @@ def _occurrences(e: Erasing) -> int:
 
 def _messages(e: Erasing) -> int:
     """The person's conversation messages: their text, vectors and index entries, and their rows."""
-    ids = e.store.owned_ids(e.person.column, e.person.id, e.person.scope, kind="message")
+    ids = e.owned_ids("message")
     if not e.dry_run and ids:
         e.store.messages.delete(ids)
     return len(ids)
@@ -122,7 +129,7 @@ def _messages(e: Erasing) -> int:
 
 def _segments(e: Erasing) -> int:
     """The person's conversation segments, and each closed one's JSONL file."""
-    found = e.store.segments.owned(e.person.column, e.person.id, e.person.scope)
+    found = [s for s in e.store.segments.owned(e.person.column, e.person.id, e.person.scope) if e.reaches(s.scope)]
     e.segment_ids = [s.id for s in found]
     if not e.dry_run and found:
         e.store.segments.delete([s.id for s in found])
@@ -132,9 +139,9 @@ def _segments(e: Erasing) -> int:
 
 def _files(e: Erasing) -> int:
     """The person's ingested files: their chunks (text, vectors, index entries) and their rows."""
-    found = e.store.files.owned(e.person.column, e.person.id, e.person.scope)
+    found = [f for f in e.store.files.owned(e.person.column, e.person.id, e.person.scope) if e.reaches(f.scope)]
     if not e.dry_run:
-        chunks = e.store.owned_ids(e.person.column, e.person.id, e.person.scope, kind="chunk")
+        chunks = e.owned_ids("chunk")
         if chunks:
             e.store.remove(chunks)
         for f in found:
@@ -174,11 +181,18 @@ def erase_person(
 ) -> dict[str, int]:
     """Remove (or with `dry_run`, count) every row of `person`; rows per kind.
 
-    Only the administrator, or a caller that may reach the person's own scope (the user itself,
-    through the one scope check), may erase it. One transaction: all of it is gone, or nothing."""
-    read_scopes(caller, person.scope, access=writes.config.access)  # raises ScopeError for anyone else
+    Only the administrator, or the person itself (a user through any agent; an agent acting for no user)
+    within the scopes it may read, may erase it: an agent acting for a user may not erase what it did for
+    other users. One transaction: all of it is gone, or nothing."""
+    access = writes.config.access
+    read_scopes(caller, person.scope, access=access)  # raises ScopeError for anyone who may not reach its scope
+    itself = caller.user_id == person.id if person.kind == "user" else (caller.user_id, caller.agent_id) == (None, person.id)
+    if not (caller.administrator or itself):
+        raise ScopeError(f"only the administrator or {person.kind} {person.id!r} itself may erase {person.kind} {person.id!r}")
+    within = read_scopes(caller, None, access=access)
     actor = actor_of(caller)
-    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder)  # a self-erasure is signed anonymously
+    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder,  # a self-erasure is signed anonymously
+                None if within is None else frozenset(within))
     if dry_run:
         return {name: kind(e) for name, kind in KINDS}
     require_writes(writes.config)

@@ -355,9 +355,10 @@ class Memory:
         until: datetime | None = None,
         dry_run: bool = False,
     ) -> int:
-        """Soft-delete every active memory that matches the filters, in the scopes the caller reads
-        (memory-lancedb-pro's delete-bulk); how many (would be, with `dry_run`). At least one
-        filter is required; `until` is "older than", `since` "newer than". Restorable until purged."""
+        """Soft-delete every active memory that matches the filters, in the scopes the caller reads, that the
+        caller may erase: its own words, or any in a scope it may write (memory-lancedb-pro's delete-bulk); how
+        many (would be, with `dry_run`). At least one filter is required; `until` is "older than", `since`
+        "newer than". Restorable until purged."""
         if all(v is None for v in (scope, category, tags, session_id, since, until)):
             raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
         caller = as_caller(caller, user_id, agent_id)

@@ -18,7 +18,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller, check_change
+from ..scopes import Caller, check_change, may_erase
 from ..storage import Filters, HistoryDraft, Store
 from ._embedding import Embedding, Progress
 from ._reads import resolve
@@ -349,17 +349,29 @@ class Writes:
 
     def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
         """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
-        out), each with its history row; how many (that would be, with `dry_run`)."""
+        out) and that the caller may erase (`may_erase`: reading a scope is not erasing in it), each
+        with its history row; how many (that would be, with `dry_run`)."""
         if dry_run:
-            return self.store.count(filters)
+            return self.store.count(filters) if caller.administrator else len(self._erasable(self.store.ids(filters), caller))
         require_writes(self.config)
         now = utcnow()
         before, after = json.dumps({"deleted_at": None}), json.dumps({"deleted_at": _jsonable(now)})
         with self.store.transaction():
             ids = self.store.ids(filters)
+            if not caller.administrator:
+                ids = self._erasable(ids, caller)
             self.store.mark_deleted(ids, now)
             self.store.add_history([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
         return len(ids)
+
+    def _erasable(self, ids: list[str], caller: Caller) -> list[str]:
+        """Those of `ids` the caller may erase, in their order."""
+        out: list[str] = []
+        for start in range(0, len(ids), 500):
+            records = self.store.fetch(ids[start : start + 500])
+            out += [i for i in ids[start : start + 500]
+                    if (r := records.get(i)) is not None and may_erase(caller, r, access=self.config.access)]
+        return out
 
     def _current(self, memory_id: str) -> MemoryRecord:
         """In a write transaction: the memory as stored now. Another process may have changed it since

@@ -97,6 +97,9 @@ def _complete(operation: dict[str, Any], *, public: bool) -> None:
             responses[str(status)] = _error_response(response["description"])
         else:  # the route's own codes for this status, and the door's
             described["description"] = _merge(described.get("description", ""), response["description"])
+    for status, described in responses.items():  # an error is JSON, whatever the route answers (JSONL export)
+        if status[0] in "45":
+            described["content"] = {"application/json": {"schema": error_schema()}}
 
 
 def error_schema() -> dict[str, str]:

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Sequence, TypeVar
 
 from .._time import utcnow
 from ..errors import StorageError
@@ -407,14 +407,17 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         return [str(r[0]) for r in self._run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
 
-    def owned_ids(self, column: str, owner: str, scope: str, kind: str = "memory") -> list[str]:
+    def owned_ids(
+        self, column: str, owner: str, scope: str, kind: str = "memory", *, within: Collection[str] | None = None
+    ) -> list[str]:
         """Every row of one kind of one person, deleted and expired ones included: those it owns
-        (`column` is user_id or agent_id) in any scope, and any in its own scope."""
+        (`column` is user_id or agent_id) in any scope (of `within`, if given), and any in its own scope."""
         if column not in ("user_id", "agent_id"):
             raise ValueError(f"not an owner column: {column}")
         p = self.dialect.p
-        rows = self._run(f"SELECT id FROM memories WHERE ({column} = {p} OR scope = {p}) AND kind = {p}", (owner, scope, kind))
-        return [str(r[0]) for r in rows]
+        rows = self._run(f"SELECT id, scope FROM memories WHERE ({column} = {p} OR scope = {p}) AND kind = {p}",
+                         (owner, scope, kind))
+        return [str(r[0]) for r in rows if within is None or r[1] in within]
 
     def count(self, filters: Filters) -> int:
         where, params = self.where(filters, "m")
