@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -291,7 +292,7 @@ def callers(draw) -> Caller:
     return Caller(user, agent)
 
 
-OPERATIONS = ("add", "add_many", "get", "list", "search", "update", "delete", "undelete", "forget", "purge")
+OPERATIONS = ("add", "add_many", "get", "list", "search", "update", "delete", "undelete", "forget", "purge", "delete_bulk")
 operations = st.tuples(
     callers(), st.sampled_from(OPERATIONS), st.sampled_from((None, *SCOPES)), st.integers(min_value=0, max_value=10**6)
 )
@@ -379,6 +380,17 @@ def check(mem: Memory, policy: dict, caller: Caller, operation: str, scope: str 
         assert mem.purge(caller=caller, older_than_days=0) == len(erased)
         assert set(before) - set(_state(mem)) == erased, caller
         return
+    elif operation == "delete_bulk":
+        try:
+            n = mem.delete_bulk(caller=caller, scope=scope, until=datetime(2100, 1, 1, tzinfo=timezone.utc))
+        except ScopeError:
+            assert scope is not None and not readable(policy, caller, scope), (caller, scope)
+        else:
+            deleted = {i for i, m in before.items() if m.deleted_at is None and scope in (None, m.scope)
+                       and readable(policy, caller, m.scope) and erasable(policy, caller, m)}
+            after = _state(mem)
+            assert n == len(deleted) and {i for i, m in after.items() if m.deleted_at and not before[i].deleted_at} == deleted
+            return
     elif operation in ("list", "search"):
         try:
             if operation == "list":

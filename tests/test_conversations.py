@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -224,7 +225,7 @@ def test_another_user_never_finds_a_conversation(mem):
     assert [s.session_id for s in mem.conversations.segments(caller=ALICE, session_id="s1")] == ["s1"]
 
 
-def test_a_conversation_is_a_users_or_an_agents_never_everyones(mem):
+def test_a_conversation_is_a_users_or_an_agents_never_everyones(mem, caplog):
     with pytest.raises(ValidationError, match="a conversation is a user's or an agent's"):
         mem.conversations.log([{"role": "user", "content": "My salary is 91000 euros"}], caller=Caller(session_id="s1"))
     # the hook records nothing for a turn that names no one, and fails nothing
@@ -234,7 +235,13 @@ def test_a_conversation_is_a_users_or_an_agents_never_everyones(mem):
     assert agents["stored"] == 1 and mem.conversations.show("s2", caller=Caller(None, "ops"))[0].scope == "agent:ops"
     with pytest.raises(ValidationError, match="a session id is 1 to 200 characters"):
         mem.conversations.log([{"role": "user", "content": "hi"}], caller=ALICE, session_id="s" * 201)
-    before_prompt_build(mem, {"prompt": "hello there friend", "messages": []}, Caller("carol", "main", "new"))  # no error
+    # a new session with nothing recorded, or a turn without a session: nothing to close, and nothing logged
+    before_prompt_build(mem, {"prompt": "hello there friend", "messages": []}, Caller("carol", "main", "new"))
+    before_prompt_build(mem, {"prompt": "hello there friend", "messages": []}, Caller("carol", "main"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    for blank in ("", "  "):
+        with pytest.raises(ValidationError, match="needs a session id"):
+            mem.conversations.show(blank, caller=ALICE)
 
 
 def test_recall_draws_on_an_earlier_session_but_not_on_the_current_one(mem):

@@ -167,6 +167,7 @@ def test_a_session_id_with_a_slash_is_reached_by_every_route(server, tokens, rec
         assert alice.post("/v1/conversations/telegram/123/end").json()["closed"] is None  # nothing open any more
         for path in ("telegram/124", "telegram/124/segments", "telegram/124/export"):
             assert alice.get(f"/v1/conversations/{path}").status_code == 404
+        assert alice.get("/v1/conversations/").status_code == 400  # no session id, not the list
         too_long = alice.post("/v1/conversations/messages", json={"session_id": "s" * 201, "messages": [
             {"role": "user", "content": "hi"}]})
         assert too_long.status_code == 400 and "1 to 200 characters" in too_long.text

@@ -101,16 +101,22 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
 
 def test_an_agent_acting_for_a_user_may_not_erase_the_agent_and_the_agent_not_the_users_record(db_target):
     with Memory.open(db_target) as mem:
-        alices = mem.add("Alice's rollback plan", caller=Caller("alice", "planner")).id
+        mem.config.access = AccessConfig(scopes={"global": ScopeAccess(write=["user:alice"]),
+                                                 "project:atlas": ScopeAccess(read=["agent:planner"], write=["user:alice"])})
+        through = Caller("alice", "planner")
+        alices = {mem.add("Alice's rollback plan", caller=through).id,
+                  mem.add("The wiki moved to Confluence", caller=through, scope="global").id,
+                  mem.add("Atlas ships in May", caller=through, scope="project:atlas").id}
         mem.conversations.log([{"role": "user", "content": "roll back the deploy"}], caller=Caller("alice", "planner", "s1"))
         mem.add("The planner's runbook lives in ops/", agent_id="planner")
         with pytest.raises(ScopeError, match="only the administrator or agent 'planner' itself"):
             mem.erase(agent_id="planner", caller=Caller("bob", "planner"), dry_run=True)
-        counts = mem.erase(agent_id="planner", caller=Caller(None, "planner"))  # its own scope, not alice's rows
+        # the agent itself takes its own scope, not what alice said through it, even where the agent reads
+        counts = mem.erase(agent_id="planner", caller=Caller(None, "planner"))
         assert (counts["memories"], counts["messages"], counts["segments"]) == (1, 0, 0)
-        assert mem.get(alices, caller=Caller("alice")).id == alices and mem.conversations.show("s1", caller=Caller("alice"))
+        assert {r.id for r in mem.list(scope="*")} == alices and mem.conversations.show("s1", caller=Caller("alice"))
         counts = mem.erase(agent_id="planner")  # the administrator: everything the agent did, for anyone
-        assert (counts["memories"], counts["messages"], counts["segments"]) == (1, 1, 1)
+        assert (counts["memories"], counts["messages"], counts["segments"]) == (3, 1, 1)
 
 
 def test_a_self_erasure_stays_inside_the_tokens_list(db_target):

@@ -40,6 +40,16 @@ class LogResult(dict):  # type: ignore[type-arg]
     transcript (`skipped`: stored before; `unstorable`: left out by `skip_bad`)."""
 
 
+def _session_id(session_id: object) -> str:
+    """A session id as every verb takes it: 1 to MAX_ID_CHARS characters of text."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise ValidationError("a conversation needs a session id (session_id, or the caller's session)")
+    if len(session_id) > MAX_ID_CHARS:
+        raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters, this one {len(session_id)}")
+    check_text(session_id, "session_id")
+    return session_id
+
+
 class Conversations:
     def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill):
         self.store = store
@@ -64,12 +74,7 @@ class Conversations:
         require_writes(self.config)
         if not caller.identified:  # its scope would be global: every user's to read
             raise ValidationError("a conversation is a user's or an agent's: name one (user_id or agent_id)")
-        session = session_id if session_id is not None else caller.session_id
-        if not isinstance(session, str) or not session.strip():
-            raise ValidationError("a conversation needs a session id (session_id, or the caller's session)")
-        if len(session) > MAX_ID_CHARS:
-            raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters, this one {len(session)}")
-        check_text(session, "session_id")
+        session = _session_id(session_id if session_id is not None else caller.session_id)
         if channel is not None and (not isinstance(channel, str) or len(channel) > MAX_CHANNEL_CHARS):
             raise ValidationError(f"channel must be a string of at most {MAX_CHANNEL_CHARS} characters")
         check_text(channel, "channel")
@@ -160,7 +165,7 @@ class Conversations:
         require_writes(self.config)
         if reason not in ("session_end", "explicit"):
             raise ValidationError("reason must be session_end or explicit")
-        check_text(session_id, "session_id")
+        _session_id(session_id)
         scope = self._own(caller)
         with self.store.transaction():
             segment = self.store.segments.open_for(scope, session_id)
@@ -306,7 +311,7 @@ class Conversations:
 
     def show(self, session_id: str, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[Message]:
         """A conversation's messages in order; "not found" when the caller may read none of it."""
-        check_text(session_id, "session_id")
+        _session_id(session_id)
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, 1_000_000_000)
         found = self.store.messages.in_session(self._reads(caller), session_id, limit=limit, offset=offset)
@@ -318,7 +323,8 @@ class Conversations:
         self, *, caller: Caller, session_id: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[Segment]:
         """Segments, the latest first (of one session: "not found" when the caller may read none of it)."""
-        check_text(session_id, "session_id")
+        if session_id is not None:
+            _session_id(session_id)
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
         found = self.store.segments.find(self._reads(caller), session_id, limit=limit, offset=offset)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from ..errors import ScopeError, ValidationError
-from ..scopes import Caller, read_scopes
+from ..scopes import Caller, Stored, may_erase, read_scopes
 from ..storage import Store
 from ._validate import require_writes
 from ._writes import Writes, actor_of
@@ -68,7 +68,7 @@ class Erasing:
     actor: str
     dry_run: bool
     folder: Path  # where closed segments' JSONL files are
-    within: frozenset[str] | None  # the scopes the erasing caller reads (None: every scope, the administrator)
+    caller: Caller  # who erases: the administrator takes every row, the person itself what it may erase
     files: list[Path] = field(default_factory=list)  # to remove once the rows are gone for good (after COMMIT)
     segment_ids: list[str] = field(default_factory=list)  # the person's segments: their jobs go too
 
@@ -78,10 +78,14 @@ class Erasing:
         return self.owned_ids("memory")
 
     def owned_ids(self, kind: str) -> list[str]:
-        return self.store.owned_ids(self.person.column, self.person.id, self.person.scope, kind, within=self.within)
+        return [r.id for r in self.store.owned(self.person.column, self.person.id, self.person.scope, kind) if self.takes(r)]
 
-    def reaches(self, scope: str) -> bool:
-        return self.within is None or scope in self.within
+    def takes(self, row: Stored) -> bool:
+        """Whether this erasure removes the row: any for the administrator; for the person itself, those in
+        its own scope and those it may erase elsewhere (its own words where it reads: not what a user
+        said through an agent, nor anything outside a token's list)."""
+        caller = self.caller
+        return caller.administrator or row.scope == self.person.scope or may_erase(caller, row, access=self.writes.config.access)
 
     @cached_property
     def history_rows(self) -> int:
@@ -129,7 +133,7 @@ def _messages(e: Erasing) -> int:
 
 def _segments(e: Erasing) -> int:
     """The person's conversation segments, and each closed one's JSONL file."""
-    found = [s for s in e.store.segments.owned(e.person.column, e.person.id, e.person.scope) if e.reaches(s.scope)]
+    found = [s for s in e.store.segments.owned(e.person.column, e.person.id, e.person.scope) if e.takes(s)]
     e.segment_ids = [s.id for s in found]
     if not e.dry_run and found:
         e.store.segments.delete([s.id for s in found])
@@ -139,7 +143,7 @@ def _segments(e: Erasing) -> int:
 
 def _files(e: Erasing) -> int:
     """The person's ingested files: their chunks (text, vectors, index entries) and their rows."""
-    found = [f for f in e.store.files.owned(e.person.column, e.person.id, e.person.scope) if e.reaches(f.scope)]
+    found = [f for f in e.store.files.owned(e.person.column, e.person.id, e.person.scope) if e.takes(f)]
     if not e.dry_run:
         chunks = e.owned_ids("chunk")
         if chunks:
@@ -181,18 +185,15 @@ def erase_person(
 ) -> dict[str, int]:
     """Remove (or with `dry_run`, count) every row of `person`; rows per kind.
 
-    Only the administrator, or the person itself (a user through any agent; an agent acting for no user)
-    within the scopes it may read, may erase it: an agent acting for a user may not erase what it did for
-    other users. One transaction: all of it is gone, or nothing."""
-    access = writes.config.access
-    read_scopes(caller, person.scope, access=access)  # raises ScopeError for anyone who may not reach its scope
+    Only the administrator, or the person itself (a user through any agent; an agent acting for no user),
+    may erase it; the person takes its own scope and what it may erase elsewhere (`Erasing.takes`). One
+    transaction: all of it is gone, or nothing."""
+    read_scopes(caller, person.scope, access=writes.config.access)  # raises ScopeError for anyone who may not reach it
     itself = caller.user_id == person.id if person.kind == "user" else (caller.user_id, caller.agent_id) == (None, person.id)
     if not (caller.administrator or itself):
         raise ScopeError(f"only the administrator or {person.kind} {person.id!r} itself may erase {person.kind} {person.id!r}")
-    within = read_scopes(caller, None, access=access)
     actor = actor_of(caller)
-    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder,  # a self-erasure is signed anonymously
-                None if within is None else frozenset(within))
+    e = Erasing(store, writes, person, person.unnamed(actor) or actor, dry_run, folder, caller)  # a self-erasure is signed anonymously
     if dry_run:
         return {name: kind(e) for name, kind in KINDS}
     require_writes(writes.config)

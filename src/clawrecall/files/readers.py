@@ -17,6 +17,9 @@ from typing import Literal, get_args
 from ..errors import ValidationError
 from .chunking import PARAGRAPH, SECTION, Line
 
+# pypdf logs what it then raises (a second line beside our error) and what it reads past anyway
+logging.getLogger("pypdf").setLevel(logging.ERROR)
+
 FileType = Literal["markdown", "text", "code", "pdf"]
 FILE_TYPES: tuple[str, ...] = get_args(FileType)
 
@@ -105,8 +108,6 @@ def _pdf_lines(data: bytes, name: str) -> list[Line]:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    # pypdf logs what it then raises (a second line beside our error) and what it reads past anyway
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

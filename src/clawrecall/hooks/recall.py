@@ -112,11 +112,11 @@ def label(hit: SearchHit) -> str:
 
 def end_segment(mem: "Memory", caller: Caller) -> None:
     """A new session (an empty history: `/new`, a reset) closes the conversation's open segment."""
-    if not (mem.config.conversations.record and mem.config.writes.enabled
+    if not (mem.config.conversations.record and mem.config.writes.enabled and caller.session_id
             and may_write(caller, access=mem.config.access)):
         return
     try:
-        mem.conversations.end(caller.session_id or "", caller=caller)
+        mem.conversations.end(caller.session_id, caller=caller)
     except NotFoundError:  # a session with nothing recorded: nothing to close
         pass
     except Exception:  # recall must not fail the turn over the record

@@ -77,7 +77,8 @@ def erase(body: EraseIn, mem: Memory = Depends(memory), ctx: Caller = Depends(ca
 
 @router.post("/memories/delete-bulk", tags=["memories"], responses=CHANGE)
 def delete_bulk(body: DeleteBulkIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> BulkDeleted:
-    """Soft-delete every memory that matches the filters (at least one), in the caller's scopes; `dry_run` counts."""
+    """Soft-delete every memory that matches the filters (at least one), in the caller's scopes, that the caller may
+    erase (its own words, or any in a scope it may write); `dry_run` counts."""
     n = mem.delete_bulk(
         caller=ctx, scope=body.scope, category=body.category, tags=body.tags, session_id=body.session,
         since=body.since, until=body.until, dry_run=body.dry_run,

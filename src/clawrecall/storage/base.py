@@ -17,6 +17,16 @@ class Candidate:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """A row of a person's, as erasure weighs it: where it is and who wrote it (`scopes.Stored`)."""
+
+    id: str
+    scope: str
+    user_id: str | None
+    agent_id: str | None
+
+
 @dataclass(slots=True)
 class HistoryDraft:
     memory_id: str

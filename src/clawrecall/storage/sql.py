@@ -13,13 +13,13 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from .._time import utcnow
 from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
 from . import migrations
-from .base import Candidate, HistoryDraft, Order, StoreStats
+from .base import Candidate, HistoryDraft, Order, Owned, StoreStats
 from .dialect import Dialect, RowMap, prefix_bounds
 from .filters import Filters, where
 from .knowledge import Occurrences
@@ -407,17 +407,15 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         return [str(r[0]) for r in self._run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
 
-    def owned_ids(
-        self, column: str, owner: str, scope: str, kind: str = "memory", *, within: Collection[str] | None = None
-    ) -> list[str]:
+    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> list[Owned]:
         """Every row of one kind of one person, deleted and expired ones included: those it owns
-        (`column` is user_id or agent_id) in any scope (of `within`, if given), and any in its own scope."""
+        (`column` is user_id or agent_id) in any scope, and any in its own scope."""
         if column not in ("user_id", "agent_id"):
             raise ValueError(f"not an owner column: {column}")
         p = self.dialect.p
-        rows = self._run(f"SELECT id, scope FROM memories WHERE ({column} = {p} OR scope = {p}) AND kind = {p}",
-                         (owner, scope, kind))
-        return [str(r[0]) for r in rows if within is None or r[1] in within]
+        rows = self._run(f"SELECT id, scope, user_id, agent_id FROM memories WHERE ({column} = {p} OR scope = {p}) "
+                         f"AND kind = {p}", (owner, scope, kind))
+        return [Owned(str(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def count(self, filters: Filters) -> int:
         where, params = self.where(filters, "m")
