@@ -267,6 +267,8 @@ def test_purge(fresh: Path) -> None:
     run(fresh, "delete", gone)
     assert "--yes" in fails(fresh, "purge", code=2)
     assert run_json(fresh, "purge", "--yes") == {"purged": 0, "older_than_days": 30.0}  # deleted just now
+    assert run_json(fresh, "purge", "--older-than", "2w", "--yes")["older_than_days"] == pytest.approx(14.0)  # an age
+    assert "neither a number of days nor an age" in fails(fresh, "purge", "--older-than", "soon", "--yes", code=2)
     assert run_json(fresh, "purge", "--older-than", "0", "--yes") == {"purged": 1, "older_than_days": 0.0}
     fails(fresh, "get", gone)
     assert run_json(fresh, "get", keep)["deleted_at"] is None

@@ -807,6 +807,23 @@ def test_export_import_round_trip(mem, tmp_path):
         assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 3
 
 
+def test_an_import_keeps_a_current_memory_beside_its_deleted_expired_or_superseded_twin(mem):
+    """Deduplication compares current memories only: a backup's history lines are restored as they are, and
+    never make the current fact they share a text with a duplicate."""
+    lines = [json.dumps(x) for x in (
+        {"content": "Carol lives in Lisbon", "user_id": "carol", "deleted_at": "2026-01-01T00:00:00Z"},
+        {"content": "Carol lives in Lisbon", "user_id": "carol"},
+        {"content": "The VPN code is 1234", "expires_at": "2020-01-01T00:00:00Z"},
+        {"content": "The VPN code is 1234"},
+        {"content": "Dave rides at 250 W", "valid_from": "2025-01-01T00:00:00Z", "valid_to": "2026-01-01T00:00:00Z"},
+        {"content": "Dave rides at 250 W"},
+    )]
+    assert mem.import_jsonl(lines)["created"] == 6
+    assert {m.content for m in mem.list(scope="*")} == {"Carol lives in Lisbon", "The VPN code is 1234", "Dave rides at 250 W"}
+    again = mem.import_jsonl(['{"content": "Carol lives in Lisbon", "user_id": "carol"}', '{"content": "Carol lives in Lisbon"}'])
+    assert again["created"] == 1 and again["duplicates"] == 1  # a current twin is still one (the second: another scope)
+
+
 def test_import_with_a_bad_line_writes_nothing(mem):
     lines = ['{"content": "good one"}', '{"content": "bad", "importance": 3}']
     with pytest.raises(ValidationError, match="line 2"):

@@ -243,6 +243,7 @@ def test_rest_erase_is_the_administrators_or_the_users_own(tmp_path):
 
         bulk = post(bob, "/v1/memories/delete-bulk", {"scope": ["user:bob"], "dry_run": True})
         assert bulk.json() == {"matched": 1, "deleted": 0, "dry_run": True}
+        assert post(bob, "/v1/memories/delete-bulk", {"scope": "user:bob", "dry_run": True}).json()["matched"] == 1  # one scope
         assert post(bob, "/v1/memories/delete-bulk", {"scope": ["user:bob"]}).json()["deleted"] == 1
         assert post(bob, "/v1/memories/delete-bulk", {}).status_code == 400
         tokens.close()

@@ -183,11 +183,12 @@ def test_errors_are_json_with_stable_codes(alice, seeded):
         (alice.post("/v1/tools/memory_recall", content=b"{not json", headers={"Content-Type": "application/json"}), 400,
          "invalid_input"),
         (alice.post("/v1/tools/memory_recall", content=b"{not json"), 415, "unsupported_media_type"),
-        (alice.post("/v1/tools/no_such_tool", json={}), 404, "not_found"),
+        (alice.post("/v1/tools/no_such_tool", json={}), 404, "unknown_tool"),
     ]
     for response, status, code in cases:
         assert (response.status_code, error_code(response)) == (status, code), response.text
         assert response.json()["error"]["message"]
+    assert "use one of memory_recall" in cases[-1][0].json()["error"]["message"]  # as MCP names them
 
 
 def test_oversized_bodies_get_413(alice, seeded):
@@ -330,8 +331,9 @@ def test_a_service_token_names_the_caller_per_request(server, tokens, seeded):
     with client(server, tokens["service"], **{"X-Clawrecall-User": "%E5%B1%B1%E7%94%B0"}) as yamada:  # 山田
         stored = yamada.post("/v1/memories", json={"content": "山田さんは緑茶が好き"}).json()["memory"]
         assert (stored["user_id"], stored["scope"]) == ("山田", "user:山田")
-    with client(server, tokens["service"], **{"X-Clawrecall-User": "%FF"}) as broken:
-        assert error_code(broken.get("/v1/stats")) == "invalid_input"
+    for broken in ("%FF", "%ZZ", "50%", ""):  # not UTF-8, not an escape, empty: never the administrator
+        with client(server, tokens["service"], **{"X-Clawrecall-User": broken}) as sent:
+            assert error_code(sent.get("/v1/stats")) == "invalid_input", broken
 
 
 # -- hooks and embeddings ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .storage import Store
 
 TOKEN_PREFIX = "cr_"
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")  # a "%" that starts no escape: `unquote` would keep it as text
 USER_HEADER = "x-clawrecall-user"
 AGENT_HEADER = "x-clawrecall-agent"
 SESSION_HEADER = "x-clawrecall-session"
@@ -239,9 +240,14 @@ def _named_identity(headers: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def _decoded(name: str, value: str | None) -> str | None:
-    """A header's percent-encoded UTF-8 value as text."""
+    """A header's percent-encoded UTF-8 value as text. An empty one is refused, not taken as absent: with a
+    service token, a request naming no one is the administrator's, and an unset variable must not make it so."""
     if value is None:
         return None
+    if not value.strip():
+        raise ValidationError(f"{name} is empty: give an id, or leave the header out")
+    if _BAD_ESCAPE.search(value):
+        raise ValidationError(f"{name} must be percent-encoded UTF-8")
     try:
         return unquote(value, errors="strict")
     except UnicodeDecodeError:

@@ -71,6 +71,27 @@ class IsoTime(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Days(click.ParamType):
+    """A number of days, or an age as the times take it (`7d`, `2w`, `12h`): `purge --older-than 7d` as
+    `delete-bulk --older-than 7d`."""
+
+    name = "DAYS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            days = float(value)
+        except ValueError:
+            try:
+                days = (utcnow() - parse_when_or_ago(value)).total_seconds() / 86_400
+            except ValueError:
+                self.fail(f"{value!r} is neither a number of days nor an age like 7d or 2w", param, ctx)
+        if not 0 <= days <= 365_000:
+            self.fail(f"{value!r} is not between 0 days and 1,000 years", param, ctx)
+        return days
+
+
 class JsonObject(click.ParamType):
     """A JSON object given on the command line (`--metadata '{"source": "chat"}'`)."""
 
@@ -399,8 +420,8 @@ def forget(state: State, memory_id: str, yes: bool, as_json: bool, caller: Calle
 
 @click.command()
 @click.option(
-    "--older-than", "older_than_days", type=click.FloatRange(min=0), metavar="DAYS",
-    help="Erase memories deleted more than DAYS ago (default: writes.retention_days).",
+    "--older-than", "older_than_days", type=Days(), metavar="DAYS",
+    help="Erase memories deleted more than DAYS ago, a number or an age like 7d (default: writes.retention_days).",
 )
 @caller_options
 @yes_option
@@ -455,7 +476,7 @@ def history(state: State, memory_id: str, fmt: out.Format, caller: Caller) -> No
 @json_option
 @pass_state
 def export(state: State, output: str | None, as_json: bool, **filters: Any) -> None:
-    """Write memories as JSONL, every field, oldest first: a backup `import` reads back.
+    """Write memories as JSONL, every field, in the order they were stored: a backup `import` reads back.
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
     """

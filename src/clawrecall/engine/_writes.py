@@ -177,13 +177,17 @@ class Writes:
 
     def _find_duplicates(self, records: list[MemoryRecord], vectors: np.ndarray) -> dict[int, tuple[str, float]]:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
-        batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope."""
+        batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope.
+        Only current memories count, as the stored ones `nearest` compares with: an item deleted, expired or
+        superseded (an import's history) is neither a duplicate nor what makes another one a duplicate."""
         import numpy as np
 
         threshold = self.embedding.embedder.cosine_for(self.config.dedup.threshold)
+        now = utcnow()
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):
-            by_scope.setdefault(record.scope, []).append(i)
+            if record.deleted_at is None and (record.expires_at is None or record.expires_at > now) and record.is_current:
+                by_scope.setdefault(record.scope, []).append(i)
         out: dict[int, tuple[str, float]] = {}
         for scope, rows in by_scope.items():
             group = vectors[rows]

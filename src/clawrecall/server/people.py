@@ -36,8 +36,8 @@ class EraseIn(_Body):
 
 
 class DeleteBulkIn(_Body):
-    scope: list[str] | None = None
-    category: list[str] | None = None
+    scope: str | list[str] | None = None
+    category: str | list[str] | None = None
     tags: list[str] | None = None
     session: str | None = None
     since: When | None = Field(None, description="Only memories created at or after this time (newer than).")

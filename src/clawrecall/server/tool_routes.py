@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, create_model
 
 from ..engine import Memory
 from ..errors import ErrorBody, ValidationError
-from ..tools import Tool, tools_for
+from ..tools import Tool, find_tool, tools_for
 from .deps import caller, memory
 from .openapi import UNSUPPORTED_MEDIA_TYPE, errors
 
@@ -67,6 +67,13 @@ def tool_router(mem: Memory) -> APIRouter:
                 "requestBody": {"content": {"application/json": {"schema": t.input_schema(mem.config.categories)}}}
             },
         )
+
+    @router.post("/{name}", include_in_schema=False)
+    def unknown_tool(name: str) -> None:
+        """After the tools' own routes: any other name is `unknown_tool`, naming those there are (as MCP says)."""
+        find_tool(mem, name)  # raises: a tool offered has its own route above
+        raise AssertionError(f"tool {name} has no route")
+
     return router
 
 
