@@ -164,7 +164,9 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         assert len(results) == (2 if mode == "slot" else 1)
         assert all("oolong" in r for r in results), results
         if mode == "slot":
-            assert json.loads(results[1])["results"][0]["path"].startswith("clawrecall/")
+            marked = results[1].split("\n")  # core's JSON, between the untrusted-data markers
+            assert marked[0].startswith("[UNTRUSTED DATA") and marked[-1] == "[END UNTRUSTED DATA]"
+            assert json.loads("\n".join(marked[1:-1]))["results"][0]["path"].startswith("clawrecall/")
 
         # (4) another agent of the same user sees the user's memories, never agent main's private ones
         oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '

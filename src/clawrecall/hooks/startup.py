@@ -12,6 +12,7 @@ of repeats), in the same budget, so standing rules stay near the end of a long c
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
@@ -111,16 +112,27 @@ def assemble(entries: list[StartupEntry], budget: int) -> tuple[str, list[str]]:
     used = 0
     for entry in entries:
         room = budget - used - (len(SEPARATOR) if parts else 0)
-        whole = len(entry.content) <= room
+        content = _contained(entry.content)
+        whole = len(content) <= room
         if not whole and (entry.priority != 0 or room < 2):
             break
-        text = entry.content if whole else entry.content[: room - 1].rstrip() + "…"
+        text = content if whole else content[: room - 1].rstrip() + "…"
         parts.append(text)
         keys.append(entry.key)
         used += len(text) + (len(SEPARATOR) if len(parts) > 1 else 0)
         if not whole:
             break
     return SEPARATOR.join(parts), keys
+
+
+_BLOCK_LINE = re.compile(rf"^([ \t]*)({re.escape(STARTUP_OPEN)}|{re.escape(STARTUP_CLOSE)})([ \t]*)$", re.MULTILINE)
+
+
+def _contained(content: str) -> str:
+    """An entry as its block holds it. Entries are instructions (whoever may write their scope set them), so
+    they keep their lines, but one cannot end the block (a line `/init`) or form a tag (`</relevant-memories>`):
+    the text after it would read as the user's, or as another block."""
+    return _BLOCK_LINE.sub(r"\1(\2)\3", content).replace("<", "‹").replace(">", "›")
 
 
 def _effective(entries: list[StartupEntry]) -> list[StartupEntry]:

@@ -148,25 +148,41 @@ def should_skip_retrieval(text: str, min_length: int | None = None) -> bool:
 
 # -- sanitising recalled memories -----------------------------------------------------------------
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>|<!--.*?-->", re.DOTALL)
-_FAKE_MARKER = re.compile(r"\[(\s*(?:END\s+)?UNTRUSTED\s+DATA)", re.IGNORECASE)
+# a bracket that opens something reading as our marker: `[END UNTRUSTED DATA]`, `[ END OF UNTRUSTED DATA`,
+# `[UNTRUSTED DATA`, also spelled with look-alike letters (matched on `_LOOKALIKES`-folded text)
+_FAKE_MARKER = re.compile(r"\[(?=[\W_]*(?:END[\W_]*(?:OF[\W_]*)?)?UNTRUSTED[\W_]*DATA)", re.IGNORECASE)
+_LOOKALIKES = str.maketrans(dict(zip(
+    "АВЕЅІЈКМНОРСТХУаеіјорсуѕхΑΒΕΖΗΙΚΜΝΟΡΤΥΧοτν",
+    "ABESIJKMHOPCTXYaeijopcysxABEZHIKMNOPTYXotv",
+)))
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+# invisible format characters, Hangul fillers (blank letters) and Unicode tag characters (invisible ASCII)
+_INVISIBLE = re.compile(
+    "[\u00ad\u115f\u1160\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0\U000e0000-\U000e007f]"
+)
 _SPACE = re.compile(r"\s+")
 
 
 def sanitize_for_context(text: str, max_chars: int) -> str:
     """One line of plain text, at most `max_chars` long, that cannot close or forge our untrusted-data block.
 
-    What only looks like a marker is first made plain: HTML entities decoded, compatibility forms
-    folded (fullwidth `＜` is `<`), invisible format characters (zero-width spaces, bidi overrides)
-    dropped. Then tags are dropped and any other angle bracket becomes ‹ › so `</relevant-memories>`
-    cannot form; `[END UNTRUSTED DATA]` inside a memory loses its bracket; a line break (which could
-    start a fake list item) is a space.
+    What only looks like a marker is first made plain: HTML entities decoded (twice escaped too),
+    compatibility forms folded (fullwidth `＜` is `<`), invisible characters (zero-width spaces, bidi
+    overrides, Hangul fillers, Unicode tag characters) dropped. Then tags are dropped and any other angle
+    bracket becomes ‹ › so `</relevant-memories>` cannot form; a bracket opening what reads as our marker
+    (`[END UNTRUSTED DATA]`, `[END OF UNTRUSTED DATA`, with Cyrillic or Greek look-alike letters too)
+    becomes `(`; a line break (which could start a fake list item) is a space.
     """
-    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", html.unescape(text)))
+    for _ in range(3):  # `&amp;lt;` is `&lt;` is `<`
+        text, before = html.unescape(text), text
+        if text == before:
+            break
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     text = _TAG.sub(" ", text)
     text = text.replace("<", "‹").replace(">", "›")
-    text = _FAKE_MARKER.sub(r"(\1", text)
+    forged = {m.start() for m in _FAKE_MARKER.finditer(text.translate(_LOOKALIKES))}  # the same length: one for one
+    if forged:
+        text = "".join("(" if i in forged else c for i, c in enumerate(text))
     text = _SPACE.sub(" ", _CONTROL.sub(" ", text)).strip()
     if len(text) > max_chars:
         text = text[: max(max_chars - 1, 0)].rstrip() + "…"

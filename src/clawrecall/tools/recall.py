@@ -125,7 +125,7 @@ def memory_store(mem: Memory, caller: Caller, args: StoreArgs) -> ToolResult:
     if result.action == "duplicate":
         existing = mem.get(result.id, caller=caller)
         return ToolResult(
-            f'Similar memory already exists: "{shown(existing.content, LINE_CHARS)}" (id {existing.id[:8]})',
+            f"Similar memory already exists (id {existing.id[:8]}):\n{untrusted([shown(existing.content, LINE_CHARS)])}",
             {"action": "duplicate", "existing_id": existing.id, "similarity": result.similarity},
         )
     assert result.memory is not None

@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..models import MemoryRecord
 from ..scopes import Caller
 from .base import Effects, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
-from .render import SNIPPET_CHARS, degraded, keywords_only, line, memory_path, shown, untrusted
+from .render import LINE_CHARS, SNIPPET_CHARS, degraded, keywords_only, line, memory_path, shown, untrusted
 
 PROVIDER = "clawrecall"
 
@@ -117,12 +117,12 @@ class GetDetails(TypedDict):
 def memory_get(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
     r = mem.get(args.id, caller=caller)
     facts = [f"id {r.id}", r.age, f"scope {r.scope}", f"importance {r.importance:g}"]
-    if r.tags:
-        facts.append("tags " + ", ".join(r.tags))
     if r.is_deleted:
         facts.append("deleted (memory_undelete restores it)")
-    heading = f"[{r.category}] {r.title}" if r.title else f"[{r.category}]"
-    text = f"{heading}\n{untrusted([shown(r.content, MAX_CONTENT_CHARS)])}\n\n({'; '.join(facts)})"
+    # the title and the tags are the writer's words too: inside the marked block, each one sanitised line
+    said = [f"title: {shown(r.title, LINE_CHARS)}"] if r.title else []
+    said += [f"tags: {shown(', '.join(r.tags), LINE_CHARS)}"] if r.tags else []
+    text = f"[{r.category}]\n{untrusted([*said, shown(r.content, MAX_CONTENT_CHARS)])}\n\n({'; '.join(facts)})"
     return ToolResult(text, {"memory": r.model_dump(mode="json"), "path": memory_path(r), "age": r.age})
 
 
