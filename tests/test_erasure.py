@@ -298,7 +298,7 @@ def test_cli_delete_bulk_counts_unless_yes(tmp_path):
         "Would delete 1 memory. Run again with --yes to delete.\n")
     assert json.loads(run("delete-bulk", "--older-than", "7d", "--yes", "--json", "--db", db).stdout) == {
         "matched": 1, "deleted": 1, "dry_run": False}
-    assert run("delete-bulk", "--newer-than", "yesterday", "--tag", "none", "--db", db).stdout == "No memories match.\n"
+    assert run("delete-bulk", "--newer-than", "yesterday", "--tag", "none", "--db", db).stdout == "No memories you may erase match.\n"
     assert "needs a filter" in run("delete-bulk", "--db", db, code=1).stderr
     with Memory.open(db) as mem:
         assert [r.content for r in mem.list()] == ["New"]

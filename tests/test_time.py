@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from clawrecall import Memory
+from clawrecall import Caller, Memory
+from clawrecall.config import AccessConfig, ScopeAccess
 from clawrecall.errors import ScopeError, ValidationError
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -99,6 +100,19 @@ def test_only_the_current_live_memory_is_superseded_and_a_refusal_changes_nothin
     assert mem.count(user_id="alice", include_deleted=True) == 1
     assert len(mem.list(user_id="alice", include_superseded=True)) == 2
     assert mem.get(new, user_id="alice").superseded_by is None
+
+
+def test_a_project_writer_supersedes_anothers_fact_in_its_own_name(mem):
+    mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(write=["user:alice", "user:bob"])})
+    old = mem.add("Atlas ships in May", caller=Caller("alice", "planner"), scope="project:atlas").id
+    new = mem.supersede(old, "Atlas ships in June", caller=Caller("bob", "main"))
+    assert (new.scope, new.user_id, new.agent_id, new.supersedes) == ("project:atlas", "bob", "main", old)
+    # the author through another agent: the new words are that agent's
+    again = mem.supersede(new.id, "Atlas ships in July", caller=Caller("bob", "helper"))
+    assert (again.user_id, again.agent_id) == ("bob", "helper")
+    with pytest.raises(ScopeError, match="read-only"):  # a reader may not
+        mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(read=["user:carol"], write=["user:bob"])})
+        mem.supersede(again.id, "Atlas ships never", caller=Caller("carol"))
 
 
 def test_the_new_version_is_not_a_duplicate_of_the_one_it_replaces(mem):

@@ -73,14 +73,15 @@ def erase(state: State, user_id: str | None, agent_id: str | None, dry_run: bool
 @json_option
 @pass_state
 def delete_bulk(state: State, yes: bool, as_json: bool, caller: Caller, **filters: Any) -> None:
-    """Soft-delete every memory that matches the filters (at least one). Without --yes it only
-    counts them; deleted memories can be restored with `undelete` until purged."""
+    """Soft-delete every memory that matches the filters (at least one) and that you may erase: your own
+    words, or any in a scope you may write. Without --yes it only counts them; deleted memories can be
+    restored with `undelete` until purged."""
     mem = state.open(embeds=False)
     args = engine_args(filters)
     n = mem.delete_bulk(caller=caller, dry_run=not yes, **args)
     found = out.memories(n)
     text = f"Deleted {found} (`list --deleted` lists deleted memories, `undelete ID` restores one)." if yes else (
-        f"Would delete {found}. Run again with --yes to delete." if n else "No memories match."
+        f"Would delete {found}. Run again with --yes to delete." if n else "No memories you may erase match."
     )
     out.respond(as_json, {"matched": n, "deleted": n if yes else 0, "dry_run": not yes}, text)
 

@@ -243,7 +243,8 @@ class Writes:
     ) -> MemoryRecord:
         """Close a memory and open the one that replaces it, in one transaction; nothing is deleted. The
         old one stays, true until `valid_from` (default: now) and pointing to the new one, which points
-        back and keeps the old one's owner, scope, category, tags and the rest unless `fields` name them.
+        back and keeps the old one's scope, category, tags and the rest unless `fields` name them, and its owner
+        when the administrator supersedes it (else the caller is the new version's owner).
         Not deduplicated: a corrected fact is often nearly the text it corrects ("250 W" → "260 W")."""
         require_writes(self.config)
         record = self.successor(memory_id, caller, scope, content, valid_from=valid_from, fields=fields)
@@ -265,6 +266,8 @@ class Writes:
             raise ValidationError(f"valid_from {start.isoformat()} is in the future: supersede a memory once the change is true")
         _check_supersedable(old, start)
         item = {name: getattr(old, name) for name in _INHERITED}
+        if not caller.administrator:  # the new words are the caller's: only the administrator writes for another owner
+            del item["user_id"], item["agent_id"]
         item |= {k: v for k, v in fields.items() if v is not None} | {"content": content, "valid_from": start}
         record = new_record(item, now, caller, self.config, "", new_ids(1)[0], self.embedding.model_name)
         record.supersedes = old.id
