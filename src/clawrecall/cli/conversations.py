@@ -11,12 +11,13 @@ import click
 from ..models import Message, Segment
 from ..scopes import Caller
 from . import output as out
-from .commands import State, caller_options, confirm, json_option, output_file, pass_state
+from .commands import State, caller_options, confirm, group_json_option, json_option, output_file, pass_state
 
 SNIPPET = 100
 
 
 @click.group("conversations")
+@group_json_option
 def conversations_group() -> None:
     """The record of what was said: every message, in segments, searchable with `search --sources message`."""
 

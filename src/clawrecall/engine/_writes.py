@@ -20,6 +20,7 @@ from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller, check_change, may_erase
 from ..storage import Filters, HistoryDraft, Store
+from ..storage.text import lexically_close
 from ._embedding import Embedding, Progress
 from ._reads import resolve
 from ._validate import (
@@ -179,7 +180,9 @@ class Writes:
         """Item index → (id, similarity) of a near-identical memory in its scope: an earlier item of this
         batch that is itself kept, else the nearest stored memory. One matrix product per block of a scope.
         Only current memories count, as the stored ones `nearest` compares with: an item deleted, expired or
-        superseded (an import's history) is neither a duplicate nor what makes another one a duplicate."""
+        superseded (an import's history) is neither a duplicate nor what makes another one a duplicate. Close
+        vectors alone are not enough (`lexically_close`): a model gives every text it cannot read (a script it
+        has no tokens for, emoji) nearly the same vector, and those texts were dropped as one another's."""
         import numpy as np
 
         threshold = self.embedding.embedder.cosine_for(self.config.dedup.threshold)
@@ -192,6 +195,9 @@ class Writes:
         for scope, rows in by_scope.items():
             group = vectors[rows]
             stored = self.store.nearest(group, scope, threshold)
+            texts = self.store.fetch([hit.id for hit in stored if hit is not None])
+            stored = [hit if hit is not None and hit.id in texts and lexically_close(records[row].content, texts[hit.id].content)
+                      else None for row, hit in zip(rows, stored)]
             kept = np.array([hit is None for hit in stored])  # final for every item not close to an earlier one
             for start in range(0, len(rows), _DEDUP_BLOCK):
                 stop = min(start + _DEDUP_BLOCK, len(rows))
@@ -201,10 +207,13 @@ class Writes:
                 for p in np.flatnonzero((sims >= threshold).any(axis=1)) + start:
                     # rare, and in order: which earlier items were kept decides
                     earlier = np.where(kept[:p], sims[p - start, :p], -np.inf)
-                    best = int(np.argmax(earlier))
-                    if earlier[best] >= threshold:
-                        out[rows[p]] = records[rows[best]].id, float(earlier[best])
-                        kept[p] = False
+                    for best in np.argsort(-earlier):
+                        if earlier[best] < threshold:
+                            break
+                        if lexically_close(records[rows[p]].content, records[rows[best]].content):
+                            out[rows[p]] = records[rows[best]].id, float(earlier[best])
+                            kept[p] = False
+                            break
             for p, hit in enumerate(stored):
                 if hit is not None and rows[p] not in out:
                     out[rows[p]] = hit.id, hit.score

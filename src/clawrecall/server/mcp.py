@@ -85,19 +85,53 @@ def run_stdio(mem: Memory, caller: Caller) -> None:
     async def serve() -> None:
         async with stdio_server(stdin=stdin) as (read, write):
             send, receive = anyio.create_memory_object_stream[Any](0)
+            answers, answered = anyio.create_memory_object_stream[Any](0)
+            waiting = _Waiting()
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_answer_unreadable_lines, read, send, write)
-                await server.run(receive, write, server.create_initialization_options())
+                tasks.start_soon(_answer_unreadable_lines, read, send, write, waiting)
+                tasks.start_soon(_relay_answers, answered, write, waiting)
+                async with answers:  # the relay ends when the session does
+                    await server.run(receive, answers, server.create_initialization_options())
 
     anyio.run(serve)
 
 
-async def _answer_unreadable_lines(read: Any, forward: Any, write: Any) -> None:
+_DRAIN_S = 120.0  # after stdin's end, how long the requests still running may take
+
+
+class _Waiting:
+    """The ids of the requests not answered yet: stdin's end ends the session only once they are (the
+    SDK's session cancels what is still running when its input ends, so `printf … | clawrecall mcp` lost them)."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+
+    def answered(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+
+    async def drained(self) -> None:
+        with anyio.move_on_after(_DRAIN_S):
+            while self.ids:
+                await anyio.sleep(0.01)
+
+
+async def _relay_answers(answered: Any, write: Any, waiting: _Waiting) -> None:
+    """The session's messages to stdout, noting the requests answered; stdout closes when the session ends."""
+    async with answered, write:
+        async for message in answered:
+            if isinstance(message.message, (types.JSONRPCResponse, types.JSONRPCError)):
+                waiting.answered(message.message.id)
+            await write.send(message)
+
+
+async def _answer_unreadable_lines(read: Any, forward: Any, write: Any, waiting: _Waiting) -> None:
     """Relay the client's messages; a line that is not one gets JSON-RPC's error reply (id null)
     instead of silence, so a client never waits for an answer that will not come."""
     async with forward:
         async for item in read:
             if not isinstance(item, Exception):
+                if isinstance(item.message, types.JSONRPCRequest):
+                    waiting.ids.add(item.message.id)
                 await forward.send(item)
                 continue
             parse = isinstance(item, PydanticValidationError) and any(
@@ -106,3 +140,4 @@ async def _answer_unreadable_lines(read: Any, forward: Any, write: Any) -> None:
             code, message = (types.PARSE_ERROR, "Parse error") if parse else (types.INVALID_REQUEST, "Invalid Request")
             error = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
             await write.send(SessionMessage(error))
+        await waiting.drained()

@@ -79,6 +79,21 @@ def common_words(texts: Iterable[str], share: float) -> set[str]:
     return {w for w, c in counts.items() if c > share * n}
 
 
+def lexically_close(a: str, b: str, at_least: float = 0.3) -> bool:
+    """Whether two texts share at least `at_least` of their character trigrams (Jaccard, case and spacing
+    aside): what a near-duplicate needs besides a close vector. Restatements close enough to be duplicates
+    share most of theirs ("Alice's FTP is 250 W" / "… 260 W": 0.71); texts a model cannot read, which it
+    embeds alike, share none ("茶" / "咖啡", emoji / a long run of one letter: 0) or few (two Thai
+    sentences about coffee and tea: 0.13)."""
+    grams = [_trigram_set(t) for t in (a, b)]
+    return len(grams[0] & grams[1]) >= at_least * len(grams[0] | grams[1])
+
+
+def _trigram_set(text: str) -> set[str]:
+    text = " ".join(text.lower().split())
+    return {text[i : i + 3] for i in range(max(1, len(text) - 2))}
+
+
 def without_words(query: str, words: set[str]) -> str:
     """The query less `words` ("Alice's" goes with "alice"); the query itself if only stopwords would remain."""
     if not words:
