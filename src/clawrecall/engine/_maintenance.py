@@ -10,7 +10,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
 from ..models import KINDS, EmbeddingFingerprint, ReembedState
-from ..scopes import Caller, may_erase
+from ..scopes import Caller
 from ..storage import Filters, Store
 from ._embedding import Embedding, Progress
 from ._validate import require_writes
@@ -34,9 +34,7 @@ class Maintenance:
         days = self.config.writes.retention_days if older_than_days is None else older_than_days
         if not 0 <= days <= 365_000:  # a timedelta cannot reach further back
             raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
-        ids = self.store.purgeable(utcnow() - timedelta(days=days))
-        if not caller.administrator:
-            ids = [i for i, r in self.store.fetch(ids).items() if may_erase(caller, r, access=self.config.access)]
+        ids = self.writes.erasable(self.store.purgeable(utcnow() - timedelta(days=days)), caller)
         if ids:
             self.writes.erase(ids, "purge", actor_of(caller))
         return len(ids)

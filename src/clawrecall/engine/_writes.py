@@ -368,20 +368,20 @@ class Writes:
         out) and that the caller may erase (`may_erase`: reading a scope is not erasing in it), each
         with its history row; how many (that would be, with `dry_run`)."""
         if dry_run:
-            return self.store.count(filters) if caller.administrator else len(self._erasable(self.store.ids(filters), caller))
+            return self.store.count(filters) if caller.administrator else len(self.erasable(self.store.ids(filters), caller))
         require_writes(self.config)
         now = utcnow()
         before, after = json.dumps({"deleted_at": None}), json.dumps({"deleted_at": _jsonable(now)})
         with self.store.transaction():
-            ids = self.store.ids(filters)
-            if not caller.administrator:
-                ids = self._erasable(ids, caller)
+            ids = self.erasable(self.store.ids(filters), caller)
             self.store.mark_deleted(ids, now)
             self.store.add_history([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
         return len(ids)
 
-    def _erasable(self, ids: list[str], caller: Caller) -> list[str]:
-        """Those of `ids` the caller may erase, in their order."""
+    def erasable(self, ids: list[str], caller: Caller) -> list[str]:
+        """Those of `ids` the caller may erase (`may_erase`), in their order: every one for the administrator."""
+        if caller.administrator:
+            return ids
         out: list[str] = []
         for start in range(0, len(ids), 500):
             records = self.store.fetch(ids[start : start + 500])
