@@ -540,18 +540,18 @@ def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
         store, here = mem.store, threading.current_thread().name
         with store.transaction():
             store.set_meta("beside-check", "uncommitted")
-            assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")))() == \
+            assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")), Filters())() == \
                 (here, "uncommitted")
-        assert store.beside(lambda: threading.current_thread().name)() != here
+        assert store.beside(lambda: threading.current_thread().name, Filters())() != here
 
         def fails() -> None:
             raise StorageError("the read failed")
 
-        result = store.beside(fails)  # the error reaches the caller when it asks for the value
+        result = store.beside(fails, Filters())  # the error reaches the caller when it asks for the value
         with pytest.raises(StorageError, match="the read failed"):
             result()
     with pytest.raises(StorageError):  # a closed store fails as it does for any call, in the caller's thread
-        store.beside(lambda: store.get_meta("beside-check"))()
+        store.beside(lambda: store.get_meta("beside-check"), Filters())()
 
 
 def test_concurrent_searches_on_a_pool_of_one_connection_all_answer(pg_url):

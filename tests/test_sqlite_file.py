@@ -1,6 +1,7 @@
 """The SQLite file: WAL checkpoints run on the store's own thread, never inside a commit, and stop
 with the store; a write the file refuses, or a damaged file, is a clear error."""
 
+import sqlite3
 import threading
 import time
 
@@ -105,3 +106,124 @@ def test_integrity_problems_name_what_quick_check_and_the_full_text_checks_find(
     with Memory.open(damaged_db) as mem:
         problems = mem.store.integrity_problems()
         assert problems[0] == "quick_check: database disk image is malformed"
+
+
+def _hits(mem, query, user):
+    from clawrecall import Caller
+
+    return [(h.memory.id, h.score) for h in mem.search(query, caller=Caller(user, "main"), limit=10)]
+
+
+def test_a_large_scope_runs_its_keyword_legs_on_a_reader_beside_the_vector_leg(tmp_path, monkeypatch):
+    """The same hits as inline; inside a transaction inline, seeing its writes; on a closed store an error."""
+    from clawrecall import Caller
+    from clawrecall.storage import Filters, sqlite as backend
+
+    with Memory.open(tmp_path / "m.db") as mem:
+        alice = Caller("alice", "main")
+        mem.add_many([{"content": f"Alice's note {i} about the harbour ferry timetable", "user_id": "alice"}
+                      for i in range(60)], dedup=False)
+        mem.add_many([{"content": f"Bob's note {i} about the harbour", "user_id": "bob"} for i in range(10)], dedup=False)
+        inline = _hits(mem, "harbour ferry", "alice")
+        threads = []
+        text_candidates = mem.store.text_candidates
+        monkeypatch.setattr(mem.store, "text_candidates", lambda *a: threads.append(threading.current_thread().name) or text_candidates(*a))
+        assert _hits(mem, "harbour ferry", "alice") == inline and threads == ["MainThread"]  # 60 rows: inline
+        monkeypatch.setattr(backend, "_BESIDE_ROWS", 50)
+        assert _hits(mem, "harbour ferry", "alice") == inline
+        assert threads[-1].startswith("clawrecall-sqlite")
+        assert _hits(mem, "harbour", "bob")[0][0] in {m.id for m in mem.list(caller=Caller("bob", "main"))}
+        assert threads[-1] == "MainThread"  # bob's 10 rows: inline
+        with mem.store.transaction():
+            mine = mem.add("Alice's uncommitted harbour ferry pass", caller=alice, dedup=False)
+            assert mine.id in {h[0] for h in _hits(mem, "uncommitted ferry pass", "alice")}
+            assert threads[-1] == "MainThread"
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the reader never writes
+            mem.store._reader_call(lambda: mem.store._run("DELETE FROM memories"))
+        assert mem.count(caller=alice) == 61
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):  # a closed store fails as it does for any call
+        mem.store.beside(lambda: mem.store.count(Filters()), Filters(scopes=["user:alice"]))()
+    assert not [t for t in threading.enumerate() if t.name.startswith("clawrecall-sqlite")]  # stopped on close
+
+
+def test_the_reader_opens_the_stores_own_file_after_a_change_of_directory(tmp_path, monkeypatch):
+    from clawrecall.storage import sqlite as backend
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setattr(backend, "_BESIDE_ROWS", 10)
+    with Memory.open("rel.db") as mem:
+        mem.add_many([{"content": f"Note {i} on the night train to Vienna"} for i in range(20)], dedup=False)
+        mem.search("night train", limit=3)  # loads the vector index: the next search runs beside
+        monkeypatch.chdir(tmp_path / "b")
+        assert len(mem.search("night train Vienna", limit=3)) == 3
+        assert mem.store._reader is not None
+    assert not (tmp_path / "b" / "rel.db").exists()
+
+
+def test_the_keyword_leg_leaves_out_the_scope_clause_when_the_scopes_hold_most_rows(tmp_path, monkeypatch):
+    """The answer is the same either way; only the cost differs."""
+    with Memory.open(tmp_path / "m.db") as mem:
+        mem.add_many([{"content": f"Carol's garden note {i}: tomatoes and basil", "user_id": "carol"} for i in range(40)],
+                     dedup=False)
+        mem.add_many([{"content": f"Dan's garden note {i}: basil only", "user_id": "dan"} for i in range(5)], dedup=False)
+        mem.add("Global: the garden tap is off in winter")
+        matches = []
+        fts = mem.store._fts
+        def bm25_fts(table, match, *a, every_match=None):
+            if table == "memories_fts":
+                matches.append(match)
+                assert "scope_key" in every_match  # the fallback over every match still narrows
+            return fts(table, match, *a, every_match=every_match)
+
+        monkeypatch.setattr(mem.store, "_fts", bm25_fts)
+        free = {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")}
+        assert len(matches) == 2 and "scope_key" not in matches[0] and "scope_key" in matches[1]  # carol's: 41 of 46 rows
+        monkeypatch.setattr(mem.store, "_indexed_rows", lambda scopes: 0)  # sizes unknown: the clause always
+        matches.clear()
+        assert {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")} == free
+        assert len(matches) == 2 and all("scope_key" in m for m in matches)
+        assert len(free["carol"]) == 10 and len(free["dan"]) == 6  # dan's five and the global one, never carol's
+
+
+def test_sqlite_exact_search_rows_reaches_the_vector_index(tmp_path):
+    with Memory.open(tmp_path / "m.db", sqlite={"exact_search_rows": 100}) as mem:
+        added = mem.add_many([{"content": f"Ledger line {i}: invoice {i * 7} paid by wire"} for i in range(1_200)],
+                             dedup=False)
+        assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
+        assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
+        index = mem.store._index
+        index.clustering.join()  # the second search started clustering the scope (1,200 rows)
+        assert index.exact_rows == 100 and index._parts["global"].lists is not None
+        assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
+    with Memory.open(tmp_path / "m.db") as mem:
+        mem.search("invoice 147 paid", mode="vector", limit=1)
+        assert mem.store._index.clustering is None  # under the default line: read whole
+
+
+def test_filters_checked_in_sql_find_as_much_in_a_clustered_scope_as_in_an_exact_one(tmp_path):
+    """A session's or a tag's rows may lie in clusters a search does not read: such a search reads every row."""
+    from clawrecall.storage import Filters
+
+    path = tmp_path / "m.db"
+    words = ["harbour", "ledger", "violin", "compost", "glacier", "tram", "saffron", "kiln", "orbit", "lantern"]
+    items = [{"content": f"{words[i % 10]} {words[i // 10 % 10]} {words[i // 100 % 10]} note {i}",
+              "session_id": "s1" if i % 40 == 0 else None, "tags": ["audit"] if i % 50 == 0 else []} for i in range(1_200)]
+
+    def leg(mem):
+        query = mem.pipeline.embed_queries(["violin glacier note"])[0]
+        found = [mem.store.vector_candidates(query, Filters(scopes=["global"], **f), k)  # most of the 30 / 24 rows
+                 for f, k in (({"session_id": "s1"}, 25), ({"tags": ["audit"]}, 20))]
+        return [({c.id for c in hits}, [round(c.score, 6) for c in hits]) for hits in found]  # rows of equal score may swap
+
+    with Memory.open(path, sqlite={"exact_search_rows": 100}) as mem:
+        mem.add_many(items, dedup=False)
+        mem.search("note", mode="vector")
+        mem.search("note", mode="vector")
+        mem.store._index.clustering.join()
+        assert mem.store._index._parts["global"].lists is not None
+        got = leg(mem)
+    with Memory.open(path) as exact:
+        want = leg(exact)
+    assert got == want and [len(g[1]) for g in got] == [25, 20]

@@ -249,3 +249,259 @@ def test_a_failed_commit_or_a_rollback_leaves_the_index_true_to_the_database(tmp
     finally:
         a.close()
         b.close()
+
+
+def _top(index: VectorIndex, query: np.ndarray, k: int, scope: str = "user:a", **filters) -> list[str]:
+    from clawrecall.storage import Filters
+
+    return [i for i, _ in index.search(query, k, Filters(scopes=[scope], now=_at(0.0), **filters))]
+
+
+def _brute_top(query: np.ndarray, stored: np.ndarray, ids: list[str], k: int) -> list[str]:
+    sims = stored @ query
+    return [ids[i] for i in np.argsort(-sims, kind="stable")[:k]]
+
+
+def _spread(rng: np.random.Generator, n: int, centres: int = 200) -> np.ndarray:
+    """Many topics, as a long history holds: clusters have something to tell apart."""
+    middle = rng.standard_normal((centres, DIMS))
+    return _unit(middle[rng.integers(0, centres, n)] + rng.standard_normal((n, DIMS)) * 0.3)
+
+
+def _clustered_by_search(index: VectorIndex, query: np.ndarray, scope: str = "user:a") -> None:
+    """The second search of a scope starts the clustering in the background; wait for it."""
+    _top(index, query, 1, scope)
+    _top(index, query, 1, scope)
+    assert index.clustering is not None
+    index.clustering.join()
+
+
+def _clustered_scope(seed: int, n: int) -> tuple[np.random.Generator, VectorIndex, np.ndarray, list[str]]:
+    """A scope of n rows (the line at 1,000), clustered."""
+    rng = np.random.default_rng(seed)
+    index = VectorIndex(DIMS, exact_rows=1_000)
+    stored = _spread(rng, n)
+    ids = _fill(index, "user:a", stored)
+    _clustered_by_search(index, stored[0])
+    assert index._parts["user:a"].lists is not None
+    return rng, index, stored, ids
+
+
+def _meta(scope: str = "user:a", **values) -> RowMeta:
+    return RowMeta.of(scope, category="fact", created_at=0.0, **values)
+
+
+def test_a_scope_larger_than_exact_rows_is_searched_through_its_nearest_clusters():
+    rng = np.random.default_rng(21)
+    index = VectorIndex(DIMS, exact_rows=2_000)
+    stored = _spread(rng, 6_000)
+    ids = _fill(index, "user:a", stored)
+    small = _spread(rng, 1_500)
+    small_ids = _fill(index, "user:b", small)
+    queries = _near_copies(rng, stored, 60, 0.1)
+    assert _top(index, queries[0], 50) == _brute_top(queries[0], stored, ids, 50)  # read whole until clustered
+    assert index.clustering is None  # a first search starts nothing: a one-off command would not use clusters
+    _clustered_by_search(index, queries[0])
+    part = index._parts["user:a"]
+    assert part.lists is not None and len(part.lists.centroids) == 77  # sqrt(6,000) clusters
+    recall, first = [], []
+    for q in queries:
+        got = _top(index, q, 50)
+        recall.append(len(set(got) & set(_brute_top(q, stored, ids, 50))) / 50)
+        first.append(len(set(got[:10]) & set(_brute_top(q, stored, ids, 10))) / 10)
+    read = sum(b - a for a, b in part.lists.ranges(queries[0], part.size))
+    assert read < len(stored) / 2  # the nearest third of the clusters, not the scope
+    assert np.mean(recall) >= 0.9 and np.mean(first) >= 0.95  # approximate (the real model: docs/vector-search.md)
+    for q in stored[:20]:  # a stored row's cluster is among its nearest
+        assert _top(index, q, 1) == _brute_top(q, stored, ids, 1)
+    assert index._parts["user:b"].lists is None  # at most exact_rows: every row compared
+    for q in _near_copies(rng, small, 20, 0.3):
+        assert _top(index, q, 10, "user:b") == _brute_top(q, small, small_ids, 10)
+    q = queries[1]  # asked for more rows than the nearest clusters hold (a caller filtering further widens so): all
+    assert _top(index, q, 3_000) == _brute_top(q, stored, ids, 3_000)
+
+
+def test_a_filter_that_leaves_few_rows_of_a_clustered_scope_reads_them_all():
+    """As PostgreSQL reads a filter's rows exactly when it leaves few: k hits whenever k rows pass."""
+    rng = np.random.default_rng(25)
+    index = VectorIndex(DIMS, exact_rows=1_000)
+    stored = _spread(rng, 4_000)
+    ids = [f"m{i}" for i in range(len(stored))]
+    rare = set(rng.choice(len(stored), 30, replace=False).tolist())
+    index.upsert_many(ids, stored, [RowMeta.of("user:a", category="rare" if i in rare else "fact", created_at=0.0)
+                                    for i in range(len(ids))])
+    _clustered_by_search(index, stored[0])
+    assert index._parts["user:a"].lists is not None
+    few = [ids[i] for i in sorted(rare)]
+    for q in _near_copies(rng, stored, 20, 0.1):
+        assert _top(index, q, 10, categories=["rare"]) == _brute_top(q, stored[sorted(rare)], few, 10)
+
+
+def test_a_clustered_scope_finds_rows_added_replaced_and_removed_since_and_reclusters_as_it_grows():
+    rng, index, stored, ids = _clustered_scope(22, 2_000)
+    first = index._parts["user:a"].lists
+    assert first is not None and first.clustered == 2_000
+    fresh = _spread(rng, 3)
+    index.upsert_many(["new-0"], fresh[:1], [_meta()])
+    index.upsert_many([ids[5]], fresh[1:2], [_meta()])  # re-embedded
+    index.upsert_many([ids[6]], stored[6:7], [_meta(importance=0.9)])  # the same vector
+    index.remove(ids[7])
+    assert _top(index, fresh[0], 1) == ["new-0"]
+    assert _top(index, fresh[1], 1) == [ids[5]]
+    assert ids[5] not in _top(index, stored[5], 5)  # its old vector is gone
+    assert _top(index, stored[6], 1) == [ids[6]]  # a change of other columns keeps its clustered slot
+    assert ids[7] not in _top(index, stored[7], 5)
+    assert index._parts["user:a"].lists is first and index.clustering.is_alive() is False  # 2 of 2,000: no new clustering
+    assert index.rows(["user:a"]) == 2_000 and index.rows(None) == 2_000
+    more = _spread(rng, 600)
+    _fill(index, "user:a", more)  # ids user:a-0.. again: the first 600 rows' new vectors (and user:a-7 back)
+    assert index.rows(["user:a"]) == 2_001
+    later = _spread(rng, 100)
+    index.upsert_many([f"late-{i}" for i in range(100)], later, [_meta()] * 100)
+    _clustered_by_search(index, later[0])
+    again = index._parts["user:a"].lists
+    assert again is not first and again.clustered == 2_101 and again.stale == 0  # reclustered, dead slots dropped
+    want = dict(zip(ids, stored)) | dict(zip(ids[:600], more)) | {"new-0": fresh[0]}
+    want |= {f"late-{i}": v for i, v in enumerate(later)}
+    all_ids, all_vectors = list(want), np.stack(list(want.values()))
+    for q in all_vectors[rng.choice(len(all_vectors), 30, replace=False)]:
+        assert _top(index, q, 1) == _brute_top(q, all_vectors, all_ids, 1)
+    assert all(np.array_equal(index.vector(i), v) for i, v in want.items())  # each id points at its moved slot
+    # dedup reads the reordered slots exactly as before
+    got = index.nearest_many(all_vectors[:50], "user:a", min_score=0.95, now=_at(0.0))
+    assert [g and g[0] for g in got] == all_ids[:50]
+
+
+def test_rows_written_while_the_clusters_are_made_are_all_found(monkeypatch):
+    """Clustering runs beside searches and writes; what they wrote in between is not lost."""
+    rng = np.random.default_rng(26)
+    index = VectorIndex(DIMS, exact_rows=1_000)
+    stored = _spread(rng, 3_000)
+    ids = _fill(index, "user:a", stored)
+    snapshot_taken, go_on = _held_kmeans(monkeypatch)
+    q = stored[0]
+    assert _top(index, q, 1) == [ids[0]]
+    assert _top(index, q, 1) == [ids[0]]  # the second search starts the clustering
+    assert snapshot_taken.wait(10)
+    assert _top(index, stored[1], 1) == [ids[1]]  # searches go on, reading every row
+    new = _spread(rng, 50)
+    index.upsert_many([f"new-{i}" for i in range(50)], new, [_meta()] * 50)  # added
+    replaced = _spread(rng, 20)
+    index.upsert_many(ids[:20], replaced, [_meta()] * 20)  # replaced: new vectors
+    for i in ids[20:40]:
+        index.remove(i)  # removed; their slots are free ...
+    reused = _spread(rng, 20)
+    index.upsert_many([f"reuse-{i}" for i in range(20)], reused, [_meta()] * 20)  # ... and taken again
+    go_on.set()
+    index.clustering.join()
+    part = index._parts["user:a"]
+    assert part.lists is not None and part.lists.clustered == 3_000
+    assert part.lists.stale == 40  # the replaced and the removed rows' clustered slots
+    want = dict(zip(ids, stored)) | dict(zip(ids[:20], replaced)) | {f"new-{i}": v for i, v in enumerate(new)}
+    want |= {f"reuse-{i}": v for i, v in enumerate(reused)}
+    for i in ids[20:40]:
+        del want[i]
+    assert index.rows(["user:a"]) == part.live == len(want) == len(index._pos)
+    assert all(np.array_equal(index.vector(i), v) for i, v in want.items())
+    all_ids, all_vectors = list(want), np.stack(list(want.values()))
+    for v in [*new, *replaced, *reused, *all_vectors[rng.choice(len(all_vectors), 30, replace=False)]]:
+        assert _top(index, v, 1) == _brute_top(v, all_vectors, all_ids, 1)
+    assert not set(ids[20:40]) & {i for v in stored[20:40] for i in _top(index, v, 5)}
+
+
+def test_filters_apply_inside_the_clusters():
+    rng = np.random.default_rng(23)
+    index = VectorIndex(DIMS, exact_rows=500)
+    stored = _spread(rng, 3_000)
+    ids = [f"m{i}" for i in range(len(stored))]
+    index.upsert_many(ids, stored, [_meta(deleted_at=0.0 if i % 2 else None) for i in range(len(ids))])
+    _clustered_by_search(index, stored[0])
+    assert index._parts["user:a"].lists is not None
+    for i in range(0, 40):
+        got = _top(index, stored[i], 10)
+        assert len(got) == 10 and all(int(g[1:]) % 2 == 0 for g in got)
+        assert (got[0] == ids[i]) == (i % 2 == 0)
+
+
+def test_a_clustered_scope_is_read_whole_again_once_it_shrinks_to_half_the_line():
+    rng, index, stored, ids = _clustered_scope(24, 1_200)
+    for i in ids[:300]:
+        index.remove(i)  # 900 rows: under the line, but clustering again at every crossing would cost more
+    _top(index, stored[400], 1)
+    part = index._parts["user:a"]
+    assert part.lists is not None and part.free == []
+    for i in ids[300:700]:
+        index.remove(i)
+    q = _near_copies(rng, stored[700:], 1, 0.3)[0]
+    assert _top(index, q, 20) == _brute_top(q, stored[700:], ids[700:], 20)
+    assert part.lists is None and len(part.free) == 700  # the dead slots are taken again
+    assert index.clustering is None or not index.clustering.is_alive()
+
+
+def test_a_scope_under_a_thousand_rows_is_never_clustered():
+    rng = np.random.default_rng(27)
+    index = VectorIndex(DIMS, exact_rows=0)
+    stored = _spread(rng, 900)
+    ids = _fill(index, "user:a", stored)
+    q = _near_copies(rng, stored, 1, 0.3)[0]
+    assert _top(index, q, 20) == _brute_top(q, stored, ids, 20)
+    assert index.clustering is None and index._parts["user:a"].lists is None
+
+
+def _held_kmeans(monkeypatch):
+    """`_kmeans` waits for `go` once it has started (`started`)."""
+    import threading
+
+    from clawrecall.storage import vector_index
+
+    started, go = threading.Event(), threading.Event()
+    kmeans = vector_index._kmeans
+
+    def held(rows, clusters, stopped):
+        started.set()
+        assert go.wait(10)
+        return kmeans(rows, clusters, stopped)
+
+    monkeypatch.setattr(vector_index, "_kmeans", held)
+    return started, go
+
+
+def test_an_index_the_store_dropped_stops_clustering_and_changes_nothing(monkeypatch):
+    started, go = _held_kmeans(monkeypatch)
+    rng = np.random.default_rng(28)
+    index = VectorIndex(DIMS, exact_rows=1_000)
+    stored = _spread(rng, 1_500)
+    _fill(index, "user:a", stored)
+    part = index._parts["user:a"]
+    _top(index, stored[0], 1)
+    _top(index, stored[0], 1)
+    assert started.wait(10)
+    index.stop()
+    go.set()
+    index.clustering.join(10)
+    assert not index.clustering.is_alive()
+    assert index._parts["user:a"] is part and part.lists is None and part.touched is None
+
+
+def test_a_clustering_that_fails_is_logged_once_and_the_scope_read_whole(monkeypatch, caplog):
+    from clawrecall.storage import vector_index
+
+    def fails(rows, clusters, stopped):
+        raise MemoryError("no room for the clusters")
+
+    monkeypatch.setattr(vector_index, "_kmeans", fails)
+    rng = np.random.default_rng(29)
+    index = VectorIndex(DIMS, exact_rows=1_000)
+    stored = _spread(rng, 1_500)
+    ids = _fill(index, "user:a", stored)
+    _top(index, stored[0], 1)
+    _top(index, stored[0], 1)
+    first = index.clustering
+    first.join()
+    for q in _near_copies(rng, stored, 5, 0.3):
+        assert _top(index, q, 10) == _brute_top(q, stored, ids, 10)
+    assert index.clustering is first  # not tried again at every search
+    assert [r.getMessage() for r in caplog.records] == [
+        "the vector index could not cluster user:a (it is read whole): no room for the clusters"]
+    index.upsert_many(["new"], stored[:1], [_meta()])  # writes go on as before
+    assert index.rows(["user:a"]) == 1_501 and index._parts["user:a"].touched is None

@@ -235,6 +235,15 @@ class PostgresConfig(_Section):
         return self
 
 
+class SQLiteConfig(_Section):
+    """Backend settings that only SQLite has."""
+
+    # A scope holding more rows than this is searched through clusters of its vectors, the nearest
+    # third of them (as PostgreSQL's HNSW serves a filter beyond `postgres.exact_search_rows`);
+    # up to it every row is compared: exact. Measured in docs/vector-search.md.
+    exact_search_rows: int = Field(default=50_000, ge=0, le=10_000_000)
+
+
 class RecallHookConfig(_Section):
     """`before_prompt_build`: seed 002's auto-recall budgets, plus a time budget so a slow store never stalls a turn."""
 
@@ -449,6 +458,7 @@ class Config(_Section):
     db: str | None = None
     database: DatabaseConfig | None = None
     postgres: PostgresConfig = PostgresConfig()
+    sqlite: SQLiteConfig = SQLiteConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     writes: WritesConfig = WritesConfig()

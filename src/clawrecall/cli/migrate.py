@@ -24,7 +24,7 @@ def migrate(state: State, action: str, dry_run: bool, as_json: bool) -> None:
     """Show the schema version and pending migration steps, or apply them."""
     cfg = load_config(state.config)
     target = state.db or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
-    store = open_store(target, migrate=False, postgres=cfg.postgres, create=False)
+    store = open_store(target, migrate=False, postgres=cfg.postgres, sqlite=cfg.sqlite, create=False)
     try:
         current = store.schema_version()
         pending = store.pending_migrations()

@@ -635,4 +635,4 @@ class Memory:
 def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) -> Store:
     """The store a path or URL names, else the config's `db` or `database`, else the default file."""
     target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
-    return open_store(target, postgres=cfg.postgres, create=create)
+    return open_store(target, postgres=cfg.postgres, sqlite=cfg.sqlite, create=create)

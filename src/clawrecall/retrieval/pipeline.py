@@ -83,10 +83,11 @@ class RetrievalPipeline:
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
-        # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL);
-        # with no vector leg there is nothing to run beside, and with no keyword leg nothing to run
+        # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL,
+        # and a large SQLite scope); with no vector leg there is nothing to run beside, and with no keyword leg
+        # nothing to run
         keywords = functools.partial(self._keyword_legs, query, list(wanted), filters, pool, limit)
-        keyword_legs = self.store.beside(keywords) if "vector" in wanted and wanted != ["vector"] else keywords
+        keyword_legs = self.store.beside(keywords, filters) if "vector" in wanted and wanted != ["vector"] else keywords
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
         without_vectors = None
         try:

@@ -12,7 +12,7 @@ from .sql import Store
 from .tokens import TokenRow
 
 if TYPE_CHECKING:
-    from ..config import PostgresConfig
+    from ..config import PostgresConfig, SQLiteConfig
 
 
 def is_postgres_url(target: str | Path) -> bool:
@@ -21,10 +21,10 @@ def is_postgres_url(target: str | Path) -> bool:
 
 def open_store(
     target: str | Path, *, migrate: bool = True, text_search_config: str | None = None,
-    postgres: PostgresConfig | None = None, create: bool = True,
+    postgres: PostgresConfig | None = None, sqlite: SQLiteConfig | None = None, create: bool = True,
 ) -> Store:
-    """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite,
-    `postgresql://…` is PostgreSQL (tuned by the config's `postgres` block). `create=False`
+    """Open the store a path or URL names: a file path or `sqlite:///path` is SQLite (tuned by the
+    config's `sqlite` block), `postgresql://…` is PostgreSQL (by its `postgres` block). `create=False`
     refuses a SQLite file that does not exist (a PostgreSQL database is never created)."""
     text = str(target)
     if is_postgres_url(text):
@@ -37,7 +37,7 @@ def open_store(
         raise ConfigError(f"unsupported database URL {text!r}: use a file path, sqlite:///path or postgresql://…")
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(text, migrate=migrate, create=create)
+    return SQLiteStore(text, migrate=migrate, create=create, config=sqlite)
 
 
 __all__ = ["Candidate", "Filters", "HistoryDraft", "Store", "StoreStats", "TokenRow", "is_postgres_url", "open_store"]

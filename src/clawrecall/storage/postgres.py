@@ -299,7 +299,7 @@ class PostgresStore(Store):
             finally:
                 self._local.conn = None
 
-    def beside(self, fn: Callable[[], T]) -> Callable[[], T]:
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
         """`fn` on a pooled connection of its own, in a worker thread. The caller must not hold a
         connection while it waits for the value (a full pool would then wait on itself): a search
         starts its keyword legs here, embeds its query and runs its vector leg, then waits."""
@@ -308,7 +308,7 @@ class PostgresStore(Store):
                 if self._workers is None:
                     self._workers = ThreadPoolExecutor(max(1, self.config.pool_size // 2), thread_name_prefix="clawrecall-pg")
                 return self._workers.submit(self._pinned_call, fn).result
-        return super().beside(fn)  # closed: fails as any call on a closed store does
+        return super().beside(fn, filters)  # closed: fails as any call on a closed store does
 
     def _pinned_call(self, fn: Callable[[], T]) -> T:
         with self.pinned():

@@ -80,10 +80,11 @@ class Store(ABC):
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
 
-    def beside(self, fn: Callable[[], T]) -> Callable[[], T]:
-        """Start `fn` (reads only) on a connection of its own while this thread goes on, where the backend
-        serves two readers at once; call the result for `fn`'s value. Elsewhere, and inside a transaction
-        or `pinned` block (whose writes another connection would not see), `fn` runs now."""
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
+        """Start `fn` (reads only, of the rows `filters` pass) on a connection of its own while this thread
+        goes on, where the backend serves two readers at once and the read is worth a thread; call the
+        result for `fn`'s value. Elsewhere, and inside a transaction or `pinned` block (whose writes another
+        connection would not see), `fn` runs now."""
         done: Future[T] = Future()
         try:
             done.set_result(fn())

@@ -1,9 +1,9 @@
 """The embedded backend: one SQLite file in WAL mode.
 
-FTS5 (porter) gives the BM25 leg, an FTS5 trigram table the fuzzy/CJK leg, and an exact
-in-memory matrix (`vector_index.py`) the vector leg. Triggers keep both full-text tables
-and the `changes` log in step with `memories` on update and delete; `insert` indexes its
-new rows itself, in bulk (see `_after_insert`).
+FTS5 (porter) gives the BM25 leg, an FTS5 trigram table the fuzzy/CJK leg, and an in-memory
+matrix per scope (`vector_index.py`; exact up to `sqlite.exact_search_rows` rows) the vector
+leg. Triggers keep both full-text tables and the `changes` log in step with `memories` on
+update and delete; `insert` indexes its new rows itself, in bulk (see `_after_insert`).
 Everything that is plain SQL lives in `sql.py`, shared with PostgreSQL.
 """
 
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from .._time import as_utc
 from ..errors import StorageError
@@ -30,6 +31,8 @@ from .text import fts_or_query, keywords, trigrams
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..config import SQLiteConfig
 
     from .vector_index import RowMeta, VectorIndex
 
@@ -188,6 +191,10 @@ _INDEX_NEW_ROWS = (
 )
 _CHANGES_KEEP = 20_000
 _FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
+# A search whose scopes hold this many rows runs its keyword legs beside its vector leg (see `beside`)
+_BESIDE_ROWS = 30_000
+
+T = TypeVar("T")
 
 
 _NULL_TIME = float("nan")  # how the vector index holds a NULL time
@@ -235,8 +242,11 @@ class SQLiteStore(Store):
     dialect = SQLiteDialect()
     legacy_versions = {n: CORE.steps[:n] for n in range(1, 8)}  # schema vN (before named migrations): the first N core steps
 
-    def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True):
+    def __init__(self, path: str | Path, *, migrate: bool = True, create: bool = True, config: SQLiteConfig | None = None):
+        from ..config import SQLiteConfig
+
         super().__init__()
+        self.config = config or SQLiteConfig()
         self.path = Path(path).expanduser()
         self.location = str(self.path)
         if not create and (not self.path.is_file() or self.path.stat().st_size == 0):
@@ -246,10 +256,17 @@ class SQLiteStore(Store):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+            self._file = self.path.resolve()
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open SQLite database {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._depth = 0
+        self._local = threading.local()  # `reader`: the connection `beside`'s worker reads through
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()  # the reader's statements
+        self._worker: ThreadPoolExecutor | None = None  # `beside`, started on first use
+        self._worker_lock = threading.Lock()  # starting it, and closing
+        self._closed = False
         self._index: VectorIndex | None = None
         self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see _after_insert
         self._erased = False  # a hard delete in this transaction: scrub the WAL after COMMIT (see remove)
@@ -267,6 +284,14 @@ class SQLiteStore(Store):
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
+        with self._worker_lock:
+            self._closed, worker = True, self._worker
+        if worker is not None:
+            worker.shutdown(wait=True)
+        if self._reader is not None:
+            self._reader.close()
+        if self._index is not None:
+            self._index.stop()
         self._checkpointer.close()
         with self._lock:
             try:
@@ -276,11 +301,13 @@ class SQLiteStore(Store):
             self._conn.close()
 
     @contextmanager
-    def _locked(self) -> Iterator[sqlite3.Connection]:
-        """The connection, under the store's lock; a damaged file's error becomes one clear line."""
-        with self._lock:
+    def _locked(self, *, main: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection, under the store's lock (in `beside`'s worker: the reader, under its own; `main`:
+        the store's own even there); a damaged file's error becomes one clear line."""
+        reader = None if main else getattr(self._local, "reader", None)
+        with self._lock if reader is None else self._reader_lock:
             try:
-                yield self._conn
+                yield self._conn if reader is None else reader
             except sqlite3.DatabaseError as exc:
                 raise self._damaged(exc) from None
 
@@ -338,6 +365,40 @@ class SQLiteStore(Store):
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
 
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
+        """`fn` on a second connection, in a worker thread, when the filters' scopes hold `_BESIDE_ROWS`
+        rows or more: there FTS5 ranks tens of thousands of matches while the caller embeds the query and
+        scans the vectors, and both leave the GIL. Below, a thread per search costs more than it saves
+        (docs/retrieval.md). Inline inside a transaction, whose writes another connection would not see."""
+        if self._depth or str(self.path) == ":memory:" or self._indexed_rows(filters.scopes) < _BESIDE_ROWS:
+            return super().beside(fn, filters)
+        with self._worker_lock:
+            if self._closed:
+                return super().beside(fn, filters)  # fails as any call on a closed store does
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="clawrecall-sqlite")
+            return self._worker.submit(self._reader_call, fn).result
+
+    def _reader_call(self, fn: Callable[[], T]) -> T:
+        """In the worker thread: `fn` with every statement on the reader (a WAL reader sees every commit)."""
+        if self._reader is None:
+            try:  # the file this store opened (not one a later chdir names), never created, read only
+                self._reader = sqlite3.connect(f"{self._file.as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                               check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot open SQLite database {self.path}: {exc}") from None
+        self._local.reader = self._reader
+        try:
+            return fn()
+        finally:
+            self._local.reader = None
+
+    def _indexed_rows(self, scopes: Sequence[str] | None) -> int:
+        """Rows the vector index holds in these scopes (all when None), 0 before it is loaded: a size to
+        decide how to search by, read without waiting for the index's lock."""
+        index = self._index
+        return 0 if index is None else index.rows(scopes)
+
     def _table_exists(self, name: str) -> bool:
         return bool(self._run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
@@ -367,7 +428,7 @@ class SQLiteStore(Store):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if self._index is not index or (index is not None and index.last_seq != seen):
-                    self._index = None  # it read rows of this transaction (a search inside it): reload
+                    self._replace_index(None)  # it read rows of this transaction (a search inside it): reload
                 if isinstance(exc, sqlite3.OperationalError):
                     raise self._refused(exc) from None
                 raise
@@ -442,7 +503,7 @@ class SQLiteStore(Store):
                 index.upsert_many([r.id for r in records], vectors, [_record_meta(r) for r in records])
                 index.last_seq = seq
         except Exception:  # the rows are committed: never report a failed write; the next search reloads
-            self._index = None
+            self._replace_index(None)
 
     def _size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
@@ -469,7 +530,8 @@ class SQLiteStore(Store):
             raise dimensions_differ(index.dims, len(query))
         if not checked_in_sql(filters):
             return [Candidate(i, s) for i, s in index.search(query, k, filters)]
-        # Filters the matrix does not carry are checked in SQL; widen until k survive or all were seen.
+        # Filters the matrix does not carry are checked in SQL; widen until k survive or all were seen
+        # (past the rows a large scope's nearest clusters hold, the index reads them all).
         want = k * 4
         while True:
             hits = index.search(query, want, filters)
@@ -493,20 +555,28 @@ class SQLiteStore(Store):
         if not terms:
             return []
         match = "{title content tags} : (" + fts_or_query(terms) + ")"
-        if filters.scopes:  # narrows the match; the SQL filter on m.scope stays the exact check
-            match += " AND scope_key : (" + fts_or_query([s.encode().hex().upper() for s in filters.scopes]) + ")"
-        return self._fts("memories_fts", match, filters, k)
+        if not filters.scopes:
+            return self._fts("memories_fts", match, filters, k)
+        # The scope column narrows the match, and the SQL filter on m.scope stays the exact check. When the
+        # scopes hold most rows it narrows little and costs much (one user's 120k rows: 17-19 ms against 10):
+        # the best matches alone then hold enough of theirs, and the fallback, which filters every match,
+        # still narrows. The answer is the same either way.
+        scoped = match + " AND scope_key : (" + fts_or_query([s.encode().hex().upper() for s in filters.scopes]) + ")"
+        everything = self._indexed_rows(None)
+        most = everything > 0 and self._indexed_rows(filters.scopes) * 2 >= everything
+        return self._fts("memories_fts", match if most else scoped, filters, k, every_match=scoped)
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         grams = trigrams(query)
         hits = self._fts("memories_trgm", fts_or_query(grams), filters, k) if grams else []
         return self._with_short_cjk_words(query, hits, filters, k)
 
-    def _fts(self, table: str, match: str, filters: Filters, k: int) -> list[Candidate]:
+    def _fts(self, table: str, match: str, filters: Filters, k: int, *, every_match: str | None = None) -> list[Candidate]:
         """The k best matches passing the filters. FTS5 first ranks its matches alone and only its best
         `_FTS_WIDEN` x k are looked up in `memories` and filtered: joined row by row, every match of a
         common word read its row before the sort (100k memories, unscoped: 14 ms p50 against 7).
-        When fewer than k of those pass, the joined query runs: the answer is the same either way."""
+        When fewer than k of those pass, the joined query runs (on `every_match`, the same matches
+        narrowed further, when given): the answer is the same either way."""
         where, params = self.where(filters, "m")
         # the scope column only filters: it must not add to the ranking
         rank = f"bm25({table}, 1.0, 1.0, 1.0, 0.0)" if table == "memories_fts" else f"bm25({table})"
@@ -519,21 +589,22 @@ class SQLiteStore(Store):
             rows = self._run(
                 f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
                 f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
-                (match, *params, k),
+                (every_match or match, *params, k),
             )
         return [Candidate(r[0], float(r[1])) for r in rows]
 
     def drop_vector_index(self) -> None:
         with self._lock:
-            self._index = None
+            self._replace_index(None)
 
     def build_vector_index(self) -> None:
         self.drop_vector_index()  # the next search loads the new vectors
 
     # -- vector index maintenance ---------------------------------------------------------------
     def _fresh_index(self) -> VectorIndex | None:
-        """The in-memory index, first brought up to date with the `changes` log."""
-        with self._locked():
+        """The in-memory index, first brought up to date with the `changes` log (through the store's own
+        connection, in any thread: the index follows what it has committed)."""
+        with self._locked(main=True):
             return self._refresh_index()
 
     def _refresh_index(self) -> VectorIndex | None:
@@ -562,17 +633,23 @@ class SQLiteStore(Store):
     def _load_index(self, seq: int) -> VectorIndex | None:
         row = self._conn.execute("SELECT length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1").fetchone()
         if row is None:
-            self._index = None
+            self._replace_index(None)
             return None
         from .vector_index import VectorIndex
 
-        index = VectorIndex(row[0] // 4)
+        index = VectorIndex(row[0] // 4, self.config.exact_search_rows)
         cursor = self._conn.execute(f"SELECT {_INDEX_SELECT} FROM memories")
         while rows := cursor.fetchmany(5000):
             self._index_rows(index, rows)
         index.last_seq = seq
-        self._index = index
+        self._replace_index(index)
         return index
+
+    def _replace_index(self, index: VectorIndex | None) -> None:
+        """The index searches use from now on; the one before stops any clustering it has under way."""
+        if self._index is not None and self._index is not index:
+            self._index.stop()
+        self._index = index
 
     @staticmethod
     def _index_rows(index: VectorIndex, rows: list[tuple]) -> bool:
