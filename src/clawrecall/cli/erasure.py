@@ -76,8 +76,10 @@ def delete_bulk(state: State, yes: bool, as_json: bool, caller: Caller, **filter
     """Soft-delete every memory that matches the filters (at least one) and that you may erase: your own
     words, or any in a scope you may write. Without --yes it only counts them; deleted memories can be
     restored with `undelete` until purged."""
-    mem = state.open(embeds=False)
     args = engine_args(filters)
+    if not any(v is not None for v in args.values()):  # the engine's message would name its own arguments
+        raise click.UsageError("delete-bulk needs a filter: --scope, --category, --tag, --session, --older-than or --newer-than")
+    mem = state.open(embeds=False)
     n = mem.delete_bulk(caller=caller, dry_run=not yes, **args)
     found = out.memories(n)
     text = f"Deleted {found} (`list --deleted` lists deleted memories, `undelete ID` restores one)." if yes else (

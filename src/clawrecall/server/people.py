@@ -44,6 +44,12 @@ class DeleteBulkIn(_Body):
     until: When | None = Field(None, description="Only memories created at or before this time (older than).")
     dry_run: bool = Field(False, description="Count the matches; delete nothing.")
 
+    @model_validator(mode="after")
+    def _a_filter(self) -> "DeleteBulkIn":
+        if all(v is None for v in (self.scope, self.category, self.tags, self.session, self.since, self.until)):
+            raise ValueError("delete-bulk needs a filter: scope, category, tags, session, since or until")
+        return self
+
 
 class StartupIn(_Body):
     content: str = Field(min_length=1)
