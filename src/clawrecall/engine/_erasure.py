@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal, TypeVar
 
 from ..errors import ScopeError, ValidationError
 from ..scopes import Caller, Stored, may_erase, read_scopes
 from ..storage import Store
 from ._validate import require_writes
 from ._writes import Writes, actor_of
+
+R = TypeVar("R", bound=Stored)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,11 @@ class Erasing:
         return self.owned_ids("memory")
 
     def owned_ids(self, kind: str) -> list[str]:
-        return [r.id for r in self.store.owned(self.person.column, self.person.id, self.person.scope, kind) if self.takes(r)]
+        return [r.id for r in self.taken(self.store.owned, kind)]
+
+    def taken(self, owned: Callable[..., Iterable[R]], *args: str) -> list[R]:
+        """The rows a store's `owned(column, id, scope, *args)` finds for the person that this erasure removes."""
+        return [r for r in owned(self.person.column, self.person.id, self.person.scope, *args) if self.takes(r)]
 
     def takes(self, row: Stored) -> bool:
         """Whether this erasure removes the row: any for the administrator; for the person itself, those in
@@ -133,7 +139,7 @@ def _messages(e: Erasing) -> int:
 
 def _segments(e: Erasing) -> int:
     """The person's conversation segments, and each closed one's JSONL file."""
-    found = [s for s in e.store.segments.owned(e.person.column, e.person.id, e.person.scope) if e.takes(s)]
+    found = e.taken(e.store.segments.owned)
     e.segment_ids = [s.id for s in found]
     if not e.dry_run and found:
         e.store.segments.delete([s.id for s in found])
@@ -143,7 +149,7 @@ def _segments(e: Erasing) -> int:
 
 def _files(e: Erasing) -> int:
     """The person's ingested files: their chunks (text, vectors, index entries) and their rows."""
-    found = [f for f in e.store.files.owned(e.person.column, e.person.id, e.person.scope) if e.takes(f)]
+    found = e.taken(e.store.files.owned)
     if not e.dry_run:
         chunks = e.owned_ids("chunk")
         if chunks:

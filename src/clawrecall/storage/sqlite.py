@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..config import SQLiteConfig
-
     from .vector_index import RowMeta, VectorIndex
 
 # numpy and the vector index are imported where vectors are first touched: they are most of the
