@@ -274,6 +274,71 @@ def test_after_a_new_session_the_earlier_transcript_is_recalled_though_the_sessi
     assert "My favourite tea is oolong" in block and "Do I like oolong" not in block
 
 
+def _said_at(mem: Memory, caller: Caller, session: str, at: datetime, *texts: str) -> None:
+    mem.conversations.log([{"role": "user" if n % 2 == 0 else "assistant", "content": text,
+                            "timestamp": int((at + timedelta(seconds=n)).timestamp() * 1000)}
+                           for n, text in enumerate(texts)], caller=caller, session_id=session)
+
+
+def test_a_question_that_names_only_a_time_lists_what_was_said_then(mem):
+    """"What did we talk about yesterday?" has no word the legs could search: the time is the question.
+    The hits are yesterday's, the caller's only, memories before messages, newest first, noise left out."""
+    now = datetime.now(timezone.utc)
+    yesterday = datetime.combine(now.date() - timedelta(days=1), datetime.min.time(), timezone.utc) + timedelta(hours=10)
+    _said_at(mem, ALICE, "kitchen", yesterday, "We should repaint the kitchen a pale green.", "Pale green suits oak.", "ok")
+    _said_at(mem, ALICE, "dentist", yesterday - timedelta(days=4), "My dentist appointment moved to Thursday.")
+    _said_at(mem, BOB, "bob", yesterday, "My locker code is 4711.")
+    fact = mem.add("Alice is repainting her kitchen pale green", caller=ALICE, created_at=yesterday + timedelta(hours=1)).id
+    mem.backfill()
+    sources = ["memory", "message", "chunk"]
+    hits = mem.search("What did we talk about yesterday?", caller=ALICE, sources=sources, explain=True)
+    assert [h.content for h in hits] == ["Alice is repainting her kitchen pale green", "Pale green suits oak.",
+                                         "We should repaint the kitchen a pale green."]
+    assert hits[0].id == fact and [h.score for h in hits] == [1.0, 0.8, 0.8]  # the source weights
+    assert all(h.matched == ["time"] and h.similarity is None and h.explain["when"] == 1.0 for h in hits)
+    assert hits[1].origin["session_id"] == "kitchen"
+    for same in ("yesterday", "what did I say yesterday", "o čem jsme mluvili včera", "о чём мы говорили вчера"):
+        assert [h.id for h in mem.search(same, caller=ALICE, sources=sources)] == [h.id for h in hits], same
+    assert [h.content for h in mem.search("what did we talk about yesterday", caller=BOB, sources=sources)] == [
+        "My locker code is 4711."]
+    # the caller's own filters still hold: a session, a `since` inside the day, a limit
+    assert [h.id for h in mem.search("yesterday", caller=ALICE, sources=sources, session_id="dentist")] == []
+    assert [h.id for h in mem.search("yesterday", caller=ALICE, sources=sources, limit=1)] == [fact]
+    late = mem.search("yesterday", caller=ALICE, sources=sources, since=yesterday + timedelta(minutes=30))
+    assert [h.id for h in late] == [fact]
+    week = mem.search("what did we discuss in the last 7 days", caller=ALICE, sources=sources)
+    assert "My dentist appointment moved to Thursday." in [h.content for h in week]
+    # a busy day: the memory still leads 60 newer messages
+    _said_at(mem, ALICE, "busy", yesterday + timedelta(hours=2), *(f"Step {n}: configure the router VLAN" for n in range(60)))
+    busy = mem.search("what did we talk about yesterday?", caller=ALICE, sources=sources, limit=3)
+    assert busy[0].id == fact and [h.content for h in busy[1:]] == ["Step 59: configure the router VLAN",
+                                                                     "Step 58: configure the router VLAN"]
+    # a topic beside the time searches as before: the time lifts what was said then
+    topic = mem.search("What did we say about the kitchen yesterday?", caller=ALICE, sources=sources, explain=True)
+    assert topic and all(h.matched != ["time"] for h in topic) and "when" in topic[0].explain
+
+
+def test_a_file_read_in_today_is_not_what_was_said_today(mem, tmp_path):
+    manual = tmp_path / "manual.md"
+    manual.write_text("# Washing machine\n\nProgram 35 washes wool at 30 degrees.\n")
+    mem.files.ingest(manual, caller=ALICE)
+    mem.conversations.log([{"role": "user", "content": "Book the car service for Monday."}], caller=ALICE)
+    said = mem.search("what did we talk about today?", caller=ALICE, sources=["memory", "message", "chunk"])
+    assert [h.content for h in said] == ["Book the car service for Monday."]
+    read = mem.search("what did we talk about today?", caller=ALICE, sources=["chunk"])  # asked for alone
+    assert [h.source for h in read] == ["chunk"] and "Program 35" in read[0].content
+
+
+def test_recall_answers_what_did_we_talk_about_yesterday_from_the_record(mem):
+    now = datetime.now(timezone.utc)
+    yesterday = datetime.combine(now.date() - timedelta(days=1), datetime.min.time(), timezone.utc) + timedelta(hours=10)
+    _said_at(mem, ALICE, "s0", yesterday, "Let's plan the trip to Lisbon in May.", "Lisbon in May is lovely.")
+    mem.backfill()
+    block = before_prompt_build(mem, {"prompt": "What did we talk about yesterday?"}, Caller("alice", "main", "s2"))
+    assert "Let's plan the trip to Lisbon in May." in block["prependContext"]
+    assert "Lisbon in May is lovely." in block["prependContext"]
+
+
 def test_the_hook_skips_a_message_an_earlier_turn_could_not_store(mem):
     bad = {"role": "user", "content": "PIN \x00 1234"}
     with pytest.raises(ValidationError, match="a message of this turn"):

@@ -185,6 +185,8 @@ def test_a_new_fact_naming_a_known_one_stays_new():
     ("Пользователь сегодня бегал.", "сегодня"),
     ("В прошлом году пользователь переехал.", "прошлом году"),
     ("Пользователь завтра летит в Осло.", "завтра"),
+    ("The user ran 40 km in the last 7 days.", "the last 7 days"),
+    ("The last 2 days of the trip were rainy.", None),  # the end of something else, not a time before now
 ])
 def test_relative_time_words_in_three_languages(text, found):
     assert relative_time(text) == found

@@ -19,6 +19,11 @@ ENGLISH = [
     ("the day before yesterday we rode", D(2026, 3, 16), D(2026, 3, 16), "we rode"),
     ("day before yesterday", D(2026, 3, 16), D(2026, 3, 16), ""),
     ("meetings last week", D(2026, 3, 9), D(2026, 3, 15), "meetings"),
+    ("what did we discuss in the last 7 days?", D(2026, 3, 11), D(2026, 3, 18), "what did we discuss?"),
+    ("gym over the past two weeks", D(2026, 3, 4), D(2026, 3, 18), "gym"),
+    ("rent in the last 3 months", D(2025, 12, 18), D(2026, 3, 18), "rent"),
+    ("pay rises over the last 2 years", D(2024, 3, 18), D(2026, 3, 18), "pay rises"),
+    ("the last 2 days of the trip were rainy", None, None, None),
     ("meetings this week", D(2026, 3, 16), D(2026, 3, 22), "meetings"),
     ("rides last month", D(2026, 2, 1), D(2026, 2, 28), "rides"),
     ("rides this month", D(2026, 3, 1), D(2026, 3, 31), "rides"),
@@ -52,6 +57,9 @@ ENGLISH = [
 ]
 
 CZECH = [
+    ("co jsme probírali za posledních 7 dní", D(2026, 3, 11), D(2026, 3, 18), "co jsme probírali"),
+    ("za poslední 3 dny", D(2026, 3, 15), D(2026, 3, 18), ""),
+    ("poslední dva týdny", D(2026, 3, 4), D(2026, 3, 18), ""),
     ("co jsem jedl dnes", D(2026, 3, 18), D(2026, 3, 18), "co jsem jedl"),
     ("co jsem jedl dneska?", D(2026, 3, 18), D(2026, 3, 18), "co jsem jedl?"),
     ("co jsme dělali včera", D(2026, 3, 17), D(2026, 3, 17), "co jsme dělali"),
@@ -94,6 +102,8 @@ CZECH = [
 ]
 
 RUSSIAN = [
+    ("о чём мы говорили за последние 5 дней", D(2026, 3, 13), D(2026, 3, 18), "о чём мы говорили"),
+    ("за последние 3 дня", D(2026, 3, 15), D(2026, 3, 18), ""),
     ("что я ел сегодня", D(2026, 3, 18), D(2026, 3, 18), "что я ел"),
     ("что я ел вчера?", D(2026, 3, 17), D(2026, 3, 17), "что я ел?"),
     ("позавчера", D(2026, 3, 16), D(2026, 3, 16), ""),
@@ -162,3 +172,25 @@ def test_a_long_prompt_is_read_around_the_words_that_can_start_an_expression():
     assert find(filler, NOW) is None
     found = find(filler + "What did we decide v minulém týdnu?", NOW)
     assert found is not None and found.text == "v minulém týdnu" and found.query.endswith("What did we decide?")
+
+
+@pytest.mark.parametrize(("query", "no_topic"), [
+    ("yesterday", True),
+    ("What did we talk about yesterday?", True),
+    ("what did I say last week", True),
+    ("anything new since Monday?", True),
+    ("co jsme dělali včera", True),
+    ("о чём мы говорили вчера", True),
+    ("what happened yesterday?", True),
+    ("recap of last week", True),
+    ("What did Carol say yesterday?", False),
+    ("How are you today?", False),  # stopwords alone ask about no record
+    ("I did it yesterday", False),
+    ("Was it yesterday?", False),
+    ("dinner with Carol yesterday", False),
+    ("kde jsme byli na večeři včera", False),
+    ("куда мы ездили в мае", False),
+])
+def test_a_query_whose_other_words_name_no_topic_asks_for_the_time_itself(query, no_topic):
+    found = find(query, NOW)
+    assert found is not None and found.names_no_topic is no_topic

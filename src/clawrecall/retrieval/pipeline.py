@@ -15,8 +15,8 @@ import functools
 import logging
 import math
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
@@ -78,6 +78,9 @@ class RetrievalPipeline:
         now = now or utcnow()
         # a time the query names lifts hits from then; the legs search the rest of the query
         when = find(query, filters.as_of or now) if cfg.time_query_weight > 0 else None
+        if when is not None and when.names_no_topic:
+            return self._said_within(when, filters, limit=limit, now=now, explain=explain, diverse=diverse,
+                                     min_score=min_score)
         if when is not None and when.query:
             query = when.query
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
@@ -160,6 +163,49 @@ class RetrievalPipeline:
             )
             hits.without_vectors = without_vectors
             return hits
+
+    def _said_within(
+        self, when: When, filters: Filters, *, limit: int, now: datetime, explain: bool, diverse: bool,
+        min_score: float | None,
+    ) -> SearchHits:
+        """A query that names a time and no topic ("what did we talk about yesterday?"): what was said or
+        stored then, without the legs, which have no words to search. Memories and messages, not file
+        chunks unless only they are asked for (a file's time is when it was read in). Ranked by source
+        weight (a memory leads the messages it came from), then newest first; near-copies last, noise
+        left out. A hit's score is its ranking score, as in the keyword-only modes: with no query to
+        compare, it cannot be an estimated relevance."""
+        cfg = self.cfg
+        start = max(when.start, filters.since) if filters.since else when.start
+        end = when.end - timedelta(microseconds=1)  # `until` includes its moment; a time range does not
+        window = replace(filters, since=start, until=min(end, filters.until) if filters.until else end)
+        pool = max(cfg.candidates, limit * 2)
+        items: list[Scored] = []
+        with self.store.pinned():
+            for kind in [k for k in filters.kinds if k != "chunk"] or filters.kinds:  # chunks if nothing else is asked
+                # a pool per kind: a busy day's messages must not crowd out the memories that lead them
+                listed = self.store.list(replace(window, kinds=(kind,)), limit=pool, offset=0, order="newest")
+                items += [Scored(record, 1.0, steps={"when": 1.0}) for record in listed]
+            if len(filters.kinds) > 1:
+                items = apply_source_weights(items, cfg.source_weights)
+            items.sort(key=lambda s: (s.score, s.memory.created_at), reverse=True)
+            items = apply_noise(items, noise=cfg.noise_filter, keep=limit * 2)
+            if diverse and cfg.mmr_threshold is not None and len(items) > 1:
+                items = apply_mmr(items, self.store.vectors([s.memory.id for s in items]),
+                                  threshold=cfg.mmr_threshold, limit=limit)
+            floor = cfg.min_score if min_score is None else min_score
+            items = [s for s in items if s.score >= floor][:limit]
+            discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
+        return SearchHits(
+            SearchHit(
+                memory=s.memory,
+                score=round(s.score, 6),
+                age=age_string(s.memory.created_at, now),
+                matched=["time"],
+                explain={"legs": {}, **s.steps, "ranking": s.score, "final": s.score} if explain else None,
+                discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
+            )
+            for s in items
+        )
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray], calibration: RelevanceConfig | None) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""

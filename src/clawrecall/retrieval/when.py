@@ -16,6 +16,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable
 
 from .._time import as_utc
+from ..storage.text import STOPWORDS
 
 Span = tuple[date, date]  # first day, day after the last
 
@@ -31,6 +32,29 @@ class When:
 
     def __contains__(self, moment: datetime) -> bool:
         return self.start <= as_utc(moment) < self.end
+
+    @property
+    def names_no_topic(self) -> bool:
+        """Whether the query asks for the time itself: nothing but the time ("yesterday"), or a question of
+        what was said or done then ("what did we talk about yesterday?") whose other words can find
+        nothing. Stopwords alone are not enough: "how are you today?" asks about no record."""
+        words = re.findall(r"\w+", self.query.lower())
+        return all(w in STOPWORDS or w in _RECAP or w in _FILLER for w in words) and (
+            not words or any(w in _RECAP for w in words))
+
+
+# Words that ask what was said or done within a time, in the languages of the rules below ("what did I
+# say yesterday", "anything new since Monday", "co jsme dělali včera", "о чём мы говорили вчера") …
+_RECAP = frozenset("""
+    say said says tell told talk talked discuss discussed chat chatted speak spoke mention mentioned happen
+    happened new conversation conversations remind remember recall summarize summarise summary recap
+    dělali dělal dělala mluvili mluvil mluvila povídali bavili říkal říkala říkali řekl řekla řekli probírali
+    stalo nového novinky připomeň
+    делали делал делала говорили говорил говорила обсуждали обсуждал сказал сказала сказали болтали
+    случилось происходило нового напомни
+""".split())
+# … and words that may stand beside them without naming a topic
+_FILLER = frozenset("anything something everything show list us please again co čem něco všechno чём".split())
 
 
 def _month(year: int, month: int) -> date:
@@ -87,12 +111,14 @@ _WEEKDAYS: dict[int, str] = {
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10,
+    "dva": 2, "dvě": 2, "tři": 3, "čtyři": 4, "pět": 5, "šest": 6, "sedm": 7, "osm": 8, "devět": 9, "deset": 10,
     "jedním": 1, "dvěma": 2, "třemi": 3, "čtyřmi": 4, "pěti": 5, "šesti": 6, "sedmi": 7, "osmi": 8, "devíti": 9,
     "deseti": 10,
     "один": 1, "одну": 1, "одна": 1, "два": 2, "две": 2, "три": 3, "четыре": 4, "пять": 5, "шесть": 6,
     "семь": 7, "восемь": 8, "девять": 9, "десять": 10,
 }
 _NUMBER = r"(?P<n>\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
+_COUNT = r"(?P<n>\d{1,3}|" + "|".join(sorted(set(_NUMBERS) - {"a", "an"}, key=len, reverse=True)) + ")"  # "the last 3 days"
 # "N units ago" in each language: unit -> its forms (the number comes before, "ago" after; Czech: "před" before)
 _UNITS = {
     "day": r"days?|dny|dnem|дн(?:я|ей|ь)|день",
@@ -100,6 +126,15 @@ _UNITS = {
     "month": r"months?|měsíci|měsícem|месяц(?:а|ев)?",
     "year": r"years?|lety|rokem|год(?:а)?|лет",
 }
+
+# "the last N units": the plural forms a count takes ("7 dní", "5 дней", "2 недели")
+_RECENT_UNITS = {
+    "day": r"days?|dní|dnů|dny|дн(?:я|ей)|день",
+    "week": r"weeks?|týdnů|týdny|týden|недел(?:ю|и|ь)",
+    "month": r"months?|měsíců|měsíce|měsíc|месяц(?:а|ев)?",
+    "year": r"years?|let|roky|rok|лет|года|год",
+}
+_RECENT = r"(?:(?:over|within|za|за)\s+)?(?:the\s+)?(?:last|past|previous|posledních|poslední|последние|последних)"
 
 _THIS, _LAST = r"(?:this|tento|tenhle|tomto|tomhle|tohoto|letošní|этот|эта|этом|этой|этого)", \
     r"(?:last|past|previous|minulý|minulém|minulého|minulou|minulé|předchozí|прошл(?:ый|ая|ой|ом|ого|ую))"
@@ -136,6 +171,19 @@ def _ago(m: re.Match[str], today: date) -> Span:
     return _year_span(today.year - n)
 
 
+def _recent(m: re.Match[str], today: date) -> Span:
+    """"the last 7 days", "the past two weeks", "za posledních 7 dní": from the same day that many units
+    back up to the end of today."""
+    said = m["n"].lower()
+    n = int(said) if said.isdigit() else _NUMBERS[said]
+    unit = next(u for u, forms in _RECENT_UNITS.items() if re.fullmatch(forms, m["unit"], re.IGNORECASE))
+    if unit in ("month", "year"):
+        first = _month(today.year, today.month - n * (12 if unit == "year" else 1))
+        return first.replace(day=min(today.day, (_month(first.year, first.month + 1) - timedelta(days=1)).day)), \
+            today + timedelta(days=1)
+    return today - timedelta(days=n * (7 if unit == "week" else 1)), today + timedelta(days=1)
+
+
 def _iso(m: re.Match[str], today: date) -> Span:
     year, month, day = int(m["y"]), int(m["m"]), m["d"]
     return _day(date(year, month, int(day))) if day else _month_span(year, month)
@@ -148,6 +196,8 @@ _EN_MONTH = rf"(?P<month>{'|'.join(_MONTHS_EN)})"
 # Tried in order: longer expressions before the words they contain.
 _RULES: list[tuple[str, Callable[[re.Match[str], date], Span]]] = [
     (r"(?P<y>\d{4})-(?P<m>0[1-9]|1[0-2])(?:-(?P<d>0[1-9]|[12]\d|3[01]))?", _iso),
+    # not "the last 2 days of the trip": that names the end of something else, not a time before today
+    (rf"{_RECENT}\s+{_COUNT}\s+(?P<unit>{'|'.join(_RECENT_UNITS.values())})(?!\s+(?:of|z|ze|из)\b)", _recent),
     (r"(?:the\s+)?day\s+before\s+yesterday|předevčírem|позавчера", lambda m, t: _day(t - timedelta(days=2))),
     (r"yesterday|včera|včerejška|вчера|вчерашнего\s+дня", lambda m, t: _day(t - timedelta(days=1))),
     (r"today|dnes|dneska|dnešk(?:a|u)|сегодня|сегодняшнего\s+дня", lambda m, t: _day(t)),
@@ -188,7 +238,7 @@ _PLAIN_RULES = _compile(_RULES, _BEFORE) + _compile(_AFTER_IN, _IN)
 # Every expression contains one of these word starts (or a four-digit year): only the text around
 # them is matched against the rules, so a long prompt that names no time costs one scan, not 80.
 _TRIGGER = re.compile(
-    r"(?<!\w)(?:\d{4}|today|yesterday|week|month|year|ago|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"(?<!\w)(?:\d{4}|today|yesterday|days?\b|dní|dnů|dny|дней|дня|week|month|year|ago|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
     + "|".join(_MONTHS_EN)
     + r"|dnes|dnešk|včer|předevčírem|týd|měsíc|rok|roce|loni|vloni|letos|loňsk|před|pondělí|úterý|střed|čtvrt|pát|"
     r"sobot|neděl|led|únor|břez|dub|květ|červ|srp|září|říj|listopad|prosin|сегодня|вчера|позавчера|недел|месяц|"
@@ -250,8 +300,8 @@ def _without(query: str, start: int, end: int) -> str:
 # must say the date ("On 2026-03-02 …") because it is read months later. The query rules' relative
 # expressions, plus the future and parts of today a query does not ask about.
 _RELATIVE = re.compile(_EDGE.format("(?:" + "|".join([
-    # day before yesterday … "před 3 dny": the rules between the ISO date and the months, their groups unnamed
-    *(re.sub(r"\(\?P<\w+>", "(?:", core) for core, _ in _RULES[1:12]),
+    # "the last 7 days" … "před 3 dny": the rules between the ISO date and the months, their groups unnamed
+    *(re.sub(r"\(\?P<\w+>", "(?:", core) for core, _ in _RULES[1:next(i for i, r in enumerate(_RULES) if r[1] is _month_named)]),
     r"tomorrow|zítra|zítřek|завтра|послезавтра|pozítří",
     r"(?:this|tomorrow)\s+(?:morning|afternoon|evening)|tonight|last\s+night|dnes\s+(?:ráno|večer|odpoledne)|"
     r"včera\s+večer|сегодня\s+(?:утром|вечером)|вчера\s+вечером",
