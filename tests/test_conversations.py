@@ -339,6 +339,113 @@ def test_recall_answers_what_did_we_talk_about_yesterday_from_the_record(mem):
     assert "Lisbon in May is lovely." in block["prependContext"]
 
 
+def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occurrences(mem):
+    from clawrecall.models import Occurrence
+
+    mem.conversations.log(transcript(2), caller=ALICE)
+    closed = mem.conversations.end("s1", caller=ALICE)
+    mem.conversations.log(transcript(1, start=T0 + timedelta(hours=1)), caller=ALICE)  # a second segment, open
+    mem.conversations.log(transcript(1), caller=ALICE, session_id="keep")
+    mem.conversations.log(transcript(1), caller=BOB, session_id="s1")  # bob's own s1
+    file = mem.conversations.folder() / closed.file
+    assert file.exists()
+    fact = mem.add("Alice's shed roof gets cedar shingles", caller=ALICE).id
+    said = [m.id for m in stored(mem)]
+    mem.store.occurrences.insert([
+        Occurrence(id="00000000-0000-4000-8000-000000000001", memory_id=fact, scope="user:alice", segment_id=closed.id,
+                   session_id="s1", at=T0, snippet="use cedar shingles", message_ids=said[:2]),
+        Occurrence(id="00000000-0000-4000-8000-000000000002", memory_id=fact, scope="user:alice", at=T0, message_ids=[]),
+    ])
+    assert mem.jobs.enqueue("extract", scope="user:alice", subject_id=closed.id) is not None
+    assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="another-segment") is not None
+
+    expected = {"messages": 6, "segments": 2, "occurrences": 1, "jobs": 1}
+    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True) == expected
+    assert len(stored(mem)) == 6 and file.exists()  # a dry run changes nothing
+    with pytest.raises(NotFoundError, match="no conversation with session id 's1'"):
+        mem.conversations.delete("s1", caller=Caller("carol", "main"))  # carol reads no s1
+    assert mem.conversations.delete("s1", caller=ALICE) == expected
+    assert not file.exists()
+    with pytest.raises(NotFoundError):
+        stored(mem)
+    assert mem.conversations.segments(caller=ALICE, session_id="keep")
+    assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25")  # the other session's
+    assert all(h.origin["session_id"] == "keep"
+               for h in mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25"))
+    assert [o.id for o in mem.store.occurrences.of(fact)] == ["00000000-0000-4000-8000-000000000002"]
+    assert [j.subject_id for j in mem.jobs.list(caller=Caller())] == ["another-segment"]
+    assert mem.get(fact, caller=ALICE).content.startswith("Alice's shed roof")  # the facts stay
+    assert len(stored(mem, BOB)) == 2  # bob's s1 is his
+    with pytest.raises(NotFoundError):
+        mem.conversations.delete("s1", caller=ALICE)  # gone: nothing left to erase
+
+
+def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem):
+    """A session id names a conversation per scope: alice's "chat", agent main's own "chat" (recorded with
+    no user) and bob's are three. Alice deletes hers; the administrator names the scope."""
+    for caller in (ALICE, Caller(None, "main"), BOB):
+        mem.conversations.log(transcript(1), caller=caller, session_id="chat")
+    assert mem.conversations.delete("chat", caller=ALICE)["messages"] == 2
+    assert {c["scope"] for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
+    with pytest.raises(NotFoundError, match="no conversation with session id 'chat' in global"):
+        mem.conversations.delete("chat", caller=Caller(), scope="global")
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True)["messages"] == 2
+    from clawrecall.errors import ScopeError
+    with pytest.raises(ScopeError):
+        mem.conversations.delete("chat", caller=ALICE, scope="user:bob")  # not hers to read
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob")["messages"] == 2
+    assert mem.conversations.delete("chat", caller=Caller(None, "main")) == {"messages": 2, "segments": 1,
+                                                                              "occurrences": 0, "jobs": 0}
+    assert mem.conversations.sessions(caller=Caller()) == []
+
+
+def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversation_of_its_own(mem):
+    """The delete locks the session's segments before it reads their messages: a message logged meanwhile
+    waits, then opens a new segment, and is never left in a segment that is gone."""
+    import threading
+    import time
+
+    mem.conversations.log(transcript(1), caller=ALICE)
+    find, late = mem.store.segments.find, []
+
+    def find_then_log(*args, **kwargs):
+        found = find(*args, **kwargs)
+        if kwargs.get("for_update") and not late:
+            late.append(threading.Thread(target=mem.conversations.log, args=(
+                [{"role": "user", "content": "said during the delete"}],), kwargs={"caller": ALICE}))
+            late[0].start()
+            time.sleep(0.3)  # it reaches the lock the delete holds
+        return found
+
+    mem.store.segments.find = find_then_log
+    assert mem.conversations.delete("s1", caller=ALICE)["messages"] == 2
+    late[0].join(30)
+    assert [m.content for m in stored(mem)] == ["said during the delete"]
+    [segment] = mem.conversations.segments(caller=ALICE, session_id="s1")
+    assert segment.message_count == 1 and {m.segment_id for m in stored(mem)} == {segment.id}
+
+
+def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
+    """A conversation in `global` (where an earlier release recorded one that named no user), written by no
+    one the caller is: every user reads it; only a caller who may write `global` erases it."""
+    from clawrecall.errors import ScopeError
+
+    with Memory.open(db_target, access={"scopes": {"global": {"write": ["user:carol"]}}}) as mem:
+        mem.conversations.log([{"role": "user", "content": "Shared notes from the old days"}], caller=Caller(None, "ops"),
+                              session_id="old")
+        mem.store._run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
+        mem.store._run("UPDATE messages SET scope = 'global'")
+        mem.store._run("UPDATE segments SET scope = 'global', agent_id = NULL")
+        assert mem.conversations.show("old", caller=ALICE)
+        with pytest.raises(NotFoundError):
+            mem.conversations.delete("old", caller=ALICE)  # her own conversation "old": there is none
+        with pytest.raises(ScopeError, match="may be read but not erased"):
+            mem.conversations.delete("old", caller=ALICE, scope="global")
+        assert len(mem.conversations.show("old", caller=ALICE)) == 1
+        assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global") == {
+            "messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}
+
+
 def test_the_hook_skips_a_message_an_earlier_turn_could_not_store(mem):
     bad = {"role": "user", "content": "PIN \x00 1234"}
     with pytest.raises(ValidationError, match="a message of this turn"):

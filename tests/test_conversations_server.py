@@ -173,3 +173,30 @@ def test_a_session_id_with_a_slash_is_reached_by_every_route(server, tokens, rec
         assert too_long.status_code == 400 and "1 to 200 characters" in too_long.text
         no_source = alice.post("/v1/search", json={"query": "cedar", "sources": []})
         assert no_source.status_code == 400 and "no source given" in no_source.text
+
+
+def test_a_conversation_is_deleted_by_its_owner_through_rest_and_the_cli(server, tokens, recorded, db):  # noqa: F811
+    with client(server, tokens["alice"]) as alice, client(server, tokens["bob"]) as bob:
+        for session in ("old/1", "old-2"):
+            logged = alice.post("/v1/conversations/messages", json={
+                "session_id": session, "messages": [{"role": "user", "content": "My old locker code was 1234"}]})
+            assert logged.status_code == 200 and logged.json()["stored"] == 1, logged.text
+        assert bob.delete("/v1/conversations/old/1").status_code == 404  # as if there were none
+        dry = alice.delete("/v1/conversations/old/1", params={"dry_run": "true"})
+        assert dry.json() == {"session_id": "old/1", "scope": None, "dry_run": True,
+                              "deleted": {"messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}}
+        assert bob.delete("/v1/conversations/old/1", params={"scope": "user:alice"}).status_code == 403
+        assert alice.get("/v1/conversations/old/1").status_code == 200
+        done = alice.delete("/v1/conversations/old/1")
+        assert done.status_code == 200 and done.json()["dry_run"] is False and done.json()["deleted"]["messages"] == 1
+        assert alice.get("/v1/conversations/old/1").status_code == 404
+        assert alice.delete("/v1/conversations/old/1").status_code == 404
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["--db", str(db), "conversations", "delete", "old-2", "--user", "alice"])
+    assert refused.exit_code == 2 and "needs confirmation" in refused.output  # no terminal to ask on
+    result = runner.invoke(cli, ["--db", str(db), "conversations", "delete", "old-2", "--user", "alice", "--yes", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["deleted"] == {"messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}
+    with client(server, tokens["alice"]) as alice:
+        assert alice.get("/v1/conversations/old-2").status_code == 404
+        assert alice.get("/v1/conversations/s1").status_code == 200  # the others stay

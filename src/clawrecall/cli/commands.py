@@ -236,7 +236,7 @@ def confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise click.UsageError("this erases memories for good and needs confirmation: pass --yes (stdin is not a terminal)")
+        raise click.UsageError("this erases for good and needs confirmation: pass --yes (stdin is not a terminal)")
     if not click.confirm(question, err=True):
         raise click.Abort()
 

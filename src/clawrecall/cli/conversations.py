@@ -11,7 +11,8 @@ import click
 from ..models import Message, Segment
 from ..scopes import Caller
 from . import output as out
-from .commands import State, caller_options, confirm, group_json_option, json_option, output_file, pass_state
+from .commands import State, caller_options, confirm, group_json_option, json_option, output_file, pass_state, yes_option
+from .erasure import counts_text
 
 SNIPPET = 100
 
@@ -122,6 +123,27 @@ def end(state: State, session_id: str, caller: Caller, as_json: bool) -> None:
     closed = state.open(embeds=False).conversations.end(session_id, caller=caller, reason="explicit")
     text = "No open segment." if closed is None else f"Closed segment {out.short_id(closed.id)} ({closed.file or 'no file'})."
     out.respond(as_json, {"closed": closed}, text)
+
+
+@conversations_group.command("delete")
+@click.argument("session_id", metavar="SESSION")
+@caller_options
+@click.option("--scope", metavar="SCOPE", help="The conversation in this scope (default: your own, where it is recorded).")
+@click.option("--dry-run", is_flag=True, help="Count what would be erased; change nothing.")
+@yes_option
+@json_option
+@pass_state
+def delete(state: State, session_id: str, caller: Caller, scope: str | None, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Erase a conversation for good: its messages, segments and their JSONL files, the extraction jobs of
+    its segments and the fact occurrences quoting them (the facts stay). Asks first, showing the count."""
+    record = state.open(embeds=False).conversations
+    counts = record.delete(session_id, caller=caller, scope=scope, dry_run=True)
+    if not dry_run:
+        confirm(f"Erase conversation {session_id} for good: {counts_text(counts)}?", yes)
+        counts = record.delete(session_id, caller=caller, scope=scope)
+    verb = "Would erase" if dry_run else "Erased"
+    text = f"{verb} conversation {session_id}: {counts_text(counts)}." + (" Nothing changed (dry run)." if dry_run else "")
+    out.respond(as_json, {"deleted": counts, "dry_run": dry_run, "session_id": session_id, "scope": scope}, text)
 
 
 @conversations_group.command("sweep")

@@ -29,7 +29,7 @@ _KIND_NAMES = {"memories": ("memory", "memories"), "history": ("history entry", 
                "history_actor": ("change signed by them", "changes signed by them"),
                "occurrences": ("fact occurrence", "fact occurrences"),
                "messages": ("message", "messages"), "segments": ("segment", "segments"), "files": ("file", "files"),
-               "startup": ("startup entry", "startup entries")}
+               "startup": ("startup entry", "startup entries"), "jobs": ("job", "jobs")}
 
 
 def counts_text(counts: dict[str, int]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
@@ -21,7 +22,7 @@ from .._time import utcnow
 from ..config import Config, data_dir
 from ..conversations import segments as rules
 from ..conversations.transcript import Entry, entries
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, ScopeError, ValidationError
 from ..models import MemoryRecord, Message, Segment
 from ..scopes import MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
 from ..storage import Store
@@ -211,6 +212,39 @@ class Conversations:
             counts["files"] += self._remove_files(old)
             self.store.segments.delete([s.id for s in old])
             counts["segments"] += len(old)
+        return counts
+
+    def delete(self, session_id: str, *, caller: Caller, scope: str | None = None, dry_run: bool = False) -> dict[str, int]:
+        """Erase one conversation for good: its messages (text, vectors, index entries), its segments and their
+        JSONL files, the extraction jobs of those segments and the fact occurrences that quote them. What was
+        made of it (facts, a session summary) is memories of its own and stays.
+
+        The conversation is the session in the caller's own scope (where `log` records it), or in `scope`
+        (another user's for the administrator, `global` for one an earlier release recorded there): "not
+        found" when the caller reads none of it there; refused unless it may erase every message of it (the
+        rule of deleting a memory). Returns the rows per kind; `dry_run` counts and changes nothing."""
+        _session_id(session_id)
+        if not dry_run:
+            require_writes(self.config)
+        [where] = read_scopes(caller, scope if scope is not None else self._own(caller), access=self.config.access)
+        with nullcontext() if dry_run else self.store.transaction():
+            # its segments first, locked: a message logged meanwhile waits for them, or starts a segment of its own
+            segments = self.store.segments.find([where], session_id, limit=1_000_000, offset=0, for_update=not dry_run)
+            if not segments:
+                raise NotFoundError(f"no conversation with session id {session_id!r}" + (f" in {where}" if scope else ""))
+            segment_ids = [seg.id for seg in segments]
+            ids = self.store.messages.ids_in(segment_ids)
+            if len(self.writes.erasable(ids, caller)) < len(ids):
+                raise ScopeError(f"conversation {session_id!r} in {where} may be read but not erased by this caller")
+            quoting = self.store.occurrences.in_segments(segment_ids)
+            counts = {"messages": len(ids), "segments": len(segments), "occurrences": len(quoting),
+                      "jobs": self.store.jobs.about(segment_ids, delete=not dry_run)}
+            if not dry_run:
+                self.store.occurrences.delete(quoting)
+                self.store.messages.delete(ids)
+                self.store.segments.delete(segment_ids)
+        if not dry_run:
+            self._remove_files(segments)
         return counts
 
     def _remove_files(self, segments: Sequence[Segment]) -> int:

@@ -1,4 +1,5 @@
-"""REST `/v1/conversations`: record messages, end a session, read the record back (`mem.conversations`).
+"""REST `/v1/conversations`: record messages, end a session, read the record back, erase a conversation
+(`mem.conversations`).
 
 The messages' owner is the authenticated caller, as for every route; the session is the body's
 `session_id`, else the caller's (the `x-clawrecall-session` header).
@@ -94,6 +95,14 @@ class Ended(BaseModel):
     closed: Segment | None
 
 
+class Deleted(BaseModel):
+    session_id: str
+    scope: str | None = Field(description="The scope asked for (null: the caller's own).")
+    deleted: dict[str, int] = Field(description="Rows erased (with dry_run: that would be) per kind: messages, "
+                                    "segments (each with its JSONL file), occurrences, jobs.")
+    dry_run: bool
+
+
 @router.post("/messages", responses=WRITE)
 def log_messages(body: MessagesIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Logged:
     """Store the messages not stored yet; they are in the database when this answers (embedded just after)."""
@@ -141,6 +150,19 @@ def end_conversation(
 ) -> Ended:
     """Close the session's open segment now (a `/new`, a reset, an explicit end)."""
     return Ended(closed=mem.conversations.end(session_id, caller=ctx, reason=(body or EndIn()).reason))
+
+
+@router.delete("/{session_id:path}", responses={**WRITE, **errors(NotFoundError)})
+def delete_conversation(
+    session_id: str,
+    scope: str | None = Query(None, description="The conversation in this scope (default: the caller's own)."),
+    dry_run: bool = Query(False, description="Count what would be erased; change nothing."),
+    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> Deleted:
+    """Erase the conversation for good: its messages, segments and their files, the extraction jobs of its
+    segments and the fact occurrences quoting them (the facts stay)."""
+    counts = mem.conversations.delete(session_id, caller=ctx, scope=scope, dry_run=dry_run)
+    return Deleted(session_id=session_id, scope=scope, deleted=counts, dry_run=dry_run)
 
 
 # last: a session id may hold "/", so this route would take the ones above for its own

@@ -193,18 +193,32 @@ class Jobs(_Table[Job]):
         latest = self._store._run(f"SELECT t.last_error FROM jobs t {failed} ORDER BY t.updated_at DESC LIMIT 1", params)
         return n, latest[0][0] if latest else None
 
+    def about(self, subjects: Sequence[str], *, delete: bool) -> int:
+        """The jobs about these subjects (a deleted conversation's segments): counted, or removed."""
+        marks = self._store.dialect.marks
+        return self._count_or_delete([(f"subject_id IN ({marks(len(chunk))})", list(chunk)) for chunk in _chunks(subjects)],
+                                     delete)
+
     def in_scope(self, scope: str, subjects: Sequence[str] = (), *, delete: bool) -> int:
         """A scope's jobs, and any elsewhere about these subjects (a person's segments in a shared scope):
         counted, or removed (erasure; a worker running one then loses its lease and writes nothing)."""
-        s, p = self._store, self._store.dialect.p
-        parts = [(f"scope = {p}", [scope])] + [
-            (f"scope <> {p} AND subject_id IN ({s.dialect.marks(len(chunk))})", [scope, *chunk])
-            for chunk in (list(subjects[i : i + 500]) for i in range(0, len(subjects), 500))
-        ]
+        p, marks = self._store.dialect.p, self._store.dialect.marks
+        return self._count_or_delete([(f"scope = {p}", [scope])] + [
+            (f"scope <> {p} AND subject_id IN ({marks(len(chunk))})", [scope, *chunk]) for chunk in _chunks(subjects)
+        ], delete)
+
+    def _count_or_delete(self, parts: list[tuple[str, list[Any]]], delete: bool) -> int:
+        """The jobs matching any of the conditions: counted, or removed (a worker running one then loses its
+        lease, so nothing it found is written)."""
+        s = self._store
         if not delete:
             return sum(int(s._run(f"SELECT count(*) FROM jobs WHERE {where}", params)[0][0]) for where, params in parts)
         with s.transaction():
             return sum(s._rowcount(f"DELETE FROM jobs WHERE {where}", params) for where, params in parts)
+
+
+def _chunks(ids: Sequence[str], size: int = 500) -> list[list[str]]:
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
 def _held(claim: Claim) -> tuple[Any, ...]:

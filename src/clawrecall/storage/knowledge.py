@@ -44,6 +44,14 @@ class Occurrences(_Table[Occurrence]):
             ids.update(str(r[0]) for r in self._store._run(f"SELECT t.id FROM fact_occurrences t WHERE {where}", params))
         return sorted(ids)
 
+    def in_segments(self, segment_ids: Sequence[str]) -> list[str]:
+        """Ids of the occurrences said in these segments (their snippets quote the segments' messages)."""
+        ids: list[str] = []
+        for start in range(0, len(segment_ids), _CHUNK):
+            where, params = self._in("segment_id", segment_ids[start : start + _CHUNK])
+            ids += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM fact_occurrences t WHERE {where}", params)]
+        return ids
+
     def delete(self, ids: Sequence[str]) -> None:
         s = self._store
         with s.transaction():

@@ -119,6 +119,14 @@ class Messages(_Table[Message]):
         return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
+    def ids_in(self, segment_ids: Sequence[str]) -> list[str]:
+        """Ids of the messages of these segments."""
+        ids: list[str] = []
+        for start in range(0, len(segment_ids), 500):
+            where, params = self._in("segment_id", segment_ids[start : start + 500])
+            ids += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM messages t WHERE {where}", params)]
+        return ids
+
     def in_segment(self, segment_id: str) -> list[Message]:
         return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY {self._order}", (segment_id,))
 
@@ -220,13 +228,16 @@ class Segments(_Table[Segment]):
         with s.transaction():
             s._run_many(f"DELETE FROM segments WHERE id = {s.dialect.p}", [(i,) for i in ids])
 
-    def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int) -> list[Segment]:
+    def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int,
+             for_update: bool = False) -> list[Segment]:
+        """`for_update`: locked until the transaction ends (PostgreSQL), as `open_for` locks one."""
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
         if session_id is not None:
             where += f" AND t.session_id = {d.p}"
             params.append(session_id)
-        return self._read(f"WHERE {where} ORDER BY t.started_at DESC, t.id LIMIT {d.p} OFFSET {d.p}", (*params, limit, offset))
+        return self._read(f"WHERE {where} ORDER BY t.started_at DESC, t.id LIMIT {d.p} OFFSET {d.p}"
+                          f"{d.for_update if for_update else ''}", (*params, limit, offset))
 
 
 class Files(_Table[FileRecord]):
