@@ -19,10 +19,12 @@ from .._time import checked_utc, parse_when
 from ..config import Config
 from ..errors import ScopeError, ValidationError, WritesDisabledError, pydantic_message
 from ..models import MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller, new_memory_owner
+from ..scopes import MAX_ID_CHARS, Caller, new_memory_owner
 
 MAX_CONTENT_CHARS = 100_000
 MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
+# a memory's short text fields: labels, not a second content (a session id as long as the record's)
+MAX_FIELD_CHARS = {"title": 1_000, "session_id": MAX_ID_CHARS, "source_type": MAX_ID_CHARS, "source_id": 1_000}
 
 
 def require_writes(config: Config) -> None:
@@ -56,9 +58,9 @@ def _build_record(
     else:
         raise ValidationError(f"expected a mapping or a NewMemory, got {type(item).__name__}")
     content = check_content(new.content)
-    for name in ("title", "session_id", "source_type", "source_id"):
+    for name in MAX_FIELD_CHARS:
         if (value := getattr(new, name)) is not None:
-            check_text(value, name)
+            check_field(value, name)
     scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope, access=config.access)
     created = check_when(new.created_at, "created_at") if new.created_at else now
     valid_from = check_when(new.valid_from, "valid_from") if new.valid_from else created
@@ -189,6 +191,14 @@ def check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         raise ValidationError(f"metadata is {size} characters as JSON; the limit is {MAX_METADATA_CHARS}")
     check_text(metadata, "metadata")
     return metadata
+
+
+def check_field(value: str, name: str) -> str:
+    """One of a memory's short text fields (`MAX_FIELD_CHARS`)."""
+    check_text(value, name)
+    if len(value) > MAX_FIELD_CHARS[name]:
+        raise ValidationError(f"{name} is {len(value)} characters; the limit is {MAX_FIELD_CHARS[name]}")
+    return value
 
 
 def check_text(value: Any, name: str) -> None:

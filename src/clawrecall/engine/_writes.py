@@ -26,10 +26,10 @@ from ._reads import resolve
 from ._validate import (
     check_category,
     check_content,
+    check_field,
     check_metadata,
     check_share,
     check_tags,
-    check_text,
     check_visibility,
     check_when,
     new_ids,
@@ -308,8 +308,7 @@ class Writes:
         if "content" in given:
             changes["content"] = check_content(given["content"])
         if "title" in given:
-            check_text(given["title"], "title")
-            changes["title"] = given["title"]
+            changes["title"] = check_field(given["title"], "title")
         if "category" in given:
             changes["category"] = check_category(given["category"], self.config.categories)
         if "tags" in given:
