@@ -308,11 +308,12 @@ def test_a_question_that_names_only_a_time_lists_what_was_said_then(mem):
     assert [h.id for h in late] == [fact]
     week = mem.search("what did we discuss in the last 7 days", caller=ALICE, sources=sources)
     assert "My dentist appointment moved to Thursday." in [h.content for h in week]
-    # a busy day: the memory still leads 60 newer messages
+    # a busy day: the memory still leads 60 newer messages, each conversation has its turn, small talk is left out
     _said_at(mem, ALICE, "busy", yesterday + timedelta(hours=2), *(f"Step {n}: configure the router VLAN" for n in range(60)))
-    busy = mem.search("what did we talk about yesterday?", caller=ALICE, sources=sources, limit=3)
-    assert busy[0].id == fact and [h.content for h in busy[1:]] == ["Step 59: configure the router VLAN",
-                                                                     "Step 58: configure the router VLAN"]
+    _said_at(mem, ALICE, "evening", yesterday + timedelta(hours=9), "Great, thanks!", "Sure thing.", "Bye!", "díky")
+    busy = mem.search("what did we talk about yesterday?", caller=ALICE, sources=sources, limit=4)
+    assert busy[0].id == fact and [h.content for h in busy[1:]] == [
+        "Step 59: configure the router VLAN", "Pale green suits oak.", "Step 58: configure the router VLAN"]
     # a topic beside the time searches as before: the time lifts what was said then
     topic = mem.search("What did we say about the kitchen yesterday?", caller=ALICE, sources=sources, explain=True)
     assert topic and all(h.matched != ["time"] for h in topic) and "when" in topic[0].explain
@@ -360,11 +361,11 @@ def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occ
     assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="another-segment") is not None
 
     expected = {"messages": 6, "segments": 2, "occurrences": 1, "jobs": 1}
-    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True) == expected
+    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True) == {"scope": "user:alice", "deleted": expected}
     assert len(stored(mem)) == 6 and file.exists()  # a dry run changes nothing
     with pytest.raises(NotFoundError, match="no conversation with session id 's1'"):
         mem.conversations.delete("s1", caller=Caller("carol", "main"))  # carol reads no s1
-    assert mem.conversations.delete("s1", caller=ALICE) == expected
+    assert mem.conversations.delete("s1", caller=ALICE) == {"scope": "user:alice", "deleted": expected}
     assert not file.exists()
     with pytest.raises(NotFoundError):
         stored(mem)
@@ -385,17 +386,19 @@ def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem)
     no user) and bob's are three. Alice deletes hers; the administrator names the scope."""
     for caller in (ALICE, Caller(None, "main"), BOB):
         mem.conversations.log(transcript(1), caller=caller, session_id="chat")
-    assert mem.conversations.delete("chat", caller=ALICE)["messages"] == 2
+    assert mem.conversations.delete("chat", caller=ALICE)["deleted"]["messages"] == 2
+    with pytest.raises(NotFoundError, match=r"'chat' in user:alice \(there is one in agent:main: name its scope\)"):
+        mem.conversations.delete("chat", caller=ALICE)  # hers is gone; agent main's, which she reads, is not hers
     assert {c["scope"] for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
     with pytest.raises(NotFoundError, match="no conversation with session id 'chat' in global"):
         mem.conversations.delete("chat", caller=Caller(), scope="global")
-    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True)["messages"] == 2
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True)["deleted"]["messages"] == 2
     from clawrecall.errors import ScopeError
     with pytest.raises(ScopeError):
         mem.conversations.delete("chat", caller=ALICE, scope="user:bob")  # not hers to read
-    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob")["messages"] == 2
-    assert mem.conversations.delete("chat", caller=Caller(None, "main")) == {"messages": 2, "segments": 1,
-                                                                              "occurrences": 0, "jobs": 0}
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob")["deleted"]["messages"] == 2
+    assert mem.conversations.delete("chat", caller=Caller(None, "main")) == {
+        "scope": "agent:main", "deleted": {"messages": 2, "segments": 1, "occurrences": 0, "jobs": 0}}
     assert mem.conversations.sessions(caller=Caller()) == []
 
 
@@ -418,7 +421,7 @@ def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversatio
         return found
 
     mem.store.segments.find = find_then_log
-    assert mem.conversations.delete("s1", caller=ALICE)["messages"] == 2
+    assert mem.conversations.delete("s1", caller=ALICE)["deleted"]["messages"] == 2
     late[0].join(30)
     assert [m.content for m in stored(mem)] == ["said during the delete"]
     [segment] = mem.conversations.segments(caller=ALICE, session_id="s1")
@@ -442,7 +445,7 @@ def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
         with pytest.raises(ScopeError, match="may be read but not erased"):
             mem.conversations.delete("old", caller=ALICE, scope="global")
         assert len(mem.conversations.show("old", caller=ALICE)) == 1
-        assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global") == {
+        assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global")["deleted"] == {
             "messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}
 
 

@@ -183,7 +183,7 @@ def test_a_conversation_is_deleted_by_its_owner_through_rest_and_the_cli(server,
             assert logged.status_code == 200 and logged.json()["stored"] == 1, logged.text
         assert bob.delete("/v1/conversations/old/1").status_code == 404  # as if there were none
         dry = alice.delete("/v1/conversations/old/1", params={"dry_run": "true"})
-        assert dry.json() == {"session_id": "old/1", "scope": None, "dry_run": True,
+        assert dry.json() == {"session_id": "old/1", "scope": "user:alice", "dry_run": True,
                               "deleted": {"messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}}
         assert bob.delete("/v1/conversations/old/1", params={"scope": "user:alice"}).status_code == 403
         assert alice.get("/v1/conversations/old/1").status_code == 200

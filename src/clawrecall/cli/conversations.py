@@ -137,13 +137,14 @@ def delete(state: State, session_id: str, caller: Caller, scope: str | None, dry
     """Erase a conversation for good: its messages, segments and their JSONL files, the extraction jobs of
     its segments and the fact occurrences quoting them (the facts stay). Asks first, showing the count."""
     record = state.open(embeds=False).conversations
-    counts = record.delete(session_id, caller=caller, scope=scope, dry_run=True)
+    done = record.delete(session_id, caller=caller, scope=scope, dry_run=True)
     if not dry_run:
-        confirm(f"Erase conversation {session_id} for good: {counts_text(counts)}?", yes)
-        counts = record.delete(session_id, caller=caller, scope=scope)
+        confirm(f"Erase conversation {session_id} in {done['scope']} for good: {counts_text(done['deleted'])}?", yes)
+        done = record.delete(session_id, caller=caller, scope=scope)
     verb = "Would erase" if dry_run else "Erased"
-    text = f"{verb} conversation {session_id}: {counts_text(counts)}." + (" Nothing changed (dry run)." if dry_run else "")
-    out.respond(as_json, {"deleted": counts, "dry_run": dry_run, "session_id": session_id, "scope": scope}, text)
+    text = (f"{verb} conversation {session_id} in {done['scope']}: {counts_text(done['deleted'])}."
+            + (" Nothing changed (dry run)." if dry_run else ""))
+    out.respond(as_json, {**done, "dry_run": dry_run, "session_id": session_id}, text)
 
 
 @conversations_group.command("sweep")

@@ -214,7 +214,7 @@ class Conversations:
             counts["segments"] += len(old)
         return counts
 
-    def delete(self, session_id: str, *, caller: Caller, scope: str | None = None, dry_run: bool = False) -> dict[str, int]:
+    def delete(self, session_id: str, *, caller: Caller, scope: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         """Erase one conversation for good: its messages (text, vectors, index entries), its segments and their
         JSONL files, the extraction jobs of those segments and the fact occurrences that quote them. What was
         made of it (facts, a session summary) is memories of its own and stays.
@@ -222,7 +222,8 @@ class Conversations:
         The conversation is the session in the caller's own scope (where `log` records it), or in `scope`
         (another user's for the administrator, `global` for one an earlier release recorded there): "not
         found" when the caller reads none of it there; refused unless it may erase every message of it (the
-        rule of deleting a memory). Returns the rows per kind; `dry_run` counts and changes nothing."""
+        rule of deleting a memory). Returns `{"scope": …, "deleted": {kind: rows}}`; `dry_run` counts and
+        changes nothing."""
         _session_id(session_id)
         if not dry_run:
             require_writes(self.config)
@@ -231,7 +232,11 @@ class Conversations:
             # its segments first, locked: a message logged meanwhile waits for them, or starts a segment of its own
             segments = self.store.segments.find([where], session_id, limit=1_000_000, offset=0, for_update=not dry_run)
             if not segments:
-                raise NotFoundError(f"no conversation with session id {session_id!r}" + (f" in {where}" if scope else ""))
+                elsewhere = sorted({seg.scope for seg in self.store.segments.find(self._reads(caller), session_id,
+                                                                                   limit=100, offset=0)})
+                hint = f" in {where} (there is one in {', '.join(elsewhere)}: name its scope)" if elsewhere else (
+                    f" in {where}" if scope else "")
+                raise NotFoundError(f"no conversation with session id {session_id!r}{hint}")
             segment_ids = [seg.id for seg in segments]
             ids = self.store.messages.ids_in(segment_ids)
             if len(self.writes.erasable(ids, caller)) < len(ids):
@@ -245,7 +250,7 @@ class Conversations:
                 self.store.segments.delete(segment_ids)
         if not dry_run:
             self._remove_files(segments)
-        return counts
+        return {"scope": where, "deleted": counts}
 
     def _remove_files(self, segments: Sequence[Segment]) -> int:
         removed = 0

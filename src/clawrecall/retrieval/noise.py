@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..storage.text import has_cjk
+from ..storage.text import STOPWORDS, has_cjk
 
 _PATTERNS = [
     # denials: an assistant saying it does not know
@@ -44,3 +44,19 @@ def is_noise(text: str) -> bool:
     Korean, where a character is about a word ("咖啡" is "coffee")."""
     stripped = text.strip()
     return len(stripped) < (2 if has_cjk(stripped) else 5) or bool(_NOISE.search(stripped))
+
+
+# The words of a turn that only keeps a conversation going ("Great, thanks!", "Bye!", "Sure thing.", "díky",
+# "спасибо, пока"): nothing to recall, though enough words to pass `is_noise`
+_SMALL_TALK = frozenset("""
+    thanks thank thx ty bye goodbye cheers great cool sure thing ok okay yes yeah yep yup no nope nice perfect
+    awesome welcome np got noted sounds good fine alright right lol haha hi hello hey morning evening night later
+    díky děkuji dík ahoj čau jo jasně ano dobře super fajn
+    спасибо пока привет да хорошо ладно ок отлично понятно
+""".split())
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def is_small_talk(text: str) -> bool:
+    """A turn of only stopwords and pleasantries: what a listing of what was said (a recap) leaves out."""
+    return all(w in STOPWORDS or w in _SMALL_TALK for w in _WORDS.findall(text.lower()))

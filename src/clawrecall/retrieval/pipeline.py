@@ -12,6 +12,7 @@ candidates, so a stage can be tested, switched off or re-weighted on its own.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 import time
@@ -27,7 +28,7 @@ from ..errors import EmbeddingError
 from ..models import Discussed, MemoryRecord, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
 from ..storage.text import common_words, has_cjk, trigrams, without_words
-from .noise import is_noise
+from .noise import is_noise, is_small_talk
 from .relevance import apply_relevance
 from .rerank import Reranker
 from .when import When, find
@@ -171,9 +172,9 @@ class RetrievalPipeline:
         """A query that names a time and no topic ("what did we talk about yesterday?"): what was said or
         stored then, without the legs, which have no words to search. Memories and messages, not file
         chunks unless only they are asked for (a file's time is when it was read in). Ranked by source
-        weight (a memory leads the messages it came from), then newest first; near-copies last, noise
-        left out. A hit's score is its ranking score, as in the keyword-only modes: with no query to
-        compare, it cannot be an estimated relevance."""
+        weight (a memory leads the messages it came from), then each conversation in turn, newest first;
+        near-copies last, noise and small talk ("thanks!", "bye") left out. A hit's score is its ranking
+        score, as in the keyword-only modes: with no query to compare, it cannot be an estimated relevance."""
         cfg = self.cfg
         start = max(when.start, filters.since) if filters.since else when.start
         end = when.end - timedelta(microseconds=1)  # `until` includes its moment; a time range does not
@@ -182,12 +183,20 @@ class RetrievalPipeline:
         items: list[Scored] = []
         with self.store.pinned():
             for kind in [k for k in filters.kinds if k != "chunk"] or filters.kinds:  # chunks if nothing else is asked
-                # a pool per kind: a busy day's messages must not crowd out the memories that lead them
-                listed = self.store.list(replace(window, kinds=(kind,)), limit=pool, offset=0, order="newest")
-                items += [Scored(record, 1.0, steps={"when": 1.0}) for record in listed]
+                # a pool per kind, and per conversation for messages: a busy day's messages must not crowd
+                # out the memories that lead them, nor a busy conversation the others
+                of_kind = replace(window, kinds=(kind,))
+                parts = [(of_kind, pool)] if kind != "message" else [  # every message has a session
+                    (replace(of_kind, session_id=session), limit * 2)
+                    for session in self.store.latest_sessions(of_kind, limit=limit) if session is not None]
+                for part, size in parts:
+                    listed = self.store.list(part, limit=size, offset=0, order="newest")
+                    items += [Scored(record, 1.0, steps={"when": 1.0}) for record in listed]
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
-            items.sort(key=lambda s: (s.score, s.memory.created_at), reverse=True)
+            if cfg.noise_filter:
+                items = [s for s in items if s.memory.kind != "message" or not is_small_talk(s.memory.content)]
+            items = by_conversation(sorted(items, key=lambda s: (s.score, s.memory.created_at), reverse=True))
             items = apply_noise(items, noise=cfg.noise_filter, keep=limit * 2)
             if diverse and cfg.mmr_threshold is not None and len(items) > 1:
                 items = apply_mmr(items, self.store.vectors([s.memory.id for s in items]),
@@ -266,6 +275,20 @@ class RetrievalPipeline:
 
 
 # -- stages ------------------------------------------------------------------------------
+
+
+def by_conversation(items: list[Scored]) -> list[Scored]:
+    """Items of equal score taken from each session in turn (the newest first within each, sessions in
+    the order of their first item): a recap of a day covers each of its conversations before a second
+    line of any."""
+    out: list[Scored] = []
+    for _, same in itertools.groupby(items, key=lambda s: s.score):
+        sessions: dict[str | None, list[Scored]] = {}
+        for item in same:
+            sessions.setdefault(item.memory.session_id, []).append(item)
+        out += [item for turn in itertools.zip_longest(*sessions.values()) for item in turn if item is not None]
+    return out
+
 
 
 def fuse(

@@ -39,22 +39,24 @@ class When:
         what was said or done then ("what did we talk about yesterday?") whose other words can find
         nothing. Stopwords alone are not enough: "how are you today?" asks about no record."""
         words = re.findall(r"\w+", self.query.lower())
-        return all(w in STOPWORDS or w in _RECAP or w in _FILLER for w in words) and (
-            not words or any(w in _RECAP for w in words))
+        asks = any(w in _RECAP for w in words) or {"did", "do"} <= set(words) or (  # "what did we do"
+            "new" in words and not {"anything", "what", "whats"}.isdisjoint(words))  # "anything new", not "I'm new here"
+        return all(w in STOPWORDS or w in _RECAP or w in _FILLER for w in words) and (not words or asks)
 
 
 # Words that ask what was said or done within a time, in the languages of the rules below ("what did I
 # say yesterday", "anything new since Monday", "co jsme dělali včera", "о чём мы говорили вчера") …
 _RECAP = frozenset("""
     say said says tell told talk talked discuss discussed chat chatted speak spoke mention mentioned happen
-    happened new conversation conversations remind remember recall summarize summarise summary recap
+    happened doing decide decided agree agreed conversation conversations remind remember recall summarize
+    summarise summary recap
     dělali dělal dělala mluvili mluvil mluvila povídali bavili říkal říkala říkali řekl řekla řekli probírali
-    stalo nového novinky připomeň
-    делали делал делала говорили говорил говорила обсуждали обсуждал сказал сказала сказали болтали
-    случилось происходило нового напомни
+    řešili rozhodli stalo nového novinky připomeň
+    делали делал делала говорили говорил говорила обсуждали обсуждал сказал сказала сказали болтали решили
+    было случилось происходило нового напомни
 """.split())
-# … and words that may stand beside them without naming a topic
-_FILLER = frozenset("anything something everything show list us please again co čem něco všechno чём".split())
+# … and words that may stand beside them without naming a topic ("new" asks only with "anything" or "what")
+_FILLER = frozenset("anything something everything show list us please again new co čem něco všechno чём".split())
 
 
 def _month(year: int, month: int) -> date:
@@ -200,6 +202,8 @@ _RULES: list[tuple[str, Callable[[re.Match[str], date], Span]]] = [
     (rf"{_RECENT}\s+{_COUNT}\s+(?P<unit>{'|'.join(_RECENT_UNITS.values())})(?!\s+(?:of|z|ze|из)\b)", _recent),
     (r"(?:the\s+)?day\s+before\s+yesterday|předevčírem|позавчера", lambda m, t: _day(t - timedelta(days=2))),
     (r"yesterday|včera|včerejška|вчера|вчерашнего\s+дня", lambda m, t: _day(t - timedelta(days=1))),
+    (r"(?:this\s+(?:morning|afternoon|evening)|tonight)", lambda m, t: _day(t)),
+    (r"last\s+night", lambda m, t: _day(t - timedelta(days=1))),
     (r"today|dnes|dneska|dnešk(?:a|u)|сегодня|сегодняшнего\s+дня", lambda m, t: _day(t)),
     (rf"{_LAST}\s+{_WEEK}", lambda m, t: _week_of(t - timedelta(days=7))),
     (rf"{_THIS}\s+{_WEEK}", lambda m, t: _week_of(t)),
@@ -238,7 +242,7 @@ _PLAIN_RULES = _compile(_RULES, _BEFORE) + _compile(_AFTER_IN, _IN)
 # Every expression contains one of these word starts (or a four-digit year): only the text around
 # them is matched against the rules, so a long prompt that names no time costs one scan, not 80.
 _TRIGGER = re.compile(
-    r"(?<!\w)(?:\d{4}|today|yesterday|days?\b|dní|dnů|dny|дней|дня|week|month|year|ago|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"(?<!\w)(?:\d{4}|today|yesterday|days?\b|dní|dnů|dny|дней|дня|morning|afternoon|evening|tonight|night|week|month|year|ago|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
     + "|".join(_MONTHS_EN)
     + r"|dnes|dnešk|včer|předevčírem|týd|měsíc|rok|roce|loni|vloni|letos|loňsk|před|pondělí|úterý|střed|čtvrt|pát|"
     r"sobot|neděl|led|únor|břez|dub|květ|červ|srp|září|říj|listopad|prosin|сегодня|вчера|позавчера|недел|месяц|"

@@ -97,7 +97,7 @@ class Ended(BaseModel):
 
 class Deleted(BaseModel):
     session_id: str
-    scope: str | None = Field(description="The scope asked for (null: the caller's own).")
+    scope: str = Field(description="The conversation's scope: the one asked for, else the caller's own.")
     deleted: dict[str, int] = Field(description="Rows erased (with dry_run: that would be) per kind: messages, "
                                     "segments (each with its JSONL file), occurrences, jobs.")
     dry_run: bool
@@ -161,8 +161,8 @@ def delete_conversation(
 ) -> Deleted:
     """Erase the conversation for good: its messages, segments and their files, the extraction jobs of its
     segments and the fact occurrences quoting them (the facts stay)."""
-    counts = mem.conversations.delete(session_id, caller=ctx, scope=scope, dry_run=dry_run)
-    return Deleted(session_id=session_id, scope=scope, deleted=counts, dry_run=dry_run)
+    return Deleted(session_id=session_id, dry_run=dry_run,
+                   **mem.conversations.delete(session_id, caller=ctx, scope=scope, dry_run=dry_run))
 
 
 # last: a session id may hold "/", so this route would take the ones above for its own

@@ -422,6 +422,13 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         return self._run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
+    def latest_sessions(self, filters: Filters, *, limit: int) -> list[str | None]:
+        """The sessions of the rows these filters pass, the one with the newest row first (`None`: rows of no session)."""
+        where, params = self.where(filters, "m")
+        rows = self._run(f"SELECT m.session_id FROM memories m WHERE {where} GROUP BY m.session_id "
+                         f"ORDER BY max(m.created_at) DESC LIMIT {self.dialect.p}", (*params, limit))
+        return [r[0] for r in rows]
+
     def stats(self) -> StoreStats:
         """Counts from indexes only: each kind's rows grouped, minus the (few) deleted or expired rows.
         The totals are memories'; `by_kind` counts the live rows of every kind."""
