@@ -402,6 +402,27 @@ def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem)
     assert mem.conversations.sessions(caller=Caller()) == []
 
 
+def test_a_scope_picks_one_of_the_conversations_that_share_a_session_id(mem):
+    for caller, words in ((ALICE, "cedar"), (Caller(None, "main"), "spruce"), (BOB, "larch")):
+        mem.conversations.log([{"role": "user", "content": f"Use {words} for the shed"}], caller=caller, session_id="chat")
+    admin = Caller()
+    assert len(mem.conversations.show("chat", caller=admin)) == 3  # every scope the administrator reads
+    assert [m.content for m in mem.conversations.show("chat", caller=admin, scope="user:bob")] == ["Use larch for the shed"]
+    assert [c["scope"] for c in mem.conversations.sessions(caller=admin, scope="agent:main")] == ["agent:main"]
+    assert [g.scope for g in mem.conversations.segments(caller=admin, session_id="chat", scope="user:alice")] == ["user:alice"]
+    out = io.StringIO()
+    assert mem.conversations.export(out, caller=admin) == 3  # each conversation once, though they share an id
+    assert sorted(json.loads(line)["content"] for line in out.getvalue().splitlines()) == [
+        "Use cedar for the shed", "Use larch for the shed", "Use spruce for the shed"]
+    out = io.StringIO()
+    assert mem.conversations.export(out, caller=admin, session_id="chat", scope="user:alice") == 1
+    from clawrecall.errors import ScopeError
+    with pytest.raises(ScopeError):
+        mem.conversations.show("chat", caller=ALICE, scope="user:bob")
+    with pytest.raises(NotFoundError):
+        mem.conversations.show("chat", caller=admin, scope="user:carol")
+
+
 def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversation_of_its_own(mem):
     """The delete locks the session's segments before it reads their messages: a message logged meanwhile
     waits, then opens a new segment, and is never left in a segment that is gone."""

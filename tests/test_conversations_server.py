@@ -200,3 +200,11 @@ def test_a_conversation_is_deleted_by_its_owner_through_rest_and_the_cli(server,
     with client(server, tokens["alice"]) as alice:
         assert alice.get("/v1/conversations/old-2").status_code == 404
         assert alice.get("/v1/conversations/s1").status_code == 200  # the others stay
+        # a scope picks one conversation of a session id; one the caller may not read is refused
+        assert len(alice.get("/v1/conversations/s1", params={"scope": "user:alice"}).json()["messages"]) == 2
+        assert alice.get("/v1/conversations/s1", params={"scope": "user:bob"}).status_code == 403
+        assert alice.get("/v1/conversations", params={"scope": "user:alice"}).json()["conversations"]
+        assert alice.get("/v1/conversations/s1/segments", params={"scope": "user:alice"}).json()["segments"]
+        assert "oolong" in alice.get("/v1/conversations/s1/export", params={"scope": "user:alice"}).text
+    shown = runner.invoke(cli, ["--db", str(db), "conversations", "show", "s1", "--user", "alice", "--scope", "user:alice"])
+    assert shown.exit_code == 0 and "oolong" in shown.output, shown.output

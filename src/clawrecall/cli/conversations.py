@@ -15,6 +15,8 @@ from .commands import State, caller_options, confirm, group_json_option, json_op
 from .erasure import counts_text
 
 SNIPPET = 100
+# a session id names one conversation per scope (alice's "chat" and bob's are two)
+scope_option = click.option("--scope", metavar="SCOPE", help="Only the conversation(s) in this scope.")
 
 
 @click.group("conversations")
@@ -25,13 +27,14 @@ def conversations_group() -> None:
 
 @conversations_group.command("list")
 @caller_options
+@scope_option
 @click.option("--limit", "-n", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @json_option
 @pass_state
-def list_conversations(state: State, caller: Caller, limit: int, offset: int, as_json: bool) -> None:
+def list_conversations(state: State, caller: Caller, scope: str | None, limit: int, offset: int, as_json: bool) -> None:
     """The conversations you may read, the latest first."""
-    found = state.open(embeds=False).conversations.sessions(caller=caller, limit=limit, offset=offset)
+    found = state.open(embeds=False).conversations.sessions(caller=caller, scope=scope, limit=limit, offset=offset)
     rows = [[c["session_id"], c["scope"], str(c["messages"]), out.timestamp(c["first_at"]) or "",
              out.timestamp(c["last_at"]) or ""] for c in found]
     text = out.table(["SESSION", "SCOPE", "MESSAGES", "FIRST", "LAST"], rows, right=[2]) if rows else "No conversations."
@@ -41,26 +44,30 @@ def list_conversations(state: State, caller: Caller, limit: int, offset: int, as
 @conversations_group.command("show")
 @click.argument("session_id", metavar="SESSION")
 @caller_options
+@scope_option
 @click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @json_option
 @pass_state
-def show(state: State, session_id: str, caller: Caller, limit: int, offset: int, as_json: bool) -> None:
+def show(state: State, session_id: str, caller: Caller, scope: str | None, limit: int, offset: int, as_json: bool) -> None:
     """A conversation's messages in order."""
-    found = state.open(embeds=False).conversations.show(session_id, caller=caller, limit=limit, offset=offset)
+    found = state.open(embeds=False).conversations.show(session_id, caller=caller, scope=scope, limit=limit, offset=offset)
     out.respond(as_json, [_public(m) for m in found], "\n".join(_message_line(m) for m in found))
 
 
 @conversations_group.command("segments")
 @click.argument("session_id", metavar="[SESSION]", required=False)
 @caller_options
+@scope_option
 @click.option("--limit", "-n", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @json_option
 @pass_state
-def segments(state: State, session_id: str | None, caller: Caller, limit: int, offset: int, as_json: bool) -> None:
+def segments(state: State, session_id: str | None, caller: Caller, scope: str | None, limit: int, offset: int,
+             as_json: bool) -> None:
     """Segments (of one conversation, or of all you may read), the latest first."""
-    found = state.open(embeds=False).conversations.segments(caller=caller, session_id=session_id, limit=limit, offset=offset)
+    found = state.open(embeds=False).conversations.segments(caller=caller, session_id=session_id, scope=scope,
+                                                            limit=limit, offset=offset)
     rows = [_segment_row(s) for s in found]
     headers = ["SEGMENT", "SESSION", "STARTED", "TURNS", "STATUS", "TITLE"]
     out.respond(as_json, found, out.table(headers, rows, right=[3]) if rows else "No segments.")
@@ -69,16 +76,17 @@ def segments(state: State, session_id: str | None, caller: Caller, limit: int, o
 @conversations_group.command("export")
 @click.argument("session_id", metavar="[SESSION]", required=False)
 @caller_options
+@scope_option
 @click.option("--output", "-o", "path", metavar="FILE", help="Write to FILE instead of stdout.")
 @json_option
 @pass_state
-def export(state: State, session_id: str | None, caller: Caller, path: str | None, as_json: bool) -> None:
+def export(state: State, session_id: str | None, caller: Caller, scope: str | None, path: str | None, as_json: bool) -> None:
     """Messages as JSONL, one a line (of one conversation, or of all you may read).
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary."""
     mem = state.open(embeds=False)
     with output_file(path or "-") as fh:
-        n = mem.conversations.export(fh, caller=caller, session_id=session_id)
+        n = mem.conversations.export(fh, caller=caller, session_id=session_id, scope=scope)
     if path:
         out.respond(as_json, {"exported": n, "output": path}, f"Exported {out.plural(n, 'message')} to {path}.")
 

@@ -41,10 +41,10 @@ class LogResult(dict):  # type: ignore[type-arg]
     transcript (`skipped`: stored before; `unstorable`: left out by `skip_bad`)."""
 
 
-def _session_id(session_id: object) -> str:
-    """A session id as every verb takes it: 1 to MAX_ID_CHARS characters of text."""
+def _session_id(session_id: object, where: str = "") -> str:
+    """A session id as every verb takes it: 1 to MAX_ID_CHARS characters of text (`where`: where it may come from)."""
     if not isinstance(session_id, str) or not session_id.strip():
-        raise ValidationError("a conversation needs a session id (session_id, or the caller's session)")
+        raise ValidationError(f"a conversation needs a session id{where}")
     if len(session_id) > MAX_ID_CHARS:
         raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters, this one {len(session_id)}")
     check_text(session_id, "session_id")
@@ -75,7 +75,8 @@ class Conversations:
         require_writes(self.config)
         if not caller.identified:  # its scope would be global: every user's to read
             raise ValidationError("a conversation is a user's or an agent's: name one (user_id or agent_id)")
-        session = _session_id(session_id if session_id is not None else caller.session_id)
+        session = _session_id(session_id if session_id is not None else caller.session_id,
+                              " (session_id, or the caller's session)")
         if channel is not None and (not isinstance(channel, str) or len(channel) > MAX_CHANNEL_CHARS):
             raise ValidationError(f"channel must be a string of at most {MAX_CHANNEL_CHARS} characters")
         check_text(channel, "channel")
@@ -342,47 +343,54 @@ class Conversations:
         return (local if local is not None else data_dir()) / "conversations"
 
     # -- reading --------------------------------------------------------------------------------
-    def sessions(self, *, caller: Caller, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    # A session id names one conversation per scope (alice's "chat" and bob's are two): `scope` reads the
+    # one in that scope, else every scope the caller reads.
+    def sessions(self, *, caller: Caller, scope: str | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         """The conversations the caller may read, the latest first."""
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        return self.store.messages.sessions(self._reads(caller), limit=limit, offset=offset)
+        return self.store.messages.sessions(self._reads(caller, scope), limit=limit, offset=offset)
 
-    def show(self, session_id: str, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[Message]:
+    def show(self, session_id: str, *, caller: Caller, scope: str | None = None, limit: int = 1000,
+             offset: int = 0) -> list[Message]:
         """A conversation's messages in order; "not found" when the caller may read none of it."""
         _session_id(session_id)
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        found = self.store.messages.in_session(self._reads(caller), session_id, limit=limit, offset=offset)
+        found = self.store.messages.in_session(self._reads(caller, scope), session_id, limit=limit, offset=offset)
         if not found and offset == 0:
             raise NotFoundError(f"no conversation with session id {session_id!r}")
         return found
 
     def segments(
-        self, *, caller: Caller, session_id: str | None = None, limit: int = 50, offset: int = 0
+        self, *, caller: Caller, session_id: str | None = None, scope: str | None = None, limit: int = 50,
+        offset: int = 0,
     ) -> list[Segment]:
         """Segments, the latest first (of one session: "not found" when the caller may read none of it)."""
         if session_id is not None:
             _session_id(session_id)
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        found = self.store.segments.find(self._reads(caller), session_id, limit=limit, offset=offset)
+        found = self.store.segments.find(self._reads(caller, scope), session_id, limit=limit, offset=offset)
         if session_id is not None and not found and offset == 0:
             raise NotFoundError(f"no conversation with session id {session_id!r}")
         return found
 
-    def export(self, out: IO[str], *, caller: Caller, session_id: str | None = None) -> int:
-        """One JSON object per message (of one session, or of every conversation the caller may read); a
-        session the caller may read none of is "not found", before anything is written."""
+    def export(self, out: IO[str], *, caller: Caller, session_id: str | None = None, scope: str | None = None) -> int:
+        """One JSON object per message (of one session, or of every conversation the caller may read), each
+        conversation whole and once; a session the caller may read none of is "not found", before anything
+        is written."""
+        reads = self._reads(caller, scope)
         if session_id is not None:
-            self.show(session_id, caller=caller, limit=1)
-        sessions = [session_id] if session_id is not None else [
-            s["session_id"] for s in self.store.messages.sessions(self._reads(caller), limit=1_000_000, offset=0)
-        ]
+            self.show(session_id, caller=caller, scope=scope, limit=1)
+            scopes = sorted({seg.scope for seg in self.store.segments.find(reads, session_id, limit=1_000_000, offset=0)})
+            conversations = [(where, session_id) for where in scopes]
+        else:
+            conversations = [(c["scope"], c["session_id"]) for c in self.store.messages.sessions(reads, limit=1_000_000, offset=0)]
         n = 0
-        for session in sessions:
+        for where, session in conversations:
             offset = 0
-            while batch := self.store.messages.in_session(self._reads(caller), session, limit=1000, offset=offset):
+            while batch := self.store.messages.in_session([where], session, limit=1000, offset=offset):
                 for m in batch:
                     out.write(json.dumps(m.model_dump(mode="json", exclude={"dedup_key"}), ensure_ascii=False) + "\n")
                 n += len(batch)
@@ -399,6 +407,7 @@ class Conversations:
         """The scope the caller's transcript is recorded in (its user's, else its agent's), checked for writing."""
         return write_scope(caller, None, access=self.config.access)
 
-    def _reads(self, caller: Caller) -> list[str] | None:
-        """The scopes the caller reads unasked (None: every scope, for the administrator)."""
-        return read_scopes(caller, None, access=self.config.access)
+    def _reads(self, caller: Caller, scope: str | None = None) -> list[str] | None:
+        """`scope` checked for reading, else the scopes the caller reads unasked (None: every scope, for the
+        administrator)."""
+        return read_scopes(caller, scope, access=self.config.access)

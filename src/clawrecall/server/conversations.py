@@ -24,6 +24,8 @@ from .openapi import errors
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 READ = errors(ValidationError, ScopeError)
+# a session id names one conversation per scope (alice's "chat" and bob's are two)
+SCOPE = Query(None, description="Only the conversation(s) in this scope (default: every scope the caller reads).")
 WRITE = errors(ValidationError, ScopeError, WritesDisabledError)
 
 
@@ -111,11 +113,11 @@ def log_messages(body: MessagesIn, mem: Memory = Depends(memory), ctx: Caller = 
 
 @router.get("", responses=READ)
 def list_conversations(
-    limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
+    scope: str | None = SCOPE, limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> Conversations:
     """The conversations the caller may read, the latest first."""
-    return Conversations(conversations=mem.conversations.sessions(caller=ctx, limit=limit, offset=offset))
+    return Conversations(conversations=mem.conversations.sessions(caller=ctx, scope=scope, limit=limit, offset=offset))
 
 
 @router.get("/stats", responses=READ)
@@ -128,19 +130,22 @@ def conversation_stats(
 
 @router.get("/{session_id:path}/segments", responses={**READ, **errors(NotFoundError)})
 def conversation_segments(
-    session_id: str, limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
+    session_id: str, scope: str | None = SCOPE, limit: int = Query(50, ge=1, le=10_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> Segments:
     """The conversation's segments, the latest first."""
-    return Segments(segments=mem.conversations.segments(caller=ctx, session_id=session_id, limit=limit, offset=offset))
+    return Segments(segments=mem.conversations.segments(caller=ctx, session_id=session_id, scope=scope, limit=limit,
+                                                        offset=offset))
 
 
 @router.get("/{session_id:path}/export", response_class=PlainTextResponse, responses={
     **READ, **errors(NotFoundError), 200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "JSONL, one message a line."}})
-def export_conversation(session_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> str:
+def export_conversation(
+    session_id: str, scope: str | None = SCOPE, mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> str:
     """The conversation as JSONL, one message a line."""
     out = io.StringIO()
-    mem.conversations.export(out, caller=ctx, session_id=session_id)
+    mem.conversations.export(out, caller=ctx, session_id=session_id, scope=scope)
     return out.getvalue()
 
 
@@ -168,8 +173,9 @@ def delete_conversation(
 # last: a session id may hold "/", so this route would take the ones above for its own
 @router.get("/{session_id:path}", responses={**READ, **errors(NotFoundError)}, response_model_exclude={"messages": {"__all__": {"dedup_key"}}})
 def show_conversation(
-    session_id: str, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
+    session_id: str, scope: str | None = SCOPE, limit: int = Query(1000, ge=1, le=100_000), offset: int = Query(0, ge=0),
     mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> Transcript:
     """A conversation's messages in order."""
-    return Transcript(session_id=session_id, messages=mem.conversations.show(session_id, caller=ctx, limit=limit, offset=offset))
+    return Transcript(session_id=session_id, messages=mem.conversations.show(session_id, caller=ctx, scope=scope,
+                                                                             limit=limit, offset=offset))
