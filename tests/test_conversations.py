@@ -421,6 +421,13 @@ def test_a_scope_picks_one_of_the_conversations_that_share_a_session_id(mem):
         mem.conversations.show("chat", caller=ALICE, scope="user:bob")
     with pytest.raises(NotFoundError):
         mem.conversations.show("chat", caller=admin, scope="user:carol")
+    with pytest.raises(ValidationError, match="name one scope, not"):
+        mem.conversations.delete("chat", caller=admin, scope="*")
+    # a recap of today, for the administrator: three conversations, each its turn, though they share an id
+    mem.conversations.log([{"role": "user", "content": "And the door needs oiling"}], caller=BOB, session_id="chat")
+    today = mem.search("what did we talk about today?", caller=admin, sources=["message"], limit=4)
+    assert sorted(h.memory.scope for h in today[:3]) == ["agent:main", "user:alice", "user:bob"]
+    assert today[3].content == "Use larch for the shed"  # bob's second line, after everyone's first
 
 
 def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversation_of_its_own(mem):

@@ -484,6 +484,9 @@ def test_nul_characters_in_reads_and_updates_are_clear_errors(mem):
         (lambda: mem.search("tea", user_id="\x00"), "invalid user_id"),
         (lambda: mem.update(kept.id, content="new\x00"), "content must not contain NUL"),
         (lambda: mem.update(kept.id, title="t" * 1001), "title is 1001 characters; the limit is 1000"),
+        (lambda: mem.update(kept.id, title=5), "title must be a string, got int"),
+        (lambda: mem.add("a memory of a session", caller=Caller("alice", "main", "s" * 201)),
+         "session_id is 201 characters; the limit is 200"),  # the caller's session id, when the item names none
         (lambda: mem.update(kept.id, title="\x00"), "title must not contain NUL"),
         (lambda: mem.update(kept.id, metadata={"a": "\x00"}), "metadata must not contain NUL"),
         (lambda: mem.startup.set("k\x00", "rules"), "key must not contain NUL"),

@@ -191,6 +191,7 @@ def test_a_long_prompt_is_read_around_the_words_that_can_start_an_expression():
     ("what's new today?", True),
     ("что было вчера", True),
     ("co jsme řešili včera", True),
+    ("co bylo včera", True),
     ("What should I do today?", False),
     ("I'm new here today", False),
     ("recap of last week", True),

@@ -24,7 +24,7 @@ from ..conversations import segments as rules
 from ..conversations.transcript import Entry, entries
 from ..errors import NotFoundError, ScopeError, ValidationError
 from ..models import MemoryRecord, Message, Segment
-from ..scopes import MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
+from ..scopes import ALL, MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
 from ._validate import check_int, check_text, new_ids, require_writes
@@ -228,13 +228,14 @@ class Conversations:
         _session_id(session_id)
         if not dry_run:
             require_writes(self.config)
+        if scope == ALL:
+            raise ValidationError("a delete takes one conversation: name one scope, not *")
         [where] = read_scopes(caller, scope if scope is not None else self._own(caller), access=self.config.access)
         with nullcontext() if dry_run else self.store.transaction():
             # its segments first, locked: a message logged meanwhile waits for them, or starts a segment of its own
             segments = self.store.segments.find([where], session_id, limit=1_000_000, offset=0, for_update=not dry_run)
             if not segments:
-                elsewhere = sorted({seg.scope for seg in self.store.segments.find(self._reads(caller), session_id,
-                                                                                   limit=100, offset=0)})
+                elsewhere = self.store.segments.scopes_of(self._reads(caller), session_id)
                 hint = f" in {where} (there is one in {', '.join(elsewhere)}: name its scope)" if elsewhere else (
                     f" in {where}" if scope else "")
                 raise NotFoundError(f"no conversation with session id {session_id!r}{hint}")
@@ -383,8 +384,7 @@ class Conversations:
         reads = self._reads(caller, scope)
         if session_id is not None:
             self.show(session_id, caller=caller, scope=scope, limit=1)
-            scopes = sorted({seg.scope for seg in self.store.segments.find(reads, session_id, limit=1_000_000, offset=0)})
-            conversations = [(where, session_id) for where in scopes]
+            conversations = [(where, session_id) for where in self.store.segments.scopes_of(reads, session_id)]
         else:
             conversations = [(c["scope"], c["session_id"]) for c in self.store.messages.sessions(reads, limit=1_000_000, offset=0)]
         n = 0

@@ -58,8 +58,10 @@ def _build_record(
     else:
         raise ValidationError(f"expected a mapping or a NewMemory, got {type(item).__name__}")
     content = check_content(new.content)
-    for name in MAX_FIELD_CHARS:
-        if (value := getattr(new, name)) is not None:
+    session_id = new.session_id if new.session_id is not None else caller.session_id  # the caller's is checked too
+    for name, value in (("title", new.title), ("session_id", session_id), ("source_type", new.source_type),
+                        ("source_id", new.source_id)):
+        if value is not None:
             check_field(value, name)
     scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope, access=config.access)
     created = check_when(new.created_at, "created_at") if new.created_at else now
@@ -78,7 +80,7 @@ def _build_record(
         scope=scope,
         user_id=uid,
         agent_id=aid,
-        session_id=new.session_id if new.session_id is not None else caller.session_id,
+        session_id=session_id,
         visibility=new.visibility or Visibility.shared,
         source_type=new.source_type,
         source_id=new.source_id,
@@ -193,8 +195,10 @@ def check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def check_field(value: str, name: str) -> str:
+def check_field(value: Any, name: str) -> str:
     """One of a memory's short text fields (`MAX_FIELD_CHARS`)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string, got {type(value).__name__}")
     check_text(value, name)
     if len(value) > MAX_FIELD_CHARS[name]:
         raise ValidationError(f"{name} is {len(value)} characters; the limit is {MAX_FIELD_CHARS[name]}")

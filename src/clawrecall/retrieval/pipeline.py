@@ -186,9 +186,12 @@ class RetrievalPipeline:
                 # a pool per kind, and per conversation for messages: a busy day's messages must not crowd
                 # out the memories that lead them, nor a busy conversation the others
                 of_kind = replace(window, kinds=(kind,))
-                parts = [(of_kind, pool)] if kind != "message" else [  # every message has a session
-                    (replace(of_kind, session_id=session), limit * 2)
-                    for session in self.store.latest_sessions(of_kind, limit=limit) if session is not None]
+                conversations = [] if kind != "message" else [  # every message has a session
+                    (scope, session) for scope, session in self.store.latest_sessions(of_kind, limit=min(limit, 50))
+                    if session is not None]
+                each = max(4, 2 * -(-limit // max(len(conversations), 1)))  # what a turn each can use, and spare
+                parts = [(of_kind, pool)] if kind != "message" else [
+                    (replace(of_kind, scopes=[scope], session_id=session), each) for scope, session in conversations]
                 for part, size in parts:
                     listed = self.store.list(part, limit=size, offset=0, order="newest")
                     items += [Scored(record, 1.0, steps={"when": 1.0}) for record in listed]
@@ -283,12 +286,11 @@ def by_conversation(items: list[Scored]) -> list[Scored]:
     line of any."""
     out: list[Scored] = []
     for _, same in itertools.groupby(items, key=lambda s: s.score):
-        sessions: dict[str | None, list[Scored]] = {}
+        sessions: dict[tuple[str, str | None], list[Scored]] = {}  # a session id names one conversation per scope
         for item in same:
-            sessions.setdefault(item.memory.session_id, []).append(item)
+            sessions.setdefault((item.memory.scope, item.memory.session_id), []).append(item)
         out += [item for turn in itertools.zip_longest(*sessions.values()) for item in turn if item is not None]
     return out
-
 
 
 def fuse(

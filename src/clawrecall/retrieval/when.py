@@ -51,7 +51,7 @@ _RECAP = frozenset("""
     happened doing decide decided agree agreed conversation conversations remind remember recall summarize
     summarise summary recap
     dělali dělal dělala mluvili mluvil mluvila povídali bavili říkal říkala říkali řekl řekla řekli probírali
-    řešili rozhodli stalo nového novinky připomeň
+    řešili rozhodli stalo dělo bylo nového novinky připomeň
     делали делал делала говорили говорил говорила обсуждали обсуждал сказал сказала сказали болтали решили
     было случилось происходило нового напомни
 """.split())
@@ -302,12 +302,12 @@ def _without(query: str, start: int, end: int) -> str:
 
 # Words whose time depends on when they were said: fine in a query, wrong in a stored fact, which
 # must say the date ("On 2026-03-02 …") because it is read months later. The query rules' relative
-# expressions, plus the future and parts of today a query does not ask about.
+# expressions, plus the future and the parts of a day the query rules do not name.
 _RELATIVE = re.compile(_EDGE.format("(?:" + "|".join([
     # "the last 7 days" … "před 3 dny": the rules between the ISO date and the months, their groups unnamed
     *(re.sub(r"\(\?P<\w+>", "(?:", core) for core, _ in _RULES[1:next(i for i, r in enumerate(_RULES) if r[1] is _month_named)]),
     r"tomorrow|zítra|zítřek|завтра|послезавтра|pozítří",
-    r"(?:this|tomorrow)\s+(?:morning|afternoon|evening)|tonight|last\s+night|dnes\s+(?:ráno|večer|odpoledne)|"
+    r"tomorrow\s+(?:morning|afternoon|evening)|dnes\s+(?:ráno|večer|odpoledne)|"
     r"včera\s+večer|сегодня\s+(?:утром|вечером)|вчера\s+вечером",
     rf"(?:next|příští|следующ(?:ий|ая|ей|ем|ую))\s+(?:{_WEEK}|{_MONTH_WORD}|{_YEAR_WORD})",
 ]) + ")"), re.IGNORECASE)

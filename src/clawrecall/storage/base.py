@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Iterator, Literal, Sequence
 
 Order = Literal["newest", "oldest", "updated"]
+
+
+def chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
+    """`items` in lists of at most `size`: the values one `IN (…)` takes."""
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..models import Job
+from .base import chunks
 from .dialect import prefix_bounds
 from .record import _Table
 from .schema import JOBS
@@ -196,7 +197,7 @@ class Jobs(_Table[Job]):
     def about(self, subjects: Sequence[str], *, delete: bool) -> int:
         """The jobs about these subjects (a deleted conversation's segments): counted, or removed."""
         marks = self._store.dialect.marks
-        return self._count_or_delete([(f"subject_id IN ({marks(len(chunk))})", list(chunk)) for chunk in _chunks(subjects)],
+        return self._count_or_delete([(f"subject_id IN ({marks(len(chunk))})", list(chunk)) for chunk in chunks(subjects)],
                                      delete)
 
     def in_scope(self, scope: str, subjects: Sequence[str] = (), *, delete: bool) -> int:
@@ -204,7 +205,7 @@ class Jobs(_Table[Job]):
         counted, or removed (erasure; a worker running one then loses its lease and writes nothing)."""
         p, marks = self._store.dialect.p, self._store.dialect.marks
         return self._count_or_delete([(f"scope = {p}", [scope])] + [
-            (f"scope <> {p} AND subject_id IN ({marks(len(chunk))})", [scope, *chunk]) for chunk in _chunks(subjects)
+            (f"scope <> {p} AND subject_id IN ({marks(len(chunk))})", [scope, *chunk]) for chunk in chunks(subjects)
         ], delete)
 
     def _count_or_delete(self, parts: list[tuple[str, list[Any]]], delete: bool) -> int:
@@ -215,10 +216,6 @@ class Jobs(_Table[Job]):
             return sum(int(s._run(f"SELECT count(*) FROM jobs WHERE {where}", params)[0][0]) for where, params in parts)
         with s.transaction():
             return sum(s._rowcount(f"DELETE FROM jobs WHERE {where}", params) for where, params in parts)
-
-
-def _chunks(ids: Sequence[str], size: int = 500) -> list[list[str]]:
-    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
 def _held(claim: Claim) -> tuple[Any, ...]:

@@ -39,18 +39,12 @@ class Occurrences(_Table[Occurrence]):
         """Ids of the occurrences of these facts, or in this scope (a person's, for erasure)."""
         p = self._store.dialect.p
         ids = {str(r[0]) for r in self._store._run(f"SELECT id FROM fact_occurrences WHERE scope = {p}", (scope,))}
-        for start in range(0, len(memory_ids), _CHUNK):
-            where, params = self._in("memory_id", memory_ids[start : start + _CHUNK])
-            ids.update(str(r[0]) for r in self._store._run(f"SELECT t.id FROM fact_occurrences t WHERE {where}", params))
+        ids.update(self._ids_where("memory_id", memory_ids))
         return sorted(ids)
 
     def in_segments(self, segment_ids: Sequence[str]) -> list[str]:
         """Ids of the occurrences said in these segments (their snippets quote the segments' messages)."""
-        ids: list[str] = []
-        for start in range(0, len(segment_ids), _CHUNK):
-            where, params = self._in("segment_id", segment_ids[start : start + _CHUNK])
-            ids += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM fact_occurrences t WHERE {where}", params)]
-        return ids
+        return self._ids_where("segment_id", segment_ids)
 
     def delete(self, ids: Sequence[str]) -> None:
         s = self._store

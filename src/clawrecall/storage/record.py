@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..models import FileRecord, Message, Segment
+from .base import chunks
 from .dialect import RowMap
 from .schema import FILES, MESSAGES, SEGMENTS, Table
 
@@ -59,6 +60,11 @@ class _Table(Generic[M]):
 
     def _in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"t.{column} IN ({self._store.dialect.marks(len(values))})" if values else "1 = 0", list(values)
+
+    def _ids_where(self, column: str, values: Sequence[Any]) -> list[str]:
+        """Ids of the rows whose `column` is one of `values`, 500 values a query."""
+        return [str(r[0]) for chunk in chunks(values)
+                for r in self._store._run(f"SELECT t.id FROM {self.table.name} t WHERE {self._in(column, chunk)[0]}", chunk)]
 
     def _in_scopes(self, scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
         """Rows of these scopes; `None` (the administrator's reads) is every scope."""
@@ -121,11 +127,7 @@ class Messages(_Table[Message]):
 
     def ids_in(self, segment_ids: Sequence[str]) -> list[str]:
         """Ids of the messages of these segments."""
-        ids: list[str] = []
-        for start in range(0, len(segment_ids), 500):
-            where, params = self._in("segment_id", segment_ids[start : start + 500])
-            ids += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM messages t WHERE {where}", params)]
-        return ids
+        return self._ids_where("segment_id", segment_ids)
 
     def in_segment(self, segment_id: str) -> list[Message]:
         return self._read(f"WHERE t.segment_id = {self._store.dialect.p} ORDER BY {self._order}", (segment_id,))
@@ -227,6 +229,13 @@ class Segments(_Table[Segment]):
         s = self._store
         with s.transaction():
             s._run_many(f"DELETE FROM segments WHERE id = {s.dialect.p}", [(i,) for i in ids])
+
+    def scopes_of(self, scopes: Sequence[str] | None, session_id: str) -> list[str]:
+        """The scopes, of these, holding a conversation of this session id."""
+        where, params = self._in_scopes(scopes)
+        rows = self._store._run(f"SELECT DISTINCT t.scope FROM segments t WHERE {where} AND t.session_id = "
+                                f"{self._store.dialect.p} ORDER BY t.scope", (*params, session_id))
+        return [r[0] for r in rows]
 
     def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int,
              for_update: bool = False) -> list[Segment]:

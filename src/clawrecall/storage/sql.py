@@ -19,7 +19,7 @@ from .._time import utcnow
 from ..errors import StorageError
 from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
 from . import migrations
-from .base import Candidate, HistoryDraft, Order, Owned, StoreStats
+from .base import Candidate, HistoryDraft, Order, Owned, StoreStats, chunks
 from .dialect import Dialect, RowMap, prefix_bounds
 from .filters import Filters, where
 from .knowledge import Occurrences
@@ -264,7 +264,7 @@ class Store(ABC):
     def remove(self, ids: list[str]) -> None:
         """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
-            for chunk in _chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
+            for chunk in chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
                 self._run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
                 self.staged.remove(chunk)
             self.erased()
@@ -277,7 +277,7 @@ class Store(ABC):
         """Soft-delete these memories (those not deleted yet) at `when`."""
         ts = self.dialect.ts(when)
         with self.transaction():
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 self._run(
                     f"UPDATE memories SET deleted_at = {self.dialect.p}, updated_at = {self.dialect.p} "
                     f"WHERE id IN ({self.dialect.marks(len(chunk))}) AND deleted_at IS NULL",
@@ -295,7 +295,7 @@ class Store(ABC):
     def erase_history(self, ids: list[str]) -> None:
         """Blank the before/after of every history row of these memories (GDPR forget)."""
         with self.transaction():
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 self._run(
                     f"UPDATE history SET before = NULL, after = NULL WHERE memory_id IN ({self.dialect.marks(len(chunk))})",
                     chunk,
@@ -320,7 +320,7 @@ class Store(ABC):
         """History rows of these memories."""
         return sum(
             self._run(f"SELECT count(*) FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})", chunk)[0][0]
-            for chunk in _chunks(ids)
+            for chunk in chunks(ids)
         )
 
     # -- reads --------------------------------------------------------------------------
@@ -329,7 +329,7 @@ class Store(ABC):
 
     def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]:
         out: dict[str, MemoryRecord] = {}
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             sql = f"SELECT {self._memory_columns} FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))})"
             for row in self._run(sql, chunk):
                 record = self._record(row)
@@ -422,12 +422,13 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         return self._run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
-    def latest_sessions(self, filters: Filters, *, limit: int) -> list[str | None]:
-        """The sessions of the rows these filters pass, the one with the newest row first (`None`: rows of no session)."""
+    def latest_sessions(self, filters: Filters, *, limit: int) -> list[tuple[str, str | None]]:
+        """The conversations (scope, session) of the rows these filters pass, the one with the newest row first
+        (a session of `None`: rows of no session)."""
         where, params = self.where(filters, "m")
-        rows = self._run(f"SELECT m.session_id FROM memories m WHERE {where} GROUP BY m.session_id "
-                         f"ORDER BY max(m.created_at) DESC LIMIT {self.dialect.p}", (*params, limit))
-        return [r[0] for r in rows]
+        rows = self._run(f"SELECT m.scope, m.session_id FROM memories m WHERE {where} GROUP BY m.scope, m.session_id "
+                         f"ORDER BY max(m.created_at) DESC, m.scope, m.session_id LIMIT {self.dialect.p}", (*params, limit))
+        return [(r[0], r[1]) for r in rows]
 
     def stats(self) -> StoreStats:
         """Counts from indexes only: each kind's rows grouped, minus the (few) deleted or expired rows.
@@ -511,7 +512,7 @@ class Store(ABC):
         before = f"(m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
         after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
         out: dict[str, list[str]] = {}
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             rows = self._run(
                 f"SELECT h.id, (SELECT m.id FROM memories m WHERE {same} AND {before} AND {where} "
                 f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
@@ -528,7 +529,7 @@ class Store(ABC):
         """The subset of `ids` that pass `filters` (for legs that filter part of the way themselves)."""
         where, params = self.where(filters, "m")
         out: set[str] = set()
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             rows = self._run(f"SELECT m.id FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))}) AND {where}",
                              (*chunk, *params))
             out.update(str(r[0]) for r in rows)
@@ -574,8 +575,3 @@ def dimensions_differ(stored: int, query: int) -> StorageError:
     """A query or a new vector of another model than the stored vectors' (another process re-embedded the store)."""
     return StorageError(f"the stored vectors have {stored} dimensions, the query {query}: "
                         "run `clawrecall reembed` or configure the stored embedding model")
-
-
-def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
