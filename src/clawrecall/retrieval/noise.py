@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..storage.text import STOPWORDS, has_cjk
+from ..storage.text import STOPWORDS, has_cjk, words
 
 _PATTERNS = [
     # denials: an assistant saying it does not know
@@ -54,9 +54,8 @@ _SMALL_TALK = frozenset("""
     díky děkuji dík ahoj čau jo jasně ano dobře super fajn
     спасибо пока привет да хорошо ладно ок отлично понятно
 """.split())
-_WORDS = re.compile(r"\w+", re.UNICODE)
 
 
 def is_small_talk(text: str) -> bool:
     """A turn of only stopwords and pleasantries: what a listing of what was said (a recap) leaves out."""
-    return all(w in STOPWORDS or w in _SMALL_TALK for w in _WORDS.findall(text.lower()))
+    return all(w in STOPWORDS or w in _SMALL_TALK for w in words(text))

@@ -149,17 +149,10 @@ class RetrievalPipeline:
             floor = cfg.min_score if min_score is None else min_score
             items = [s for s in items if s.relevance >= floor][:limit]
             hits = SearchHits(
-                SearchHit(
-                    memory=s.memory,
-                    score=round(s.relevance, 6),
-                    age=age_string(s.memory.created_at, now),
-                    # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a
-                    # memory about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
-                    similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None,
-                    matched=list(s.legs),
-                    explain={"legs": s.legs, **s.steps, "ranking": s.score, "final": s.relevance} if explain else None,
-                    discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
-                )
+                to_hit(s, now, discussed, score=s.relevance, matched=list(s.legs), explain=explain,
+                       # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a memory
+                       # about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
+                       similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None)
                 for s in items
             )
             hits.without_vectors = without_vectors
@@ -207,17 +200,7 @@ class RetrievalPipeline:
             floor = cfg.min_score if min_score is None else min_score
             items = [s for s in items if s.score >= floor][:limit]
             discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
-        return SearchHits(
-            SearchHit(
-                memory=s.memory,
-                score=round(s.score, 6),
-                age=age_string(s.memory.created_at, now),
-                matched=["time"],
-                explain={"legs": {}, **s.steps, "ranking": s.score, "final": s.score} if explain else None,
-                discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if (n := discussed.get(s.memory.id)) else None,
-            )
-            for s in items
-        )
+        return SearchHits(to_hit(s, now, discussed, score=s.score, matched=["time"], explain=explain) for s in items)
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray], calibration: RelevanceConfig | None) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""
@@ -275,6 +258,23 @@ class RetrievalPipeline:
                 self._common.clear()
             cached = self._common[key] = (now, words)
         return without_words(query, cached[1])
+
+
+def to_hit(
+    item: Scored, now: datetime, discussed: dict[str, tuple[int, Any, Any]], *, score: float, matched: list[str],
+    explain: bool, similarity: float | None = None,
+) -> SearchHit:
+    """A scored item as the hit a search returns, with `score` as its final score."""
+    n = discussed.get(item.memory.id)
+    return SearchHit(
+        memory=item.memory,
+        score=round(score, 6),
+        age=age_string(item.memory.created_at, now),
+        similarity=similarity,
+        matched=matched,
+        explain={"legs": item.legs, **item.steps, "ranking": item.score, "final": score} if explain else None,
+        discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if n else None,
+    )
 
 
 # -- stages ------------------------------------------------------------------------------

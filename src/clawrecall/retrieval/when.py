@@ -16,7 +16,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable
 
 from .._time import as_utc
-from ..storage.text import STOPWORDS
+from ..storage.text import STOPWORDS, words
 
 Span = tuple[date, date]  # first day, day after the last
 
@@ -38,10 +38,10 @@ class When:
         """Whether the query asks for the time itself: nothing but the time ("yesterday"), or a question of
         what was said or done then ("what did we talk about yesterday?") whose other words can find
         nothing. Stopwords alone are not enough: "how are you today?" asks about no record."""
-        words = re.findall(r"\w+", self.query.lower())
-        asks = any(w in _RECAP for w in words) or {"did", "do"} <= set(words) or (  # "what did we do"
-            "new" in words and not {"anything", "what", "whats"}.isdisjoint(words))  # "anything new", not "I'm new here"
-        return all(w in STOPWORDS or w in _RECAP or w in _FILLER for w in words) and (not words or asks)
+        said = words(self.query)
+        asks = any(w in _RECAP for w in said) or {"did", "do"} <= set(said) or (  # "what did we do"
+            "new" in said and not {"anything", "what", "whats"}.isdisjoint(said))  # "anything new", not "I'm new here"
+        return all(w in STOPWORDS or w in _RECAP or w in _FILLER for w in said) and (not said or asks)
 
 
 # Words that ask what was said or done within a time, in the languages of the rules below ("what did I

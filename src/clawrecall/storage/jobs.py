@@ -197,7 +197,7 @@ class Jobs(_Table[Job]):
     def about(self, subjects: Sequence[str], *, delete: bool) -> int:
         """The jobs about these subjects (a deleted conversation's segments): counted, or removed."""
         marks = self._store.dialect.marks
-        return self._count_or_delete([(f"subject_id IN ({marks(len(chunk))})", list(chunk)) for chunk in chunks(subjects)],
+        return self._count_or_delete([(f"subject_id IN ({marks(len(chunk))})", chunk) for chunk in chunks(subjects)],
                                      delete)
 
     def in_scope(self, scope: str, subjects: Sequence[str] = (), *, delete: bool) -> int:

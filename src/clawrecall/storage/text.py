@@ -41,6 +41,11 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+def words(text: str) -> list[str]:
+    """The text's words, lower-cased, stopwords included."""
+    return _WORD.findall(text.lower())
+
+
 def keywords(query: str, limit: int = 32) -> list[str]:
     """Lower-cased words of a query without stopwords (all words if nothing else is left)."""
     words = [w.lower() for w in _WORD.findall(query)]
@@ -75,7 +80,7 @@ def common_words(texts: Iterable[str], share: float) -> set[str]:
     n = 0
     for text in texts:
         n += 1
-        counts.update(set(_WORD.findall(text.lower())) - STOPWORDS)
+        counts.update(set(words(text)) - STOPWORDS)
     return {w for w, c in counts.items() if c > share * n}
 
 
