@@ -25,16 +25,22 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     backend = "postgres" if is_postgres_url(db_target) else "sqlite"
     before = open_store(db_target, migrate=False)
     # every step the old number stands for; those added since are pending
-    assert before.schema_version() == latest() - 8
+    assert before.schema_version() == latest() - 10
     assert [s.label for s in before.pending_migrations()] == [
-        "core/record-kinds", "core/validity", "core/fact-keys", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial",
-        "reembed/initial"]
+        "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "conversations/initial",
+        "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
+        "reembed/half-precision-staging"]
     before.close()
 
     with Memory.open(db_target) as mem:
         assert sorted(_recorded(mem.store)) == ALL_STEPS
         assert mem.store.get_meta("schema_version") == REFUSED_BY_OLD_RELEASES
         assert mem.stats().schema_version == latest()
+        if backend == "postgres":  # the vectors became half precision, and the HNSW index was made again over them
+            assert mem.store._run("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                                  "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'")[0][0] == "halfvec"
+            index = mem.store._run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
+            assert "(embedding)::halfvec(384)" in index and "halfvec_cosine_ops" in index and "m='24'" in index
 
         [kept] = mem.list()
         assert kept.content == "Alice's camper van is parked behind the old mill?"

@@ -17,7 +17,8 @@ def test_status_dry_run_apply(db_target):
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
     later = [f"core/{name}" for name in CORE.steps[1:]] + [
-        "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial"]
+        "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
+        "reembed/half-precision-staging"]
     assert status["schema_version"] == 1
     assert status["latest"] == latest() == sum(len(s.steps) for s in (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED))
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
@@ -38,9 +39,10 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 8
-    assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "conversations/initial",
-                                 "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial"]
+    assert status["schema_version"] == latest() - 10
+    assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors",
+                                 "conversations/initial", "conversations/segment-summary", "jobs/initial",
+                                 "knowledge/initial", "reembed/initial", "reembed/half-precision-staging"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)

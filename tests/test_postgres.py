@@ -207,7 +207,8 @@ def test_binary_copy_round_trips_every_column(pg_url):
             assert getattr(a, key) == full[key], key
         assert a.visibility.value == "private" and b.title is None and b.tags == [] and b.metadata == {}
         stored = mem.store.vectors(ids)
-        assert np.allclose(stored[ids[0]], vectors[0], atol=1e-6) and np.allclose(stored[ids[1]], vectors[1], atol=1e-6)
+        # stored in half precision: each component is its float16 rounding, exactly
+        assert all(np.array_equal(stored[i], v.astype(np.float16).astype(np.float32)) for i, v in zip(ids, vectors))
         assert [h.memory.id for h in mem.search("café quoted", mode="bm25", min_score=0)] == [ids[0]]
 
 
@@ -606,3 +607,44 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
         assert not store.reads_exactly(grows)
         hits = store.vector_candidates(_unit(rng, 1, dims)[0], grows, 10)
         assert len(hits) == 10
+
+
+def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_index(pg_url):
+    """A database made before half precision (`vector` columns, an HNSW index over `vector`) gets
+    halfvec columns, the index made again over them, the same neighbours, and a staging table that
+    takes half-precision vectors."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(40, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
+        ids = [r.id for r in mem.add_many([{"content": f"row {i}"} for i in range(40)], embeddings=vectors, dedup=False)]
+        before = [c.id for c in mem.store.vector_candidates(vectors[3], Filters(), 5)]
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as an older release left it
+        conn.execute("DROP INDEX idx_memories_embedding")
+        conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector USING embedding::vector")
+        conn.execute("ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE vector USING embedding::vector")
+        conn.execute("CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::vector(384)) vector_cosine_ops)")
+        conn.execute("DELETE FROM migrations WHERE name IN ('half-precision-vectors', 'half-precision-staging')")
+    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
+        types = dict(mem.store._run("SELECT attrelid::regclass::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+                                    "WHERE attname = 'embedding' AND attrelid IN ('memories'::regclass, 'staged_vectors'::regclass)"))
+        assert types == {"memories": "halfvec", "staged_vectors": "halfvec"}
+        index = mem.store._run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
+        assert "(embedding)::halfvec(384)" in index and "halfvec_cosine_ops" in index
+        assert [c.id for c in mem.store.vector_candidates(vectors[3], Filters(), 5)] == before and before[0] == ids[3]
+        mem.store.staged.begin("another model")
+        mem.store.staged.stage("another model", mem.store.staged.pending(0, 1), vectors[:1])
+        assert mem.store.staged.count() == 1
+
+
+def test_a_pgvector_too_old_for_the_store_is_a_clear_error_and_a_doctor_problem(pg_url, monkeypatch):
+    import clawrecall.storage.postgres as backend
+
+    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
+        version = mem.store._run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[0][0]
+        monkeypatch.setattr(backend, "PGVECTOR_NEEDED", (99, 0))
+        assert mem.store.integrity_problems() == [
+            f"pgvector 99.0 or later is needed, the database has {version} (install the newer package, then "
+            "ALTER EXTENSION vector UPDATE)"]
+    with pytest.raises(StorageError, match=rf"cannot open PostgreSQL database .*: pgvector 99.0 or later is needed, the database has {re.escape(version)}"):
+        Memory.open(pg_url)

@@ -68,13 +68,18 @@ def unit(v: list[float]) -> np.ndarray:
     return a / np.linalg.norm(a)
 
 
+def as_stored(mem: Memory, v: np.ndarray) -> np.ndarray:
+    """A vector as the store keeps it: PostgreSQL's are half precision."""
+    return v.astype(np.float16).astype(np.float32) if mem.store.dialect.name == "postgres" else v
+
+
 def assert_stub_vectors(mem: Memory) -> None:
     """Every row holds the stub model's vector of its own text."""
     rows = mem.store._run("SELECT id, content FROM memories")
     vectors = mem.store.vectors([str(i) for i, _ in rows])
     assert len(vectors) == len(rows)
     for memory_id, content in rows:
-        assert np.allclose(vectors[str(memory_id)], unit(fake_embed(content)), atol=1e-5), content
+        assert np.allclose(vectors[str(memory_id)], as_stored(mem, unit(fake_embed(content))), atol=1e-6), content
 
 
 def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, stub, tmp_path):
@@ -187,8 +192,8 @@ def test_rows_written_or_changed_during_a_reembed_are_embedded_again_before_the_
             assert mem.reembed(batch_size=8, progress=write_meanwhile) == 30
             assert models(mem) == {new_model: 30} and mem.store.staged.rows() == 0
             vectors = mem.store.vectors([changes["changed"], changes["added"]])
-            assert np.allclose(vectors[changes["changed"]], unit(fake_embed("fact number zero was corrected", 384)), atol=1e-5)
-            assert np.allclose(vectors[changes["added"]], unit(fake_embed("Zoe joined the team in March", 384)), atol=1e-5)
+            assert np.allclose(vectors[changes["changed"]], as_stored(mem, unit(fake_embed("fact number zero was corrected", 384))), atol=1e-6)
+            assert np.allclose(vectors[changes["added"]], as_stored(mem, unit(fake_embed("Zoe joined the team in March", 384))), atol=1e-6)
         # the old-model writer checked the store's model before the swap: its next write is refused, not mixed in
         with pytest.raises(EmbeddingMismatchError, match=f"re-embedded with {new_model} \\(384 dims\\)"):
             writer.add("Yusuf prefers tea")

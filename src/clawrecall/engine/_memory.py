@@ -30,7 +30,7 @@ from ._facts import Facts
 from ._files import Files
 from ._jobs import Jobs
 from ._maintenance import Maintenance
-from ._reads import read_filters, resolve, with_origins
+from ._reads import read_filters, resolve
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import chat_turns, check_int, check_share, check_text
@@ -490,11 +490,10 @@ class Memory:
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
             message_roles=message_roles, as_of=as_of,
         )
-        hits = self.pipeline.search(
+        return self.pipeline.search(
             query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
             min_score=min_score,
         )
-        return with_origins(self.store, hits) if filters.kinds != ("memory",) else hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,

@@ -9,7 +9,7 @@ from typing import Sequence, get_args
 
 from ..config import AccessConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
-from ..models import KINDS, MemoryRecord, Role, SearchHits
+from ..models import KINDS, MemoryRecord, Role
 from ..scopes import Caller, read_scopes
 from ..storage import Filters, Store
 from ._validate import check_category, check_text, check_when
@@ -91,20 +91,3 @@ def resolve(
         raise AmbiguousIdError(memory_id, matches)
     found = prefix if prefix in matches else matches[0]
     return store.fetch([found])[found]
-
-
-def with_origins(store: Store, hits: SearchHits) -> SearchHits:
-    """Each message hit labelled with its session, role and time; each file chunk with its file and lines or pages."""
-    messages = store.messages.of([h.id for h in hits if h.memory.kind == "message"])
-    out = SearchHits()
-    out.without_vectors = hits.without_vectors
-    for hit in hits:
-        origin = None
-        if hit.memory.kind == "message" and (m := messages.get(hit.id)) is not None:
-            origin = {"session_id": m.session_id, "message_id": m.id, "role": m.role, "segment_id": m.segment_id,
-                      "channel": m.channel, "at": m.created_at.isoformat().replace("+00:00", "Z")}  # as pydantic writes times
-        elif hit.memory.kind == "chunk":
-            meta = hit.memory.metadata
-            origin = {"file_id": hit.memory.source_id, **{k: meta[k] for k in ("path", "lines", "pages", "chunk") if k in meta}}
-        out.append(hit.model_copy(update={"origin": origin}) if origin is not None else hit)
-    return out

@@ -148,8 +148,9 @@ class RetrievalPipeline:
                                     calibration or cfg.relevance, uncalibrated=uncalibrated)
             floor = cfg.min_score if min_score is None else min_score
             items = [s for s in items if s.relevance >= floor][:limit]
+            origins = hit_origins(self.store, [s.memory for s in items])
             hits = SearchHits(
-                to_hit(s, now, discussed, score=s.relevance, matched=list(s.legs), explain=explain,
+                to_hit(s, now, discussed, origins, score=s.relevance, matched=list(s.legs), explain=explain,
                        # the vector leg may have ranked with a reduced query (`_vector_query`), which overrates a memory
                        # about someone else ("Bob's birthday" for "Alice's"): callers gate on the whole query's cosine
                        similarity=s.steps["relevance"]["cosine"] if "vector" in s.legs else None)
@@ -200,7 +201,9 @@ class RetrievalPipeline:
             floor = cfg.min_score if min_score is None else min_score
             items = [s for s in items if s.score >= floor][:limit]
             discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
-        return SearchHits(to_hit(s, now, discussed, score=s.score, matched=["time"], explain=explain) for s in items)
+            origins = hit_origins(self.store, [s.memory for s in items])
+        return SearchHits(to_hit(s, now, discussed, origins, score=s.score, matched=["time"], explain=explain)
+                          for s in items)
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray], calibration: RelevanceConfig | None) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""
@@ -260,9 +263,25 @@ class RetrievalPipeline:
         return without_words(query, cached[1])
 
 
+def hit_origins(store: Store, records: list[MemoryRecord]) -> dict[str, dict[str, Any]]:
+    """Where each message and file chunk came from: a message's session, role and time; a chunk's file
+    and lines or pages. Memories have none."""
+    messages = store.messages.of([r.id for r in records if r.kind == "message"])
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.kind == "message" and (m := messages.get(record.id)) is not None:
+            out[record.id] = {"session_id": m.session_id, "message_id": m.id, "role": m.role, "segment_id": m.segment_id,
+                              "channel": m.channel, "at": m.created_at.isoformat().replace("+00:00", "Z")}  # as pydantic writes times
+        elif record.kind == "chunk":
+            meta = record.metadata
+            out[record.id] = {"file_id": record.source_id,
+                              **{k: meta[k] for k in ("path", "lines", "pages", "chunk") if k in meta}}
+    return out
+
+
 def to_hit(
-    item: Scored, now: datetime, discussed: dict[str, tuple[int, Any, Any]], *, score: float, matched: list[str],
-    explain: bool, similarity: float | None = None,
+    item: Scored, now: datetime, discussed: dict[str, tuple[int, Any, Any]], origins: dict[str, dict[str, Any]], *,
+    score: float, matched: list[str], explain: bool, similarity: float | None = None,
 ) -> SearchHit:
     """A scored item as the hit a search returns, with `score` as its final score."""
     n = discussed.get(item.memory.id)
@@ -274,6 +293,7 @@ def to_hit(
         matched=matched,
         explain={"legs": item.legs, **item.steps, "ranking": item.score, "final": score} if explain else None,
         discussed=Discussed(count=n[0], first_at=n[1], last_at=n[2]) if n else None,
+        origin=origins.get(item.memory.id),
     )
 
 

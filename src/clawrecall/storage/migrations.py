@@ -52,6 +52,7 @@ CORE = MigrationSet(
         "record-kinds",  # memories.kind (memory, message, chunk) and the index of rows awaiting a vector
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
+        "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
     ),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
@@ -64,7 +65,7 @@ JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
 #: facts extracted from conversations: each time one was stated (the facts are `memories` rows)
 KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
 #: a re-embedding that survives a crash: the new model's vectors, staged until all are made
-REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial",))
+REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial", "half-precision-staging"))  # PostgreSQL: halfvec
 SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED)
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..config import PostgresConfig
 
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
-HALFVEC_ABOVE = 2000  # pgvector indexes `vector` up to 2,000 dims and `halfvec` up to 4,000
+PGVECTOR_NEEDED = (0, 8)  # halfvec (0.7) and iterative HNSW scans (0.8)
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
 _PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
 _PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
@@ -90,26 +90,7 @@ def _core_after_tables(ts_config: str) -> list[str]:
     return [
         *_fts_trigger(ts_config, "CREATE"),
         *_TEXT_INDEXES,
-        """CREATE FUNCTION search_memories(
-            query_embedding vector,
-            p_user_id TEXT DEFAULT NULL,
-            p_memory_type TEXT DEFAULT NULL,
-            p_limit INTEGER DEFAULT 10,
-            p_threshold REAL DEFAULT 0.3
-        ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
-                         metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
-        LANGUAGE sql STABLE AS $$
-            SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
-                   (1 - (m.embedding <=> query_embedding))::REAL
-            FROM memories m
-            WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-              AND m.embedding IS NOT NULL
-              AND (p_user_id IS NULL OR m.user_id = p_user_id)
-              AND (p_memory_type IS NULL OR m.category = p_memory_type)
-              AND (1 - (m.embedding <=> query_embedding)) >= p_threshold
-            ORDER BY m.embedding <=> query_embedding
-            LIMIT p_limit
-        $$""",
+        _search_memories("CREATE"),
         # The conversation tables arrive with conversation tracking; until then they count 0.
         """CREATE VIEW conversation_stats AS SELECT
             (SELECT count(*) FROM memories WHERE deleted_at IS NULL) AS total_memories,
@@ -122,8 +103,34 @@ def _core_after_tables(ts_config: str) -> list[str]:
     ]
 
 
-def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
+def _search_memories(create: str) -> str:
+    """Seed 000's vector search for SQL users: it takes a `vector` (what a client sends) and compares
+    it in the stored half precision."""
+    return f"""{create} FUNCTION search_memories(
+            query_embedding vector,
+            p_user_id TEXT DEFAULT NULL,
+            p_memory_type TEXT DEFAULT NULL,
+            p_limit INTEGER DEFAULT 10,
+            p_threshold REAL DEFAULT 0.3
+        ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
+                         metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
+        LANGUAGE sql STABLE AS $$
+            SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
+                   (1 - (m.embedding <=> query_embedding::halfvec))::REAL
+            FROM memories m
+            WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+              AND m.embedding IS NOT NULL
+              AND (p_user_id IS NULL OR m.user_id = p_user_id)
+              AND (p_memory_type IS NULL OR m.category = p_memory_type)
+              AND (1 - (m.embedding <=> query_embedding::halfvec)) >= p_threshold
+            ORDER BY m.embedding <=> query_embedding::halfvec
+            LIMIT p_limit
+        $$"""
+
+
+def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
     """The steps' SQL as they were written for databases made before each (see migrations.py)."""
+    maintenance_work_mem = cfg.maintenance_work_mem
     return {
         "startup": [
             """CREATE TABLE startup (
@@ -154,6 +161,25 @@ def _steps(maintenance_work_mem: str, ts_config: str) -> dict[str, list[str]]:
             "DROP TRIGGER memories_fts ON memories",
             *_fts_trigger(ts_config, "CREATE OR REPLACE"),
         ],
+        # the vectors in half precision: the table is rewritten, and the HNSW index (over the old type) made again
+        "half-precision-vectors": [
+            f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
+            f"""DO $$
+            DECLARE
+                indexed boolean := to_regclass('idx_memories_embedding') IS NOT NULL;
+                dims text := (SELECT value FROM meta WHERE key = 'vector_dims');
+            BEGIN
+                DROP INDEX IF EXISTS idx_memories_embedding;
+                ALTER TABLE memories ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec;
+                IF indexed AND dims IS NOT NULL THEN
+                    EXECUTE 'CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::halfvec('
+                        || dims::int || ')) halfvec_cosine_ops) WITH (m = {cfg.hnsw_m}, '
+                        || 'ef_construction = {cfg.hnsw_ef_construction})';
+                END IF;
+            END $$""",
+            _search_memories("CREATE OR REPLACE"),
+        ],
+        "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
 
@@ -226,6 +252,9 @@ class PostgresStore(Store):
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
                 configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
             )
+            if (old := self._old_pgvector()) is not None:
+                self._pool.close()
+                raise StorageError(f"cannot open PostgreSQL database {self.location}: {old}")
             if migrate:
                 self.migrate()
         except psycopg.Error as exc:
@@ -335,7 +364,7 @@ class PostgresStore(Store):
         self._run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
     def _steps(self) -> dict[str, list[str]]:
-        return _steps(self.config.maintenance_work_mem, self.ts_config)
+        return _steps(self.config, self.ts_config)
 
     def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         if migration_set != CORE.name:
@@ -351,11 +380,25 @@ class PostgresStore(Store):
             (name,),
         )[0][0]
 
+    def _old_pgvector(self) -> str | None:
+        """Why the server's pgvector cannot serve this store (too old), or None."""
+        rows = self._run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        if not rows:
+            return None
+        version = rows[0][0]
+        if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) >= PGVECTOR_NEEDED:
+            return None
+        needed = ".".join(map(str, PGVECTOR_NEEDED))
+        return (f"pgvector {needed} or later is needed, the database has {version} (install the newer package, "
+                "then ALTER EXTENSION vector UPDATE)")
+
     def integrity_problems(self) -> list[str]:
         """Cheap sanity checks (the server guards its own pages): the extensions every search needs,
         and no index of `memories` left invalid by a failed build."""
         present = {r[0] for r in self._run("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")}
         problems = [f"extension {name} is missing" for name in ("vector", "pg_trgm") if name not in present]
+        if "vector" in present and (old := self._old_pgvector()) is not None:
+            problems.append(old)
         invalid = self._run(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'memories'::regclass AND NOT (i.indisvalid AND i.indisready) ORDER BY c.relname"
@@ -366,7 +409,7 @@ class PostgresStore(Store):
     def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         """Binary COPY: no INSERT per row, and no vector printed as 384 decimal floats (3x faster than text COPY)."""
         columns = f"{self._memories.columns}, embedding"
-        vecs = None if vectors is None else np.asarray(vectors, dtype=np.float32)
+        vector = self.dialect.to_db["vector"]
         with self.transaction(), self._connection() as conn:
             if self._may_change_schema():
                 # Before any row lock: two first writers, each holding its new rows and waiting for
@@ -375,7 +418,7 @@ class PostgresStore(Store):
             with conn.cursor().copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for i, record in enumerate(records):
-                    copy.write_row((*self._memories.row(record), None if vecs is None else vecs[i]))
+                    copy.write_row((*self._memories.row(record), None if vectors is None else vector(vectors[i])))
             self._after_insert(records, vectors)
 
     def add_history(self, entries: list[HistoryDraft]) -> None:
@@ -409,9 +452,10 @@ class PostgresStore(Store):
             self._dims = int(raw) if raw else None
         return self._dims
 
-    def _vector_expr(self, dims: int) -> tuple[str, str]:
-        kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
-        return f"(embedding::{kind}({dims}))", f"{kind}_cosine_ops"
+    @staticmethod
+    def _vector_expr(dims: int) -> tuple[str, str]:
+        """The indexed expression: the column holds vectors of any dimensions, an index one (HNSW: up to 4,000)."""
+        return f"(embedding::halfvec({dims}))", "halfvec_cosine_ops"
 
     def _may_change_schema(self) -> bool:
         """Whether an insert may record the vector dimensions or create the HNSW index."""
@@ -524,8 +568,8 @@ class PostgresStore(Store):
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        rows = self._run(f"SELECT id, embedding FROM memories WHERE id IN ({self.dialect.marks(len(ids))}) "
-                         "AND embedding IS NOT NULL", ids, binary=True)
+        these, params = self.dialect.one_of("id", ids, "uuid")
+        rows = self._run(f"SELECT id, embedding FROM memories WHERE {these} AND embedding IS NOT NULL", params, binary=True)
         from_vector = self.dialect.from_db["vector"]
         return {str(r[0]): from_vector(r[1]) for r in rows}
 
@@ -558,9 +602,8 @@ class PostgresStore(Store):
     def _vector_sql(self, dims: int, filters: Filters) -> tuple[str, list[Any]]:
         """Every allowed row with its cosine distance `d` to the query (the first parameter)."""
         expr, _ = self._vector_expr(dims)
-        kind = "halfvec" if dims > HALFVEC_ABOVE else "vector"
         where, params = self.where(filters, "m")
-        return (f"SELECT m.id, {expr} <=> %s::{kind}({dims}) AS d FROM memories m "
+        return (f"SELECT m.id, {expr} <=> %s::halfvec({dims}) AS d FROM memories m "
                 f"WHERE m.embedding IS NOT NULL AND {where}"), params
 
     def reads_exactly(self, filters: Filters) -> bool:

@@ -59,12 +59,17 @@ class _Table(Generic[M]):
         return rows[0] if rows else None
 
     def _in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        return f"t.{column} IN ({self._store.dialect.marks(len(values))})" if values else "1 = 0", list(values)
+        if not values:
+            return "1 = 0", []
+        return self._store.dialect.one_of(f"t.{column}", values, self.table.column(column).type)
 
     def _ids_where(self, column: str, values: Sequence[Any]) -> list[str]:
         """Ids of the rows whose `column` is one of `values`, 500 values a query."""
-        return [str(r[0]) for chunk in chunks(values)
-                for r in self._store._run(f"SELECT t.id FROM {self.table.name} t WHERE {self._in(column, chunk)[0]}", chunk)]
+        out: list[str] = []
+        for chunk in chunks(values):
+            where, params = self._in(column, chunk)
+            out += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM {self.table.name} t WHERE {where}", params)]
+        return out
 
     def _in_scopes(self, scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
         """Rows of these scopes; `None` (the administrator's reads) is every scope."""

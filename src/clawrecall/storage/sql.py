@@ -330,8 +330,8 @@ class Store(ABC):
     def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]:
         out: dict[str, MemoryRecord] = {}
         for chunk in chunks(ids):
-            sql = f"SELECT {self._memory_columns} FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))})"
-            for row in self._run(sql, chunk):
+            where, params = self.dialect.one_of("m.id", chunk, "uuid")
+            for row in self._run(f"SELECT {self._memory_columns} FROM memories m WHERE {where}", params):
                 record = self._record(row)
                 out[record.id] = record
         return out
@@ -513,13 +513,14 @@ class Store(ABC):
         after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
         out: dict[str, list[str]] = {}
         for chunk in chunks(ids):
+            hits, ids_params = self.dialect.one_of("h.id", chunk, "uuid")
             rows = self._run(
                 f"SELECT h.id, (SELECT m.id FROM memories m WHERE {same} AND {before} AND {where} "
                 f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
                 f"(SELECT m.id FROM memories m WHERE {same} AND {after} AND {where} "
                 f"ORDER BY m.created_at, m.{oc} LIMIT 1) "
-                f"FROM memories h WHERE h.id IN ({self.dialect.marks(len(chunk))}) AND h.session_id IS NOT NULL",
-                (*params, *params, *chunk),
+                f"FROM memories h WHERE {hits} AND h.session_id IS NOT NULL",
+                (*params, *params, *ids_params),
             )
             for memory_id, prev, nxt in rows:
                 out[str(memory_id)] = [str(n) for n in (prev, nxt) if n is not None]
@@ -530,8 +531,8 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         out: set[str] = set()
         for chunk in chunks(ids):
-            rows = self._run(f"SELECT m.id FROM memories m WHERE m.id IN ({self.dialect.marks(len(chunk))}) AND {where}",
-                             (*chunk, *params))
+            these, ids_params = self.dialect.one_of("m.id", chunk, "uuid")
+            rows = self._run(f"SELECT m.id FROM memories m WHERE {these} AND {where}", (*ids_params, *params))
             out.update(str(r[0]) for r in rows)
         return out
 
