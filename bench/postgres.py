@@ -518,7 +518,7 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
             where, params = store.where(filters(0), "memories")
             plan = plan_of(
                 store, f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
-                f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT {K}",
+                f"ORDER BY (embedding::halfvec({DIMS})) <=> %s::halfvec({DIMS}) LIMIT {K}",
                 (*params, queries[0]),
                 [f"SET LOCAL hnsw.ef_search = {ef or engine_ef}", "SET LOCAL hnsw.iterative_scan = relaxed_order",
                  *(f"SET LOCAL {x}" for x in extra)],
@@ -544,7 +544,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
     run = store._run
     run("DROP TABLE IF EXISTS bench_part")
     run(f"CREATE TABLE bench_part (id uuid, scope text NOT NULL, deleted_at timestamptz, expires_at timestamptz, "
-        f"embedding vector) PARTITION BY {by} (scope)")
+        f"embedding halfvec) PARTITION BY {by} (scope)")
     for i in range(parts):
         bound = (f"IN ('{data.scope_names[i]}')" if kind == "list" else f"WITH (MODULUS {parts}, REMAINDER {i})")
         run(f"CREATE TABLE bench_part_{i} PARTITION OF bench_part FOR VALUES {bound}")
@@ -555,7 +555,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
         if args.maintenance_work_mem:
             run(f"SET LOCAL maintenance_work_mem = '{args.maintenance_work_mem}'")
         t = time.perf_counter()
-        run(f"CREATE INDEX bench_part_hnsw ON bench_part USING hnsw ((embedding::vector({DIMS})) vector_cosine_ops) "
+        run(f"CREATE INDEX bench_part_hnsw ON bench_part USING hnsw ((embedding::halfvec({DIMS})) halfvec_cosine_ops) "
             f"WITH ({args.hnsw or engine_hnsw(store)})")
         build_s = time.perf_counter() - t
     run("ANALYZE bench_part")
@@ -574,9 +574,9 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
                 with store.transaction():  # exactly the engine's vector leg, on the partitioned copy
                     run(f"SET LOCAL hnsw.ef_search = {max(ef or store.config.hnsw_ef_search, K)}")
                     run("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    got = run(f"SELECT id, 1 - ((embedding::vector({DIMS})) <=> %s::vector({DIMS})) FROM bench_part "
+                    got = run(f"SELECT id, 1 - ((embedding::halfvec({DIMS})) <=> %s::halfvec({DIMS})) FROM bench_part "
                               f"WHERE embedding IS NOT NULL AND {where} "
-                              f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT %s",
+                              f"ORDER BY (embedding::halfvec({DIMS})) <=> %s::halfvec({DIMS}) LIMIT %s",
                               (v, *params, v, K))
                 return [(str(r[0]), float(r[1])) for r in got]
 
@@ -613,7 +613,7 @@ def exact_sql(mem: Memory, data: Data, queries: np.ndarray, qscopes: np.ndarray,
                 store._run("SET LOCAL enable_indexscan = off")
                 got = store._run(
                     f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
-                    f"ORDER BY (embedding::vector({DIMS})) <=> %s::vector({DIMS}) LIMIT {K}",
+                    f"ORDER BY (embedding::halfvec({DIMS})) <=> %s::halfvec({DIMS}) LIMIT {K}",
                     (*params, store.dialect.to_db["vector"](queries[i])),
                 )
             lat.append((time.perf_counter() - t) * 1000)

@@ -4,13 +4,15 @@ pg_trgm for the fuzzy leg; everything else is the shared SQL of `sql.py`.
 Connections come from a psycopg pool that checks each connection before lending it, so a
 server restart costs the in-flight call (a clear `StorageError`) and nothing after it.
 Nothing is cached between calls except the vector dimensions (re-read when a query's differ,
-as after a `reembed` by another process) and, for a minute, whether a filter's vector search
-reads exactly or through HNSW, so several processes on one database see each other's writes at once.
+as after a `reembed` by another process), for a minute, whether a filter's vector search reads
+exactly or through HNSW, and the vectors of scopes read exactly, checked against the database at
+every search (`pg_vectors.py`), so several processes on one database see each other's writes at once.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
-exactly instead, which is both faster and complete there. Bulk loads can defer the index
-(`deferred_vector_index`) and build it once at the end.
+exactly instead, which is both faster and complete there, from this process's memory where
+`postgres.vector_cache_mb` allows. Bulk loads can defer the index (`deferred_vector_index`) and
+build it once at the end.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .pg_vectors import ScopeVectors
 from .schema import HISTORY, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
 from .text import keywords
@@ -84,11 +87,30 @@ def _fts_trigger(ts_config: str, verb: str) -> list[str]:
     ]
 
 
+#: each row's revision: a new one at every insert and update, indexed with the scope, so the vectors a
+#: process holds (`pg_vectors.py`) are checked without reading a row. Rows older than the column keep 0
+#: (a constant default adds it without rewriting the table); the next write of each gives it one.
+ROW_REVISIONS = [
+    "CREATE SEQUENCE memories_rev",
+    "ALTER TABLE memories ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE memories ALTER COLUMN rev SET DEFAULT nextval('memories_rev')",
+    "ALTER SEQUENCE memories_rev OWNED BY memories.rev",
+    """CREATE FUNCTION memories_rev_next() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.rev := nextval('memories_rev');
+        RETURN NEW;
+    END $$""",
+    "CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION memories_rev_next()",
+    "CREATE INDEX idx_memories_scope_rev ON memories (scope, rev) INCLUDE (id)",
+]
+
+
 def _core_after_tables(ts_config: str) -> list[str]:
     """What installing the core set makes after its tables: the tsvector's trigger, the text
-    indexes, and seed 000's SQL-level API for users who query the database directly."""
+    indexes, row revisions, and seed 000's SQL-level API for users who query the database directly."""
     return [
         *_fts_trigger(ts_config, "CREATE"),
+        *ROW_REVISIONS,
         *_TEXT_INDEXES,
         _search_memories("CREATE"),
         # The conversation tables arrive with conversation tracking; until then they count 0.
@@ -101,6 +123,15 @@ def _core_after_tables(ts_config: str) -> list[str]:
             0::bigint AS total_chunks,
             (SELECT count(DISTINCT user_id) FROM memories) AS unique_users""",
     ]
+
+
+def pgvector_too_old(version: str) -> str | None:
+    """Why a database whose pgvector is `version` (its `extversion`) cannot hold a store, or None."""
+    if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) >= PGVECTOR_NEEDED:
+        return None
+    needed = ".".join(map(str, PGVECTOR_NEEDED))
+    return (f"pgvector {needed} or later is needed, the database has {version} (install the newer package, "
+            "then ALTER EXTENSION vector UPDATE)")
 
 
 def _search_memories(create: str) -> str:
@@ -167,10 +198,14 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
             f"""DO $$
             DECLARE
                 indexed boolean := to_regclass('idx_memories_embedding') IS NOT NULL;
-                dims text := (SELECT value FROM meta WHERE key = 'vector_dims');
+                dims text := coalesce((SELECT value FROM meta WHERE key = 'vector_dims'),
+                    (SELECT vector_dims(embedding)::text FROM memories WHERE embedding IS NOT NULL LIMIT 1));
             BEGIN
                 DROP INDEX IF EXISTS idx_memories_embedding;
                 ALTER TABLE memories ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec;
+                IF dims IS NOT NULL THEN  -- what the vector leg reads the dimensions from
+                    INSERT INTO meta (key, value) VALUES ('vector_dims', dims) ON CONFLICT (key) DO NOTHING;
+                END IF;
                 IF indexed AND dims IS NOT NULL THEN
                     EXECUTE 'CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::halfvec('
                         || dims::int || ')) halfvec_cosine_ops) WITH (m = {cfg.hnsw_m}, '
@@ -179,6 +214,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
             END $$""",
             _search_memories("CREATE OR REPLACE"),
         ],
+        "row-revisions": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *ROW_REVISIONS],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
@@ -243,6 +279,7 @@ class PostgresStore(Store):
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
         self._deferring = 0  # deferred_vector_index() blocks open in this process
         self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
+        self._held_vectors = ScopeVectors(self, cfg.vector_cache_mb)  # scopes read exactly, from memory
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
         self._closed = False
@@ -252,7 +289,8 @@ class PostgresStore(Store):
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
                 configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
             )
-            if (old := self._old_pgvector()) is not None:
+            version = self._run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            if version and (old := pgvector_too_old(version[0][0])) is not None:
                 self._pool.close()
                 raise StorageError(f"cannot open PostgreSQL database {self.location}: {old}")
             if migrate:
@@ -380,25 +418,11 @@ class PostgresStore(Store):
             (name,),
         )[0][0]
 
-    def _old_pgvector(self) -> str | None:
-        """Why the server's pgvector cannot serve this store (too old), or None."""
-        rows = self._run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        if not rows:
-            return None
-        version = rows[0][0]
-        if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) >= PGVECTOR_NEEDED:
-            return None
-        needed = ".".join(map(str, PGVECTOR_NEEDED))
-        return (f"pgvector {needed} or later is needed, the database has {version} (install the newer package, "
-                "then ALTER EXTENSION vector UPDATE)")
-
     def integrity_problems(self) -> list[str]:
         """Cheap sanity checks (the server guards its own pages): the extensions every search needs,
         and no index of `memories` left invalid by a failed build."""
         present = {r[0] for r in self._run("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")}
         problems = [f"extension {name} is missing" for name in ("vector", "pg_trgm") if name not in present]
-        if "vector" in present and (old := self._old_pgvector()) is not None:
-            problems.append(old)
         invalid = self._run(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'memories'::regclass AND NOT (i.indisvalid AND i.indisready) ORDER BY c.relname"
@@ -592,7 +616,7 @@ class PostgresStore(Store):
         candidates, params = self._vector_sql(dims, filters)
         try:
             with self.pinned():  # the plan question and the queries: one pool checkout
-                return self._vector_query(candidates, params, queries, k)
+                return self._vector_query(candidates, params, queries, filters, k)
         except self._psycopg.errors.DataException as exc:  # rows of other dimensions: another process re-embedded
             self._dims = None
             if (now := self._vector_dims()) is not None and now != len(queries[0]):
@@ -611,9 +635,17 @@ class PostgresStore(Store):
         dims = self._vector_dims()
         return dims is None or self._few_rows(*self._vector_sql(dims, filters))
 
-    def _vector_query(self, candidates: str, params: list[Any], queries: list[np.ndarray], k: int) -> list[list[Candidate]]:
+    def _vector_query(
+        self, candidates: str, params: list[Any], queries: list[np.ndarray], filters: Filters, k: int
+    ) -> list[list[Candidate]]:
         vector = self.dialect.to_db["vector"]
         if self._few_rows(candidates, params):
+            # from the vectors this process holds (pg_vectors.py), checked first; not inside a transaction,
+            # whose own writes they would take in before it commits
+            if not getattr(self._local, "in_transaction", False):
+                held = self._held_vectors.candidates(queries, filters, k)
+                if held is not None:
+                    return held
             # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
             # every filtered row is compared, and the top k are exact
             sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"

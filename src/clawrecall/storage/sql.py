@@ -21,7 +21,7 @@ from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
 from . import migrations
 from .base import Candidate, HistoryDraft, Order, Owned, StoreStats, chunks
 from .dialect import Dialect, RowMap, prefix_bounds
-from .filters import Filters, where
+from .filters import Filters, checked_in_sql, where
 from .knowledge import Occurrences
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
@@ -32,6 +32,8 @@ from .tokens import ApiTokens
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .vector_index import VectorIndex
 
 
 T = TypeVar("T")
@@ -525,6 +527,26 @@ class Store(ABC):
             for memory_id, prev, nxt in rows:
                 out[str(memory_id)] = [str(n) for n in (prev, nxt) if n is not None]
         return out
+
+    def _index_candidates(
+        self, index: VectorIndex, query: np.ndarray, filters: Filters, k: int, *, widen: bool = True
+    ) -> list[Candidate] | None:
+        """The k nearest rows of an in-memory index that pass `filters`. Filters the index does not carry
+        are checked in SQL on its 4k nearest; with `widen`, on 16k, 64k… until k survive or all were seen
+        (past the rows a large scope's nearest clusters hold, the index reads them all), else None when
+        fewer than k survive the first round and more rows are left."""
+        if not checked_in_sql(filters):
+            return [Candidate(i, s) for i, s in index.search(query, k, filters)]
+        want = k * 4
+        while True:
+            hits = index.search(query, want, filters)
+            kept = self._filter_ids([i for i, _ in hits], filters)
+            out = [Candidate(i, s) for i, s in hits if i in kept]
+            if len(out) >= k or len(hits) < want:
+                return out[:k]
+            if not widen:
+                return None
+            want *= 4
 
     def _filter_ids(self, ids: list[str], filters: Filters) -> set[str]:
         """The subset of `ids` that pass `filters` (for legs that filter part of the way themselves)."""

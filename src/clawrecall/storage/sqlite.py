@@ -13,19 +13,16 @@ import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from .._time import as_utc
 from ..errors import StorageError
 from ..models import MemoryRecord
 from .base import Candidate
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
-from .filters import INDEX_COLUMNS, Filters, checked_in_sql
+from .filters import INDEX_COLUMNS, Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
-from .schema import MEMORIES
 from .sql import Store, dimensions_differ
 from .text import fts_or_query, keywords, trigrams
 
@@ -196,33 +193,21 @@ _BESIDE_ROWS = 30_000
 T = TypeVar("T")
 
 
-_NULL_TIME = float("nan")  # how the vector index holds a NULL time
-
-
-def _epoch(value: datetime | None) -> float:
-    return _NULL_TIME if value is None else as_utc(value).timestamp()
-
-
-def _epoch_text(value: str | None) -> float:
-    return _NULL_TIME if value is None else datetime.fromisoformat(value).timestamp()
-
-
 # How the vector index gets each indexed column: from a record, and from a row as stored
-_TIMES = [MEMORIES.column(c).type == "time" for c in INDEX_COLUMNS]
 _INDEX_SELECT = ", ".join(("id", "embedding", "scope", *INDEX_COLUMNS))
 
 
 def _record_meta(r: MemoryRecord) -> RowMeta:
     from .vector_index import RowMeta
 
-    return RowMeta(r.scope, tuple(_epoch(getattr(r, c)) if t else getattr(r, c) for c, t in zip(INDEX_COLUMNS, _TIMES)))
+    return RowMeta.stored(r.scope, [getattr(r, c) for c in INDEX_COLUMNS])
 
 
 def _stored_meta(row: tuple) -> RowMeta:
     """From a row selected as `_INDEX_SELECT`."""
     from .vector_index import RowMeta
 
-    return RowMeta(row[2], tuple(_epoch_text(v) if t else v for v, t in zip(row[3:], _TIMES)))
+    return RowMeta.stored(row[2], row[3:])
 
 
 # What a write can meet that is not clawrecall's fault: a read-only file or folder, a full disk,
@@ -527,18 +512,7 @@ class SQLiteStore(Store):
             return []
         if len(query) != index.dims:
             raise dimensions_differ(index.dims, len(query))
-        if not checked_in_sql(filters):
-            return [Candidate(i, s) for i, s in index.search(query, k, filters)]
-        # Filters the matrix does not carry are checked in SQL; widen until k survive or all were seen
-        # (past the rows a large scope's nearest clusters hold, the index reads them all).
-        want = k * 4
-        while True:
-            hits = index.search(query, want, filters)
-            kept = self._filter_ids([i for i, _ in hits], filters)
-            out = [Candidate(i, s) for i, s in hits if i in kept]
-            if len(out) >= k or len(hits) < want:
-                return out[:k]
-            want *= 4
+        return self._index_candidates(index, query, filters, k) or []
 
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
         index = self._fresh_index()

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .._blas import one_blas_thread
+from .._time import as_utc
 from .filters import INDEX_COLUMNS, Columns, Filters, index_tests
 from .schema import MEMORIES
 
@@ -79,6 +80,18 @@ class RowMeta:
     def of(cls, scope: str, **values: Any) -> RowMeta:
         """A row's meta from its column values by name (a column not given is NULL)."""
         return cls(scope, tuple(values.get(c, np.nan if c in _TIME else MEMORIES.column(c).default) for c in INDEX_COLUMNS))
+
+    @classmethod
+    def stored(cls, scope: str, values: Sequence[Any]) -> RowMeta:
+        """From the `INDEX_COLUMNS` values as a record or a backend holds them (a time as a datetime, or
+        as ISO text on SQLite)."""
+        return cls(scope, tuple(_epoch(v) if c in _TIME else v for c, v in zip(INDEX_COLUMNS, values)))
+
+
+def _epoch(value: datetime | str | None) -> float:
+    if value is None:
+        return np.nan
+    return (datetime.fromisoformat(value) if isinstance(value, str) else as_utc(value)).timestamp()
 
 
 #: how each indexed column is held: times as float64 epoch seconds (NaN for NULL), text as int32 codes
@@ -180,9 +193,10 @@ class _Partition:
 
 
 class VectorIndex:
-    def __init__(self, dims: int, exact_rows: int = 50_000):
+    def __init__(self, dims: int, exact_rows: int = 50_000, capacity: int = 256):
         self.dims = dims
         self.exact_rows = exact_rows  # a scope holding more is searched through its clusters
+        self.capacity = capacity  # rows a new scope's arrays are made for (they double as it grows)
         self._lock = threading.RLock()
         self.clustering: threading.Thread | None = None  # the one scope being clustered, in the background
         self._stopped = False
@@ -221,7 +235,7 @@ class VectorIndex:
                     where = None
                 part = self._parts.get(meta.scope)
                 if part is None:
-                    part = self._parts[meta.scope] = _Partition(self.dims, self._codes)
+                    part = self._parts[meta.scope] = _Partition(self.dims, self._codes, self.capacity)
                 slot = part.slot() if where is None else where[1]
                 if part.touched is not None:
                     part.touched.add(slot)
@@ -239,10 +253,28 @@ class VectorIndex:
                 for column, values in zip(INDEX_COLUMNS, zip(*(metas[n].values for n in rows))):
                     part.cols[column][slots] = self._column(column, values)
 
-    def remove(self, memory_id: str) -> None:
+    def nbytes(self) -> int:
+        """The memory the rows take: each scope's arrays as allocated, and ~150 bytes a row for its id."""
         with self._lock:
-            where = self._pos.pop(memory_id, None)
-            if where is not None:
+            arrays = sum(p.mat.nbytes + p.bounds.nbytes + p.alive.nbytes + sum(c.nbytes for c in p.cols.values())
+                         + 8 * len(p.ids) for p in self._parts.values())
+            return arrays + 150 * len(self._pos)
+
+    def drop_scope(self, scope: str) -> None:
+        """Forget every row of a scope."""
+        with self._lock:
+            part = self._parts.pop(scope, None)
+            if part is not None:
+                for memory_id in part.ids[: part.size]:
+                    if memory_id is not None:
+                        self._pos.pop(memory_id, None)
+
+    def remove(self, memory_id: str, scope: str | None = None) -> None:
+        """Forget a row; with `scope`, only if it is held there (it may have moved to another since)."""
+        with self._lock:
+            where = self._pos.get(memory_id)
+            if where is not None and (scope is None or where[0] == scope):
+                del self._pos[memory_id]
                 part = self._parts[where[0]]
                 part.alive[where[1]] = False
                 part.ids[where[1]] = None
@@ -273,7 +305,7 @@ class VectorIndex:
             if k <= 0:
                 return []
             scopes = filters.scopes
-            names = list(self._parts) if scopes is None else [s for s in scopes if s in self._parts]
+            names = list(self._parts) if scopes is None else [s for s in dict.fromkeys(scopes) if s in self._parts]
             for name in names:
                 self._keep_clusters(name)
             return self._search([self._parts[name] for name in names], query, k, filters)
