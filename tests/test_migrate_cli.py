@@ -25,12 +25,21 @@ def test_status_dry_run_apply(db_target):
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
     assert dry.exit_code == 0 and "-- migration core/startup" in dry.output and "CREATE TABLE startup" in dry.output
+    assert "-- To read, not to run: `clawrecall migrate apply` runs these in one transaction" in dry.output
     assert json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)["schema_version"] == 1
 
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest() and applied["pending"] == []
     again = runner.invoke(cli, ["--db", db_target, "migrate", "apply"])
     assert again.exit_code == 0 and "Pending: none" in again.output
+
+
+def test_apply_in_text_says_the_version_before_and_after(db_target):
+    load(db_target, "v1")
+    text = CliRunner().invoke(cli, ["--db", db_target, "migrate", "apply"])
+    assert text.exit_code == 0
+    assert text.output.splitlines()[0] == f"Schema version: 1 → {latest()} (latest {latest()})"
+    assert text.output.splitlines()[1].startswith("Applied: core/startup, core/partial-indexes")
 
 
 def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_and_job_tables_and_every_step_recorded(db_target):

@@ -43,13 +43,17 @@ def migrate(state: State, action: str, dry_run: bool, as_json: bool) -> None:
 
 
 def _text(action: str, dry_run: bool, current: int, pending: list[Step], applied: list[str]) -> str:
+    if action == "apply" and applied:
+        return f"Schema version: {current} → {current + len(applied)} (latest {latest()})\nApplied: " + ", ".join(applied)
     lines = [f"Schema version: {current} (latest {latest()})"]
     if action == "status" or not pending:
         lines.append("Pending: " + (", ".join(step.label for step in pending) or "none"))
-    elif dry_run:
+    else:  # a dry run
+        # what each step runs, to read: `migrate apply` runs them in one transaction, under the schema lock, and
+        # records each step, which this script alone would not
+        lines.append("-- To read, not to run: `clawrecall migrate apply` runs these in one transaction under the schema")
+        lines.append("-- lock and records each step.")
         for step in pending:
-            lines.append(f"-- migration {step.label}")
+            lines.append(f"-- migration {step.label}" + ("" if step.statements else " (nothing to run on this backend)"))
             lines.extend(s.strip().rstrip(";") + ";" for s in step.statements)
-    else:
-        lines.append("Applied: " + ", ".join(applied))
     return "\n".join(lines)

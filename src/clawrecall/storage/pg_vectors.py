@@ -9,7 +9,7 @@ whether the scope changed.
 
 How it stays exact: every row has a revision (`rev`, from a sequence; a trigger gives an updated row
 a new one, so a revision names one version of one row), and the `(scope, rev)` index gives each
-scope's row count and the sum of its revisions and of their squares without reading a row. Equal
+scope's row count and the sum of its revisions and of their squares (modulo a prime) without reading a row. Equal
 to what is held: nothing changed. Otherwise the rows with a newer revision than the newest held are
 read (what a write leaves), and when the two still differ (a row deleted, or a transaction that took
 its revision earlier committed later) the scope's ids and revisions are compared one by one. Rows
@@ -29,14 +29,19 @@ import numpy as np
 
 from .base import Candidate, chunks
 from .filters import INDEX_COLUMNS, Filters
+from .schema import MEMORIES
 from .vector_index import RowMeta, VectorIndex
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
-_SELECT = ", ".join(("id", "rev", "embedding", "scope", *INDEX_COLUMNS))
+# ids as text and times as epoch seconds, as the index holds them: no UUID or datetime made per row
+_SELECT = ", ".join(("id::text", "rev", "embedding", "scope", *(
+    f"extract(epoch FROM {c})::float8" if MEMORIES.column(c).type == "time" else c for c in INDEX_COLUMNS)))
 _ROW_BYTES = 600  # what a held row costs besides its vector, roughly: its id twice, revision, bounds, filter columns
 _CAPACITY = 16  # rows a scope's arrays start with: many scopes are small
+_SEEN = 10_000  # scopes remembered as searched once
+_P = 1_000_003  # revisions are squared modulo this prime: bigint arithmetic (numeric cost twice as much), no overflow
 
 
 @dataclass
@@ -55,23 +60,26 @@ class _Held:
         self.drop(memory_id)
         self.revs[memory_id] = rev
         self.total += rev
-        self.squares += rev * rev
+        self.squares += (rev % _P) ** 2
         self.newest = max(self.newest, rev)
 
     def drop(self, memory_id: str) -> None:
         old = self.revs.pop(memory_id, None)
         if old is not None:
             self.total -= old
-            self.squares -= old * old
+            self.squares -= (old % _P) ** 2
 
 
 class ScopeVectors:
+    """The scopes one store holds (`PostgresStore._held_vectors`), least recently searched first."""
+
     def __init__(self, store: PostgresStore, max_mb: float):
         self._store = store
         self.max_mb = max_mb
         self._lock = threading.Lock()
         self._index: VectorIndex | None = None
-        self._held: OrderedDict[str, _Held] = OrderedDict()  # least recently searched first
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
 
     def candidates(self, queries: Sequence[np.ndarray], filters: Filters, k: int) -> list[list[Candidate]] | None:
         """Each query's k nearest rows passing `filters`, as the exact SQL read finds them; None where
@@ -83,11 +91,20 @@ class ScopeVectors:
         dims = len(queries[0])
         budget = self.max_mb * 1_000_000
         state = {str(s): (int(n), int(total), int(squares)) for s, n, total, squares in self._store._run(
-            "SELECT scope, count(*), sum(rev), sum(rev::numeric * rev) FROM memories WHERE scope = ANY(%s::text[]) "
-            "GROUP BY scope", (scopes,))}
+            f"SELECT scope, count(*), sum(rev), sum(mod(rev, {_P}) * mod(rev, {_P})) FROM memories "
+            "WHERE scope = ANY(%s::text[]) GROUP BY scope", (scopes,))}
         if sum(n for n, _, _ in state.values()) * (dims * 4 + _ROW_BYTES) > budget:
             return None
         with self._lock:
+            # a scope is held from its second search in this process: a one-off command, which searches once,
+            # reads its rows in SQL instead of reading them all to hold them
+            new = [s for s in state if s not in self._held and s not in self._seen]
+            if new:
+                for scope in new:
+                    self._seen[scope] = None
+                while len(self._seen) > _SEEN:
+                    self._seen.popitem(last=False)
+                return None
             try:
                 index = self._current(dims)
                 if not all(self._refresh(index, scope, state.get(scope, (0, 0, 0))) for scope in scopes):
@@ -158,7 +175,7 @@ class ScopeVectors:
         revs: dict[str, int] = {}
         with_vector: list[tuple[str, np.ndarray, RowMeta]] = []
         for row in rows:
-            memory_id = str(row[0])
+            memory_id = row[0]
             if row[3] != scope:
                 continue
             revs[memory_id] = int(row[1])

@@ -83,14 +83,16 @@ class RowMeta:
 
     @classmethod
     def stored(cls, scope: str, values: Sequence[Any]) -> RowMeta:
-        """From the `INDEX_COLUMNS` values as a record or a backend holds them (a time as a datetime, or
-        as ISO text on SQLite)."""
+        """From the `INDEX_COLUMNS` values as a record or a backend holds them (a time as a datetime, as
+        ISO text on SQLite, or as epoch seconds already)."""
         return cls(scope, tuple(_epoch(v) if c in _TIME else v for c, v in zip(INDEX_COLUMNS, values)))
 
 
-def _epoch(value: datetime | str | None) -> float:
+def _epoch(value: datetime | str | float | None) -> float:
     if value is None:
         return np.nan
+    if isinstance(value, float):
+        return value
     return (datetime.fromisoformat(value) if isinstance(value, str) else as_utc(value)).timestamp()
 
 
