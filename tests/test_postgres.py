@@ -856,3 +856,35 @@ def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of
         found = mem.store.vector_candidates(q, scope, 50)
         assert len(found) == 20 and new.id not in _ids(found)
         assert new.id not in mem.store._held_vectors._held["user:alice"].revs
+
+
+def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_the_old_vectors(pg_url):
+    """A plain CREATE INDEX reads the old versions of rows a transaction begun earlier may still see: after a
+    swap to vectors of other dimensions, their casts fail. The build waits for that transaction and tries again;
+    rows of other dimensions that are still current fail it at once."""
+    rng = np.random.default_rng(18)
+    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
+        ids = [r.id for r in mem.add_many([{"content": f"row {i}"} for i in range(10)], embeddings=_unit_rows(rng, 10),
+                                          dedup=False)]
+        store = mem.store
+        store._run("DROP INDEX idx_memories_embedding")
+        with psycopg.connect(pg_url) as older:  # a transaction whose snapshot predates the swap
+            older.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            older.execute("SELECT count(*) FROM memories").fetchone()
+            with store.transaction():
+                small = store.dialect.to_db["vector"](np.ones(8, dtype=np.float32) / np.sqrt(8))
+                store._run("UPDATE memories SET embedding = %s", (small,))
+                store._run("UPDATE meta SET value = '8' WHERE key = 'vector_dims'")
+            store._dims = None
+            threading.Timer(1.0, older.rollback).start()
+            started = time.monotonic()
+            store.build_vector_index()
+            assert time.monotonic() - started >= 0.9 and store.has_vector_index()
+        with store.transaction():
+            store._run("DROP INDEX idx_memories_embedding")
+            store._run("UPDATE memories SET embedding = %s WHERE id = %s",
+                       (store.dialect.to_db["vector"](_unit_rows(rng, 1)[0]), ids[0]))
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 384"):
+            store.build_vector_index()
+        assert time.monotonic() - started < 5 and not store.has_vector_index()

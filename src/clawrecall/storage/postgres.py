@@ -47,6 +47,7 @@ _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 PGVECTOR_NEEDED = (0, 8)  # halfvec (0.7) and iterative HNSW scans (0.8)
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
 _PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
+_INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
 _PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
 _monotonic = time.monotonic  # `_few_rows`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
@@ -542,14 +543,31 @@ class PostgresStore(Store):
         self._indexed = False
 
     def build_vector_index(self) -> None:
-        """Create the index now (after `reembed`, or after a deferred bulk load), with `maintenance_work_mem`."""
-        with self.transaction():
-            self._lock_schema()
-            self._run("DELETE FROM meta WHERE key = %s", (_INDEX_DEFERRED,))
-            self._indexed = False  # whatever this process believed: another one may have dropped it
-            self._ensure_vector_index()
-            if not self._indexed:  # a deferral still open in this process: build it all the same
-                self._create_vector_index()
+        """Create the index now (after `reembed`, or after a deferred bulk load), with `maintenance_work_mem`.
+
+        A plain CREATE INDEX also reads the old versions of rows that a transaction begun earlier may still
+        see. After a `reembed` to other dimensions their casts fail: the build waits for such transactions
+        to end (up to `_INDEX_WAIT_S`) and tries again. Current rows of other dimensions fail it at once."""
+        deadline = _monotonic() + _INDEX_WAIT_S
+        while True:
+            try:
+                with self.transaction():
+                    self._lock_schema()
+                    self._run("DELETE FROM meta WHERE key = %s", (_INDEX_DEFERRED,))
+                    self._indexed = False  # whatever this process believed: another one may have dropped it
+                    self._ensure_vector_index()
+                    if not self._indexed:  # a deferral still open in this process: build it all the same
+                        self._create_vector_index()
+                return
+            except self._psycopg.errors.DataException:
+                self._dims = None
+                dims = self._vector_dims()
+                current = dims is not None and self._run(
+                    "SELECT EXISTS (SELECT 1 FROM memories WHERE embedding IS NOT NULL AND vector_dims(embedding) <> %s)",
+                    (dims,))[0][0]
+                if current or _monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
 
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
