@@ -8,10 +8,9 @@ from datetime import datetime
 from typing import Sequence
 
 from ..models import Occurrence
+from .base import chunks
 from .record import _Table
 from .schema import FACT_OCCURRENCES
-
-_CHUNK = 500
 
 
 class Occurrences(_Table[Occurrence]):
@@ -22,8 +21,8 @@ class Occurrences(_Table[Occurrence]):
         """memory id → (count, first, last) for the ids that have occurrences; one query per 500 ids."""
         from_ts = self._store.dialect.from_db["time"]
         out: dict[str, tuple[int, datetime, datetime]] = {}
-        for start in range(0, len(memory_ids), _CHUNK):
-            where, params = self._in("memory_id", memory_ids[start : start + _CHUNK])
+        for chunk in chunks(memory_ids):
+            where, params = self._in("memory_id", chunk)
             rows = self._store._run(
                 f"SELECT t.memory_id, count(*), min(t.at), max(t.at) FROM fact_occurrences t WHERE {where} GROUP BY t.memory_id",
                 params,

@@ -126,6 +126,12 @@ def _core_after_tables(ts_config: str) -> list[str]:
     ]
 
 
+def _hnsw_index(dims: int | str, cfg: PostgresConfig) -> str:
+    """The vector index over vectors of `dims` dimensions (a migration's placeholder, filled when it runs)."""
+    return (f"CREATE INDEX IF NOT EXISTS idx_memories_embedding ON memories USING hnsw ((embedding::halfvec({dims})) "
+            f"halfvec_cosine_ops) WITH (m = {cfg.hnsw_m}, ef_construction = {cfg.hnsw_ef_construction})")
+
+
 def pgvector_too_old(version: str) -> str | None:
     """Why a database whose pgvector is `version` (its `extversion`) cannot hold a store, or None."""
     if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) >= PGVECTOR_NEEDED:
@@ -208,9 +214,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
                     INSERT INTO meta (key, value) VALUES ('vector_dims', dims) ON CONFLICT (key) DO NOTHING;
                 END IF;
                 IF indexed AND dims IS NOT NULL THEN
-                    EXECUTE 'CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::halfvec('
-                        || dims::int || ')) halfvec_cosine_ops) WITH (m = {cfg.hnsw_m}, '
-                        || 'ef_construction = {cfg.hnsw_ef_construction})';
+                    EXECUTE replace('{_hnsw_index("DIMS", cfg)}', 'DIMS', dims::int::text);
                 END IF;
             END $$""",
             _search_memories("CREATE OR REPLACE"),
@@ -477,10 +481,6 @@ class PostgresStore(Store):
             self._dims = int(raw) if raw else None
         return self._dims
 
-    @staticmethod
-    def _vector_expr(dims: int) -> tuple[str, str]:
-        """The indexed expression: the column holds vectors of any dimensions, an index one (HNSW: up to 4,000)."""
-        return f"(embedding::halfvec({dims}))", "halfvec_cosine_ops"
 
     def _may_change_schema(self) -> bool:
         """Whether an insert may record the vector dimensions or create the HNSW index."""
@@ -506,12 +506,9 @@ class PostgresStore(Store):
         dims = self._vector_dims()
         if dims is None:
             return
-        expr, ops = self._vector_expr(dims)
-        cfg = self.config
         self._lock_schema()
-        self._run(f"SET LOCAL maintenance_work_mem = '{cfg.maintenance_work_mem}'")
-        self._run(f"CREATE INDEX IF NOT EXISTS idx_memories_embedding ON memories USING hnsw ({expr} {ops}) "
-                  f"WITH (m = {cfg.hnsw_m}, ef_construction = {cfg.hnsw_ef_construction})")
+        self._run(f"SET LOCAL maintenance_work_mem = '{self.config.maintenance_work_mem}'")
+        self._run(_hnsw_index(dims, self.config))
         self._indexed = True
 
     def lock_writes(self) -> None:
@@ -643,9 +640,9 @@ class PostgresStore(Store):
 
     def _vector_sql(self, dims: int, filters: Filters) -> tuple[str, list[Any]]:
         """Every allowed row with its cosine distance `d` to the query (the first parameter)."""
-        expr, _ = self._vector_expr(dims)
         where, params = self.where(filters, "m")
-        return (f"SELECT m.id, {expr} <=> %s::halfvec({dims}) AS d FROM memories m "
+        # the indexed expression (`_hnsw_index`): the column holds vectors of any dimensions, an index one
+        return (f"SELECT m.id, (embedding::halfvec({dims})) <=> %s::halfvec({dims}) AS d FROM memories m "
                 f"WHERE m.embedding IS NOT NULL AND {where}"), params
 
     def reads_exactly(self, filters: Filters) -> bool:

@@ -107,8 +107,7 @@ class Messages(_Table[Message]):
     def existing_keys(self, scope: str, session_id: str, keys: Sequence[str]) -> set[str]:
         p = self._store.dialect.p
         found: set[str] = set()
-        for start in range(0, len(keys), 500):
-            chunk = list(keys[start : start + 500])
+        for chunk in chunks(keys):
             rows = self._store._run(
                 f"SELECT dedup_key FROM messages WHERE scope = {p} AND session_id = {p} "
                 f"AND dedup_key IN ({self._store.dialect.marks(len(chunk))})",
@@ -119,8 +118,8 @@ class Messages(_Table[Message]):
 
     def of(self, ids: Sequence[str]) -> dict[str, Message]:
         out: dict[str, Message] = {}
-        for start in range(0, len(ids), 500):
-            where, params = self._in("id", ids[start : start + 500])
+        for chunk in chunks(ids):
+            where, params = self._in("id", chunk)
             out.update((m.id, m) for m in self._read(f"WHERE {where}", params))
         return out
 
