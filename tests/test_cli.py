@@ -300,6 +300,16 @@ def test_export_import_round_trip(store: Path, tmp_path: Path, fresh: Path) -> N
     assert again["skipped"] == len(original) and again["created"] == 0 and again["source"] == "stdin"
 
 
+def test_a_failed_export_leaves_an_existing_file_as_it_was(store: Path, tmp_path: Path) -> None:
+    kept = tmp_path / "keep.jsonl"
+    kept.write_text("precious\n")
+    assert "not accessible" in fails(store, "export", "--user", "hal", "--scope", "user:ivy", "-o", str(kept))
+    assert "no conversation" in fails(store, "conversations", "export", "nosuch", "--user", "carol", "-o", str(kept))
+    assert kept.read_text() == "precious\n" and [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]  # no temporary left
+    assert run_json(store, "export", "-o", str(kept))["exported"] >= 3
+    assert kept.read_text() != "precious\n" and [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]
+
+
 def test_export_import_round_trip_of_content_with_unicode_line_breaks(fresh: Path, tmp_path: Path) -> None:
     content = "First line\u2028second line\u2029next paragraph\x85after NEL\x1c\x1d\x1e\x0b\x0c end"
     memory_id = add(fresh, content, "--no-dedup")

@@ -81,6 +81,13 @@ def test_envelopes_and_our_own_recall_block_are_not_recorded(mem):
     assert [m.content for m in stored(mem)] == ["I moved to Brno"]
 
 
+def test_a_users_own_mention_of_the_recall_tag_is_kept_and_a_block_cut_short_is_not(mem):
+    asked = "Why does my plugin print <relevant-memories> in the output? My code is: print(block)"
+    cut = "I moved to Brno\n<relevant-memories>\n[UNTRUSTED DATA — notes]\n- [fact] old"
+    mem.conversations.log([{"role": "user", "content": asked}, {"role": "user", "content": cut}], caller=ALICE, now=T0)
+    assert [m.content for m in stored(mem)] == [asked, "I moved to Brno"]
+
+
 def test_a_long_response_gets_a_summary_and_a_huge_part_is_cut_not_refused(mem):
     long = "The shed needs a new roof. " + "Cedar lasts longer than asphalt in wet climates. " * 40
     huge = "x" * 150_000
@@ -475,6 +482,15 @@ def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
         assert len(mem.conversations.show("old", caller=ALICE)) == 1
         assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global")["deleted"] == {
             "messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}
+
+
+def test_the_hook_refuses_an_unknown_role_in_the_turn_that_just_finished(mem):
+    turn = [{"role": "user", "content": "I like sailing on lakes"}, {"role": "wizard", "content": "x"}]
+    with pytest.raises(ValidationError, match="a message of this turn: unknown role 'wizard'"):
+        agent_end(mem, {"messages": turn}, ALICE)
+    assert mem.conversations.sessions(caller=ALICE) == []  # nothing of the request stored
+    later = agent_end(mem, {"messages": [*turn, {"role": "user", "content": "Remember that my badge is 42"}]}, ALICE)
+    assert later["recorded"] == 2  # an earlier turn's refused message is left out, not refused again
 
 
 def test_the_hook_skips_a_message_an_earlier_turn_could_not_store(mem):

@@ -3,6 +3,7 @@ real all-MiniLM-L6-v2 model, the others with the `hash` provider (conftest.py)."
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -420,6 +421,11 @@ def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
     assert mem.get("aaaaaaaa-0000-4000-8000-000000000002").content == "coffee two"
 
 
+def test_metadata_nested_to_the_limit_is_stored_and_read_back(mem):
+    made = mem.add("deep", metadata=_nested(63))
+    assert mem.get(made.id).metadata == _nested(63)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -457,6 +463,10 @@ def test_id_prefixes_resolve_and_ambiguity_is_an_error(mem):
         ({"content": "x", "metadata": [1]}, "metadata: Input should be a valid dictionary"),
         ({"content": "x", "metadata": {"score": float("nan")}}, "metadata must be JSON-serialisable: Out of range float"),
         ({"content": "x", "metadata": _nested(5000)}, "metadata is nested too deeply"),
+        # deeper than the history's JSON encoder goes (255), which failed the write after validation
+        ({"content": "x", "metadata": _nested(300)}, "metadata is nested 301 levels deep; the limit is 64"),
+        ({"content": "x", "metadata": {"a": functools.reduce(lambda a, _: [a], range(64), 1)}},
+         "metadata is nested 65 levels deep; the limit is 64"),
         ({"content": "x", "metadata": {"blob": "y" * 100_000}}, "metadata is 100012 characters as JSON; the limit is 100000"),
         # the short text fields are labels, with limits of their own
         ({"content": "x", "title": "t" * 1001}, "title is 1001 characters; the limit is 1000"),

@@ -9,15 +9,18 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
 import pytest
 
-from clawrecall import Caller, Memory, StorageError
+from clawrecall import Caller, ConfigError, Memory, StorageError
 from clawrecall.storage import Filters
 from clawrecall.storage.migrations import latest
+from conftest import _admin, with_database
 
 pytestmark = pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
 
@@ -413,6 +416,30 @@ def test_keyword_ranking_weighs_rare_words_over_common_ones(pg_url):
         hits = mem.store.text_candidates("alice zebra", Filters(), 5)
         assert hits[0].id == ids[-1]  # plain ts_rank puts the short "alice" memories first
         assert len(hits) == 5 and all(h.score > 0 for h in hits)
+
+
+def test_an_unknown_text_search_configuration_is_refused_at_open(pg_url):
+    with pytest.raises(ConfigError, match="no text search configuration 'klingon'"):
+        Memory.open(pg_url, postgres={"text_search_config": "klingon"})
+
+
+def test_a_role_that_may_not_install_pgvector_gets_one_clear_error_at_once(pg_server):
+    """The extension was created by the pool's per-connection callback, whose failure the pool retried
+    until its 10 s timeout, then reported as "couldn't get a connection"."""
+    name, role = "t_" + uuid.uuid4().hex[:12], "r_" + uuid.uuid4().hex[:12]
+    _admin(pg_server, f"CREATE ROLE {role} LOGIN")
+    _admin(pg_server, f"CREATE DATABASE {name} OWNER {role}")
+    try:
+        _admin(with_database(pg_server, name), "DROP EXTENSION IF EXISTS vector CASCADE")  # as a fresh database has none
+        parts = urlsplit(with_database(pg_server, name))
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace(parts.username or "", role, 1)))
+        started = time.monotonic()
+        with pytest.raises(StorageError, match="may not install it: have a superuser run CREATE EXTENSION vector"):
+            Memory.open(url)
+        assert time.monotonic() - started < 5
+    finally:
+        _admin(pg_server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        _admin(pg_server, f"DROP ROLE IF EXISTS {role}")
 
 
 def test_integrity_problems_name_missing_extensions_and_invalid_indexes(pg_url):

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import sys
+import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -872,13 +873,25 @@ def change_text(entry: HistoryEntry) -> str:
 # -- files -------------------------------------------------------------------------------------
 @contextmanager
 def output_file(path: str) -> Iterator[TextIO]:
-    """Write to a temporary file renamed into place at the end, so a failed export leaves no half file."""
+    """Write to a temporary file renamed into place at the end, so a failed export leaves no half file
+    and an existing file as it was ("-": standard output)."""
+    if path == "-":
+        yield click.get_text_stream("stdout")
+        return
+    target = Path(path)
     try:
-        handle = click.open_file(path, "w", encoding="utf-8", atomic=True)
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
         raise click.FileError(path, exc.strerror) from None
-    with handle as fh:
-        yield fh
+    try:
+        with open(fd, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def config_template() -> str:

@@ -76,11 +76,16 @@ def entries(messages: Any, *, skip_bad: bool = False) -> tuple[list[Entry], int]
     return out, skipped
 
 
-def _message_entries(message: Mapping[str, Any], ordinal: int) -> list[Entry]:
+def role_of(message: Mapping[str, Any]) -> str:
+    """The role a message is stored under (a provider's name for it, such as "human" or "thinking", mapped)."""
     raw_role = message.get("role")
     if not isinstance(raw_role, str) or raw_role.lower() not in _ROLES:
         raise ValidationError(f"unknown role {raw_role!r}: use user, assistant, system, tool, reasoning or tool_call")
-    role = _ROLES[raw_role.lower()]
+    return _ROLES[raw_role.lower()]
+
+
+def _message_entries(message: Mapping[str, Any], ordinal: int) -> list[Entry]:
+    role = role_of(message)
     parts = _parts(role, message)
     check_text([text for _, text in parts], "the message text")
     provider_id = next((v for f in _ID_FIELDS if isinstance(v := message.get(f), str) and v.strip()), None)

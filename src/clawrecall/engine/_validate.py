@@ -23,6 +23,7 @@ from ..scopes import MAX_ID_CHARS, Caller, new_memory_owner
 
 MAX_CONTENT_CHARS = 100_000
 MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
+MAX_METADATA_DEPTH = 64  # objects and arrays inside each other: far under what JSON encoders stop at (255)
 # a memory's short text fields: labels, not a second content (a session id as long as the record's)
 MAX_FIELD_CHARS = {"title": 1_000, "session_id": MAX_ID_CHARS, "source_type": MAX_ID_CHARS, "source_id": 1_000}
 
@@ -191,8 +192,22 @@ def check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         raise ValidationError("metadata is nested too deeply") from None
     if size > MAX_METADATA_CHARS:
         raise ValidationError(f"metadata is {size} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    if (depth := _depth(metadata)) > MAX_METADATA_DEPTH:
+        raise ValidationError(f"metadata is nested {depth} levels deep; the limit is {MAX_METADATA_DEPTH}")
     check_text(metadata, "metadata")
     return metadata
+
+
+def _depth(value: Any) -> int:
+    """How many objects and arrays lie inside each other, the outermost counted (no recursion)."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            level.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def check_field(value: Any, name: str) -> str:

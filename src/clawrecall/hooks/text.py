@@ -49,7 +49,11 @@ _UNTRUSTED_TRAILER = re.compile(
 _INTERNAL_CONTEXT = re.compile(
     r"<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>.*?(?:<<<END_OPENCLAW_INTERNAL_CONTEXT>>>|\Z)", re.DOTALL
 )
-_OWN_RECALL = re.compile(re.escape(RECALL_OPEN) + r".*?(?:" + re.escape(RECALL_CLOSE) + r"|\Z)", re.DOTALL)
+# the block the recall hook injected, to its closing tag, or (cut short by the agent) from the tag and its header
+# line to the end; a bare tag is a user's words ("why does my plugin print <relevant-memories>? …"), kept
+_OWN_RECALL = re.compile(
+    re.escape(RECALL_OPEN) + r"(?:.*?" + re.escape(RECALL_CLOSE) + r"|[ \t]*\n\[UNTRUSTED DATA.*\Z)", re.DOTALL
+)
 _OWN_STARTUP = re.compile(
     r"^" + re.escape(STARTUP_OPEN) + r"[ \t]*\n.*?\n" + re.escape(STARTUP_CLOSE) + r"[ \t]*$", re.MULTILINE | re.DOTALL
 )

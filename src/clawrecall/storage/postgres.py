@@ -289,7 +289,8 @@ class PostgresStore(Store):
         self._workers_lock = threading.Lock()
         self._closed = False
         try:
-            psycopg.connect(url, connect_timeout=10).close()  # fail fast, with the server's own reason
+            with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:  # fail fast, with the server's own reason
+                self._prepare_database(conn)
             self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
                 configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
@@ -307,17 +308,31 @@ class PostgresStore(Store):
                 raise
             raise StorageError(f"cannot open PostgreSQL database {self.location}: {_first_line(exc)}") from None
 
-    @staticmethod
-    def _configure(conn: Any) -> None:
-        """Teach each new connection the vector type (creating the extension on a fresh database)."""
-        import psycopg
-        from pgvector.psycopg import register_vector
-
-        if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone() is None:
+    def _prepare_database(self, conn: Any) -> None:
+        """Once, before the pool: pgvector in the database (created on a fresh one, by a role that may), and
+        the text search configuration known to it. The pool's connections only register the vector type: a
+        check failing there would be retried until the pool's timeout."""
+        errors = self._psycopg.errors
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except psycopg.errors.UniqueViolation:
-                pass  # another connection created it a moment ago
+            except errors.UniqueViolation:
+                pass  # another process created it a moment ago
+            except errors.InsufficientPrivilege:
+                raise StorageError(
+                    f"cannot open PostgreSQL database {self.location}: pgvector is not installed in it and this role "
+                    "may not install it: have a superuser run CREATE EXTENSION vector; CREATE EXTENSION pg_trgm"
+                ) from None
+        if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s AND pg_ts_config_is_visible(oid)",
+                        (self.ts_config,)).fetchone() is None:
+            raise ConfigError(f"postgres.text_search_config: PostgreSQL has no text search configuration "
+                              f"{self.ts_config!r} (SELECT cfgname FROM pg_ts_config lists those it has)")
+
+    @staticmethod
+    def _configure(conn: Any) -> None:
+        """Teach each new connection the vector type."""
+        from pgvector.psycopg import register_vector
+
         register_vector(conn)
 
     # -- connection ------------------------------------------------------------------------
