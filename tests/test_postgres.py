@@ -19,6 +19,7 @@ import pytest
 
 from clawrecall import Caller, ConfigError, Memory, StorageError
 from clawrecall.storage import Filters
+from clawrecall.storage import pg_changes, pg_vectors
 from clawrecall.storage.migrations import latest
 from conftest import _admin, with_database
 
@@ -649,15 +650,18 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         mem.store.staged.stage("another model", mem.store.staged.pending(0, 1), vectors[:1])
     with psycopg.connect(pg_url, autocommit=True) as conn:  # as an older release left it
         conn.execute("DROP INDEX idx_memories_embedding")
-        conn.execute("DROP TRIGGER memories_rev ON memories")
-        conn.execute("DROP FUNCTION memories_rev_next()")
-        conn.execute("ALTER TABLE memories DROP COLUMN rev")  # its index and sequence go with it
+        conn.execute("DROP TRIGGER memories_deleted ON memories")
+        conn.execute("DROP TRIGGER memories_moved ON memories")
+        conn.execute("DROP TRIGGER memories_written ON memories")
+        conn.execute("DROP FUNCTION memories_departed(), memories_written()")
+        conn.execute("DROP TABLE memory_departures")
+        conn.execute("ALTER TABLE memories DROP COLUMN wxid")
         conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector USING embedding::vector")
         conn.execute("ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE vector USING embedding::vector")
         conn.execute("CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::vector(384)) vector_cosine_ops)")
         conn.execute("DELETE FROM meta WHERE key = 'vector_dims'")  # taken from a row when the meta lacks it
         conn.execute("DELETE FROM migrations WHERE name IN ('half-precision-vectors', 'row-revisions', "
-                     "'half-precision-staging')")
+                     "'change-feed', 'half-precision-staging')")
     with Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"exact_search_rows": 0}) as mem:
         types = dict(mem.store._run("SELECT attrelid::regclass::text, format_type(atttypid, atttypmod) FROM pg_attribute "
                                     "WHERE attname = 'embedding' AND attrelid IN ('memories'::regclass, 'staged_vectors'::regclass)"))
@@ -667,16 +671,24 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         assert not mem.store.reads_exactly(Filters())  # through the rebuilt HNSW index
         assert [c.id for c in mem.store.vector_candidates(vectors[3], Filters(), 5)][0] == ids[3]
         assert mem.store.staged.count() == 1 and mem.store.staged.target() == "another model"
-        # the revisions came without rewriting the table: the rows keep 0 until their next write
-        assert mem.store._run("SELECT count(*) FILTER (WHERE rev = 0), count(*) FROM memories")[0] == (40, 40)
+        # the revisions came and went (the change feed replaced them), and the writers came without rewriting the
+        # table: the rows have none until their next write
+        assert mem.store._run("SELECT count(*) FILTER (WHERE wxid IS NULL), count(*) FROM memories")[0] == (40, 40)
+        assert not mem.store._run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'rev' "
+                                  "AND NOT attisdropped")
         mem.update(ids[5], importance=0.9)
     with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:  # read exactly, from held vectors
-        assert mem.store._run("SELECT rev > 0 FROM memories WHERE id = %s", (ids[5],))[0][0]
+        assert mem.store._run("SELECT wxid IS NOT NULL FROM memories WHERE id = %s", (ids[5],))[0][0]
         [scope] = [r[0] for r in mem.store._run("SELECT DISTINCT scope FROM memories")]
         assert _ids(mem.store.vector_candidates(vectors[5], Filters(scopes=[scope]), 1)) == [ids[5]]
         mem.delete(ids[5])  # another revision, and a row the held vectors must leave out
         assert ids[5] not in _ids(mem.store.vector_candidates(vectors[5], Filters(scopes=[scope]), 5))
-        assert len(mem.store._held_vectors._held[scope].revs) == 40
+        assert mem.store._held_vectors._index.rows([scope]) == 40  # the deleted one too: the filters leave it out
+        for _ in range(2):  # held words: the rows without a writer are read with the whole scope
+            assert _ids(mem.store.text_candidates("row 7", Filters(scopes=[scope]), 3))[0] == ids[7]
+        mem.update(ids[7], content="changed")
+        assert ids[7] not in _ids(mem.store.text_candidates("row 7", Filters(scopes=[scope]), 40))
+        assert len(mem.store._held_text._held[scope].slots) == 40
 
 
 @pytest.mark.parametrize("version, too_old", [("0.8.0", False), ("0.8.2", False), ("0.10.1", False), ("1.0", False),
@@ -771,7 +783,7 @@ def test_held_vectors_see_every_write_of_another_process(pg_url):
             [early] = other.add_many([{"content": "early", "user_id": "alice"}], embeddings=(early_vector / np.linalg.norm(early_vector))[None, :], dedup=False)
             assert top()[0] == early.id and late.id not in top()
         assert top()[:2] == [late.id, early.id]
-        assert late.id in reader.store._held_vectors._held["user:alice"].revs
+        assert reader.store._held_vectors._index.vector(late.id) is not None
 
 
 def test_held_vectors_leave_the_oldest_scope_for_a_new_one_and_a_scope_too_large_is_read_in_sql(pg_url):
@@ -813,11 +825,12 @@ def test_held_vectors_read_only_what_a_write_added_and_follow_a_row_that_moves_o
             reader.store.vector_candidates(q, alice, 5)
         held = reader.store._held_vectors
         assert "user:alice" in held._held
-        compared = []
-        monkeypatch.setattr(held, "_compare", lambda *a: compared.append(a) or True)
+        read = []
+        monkeypatch.setattr(pg_vectors, "read_changes", lambda *a: read.append(pg_changes.read_changes(*a)) or read[-1])
         [near] = writer.add_many([{"content": "near", "user_id": "alice"}], embeddings=q[None, :], dedup=False)
-        writer.update(near.id, importance=0.9, user_id="alice")  # a new revision of the row, its vector kept
-        assert _ids(reader.store.vector_candidates(q, alice, 1)) == [near.id] and compared == []  # the newer rows alone
+        writer.update(near.id, importance=0.9, user_id="alice")  # written again, its vector kept
+        assert _ids(reader.store.vector_candidates(q, alice, 1)) == [near.id]
+        assert [(c.whole, [r[0] for r in c.rows]) for c in read] == [(False, [near.id])]  # the newer row alone
         monkeypatch.undo()
 
         writer.store._run("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (near.id,))
@@ -846,7 +859,7 @@ def test_held_vectors_are_not_fooled_by_a_late_commit_a_delete_and_an_update_tha
             [a] = other.add_many([{"content": "a", "user_id": "alice"}], embeddings=near(0.7), dedup=False)
             for _ in range(2):
                 assert set(_ids(reader.store.vector_candidates(q, scope, 5))) >= {a.id, b.id}
-            assert {a.id, b.id} <= reader.store._held_vectors._held["user:alice"].revs.keys()
+            assert all(reader.store._held_vectors._index.vector(x.id) is not None for x in (a, b))
             other.store._run("DELETE FROM memories WHERE id = %s", (a.id,))
             other.delete(b.id, user_id="alice")  # b's new revision is a's + 1 when nothing else took one
         found = _ids(reader.store.vector_candidates(q, scope, 5))
@@ -862,9 +875,11 @@ def test_a_scope_is_held_from_its_second_search_in_a_process(pg_url, monkeypatch
         first = _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5))
         assert held._index is None and "user:alice" in held._seen
         assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
-        assert len(held._held["user:alice"].revs) == 20
-        monkeypatch.setattr(held, "_read", lambda *a, **k: pytest.fail("held and current: nothing is read"))
+        assert held._index.rows(["user:alice"]) == 20
+        read = []
+        monkeypatch.setattr(pg_vectors, "read_changes", lambda *a: read.append(pg_changes.read_changes(*a)) or read[-1])
         assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
+        assert [(c.whole, c.rows, c.departed) for c in read] == [(False, [], [])]  # held and current: nothing new
 
 
 def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of_them(pg_url):
@@ -882,7 +897,7 @@ def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of
                 raise RuntimeError("roll back")
         found = mem.store.vector_candidates(q, scope, 50)
         assert len(found) == 20 and new.id not in _ids(found)
-        assert new.id not in mem.store._held_vectors._held["user:alice"].revs
+        assert mem.store._held_vectors._index.vector(new.id) is None
 
 
 def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_the_old_vectors(pg_url):

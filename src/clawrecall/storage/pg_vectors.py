@@ -1,34 +1,29 @@
 """PostgreSQL's exact vector reads, served from this process's memory: the vectors of the scopes its
-searches read, in the per-scope matrices of SQLite's index (`vector_index.py`), checked against the
+searches read, in the per-scope matrices of SQLite's index (`vector_index.py`), brought up to the
 database at every search.
 
 Why: a scope read exactly costs what its rows cost to read, and they lie on heap pages shared with
 other scopes, about one page a row (a user's 6,000 rows among 120k: ~6.5 ms, the largest part of a
-search). Held here, the same read is one matrix product after one index-only query that says
-whether the scope changed.
+search). Held here, the same read is one matrix product after asking what changed.
 
-How it stays exact: every row has a revision (`rev`, from a sequence; a trigger gives an updated row
-a new one, so a revision names one version of one row), and the `(scope, rev)` index gives each
-scope's row count and the sum of its revisions and of their squares (modulo a prime) without reading a row. Equal
-to what is held: nothing changed. Otherwise the rows with a newer revision than the newest held are
-read (what a write leaves), and when the two still differ (a row deleted, or a transaction that took
-its revision earlier committed later) the scope's ids and revisions are compared one by one. Rows
-are held with the revision read with them, so a search sees every write committed before it began,
-by any process.
+How it stays exact: before each search a held scope takes the rows written since its last read and
+the ids that left it (`pg_changes.py`: by any process, committed late or not), so a search sees
+every write committed before it began.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .base import Candidate, chunks
+from .base import Candidate
 from .filters import INDEX_COLUMNS, Filters
+from .pg_changes import read_changes
 from .schema import MEMORIES
 from .vector_index import RowMeta, VectorIndex
 
@@ -36,38 +31,16 @@ if TYPE_CHECKING:
     from .postgres import PostgresStore
 
 # ids as text and times as epoch seconds, as the index holds them: no UUID or datetime made per row
-_SELECT = ", ".join(("id::text", "rev", "embedding", "scope", *(
-    f"extract(epoch FROM {c})::float8" if MEMORIES.column(c).type == "time" else c for c in INDEX_COLUMNS)))
-_ROW_BYTES = 600  # what a held row costs besides its vector, roughly: its id twice, revision, bounds, filter columns
+_SELECT = ", ".join(("m.id::text", "m.embedding", "m.scope", *(
+    f"extract(epoch FROM m.{c})::float8" if MEMORIES.column(c).type == "time" else f"m.{c}" for c in INDEX_COLUMNS)))
+_ROW_BYTES = 600  # what a held row costs besides its vector, roughly: its id twice, bounds, filter columns
 _CAPACITY = 16  # rows a scope's arrays start with: many scopes are small
 _SEEN = 10_000  # scopes remembered as searched once
-_P = 1_000_003  # revisions are squared modulo this prime: bigint arithmetic (numeric cost twice as much), no overflow
+_RECOUNT_S = 60.0  # a scope too large to hold is counted again after this long
 
 
-@dataclass
-class _Held:
-    """A scope's rows as held: every row's revision (with a vector or not), and the sums checked."""
-
-    revs: dict[str, int] = field(default_factory=dict)
-    total: int = 0
-    squares: int = 0
-    newest: int = 0
-
-    def fingerprint(self) -> tuple[int, int, int]:
-        return len(self.revs), self.total, self.squares
-
-    def set(self, memory_id: str, rev: int) -> None:
-        self.drop(memory_id)
-        self.revs[memory_id] = rev
-        self.total += rev
-        self.squares += (rev % _P) ** 2
-        self.newest = max(self.newest, rev)
-
-    def drop(self, memory_id: str) -> None:
-        old = self.revs.pop(memory_id, None)
-        if old is not None:
-            self.total -= old
-            self.squares -= (old % _P) ** 2
+class _OtherDimensions(Exception):
+    """A stored vector has other dimensions than the query: the SQL read says what to do."""
 
 
 class ScopeVectors:
@@ -78,8 +51,9 @@ class ScopeVectors:
         self.max_mb = max_mb
         self._lock = threading.Lock()
         self._index: VectorIndex | None = None
-        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._held: OrderedDict[str, int] = OrderedDict()  # scope -> where its next read starts (`Changes.since`)
         self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
+        self._sizes: dict[str, tuple[float, int]] = {}  # scope -> (when counted, rows): not held, too large
 
     def candidates(self, queries: Sequence[np.ndarray], filters: Filters, k: int) -> list[list[Candidate]] | None:
         """Each query's k nearest rows passing `filters`, as the exact SQL read finds them; None where
@@ -89,16 +63,11 @@ class ScopeVectors:
         if not scopes or self.max_mb <= 0 or not queries:
             return None
         dims = len(queries[0])
-        budget = self.max_mb * 1_000_000
-        state = {str(s): (int(n), int(total), int(squares)) for s, n, total, squares in self._store._run(
-            f"SELECT scope, count(*), sum(rev), sum(mod(rev, {_P}) * mod(rev, {_P})) FROM memories "
-            "WHERE scope = ANY(%s::text[]) GROUP BY scope", (scopes,))}
-        if sum(n for n, _, _ in state.values()) * (dims * 4 + _ROW_BYTES) > budget:
-            return None
+        row_bytes = dims * 4 + _ROW_BYTES
         with self._lock:
             # a scope is held from its second search in this process: a one-off command, which searches once,
             # reads its rows in SQL instead of reading them all to hold them
-            new = [s for s in state if s not in self._held and s not in self._seen]
+            new = [s for s in scopes if s not in self._held and s not in self._seen]
             if new:
                 for scope in new:
                     self._seen[scope] = None
@@ -107,12 +76,12 @@ class ScopeVectors:
                 return None
             try:
                 index = self._current(dims)
-                if not all(self._refresh(index, scope, state.get(scope, (0, 0, 0))) for scope in scopes):
-                    self._index = None  # vectors of other dimensions: the SQL read says what to do
-                    self._held.clear()
+                if not all(self._refresh(index, scope, row_bytes) for scope in scopes):
                     return None
-                for oldest in [s for s in self._held if s not in state]:  # least recently searched first
-                    if index.nbytes() <= budget:
+                if index.rows(scopes) * row_bytes > self.max_mb * 1_000_000:
+                    return None
+                for oldest in [s for s in self._held if s not in scopes]:  # least recently searched first
+                    if index.nbytes() <= self.max_mb * 1_000_000:
                         break
                     index.drop_scope(oldest)
                     del self._held[oldest]
@@ -121,6 +90,10 @@ class ScopeVectors:
                 # a filter checked in SQL that leaves fewer than k of the 4k nearest (a rare session in a large
                 # scope): SQL reads just its rows, where widening here would check ever more ids
                 found = [self._store._index_candidates(index, q, filters, k, widen=False) for q in rounded]
+            except _OtherDimensions:
+                self._index = None
+                self._held.clear()
+                return None
             except BaseException:
                 self._index = None  # a refresh cut short leaves nothing half held
                 self._held.clear()
@@ -133,67 +106,37 @@ class ScopeVectors:
             self._held.clear()
         return self._index
 
-    def _refresh(self, index: VectorIndex, scope: str, fingerprint: tuple[int, int, int]) -> bool:
-        """Bring one scope up to the database (its row count, revision sum and sum of squares); False when a
-        vector has other dimensions than the index."""
-        held = self._held.get(scope)
-        if fingerprint[0] == 0:
-            if held is not None:
-                index.drop_scope(scope)
-                del self._held[scope]
-            return True
-        if held is None:
-            held = self._held[scope] = _Held()
-            ok = self._read(index, scope, held, "m.scope = %s", [scope])
-        elif held.fingerprint() == fingerprint:
-            ok = True
-        else:
-            ok = self._read(index, scope, held, "m.scope = %s AND m.rev > %s", [scope, held.newest])
-            if ok and held.fingerprint() != fingerprint:
-                ok = self._compare(index, scope, held)
-        self._held.move_to_end(scope)
-        return ok
-
-    def _compare(self, index: VectorIndex, scope: str, held: _Held) -> bool:
-        now = {str(i): int(r) for i, r in self._store._run("SELECT id, rev FROM memories WHERE scope = %s", (scope,))}
-        for gone in held.revs.keys() - now.keys():
+    def _refresh(self, index: VectorIndex, scope: str, row_bytes: int) -> bool:
+        """Bring one scope up to the database; False when it has more rows than may be held."""
+        since = self._held.get(scope)
+        if since is None:
+            when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
+            if time.monotonic() - when >= _RECOUNT_S:
+                rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
+                self._sizes[scope] = (time.monotonic(), rows)
+            if rows * row_bytes > self.max_mb * 1_000_000:
+                return False  # counted again in a minute
+            self._sizes.pop(scope, None)
+        changes = read_changes(self._store, scope, _SELECT, since)
+        if changes.whole:
+            index.drop_scope(scope)
+        for gone in changes.departed:
             index.remove(gone, scope=scope)
-            held.drop(gone)
-        changed = [i for i, rev in now.items() if held.revs.get(i) != rev]
-        for chunk in chunks(changed):
-            these, params = self._store.dialect.one_of("m.id", chunk, "uuid")
-            if not self._read(index, scope, held, these, params, ids=chunk):
-                return False
-        return True
-
-    def _read(self, index: VectorIndex, scope: str, held: _Held, where: str, params: list[Any],
-              ids: Sequence[str] = ()) -> bool:
-        """Hold the rows `where` selects; `ids` were asked for by id, and one not found, or found in
-        another scope now, leaves this one."""
-        rows = self._store._run(f"SELECT {_SELECT} FROM memories m WHERE {where}", params, binary=True)
         from_vector = self._store.dialect.from_db["vector"]
-        revs: dict[str, int] = {}
         with_vector: list[tuple[str, np.ndarray, RowMeta]] = []
-        for row in rows:
-            memory_id = row[0]
-            if row[3] != scope:
+        for row in changes.rows:
+            if row[1] is None:
+                index.remove(row[0], scope=scope)
                 continue
-            revs[memory_id] = int(row[1])
-            if row[2] is None:
-                index.remove(memory_id, scope=scope)
-                continue
-            vector = from_vector(row[2])
+            vector = from_vector(row[1])
             if len(vector) != index.dims:
-                return False
-            with_vector.append((memory_id, vector, RowMeta.stored(scope, row[4:])))
+                raise _OtherDimensions
+            with_vector.append((row[0], vector, RowMeta.stored(scope, row[3:])))
         if with_vector:
             found, vectors, metas = zip(*with_vector)
             index.upsert_many(list(found), unit(np.stack(vectors)), list(metas))
-        for memory_id, rev in revs.items():  # after the vectors: a revision held means its row is
-            held.set(memory_id, rev)
-        for gone in set(ids) - revs.keys():
-            index.remove(gone, scope=scope)
-            held.drop(gone)
+        self._held[scope] = changes.since
+        self._held.move_to_end(scope)
         return True
 
 

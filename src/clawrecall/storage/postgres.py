@@ -35,6 +35,8 @@ from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .pg_changes import CHANGE_FEED, PRUNE_DEPARTURES
+from .pg_text import ScopeText
 from .pg_vectors import ScopeVectors
 from .schema import HISTORY, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
@@ -88,9 +90,7 @@ def _fts_trigger(ts_config: str, verb: str) -> list[str]:
     ]
 
 
-#: each row's revision: a new one at every insert and update, indexed with the scope, so the vectors a
-#: process holds (`pg_vectors.py`) are checked without reading a row. Rows older than the column keep 0
-#: (a constant default adds it without rewriting the table); the next write of each gives it one.
+#: each row's revision, as the `row-revisions` step added it (the change feed replaced it: `_NO_REVISIONS`)
 ROW_REVISIONS = [
     "CREATE SEQUENCE memories_rev",
     "ALTER TABLE memories ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
@@ -106,12 +106,20 @@ ROW_REVISIONS = [
 ]
 
 
+# the revisions go: the change feed says what changed without them (the column's index and sequence go with it)
+_NO_REVISIONS = [
+    "DROP TRIGGER memories_rev ON memories",
+    "DROP FUNCTION memories_rev_next()",
+    "ALTER TABLE memories DROP COLUMN rev",
+]
+
+
 def _core_after_tables(ts_config: str) -> list[str]:
-    """What installing the core set makes after its tables: the tsvector's trigger, the text
-    indexes, row revisions, and seed 000's SQL-level API for users who query the database directly."""
+    """What installing the core set makes after its tables: the tsvector's trigger, the change feed, the
+    text indexes, and seed 000's SQL-level API for users who query the database directly."""
     return [
         *_fts_trigger(ts_config, "CREATE"),
-        *ROW_REVISIONS,
+        *CHANGE_FEED,
         *_TEXT_INDEXES,
         _search_memories("CREATE"),
         # The conversation tables arrive with conversation tracking; until then they count 0.
@@ -220,6 +228,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
             _search_memories("CREATE OR REPLACE"),
         ],
         "row-revisions": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *ROW_REVISIONS],
+        "change-feed": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *_NO_REVISIONS, *CHANGE_FEED],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
@@ -285,6 +294,7 @@ class PostgresStore(Store):
         self._deferring = 0  # deferred_vector_index() blocks open in this process
         self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
         self._held_vectors = ScopeVectors(self, cfg.vector_cache_mb)  # scopes read exactly, from memory
+        self._held_text = ScopeText(self, cfg.text_cache_mb)  # the words of scopes searched, from memory
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
         self._closed = False
@@ -481,6 +491,12 @@ class PostgresStore(Store):
         if self._may_change_schema():  # a store's first vectors may come from the backfill
             with self.transaction():  # its own, after the vectors' commit: an index built holding their rows could deadlock
                 self._ensure_vector_index()
+
+    def remove(self, ids: list[str]) -> None:
+        """A hard delete leaves departures (pg_changes.py); those a day old go with it."""
+        with self.transaction():
+            super().remove(ids)
+            self._run(PRUNE_DEPARTURES)
 
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]
@@ -719,6 +735,10 @@ class PostgresStore(Store):
         terms = keywords(query)
         if not terms:
             return []
+        if not getattr(self._local, "in_transaction", False):  # the same ranking from memory (pg_text.py)
+            held = self._held_text.candidates(terms, filters, k)
+            if held is not None:
+                return held
         where, params = self._scoped_where(filters, "ARRAY[m.scope]", "")
         cfg = self.ts_config
         each = ", ".join(f"to_tsquery('{cfg}', %s) AS t{i}" for i in range(len(terms)))
