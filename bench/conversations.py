@@ -24,7 +24,9 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     limit=10)` p50/p95 over `--queries` distinct questions (query embedding included, query
     cache off), on a store of `--store-messages` messages + `--store-memories` memories +
     `--store-chunks` file chunks, in two layouts: spread over `--users` users (each query
-    from one of them), and everything in one user's scope (the worst case for one caller). With
+    from one of them), and everything in one user's scope (the worst case for one caller). On
+    PostgreSQL, also how many questions get the same hits from a store that ranks keywords in SQL
+    (`postgres.text_cache_mb = 0`) as from the measured one, which holds its scopes' words. With
     `--rest`, also `POST /v1/context` (search_context, every source) on a server over the same
     store.
 
@@ -487,10 +489,25 @@ def measure_search(
         if args.profile:
             row["profile"] = profile(lambda: [mem.search(q, caller=Caller(u, "main"), sources=SOURCES, limit=10)
                                                for q, u in queries])
+        if backend == "postgres":
+            row["same_as_sql"] = same_as_sql(mem, target, queries)
         del first
     if args.rest:
         row["rest"] = rest_context(target, folder, queries, args)
     return row
+
+
+def same_as_sql(mem: Memory, target: str, queries: list[tuple[str, str]]) -> int:
+    """How many of the questions get the same hits, ids and scores, from a store that ranks keywords in
+    SQL (`postgres.text_cache_mb = 0`) as from `mem`, which holds its scopes' words in memory."""
+    def hits(m: Memory, q: str, user: str) -> list[tuple[str, float]]:
+        return [(h.id, h.score) for h in m.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)]
+
+    with Memory.open(target, embedding={"query_cache_size": 0}, postgres={"text_cache_mb": 0}) as plain:
+        for user in dict.fromkeys(u for _, u in queries):  # its vectors held as `mem` holds them
+            for _ in range(2):
+                plain.search("warm up", caller=Caller(user, "main"), sources=SOURCES)
+        return sum(hits(mem, q, u) == hits(plain, q, u) for q, u in queries)
 
 
 def rest_context(target: str, folder: Path, queries: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, Any]:
@@ -576,6 +593,10 @@ def render(report: dict[str, Any]) -> str:
                              f"| {run['run']} | {run['load']} | {run['p50_ms']:.1f}{mark(run['p50_ms'], TARGETS['search_p50_ms'])} "
                              f"| {run['p95_ms']:.1f} | {run['cpu_p50_ms']:.1f} | {pg_cpu(run)} | {r['first_search_ms']:.0f} | {r['query_embed_p50_ms']:.1f} "
                              f"| {', '.join(f'{s} {n}' for s, n in sorted(r['hits_by_source'].items()))} |")
+        same = [r for r in report["search"] if "same_as_sql" in r]
+        if same:
+            lines += ["", "Hits (ids and scores) the same as with keywords ranked in SQL (`postgres.text_cache_mb = 0`): "
+                      + "; ".join(f"{r['layout']} {r['same_as_sql']} of {r['queries']}" for r in same) + "."]
         rest = [r for r in report["search"] if "rest" in r]
         if rest:
             lines += ["", "`POST /v1/context` (search_context: every source) with the same queries, over HTTP:", "",

@@ -653,7 +653,8 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         conn.execute("DROP TRIGGER memories_deleted ON memories")
         conn.execute("DROP TRIGGER memories_moved ON memories")
         conn.execute("DROP TRIGGER memories_written ON memories")
-        conn.execute("DROP FUNCTION memories_departed(), memories_written()")
+        conn.execute("DROP TRIGGER memories_truncated ON memories")
+        conn.execute("DROP FUNCTION memories_departed(), memories_written(), memories_truncated()")
         conn.execute("DROP TABLE memory_departures")
         conn.execute("ALTER TABLE memories DROP COLUMN wxid")
         conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector USING embedding::vector")
@@ -830,7 +831,7 @@ def test_held_vectors_read_only_what_a_write_added_and_follow_a_row_that_moves_o
         [near] = writer.add_many([{"content": "near", "user_id": "alice"}], embeddings=q[None, :], dedup=False)
         writer.update(near.id, importance=0.9, user_id="alice")  # written again, its vector kept
         assert _ids(reader.store.vector_candidates(q, alice, 1)) == [near.id]
-        assert [(c.whole, [r[0] for r in c.rows]) for c in read] == [(False, [near.id])]  # the newer row alone
+        assert [(c.whole, [r[0] for r in c.rows]) for found in read for c in found.values()] == [(False, [near.id])]
         monkeypatch.undo()
 
         writer.store._run("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (near.id,))
@@ -879,7 +880,7 @@ def test_a_scope_is_held_from_its_second_search_in_a_process(pg_url, monkeypatch
         read = []
         monkeypatch.setattr(pg_vectors, "read_changes", lambda *a: read.append(pg_changes.read_changes(*a)) or read[-1])
         assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
-        assert [(c.whole, c.rows, c.departed) for c in read] == [(False, [], [])]  # held and current: nothing new
+        assert [(c.whole, c.rows, c.departed) for found in read for c in found.values()] == [(False, [], [])]  # nothing new
 
 
 def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of_them(pg_url):
@@ -930,3 +931,22 @@ def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_
         with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 384"):
             store.build_vector_index()
         assert time.monotonic() - started < 5 and not store.has_vector_index()
+
+
+def test_held_vectors_read_nothing_for_scopes_that_do_not_fit_together(pg_url):
+    """Each of three scopes fits alone, the three together do not: a search naming all three reads none of
+    them to hold (it reads in SQL), rather than holding them all and then finding them over the budget."""
+    rng = np.random.default_rng(19)
+    vectors = _unit_rows(rng, 90)
+    every = Filters(scopes=["user:alice", "user:bob", "user:carol"])
+    with Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 1}) as mem, \
+            Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 0}) as plain:
+        mem.add_many([{"content": f"row {i}", "user_id": ("alice", "bob", "carol")[i % 3]} for i in range(90)],
+                     embeddings=vectors, dedup=False)
+        held = mem.store._held_vectors
+        held.max_mb = 75 * (384 * 4 + pg_vectors._ROW_BYTES) / 1_000_000  # room for 75 rows: two scopes, not three
+        q = _unit_rows(rng, 1)[0]
+        for _ in range(3):
+            assert _ids(mem.store.vector_candidates(q, every, 10)) == _ids(plain.store.vector_candidates(q, every, 10))
+        assert held._index is None or held._index.rows(every.scopes) == 0
+        assert not held._held

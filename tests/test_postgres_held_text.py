@@ -44,6 +44,10 @@ def _pairs(found: list) -> list[tuple[str, float]]:
     return [(c.id, c.score) for c in found]
 
 
+def _changes(mem: Memory, since, scope: str = "user:alice"):
+    return read_changes(mem.store, {scope: since}, _COLUMNS)[scope]
+
+
 def _same(held: Memory, plain: Memory, query: str, filters: Filters, k: int = 20) -> list[tuple[str, float]]:
     """The held answer, asserted equal (ids, order and scores to the bit) to the SQL leg's."""
     a = _pairs(held.store.text_candidates(query, filters, k))
@@ -128,14 +132,14 @@ def test_held_words_see_every_write_of_another_process(pg_url):
 def test_a_search_reads_only_what_changed_since_the_last_one(pg_url):
     with _open(pg_url) as mem:
         rows = mem.add_many([{"content": t, "user_id": "alice"} for t in _texts(30, 3)], dedup=False)
-        first = read_changes(mem.store, "user:alice", _COLUMNS, None)
+        first = _changes(mem, None)
         assert first.whole and len(first.rows) == 30
-        assert read_changes(mem.store, "user:alice", _COLUMNS, first.since).rows == []  # nothing written since
+        assert _changes(mem, first.since).rows == []  # nothing written since
         mem.update(rows[4].id, importance=0.9, user_id="alice")
         mem.store._run("DELETE FROM memories WHERE id = %s", (rows[5].id,))
-        changes = read_changes(mem.store, "user:alice", _COLUMNS, first.since)
+        changes = _changes(mem, first.since)
         assert not changes.whole and [r[0] for r in changes.rows] == [rows[4].id] and changes.departed == [rows[5].id]
-        assert changes.since >= first.since
+        assert changes.since.xmax > first.since.xmax and not changes.stale
 
         for _ in range(2):
             mem.store.text_candidates("granite", ALLOWED, 5)
@@ -152,7 +156,7 @@ def test_a_scope_last_read_before_pruned_departures_is_read_whole(pg_url):
     with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0, vector_cache_mb=0) as plain:
         rows = mem.add_many([{"content": f"kettle {i}", "user_id": "alice"} for i in range(10)], dedup=False)
         query = mem.embedder.embed_one("kettle")
-        before = read_changes(mem.store, "user:alice", _COLUMNS, None)
+        before = _changes(mem, None)
         for _ in range(2):
             _same(mem, plain, "kettle", ALLOWED)
             mem.store.vector_candidates(query, ALLOWED, 10)
@@ -161,8 +165,8 @@ def test_a_scope_last_read_before_pruned_departures_is_read_whole(pg_url):
         mem.store._run("UPDATE memory_departures SET departed_at = now() - interval '2 days'")
         mem.store.remove([rows[2].id])  # prunes the old departure (rows[1]'s), keeps its own
         assert [r[0] for r in mem.store._run("SELECT id::text FROM memory_departures")] == [rows[2].id]
-        assert int(mem.store.get_meta("departures_pruned")) >= before.since
-        assert read_changes(mem.store, "user:alice", _COLUMNS, before.since).whole
+        assert int(mem.store.get_meta("departures_pruned")) >= before.since.xmin
+        assert _changes(mem, before.since).stale
         found = {i for i, _ in _same(mem, plain, "kettle", ALLOWED)}
         assert len(found) == 8 and not found & {rows[1].id, rows[2].id}
         mem.store._held_vectors._held["user:alice"] = before.since  # as if its last read came before the pruning
@@ -238,14 +242,14 @@ def test_the_change_feed_survives_a_writer_that_is_still_open_when_the_reader_lo
     rows written and committed later were read in between."""
     with _open(pg_url) as mem, psycopg.connect(pg_url) as slow:
         mem.add_many([{"content": "first", "user_id": "alice"}], dedup=False)
-        start = read_changes(mem.store, "user:alice", _COLUMNS, None)
+        start = _changes(mem, None)
         slow.execute("INSERT INTO memories (id, scope, content, kind, category, importance, confidence, created_at, updated_at) "
                      "SELECT gen_random_uuid(), 'user:alice', 'slow', 'memory', 'fact', 0.5, 1, now(), now()")
         [quick] = mem.add_many([{"content": "quick", "user_id": "alice"}], dedup=False)
-        seen = read_changes(mem.store, "user:alice", _COLUMNS, start.since)
+        seen = _changes(mem, start.since)
         assert [r[0] for r in seen.rows] == [quick.id]
         slow.commit()
-        after = read_changes(mem.store, "user:alice", _COLUMNS, seen.since)
+        after = _changes(mem, seen.since)
         [slow_id] = [r[0] for r in mem.store._run("SELECT id::text FROM memories WHERE content = 'slow'")]
         assert not after.whole and slow_id in [r[0] for r in after.rows]
 
@@ -270,3 +274,98 @@ def test_a_large_scope_is_read_in_the_background_while_sql_answers(pg_url, monke
         assert "user:alice" in text._held and not text._loading
         assert text.candidates(["granite"], ALLOWED, 5) is not None
         assert _same(mem, plain, "granite", ALLOWED)[0][0] == new.id  # written before it read: in what it read
+
+
+def test_a_row_back_in_its_scope_is_not_dropped_by_its_old_departure_read_again(pg_url):
+    """X leaves alice (a transaction that took its id later), then comes back (one that took its id earlier),
+    while a third stays open: the departure is read again after the return was applied. It must not drop X."""
+    with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0, vector_cache_mb=0) as plain, \
+            psycopg.connect(pg_url) as t1, psycopg.connect(pg_url) as t2, psycopg.connect(pg_url) as t3:
+        rows = mem.add_many([{"content": f"ocarina {i}", "user_id": "alice"} for i in range(6)], dedup=False)
+        x = rows[0].id
+        query = mem.embedder.embed_one("ocarina 0")
+        for _ in range(2):
+            _same(mem, plain, "ocarina", ALLOWED)
+            mem.store.vector_candidates(query, ALLOWED, 10)
+        t1.execute("SELECT pg_current_xact_id()")  # takes its id first
+        t3.execute("SELECT pg_current_xact_id()")  # and this one stays open throughout
+        t2.execute("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (x,))
+        t2.commit()
+        assert x not in dict(_same(mem, plain, "ocarina", ALLOWED))
+        t1.execute("UPDATE memories SET scope = 'user:alice' WHERE id = %s", (x,))
+        t1.commit()
+        for _ in range(3):  # while t3 is open, and after
+            assert x in dict(_same(mem, plain, "ocarina", ALLOWED))
+            assert x in {c.id for c in mem.store.vector_candidates(query, ALLOWED, 10)}
+        t3.rollback()
+        assert x in dict(_same(mem, plain, "ocarina", ALLOWED))
+
+
+def test_a_transaction_left_open_does_not_make_every_read_take_every_row_since(pg_url):
+    with _open(pg_url) as mem, psycopg.connect(pg_url) as idle:
+        mem.add_many([{"content": "first", "user_id": "alice"}], dedup=False)
+        idle.execute("SELECT pg_current_xact_id()")  # holds an id, writes nothing, stays open
+        start = _changes(mem, None)
+        mem.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(20)], dedup=False)
+        seen = _changes(mem, start.since)
+        assert len(seen.rows) == 20
+        assert _changes(mem, seen.since).rows == []  # not the 20 again: only what the open transaction writes
+        idle.rollback()
+
+
+def test_ids_from_another_cluster_neither_hide_a_write_nor_force_whole_reads(pg_url):
+    """A store restored from a dump keeps the old cluster's transaction ids, which may be above this one's:
+    those rows, departures and pruning horizon are read whole once and never make a read stale."""
+    with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0, vector_cache_mb=0) as plain:
+        rows = mem.add_many([{"content": f"bassoon {i}", "user_id": "alice"} for i in range(8)], dedup=False)
+        future = str(10**12)
+        mem.store._run("ALTER TABLE memories DISABLE TRIGGER memories_written")
+        mem.store._run("UPDATE memories SET wxid = %s::xid8 WHERE id = %s", (future, rows[0].id))
+        mem.store._run("ALTER TABLE memories ENABLE TRIGGER memories_written")
+        mem.store._run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)", (rows[1].id, future))
+        mem.store.set_meta("departures_pruned", future)
+        for _ in range(2):
+            _same(mem, plain, "bassoon", ALLOWED)
+        since = mem.store._held_text._held["user:alice"].since
+        changes = _changes(mem, since)
+        assert not changes.stale and changes.rows == [] and changes.departed == []
+        mem.update(rows[0].id, content="bassoon bassoon", user_id="alice")  # written here: read
+        assert _same(mem, plain, "bassoon", ALLOWED)[0][0] == rows[0].id
+        assert rows[1].id in dict(_same(mem, plain, "bassoon", ALLOWED))
+        # a departure of the old cluster's that this one's ids reach: its row is here, and stays
+        soon = int(mem.store._run("SELECT pg_current_xact_id()::text")[0][0]) + 3
+        mem.store._run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)",
+                       (rows[2].id, str(soon)))
+        for i in range(5):
+            mem.add_many([{"content": f"filler {i}", "user_id": "bob"}], dedup=False)
+        assert rows[2].id in dict(_same(mem, plain, "bassoon", ALLOWED))
+
+
+def test_a_server_restarted_or_gone_back_in_time_and_a_truncate_make_held_scopes_read_whole(pg_url):
+    from dataclasses import replace
+
+    with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0) as plain:
+        mem.add_many([{"content": f"tuba {i}", "user_id": "alice"} for i in range(5)], dedup=False)
+        now = _changes(mem, None).since
+        assert _changes(mem, replace(now, started="another start")).stale  # the server started since
+        assert _changes(mem, replace(now, xmax=now.xmax + 1000)).stale  # its ids went back
+        assert not _changes(mem, now).stale
+        for _ in range(2):
+            _same(mem, plain, "tuba", ALLOWED)
+        mem.store._run("TRUNCATE memories CASCADE")
+        assert _same(mem, plain, "tuba", ALLOWED) == []
+
+
+def test_an_erasure_leaves_no_departure_naming_the_person_and_held_scopes_follow(pg_url):
+    with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0) as plain:
+        mem.add_many([{"content": f"cello {i}", "user_id": "carol"} for i in range(5)], dedup=False)
+        mem.add_many([{"content": f"cello {i}", "user_id": "dave"} for i in range(3)], dedup=False)
+        carol, dave = Filters(scopes=["user:carol"]), Filters(scopes=["user:dave"])
+        for _ in range(2):
+            _same(mem, plain, "cello", carol)
+            _same(mem, plain, "cello", dave)
+        mem.store._run("DELETE FROM memories WHERE content = 'cello 4' AND scope = 'user:carol'")  # a departure of its own
+        mem.erase(user_id="carol")
+        assert mem.store._run("SELECT count(*) FROM memory_departures WHERE scope = 'user:carol'")[0][0] == 0
+        assert _same(mem, plain, "cello", carol) == []
+        assert len(_same(mem, plain, "cello", dave)) == 3

@@ -205,7 +205,7 @@ def erase_person(
     require_writes(writes.config)
     with store.transaction():
         counts = {name: kind(e) for name, kind in KINDS}
-        store.erased()
+        store.erased(person.scope)
     for path in e.files:
         path.unlink(missing_ok=True)
     return counts

@@ -53,7 +53,7 @@ CORE = MigrationSet(
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
-        "row-revisions",  # PostgreSQL: memories.rev, new at every write, indexed with the scope (until change-feed)
+        "row-revisions",  # PostgreSQL: memories.rev, new at every write, indexed with the scope (now nothing: change-feed)
         "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope, not rev (pg_changes.py)
     ),
 )

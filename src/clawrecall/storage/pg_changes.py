@@ -1,4 +1,4 @@
-"""What changed in a PostgreSQL scope since this process last read it: the rows written since and
+"""What changed in PostgreSQL scopes since this process last read them: the rows written since and
 the ids that left, exactly, whichever process wrote them and whenever they committed.
 
 Why: what a process holds of a scope (its vectors, `pg_vectors.py`; its words, `pg_text.py`) must
@@ -9,17 +9,18 @@ transaction id does not.
 
 How: every row carries the id of the transaction that last wrote it (`memories.wxid`: the column's
 default, and the update trigger's), and a row that leaves a scope, deleted or moved to another,
-leaves a departure (`memory_departures`, by trigger). A read first notes the oldest transaction its
-snapshot cannot see (`pg_snapshot_xmin`): a write it missed was made by that transaction or a later
-one. The next read takes the rows and departures written by those transactions (`wxid` at or above
-it), a few for a scope written a few times, and nothing older. Departures older than a day are
-pruned at the next hard delete (`PRUNE_DEPARTURES`); a scope last read before the pruned ones is read
-whole again."""
+leaves a departure (`memory_departures`, by trigger). A read (one statement, one snapshot) also keeps
+that snapshot: which transactions it could not see (those running then, and every later one). The
+next read takes the rows and departures those transactions wrote, a few for a scope written a few
+times, nothing for one not written, and nothing of a transaction that has been running all along and
+wrote elsewhere. Departures older than a day are pruned at the next hard delete, and an erasure
+prunes its person's (`PRUNE_DEPARTURES`, `forget_departures`); a scope last read before the pruned
+ones is read whole again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -59,6 +60,14 @@ CHANGE_FEED = [
     "FOR EACH STATEMENT EXECUTE FUNCTION memories_departed()",
     "CREATE TRIGGER memories_moved AFTER UPDATE OF scope ON memories FOR EACH ROW "
     "WHEN (OLD.scope IS DISTINCT FROM NEW.scope) EXECUTE FUNCTION memories_departed()",
+    # a TRUNCATE leaves no departures: every scope held anywhere is read whole again
+    """CREATE FUNCTION memories_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO meta (key, value) VALUES ('departures_pruned', pg_current_xact_id()::text)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER memories_truncated AFTER TRUNCATE ON memories FOR EACH STATEMENT EXECUTE FUNCTION memories_truncated()",
 ]
 
 #: departures a day old, gone; the newest of them noted, so a read from before it knows to read whole
@@ -66,7 +75,27 @@ PRUNE_DEPARTURES = """WITH gone AS (
         DELETE FROM memory_departures WHERE departed_at < now() - interval '1 day' RETURNING wxid
     )
     INSERT INTO meta (key, value) SELECT 'departures_pruned', max(wxid)::text FROM gone HAVING count(*) > 0
-    ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value::xid8, excluded.value::xid8)::text"""
+    ON CONFLICT (key) DO UPDATE SET value = greatest(excluded.value::xid8, CASE
+        WHEN meta.value::xid8 < pg_snapshot_xmax(pg_current_snapshot()) THEN meta.value::xid8 END)::text"""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a read saw, as PostgreSQL's `pg_current_snapshot()`: every transaction below `xmax` but those
+    in `running`. A write it missed was made by one of those, or by one at or above `xmax`. `started`:
+    when the server started; a server started since (a restart, a failover, a restore to a point in
+    time) may have a history in which those numbers mean other transactions."""
+
+    xmin: int
+    xmax: int
+    running: tuple[int, ...]
+    started: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Snapshot:
+        snapshot, started = text.split("/", 1)
+        xmin, xmax, running = snapshot.split(":")
+        return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x), started)
 
 
 @dataclass
@@ -74,27 +103,73 @@ class Changes:
     rows: list[tuple]  # the columns asked for, of the rows written since (of every row, when `whole`)
     departed: list[str]  # ids that left the scope since (empty when `whole`)
     whole: bool  # `rows` is the scope: what is held of it goes
-    since: int  # where the next read starts
+    since: Snapshot  # where the next read starts
+    stale: bool = False  # departures it needed were pruned: what is held must be read whole again
 
 
-def read_changes(store: PostgresStore, scope: str, columns: str, since: int | None) -> Changes:
-    """The rows of `scope` written since `since` (a previous read's `Changes.since`; None: the whole
-    scope), with `columns` (SQL over `memories m`, in PostgreSQL's binary format), and the ids that left it."""
-    with store.pinned():
-        # first: every write a later statement misses was made by a transaction at or after this one
-        now = int(store._run("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")[0][0])
+def read_changes(store: PostgresStore, scopes: dict[str, Snapshot | None],
+                 columns: Sequence[str]) -> dict[str, Changes]:
+    """For each scope, the rows written since its `Snapshot` (a previous read's `Changes.since`; None:
+    the whole scope), with `columns` (SQL over `memories m`, the first the id as text; values in
+    PostgreSQL's binary format), and the ids that left it.
+
+    One statement for every scope, so one snapshot and one round trip (~1 ms on a busy server). A scope
+    whose departures since were pruned comes back `stale`: the caller reads it whole again.
+    Departures of rows that are back in the scope are left out: the row was read when it came back,
+    and its departure may be read again later. Writes numbered at or above this snapshot's `xmax`
+    come from another cluster (a database restored from a dump keeps its old transaction ids): they
+    were read whole here, and only a write made here can change them."""
+    nulls = ", NULL" * (len(columns) - 1)
+    branches, params = [], []
+    for n, (scope, since) in enumerate(scopes.items()):
+        branches.append(f"SELECT 0, {n}, {', '.join(columns)} FROM memories m WHERE m.scope = %s"
+                        + ("" if since is None else f" AND {_WRITTEN_SINCE.format(t='m')}"))
+        params += [scope] if since is None else [scope, *_since(since)]
         if since is not None:
-            rows = _rows(store, columns, "m.scope = %s AND m.wxid >= %s::xid8", [scope, str(since)])
-            # the departures and the pruning horizon in one snapshot: none at or after `since` is missing
-            # unless the horizon says so
-            pruned, departed = store._run(
-                "SELECT (SELECT value FROM meta WHERE key = 'departures_pruned'), "
-                "array(SELECT id::text FROM memory_departures WHERE scope = %s AND wxid >= %s::xid8)",
-                (scope, str(since)))[0]
-            if pruned is None or int(pruned) < since:
-                return Changes(rows, list(departed), False, now)
-        return Changes(_rows(store, columns, "m.scope = %s", [scope]), [], True, now)
+            branches.append(f"SELECT 1, {n}, d.id::text{nulls} FROM memory_departures d WHERE d.scope = %s "
+                            f"AND {_WRITTEN_SINCE.format(t='d')} AND NOT EXISTS "
+                            "(SELECT 1 FROM memories m WHERE m.id = d.id AND m.scope = d.scope)")
+            params += [scope, *_since(since)]
+    branches.append(f"SELECT 2, 0, pg_current_snapshot()::text || '/' || pg_postmaster_start_time()::text{nulls}")
+    branches.append(f"SELECT 3, 0, (SELECT value FROM meta WHERE key = 'departures_pruned'){nulls}")
+    names = list(scopes)
+    found = {scope: Changes([], [], scopes[scope] is None, Snapshot(0, 0, ())) for scope in names}
+    now, pruned = Snapshot(0, 0, ()), None
+    for row in store._run(" UNION ALL ".join(branches), params, binary=True):
+        if row[0] == 0:
+            found[names[row[1]]].rows.append(row[2:])
+        elif row[0] == 1:
+            found[names[row[1]]].departed.append(row[2])
+        elif row[0] == 2:
+            now = Snapshot.parse(row[2])
+        else:
+            pruned = row[2]
+    for scope, changes in found.items():
+        changes.since = now
+        since = scopes[scope]
+        if since is not None:
+            # pruned departures it would need (a horizon from another cluster, at or above `xmax`, is not one),
+            # or another history since
+            changes.stale = ((pruned is not None and since.xmin <= int(pruned) < now.xmax)
+                             or since.started != now.started or since.xmax > now.xmax)
+    return found
 
 
-def _rows(store: PostgresStore, columns: str, where: str, params: list[Any]) -> list[tuple]:
-    return store._run(f"SELECT {columns} FROM memories m WHERE {where}", params, binary=True)
+# written by a transaction the previous snapshot could not see, and not from another cluster
+_WRITTEN_SINCE = ("({t}.wxid >= %s::xid8 OR {t}.wxid = ANY(%s::xid8[])) "
+                  "AND {t}.wxid < pg_snapshot_xmax(pg_current_snapshot())")
+
+
+def _since(snapshot: Snapshot) -> list[Any]:
+    return [str(snapshot.xmax), [str(x) for x in snapshot.running]]
+
+
+def forget_departures(store: PostgresStore, scope: str) -> None:
+    """In an erasure's transaction: the departures that name the erased scope go (theirs, and those
+    of older deletes there), and the pruning horizon moves past them, so every process reads the
+    scopes it holds whole once."""
+    store._run("""WITH gone AS (
+            DELETE FROM memory_departures WHERE scope = %s OR wxid = pg_current_xact_id() RETURNING wxid
+        )
+        INSERT INTO meta (key, value) SELECT 'departures_pruned', pg_current_xact_id()::text
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value""", (scope,))

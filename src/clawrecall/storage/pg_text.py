@@ -30,7 +30,7 @@ import numpy as np
 
 from .base import Candidate
 from .filters import INDEX_COLUMNS, Filters, checked_in_sql, index_tests
-from .pg_changes import read_changes
+from .pg_changes import Snapshot, read_changes
 from .schema import MEMORIES
 
 if TYPE_CHECKING:
@@ -39,12 +39,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _TIME = {c for c in INDEX_COLUMNS if MEMORIES.column(c).type == "time"}
-_COLUMNS = ", ".join(("m.id::text", "m.seq", "m.fts::text", *(
-    f"extract(epoch FROM m.{c})::float8" if c in _TIME else f"m.{c}" for c in INDEX_COLUMNS)))
+_COLUMNS = ("m.id::text", "m.seq", "m.fts::text", *(
+    f"extract(epoch FROM m.{c})::float8" if c in _TIME else f"m.{c}" for c in INDEX_COLUMNS))
 _ENTRY = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")  # a tsvector's text: 'lexeme':1,5 'other':3
 _ROW_BYTES = 200  # a held row besides its arrays and postings: its id, and its key in the slot map
+_LEXEME_BYTES = 120  # a lexeme in a scope's lexicon: its text and its entry
+_PENDING_BYTES = 250  # a pending posting: its tuple in its lexeme's list, often a new lexeme's entry too
 _SEEN = 10_000  # scopes remembered as searched once
-_READ_NOW = 20_000  # rows of a scope read at its second search; a larger one is read in the background (~1 s per 100k)
+_READ_NOW = 2_000  # rows of a scope read at its second search (~25 ms); a larger one is read in the background (1.5 s for 120k)
 _RECOUNT_S = 60.0  # a scope too large to hold is counted again after this long
 _TERMS = 50_000  # query words remembered with their lexeme
 
@@ -76,7 +78,7 @@ class _Scope:
 
     def __init__(self) -> None:
         self._codes: dict[str, dict[str, int]] = {c: {} for c in INDEX_COLUMNS if c not in _TIME}
-        self.since = 0
+        self.since = Snapshot(0, 0, ())  # what the last read saw (`pg_changes.py`)
         self.size = 0
         self.ids: list[str | None] = []
         self.slots: dict[str, int] = {}
@@ -85,8 +87,12 @@ class _Scope:
         self.seq = np.zeros(0, dtype=np.int64)
         self.norm = np.zeros(0, dtype=np.float64)
         self.cols = {c: np.zeros(0, dtype=np.float64 if c in _TIME else np.int32) for c in INDEX_COLUMNS}
-        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # lexeme -> (slots int32, counts int16)
-        self.pending: dict[str, list[tuple[int, int]]] = {}  # postings of rows added since the last compaction
+        # the postings, by lexeme: lexeme i's slots and counts are `post_slots[starts[i]:starts[i + 1]]`, …
+        self.lexicon: dict[str, int] = {}
+        self.starts = np.zeros(1, dtype=np.int64)
+        self.post_slots = np.zeros(0, dtype=np.int32)
+        self.post_counts = np.zeros(0, dtype=np.int16)
+        self.pending: dict[str, list[tuple[int, int]]] = {}  # … and those of rows added since the last compaction
         self.pending_count = 0
         self.dead = 0
 
@@ -101,11 +107,12 @@ class _Scope:
     def nbytes(self) -> int:
         arrays = (self.alive.nbytes + self.seq.nbytes + self.norm.nbytes + self.fts_hash.nbytes
                   + sum(c.nbytes for c in self.cols.values()))
-        postings = sum(s.nbytes + c.nbytes for s, c in self.postings.values()) + 16 * self.pending_count
+        postings = (self.starts.nbytes + self.post_slots.nbytes + self.post_counts.nbytes
+                    + _LEXEME_BYTES * len(self.lexicon) + _PENDING_BYTES * self.pending_count)
         return arrays + postings + _ROW_BYTES * len(self.ids)
 
     @classmethod
-    def whole(cls, rows: list[tuple], since: int) -> _Scope:
+    def whole(cls, rows: list[tuple], since: Snapshot) -> _Scope:
         """A scope read whole (`_COLUMNS`), its arrays made at once: row by row, a large scope took 300 MB
         for a moment to hold 40."""
         held = cls()
@@ -133,8 +140,8 @@ class _Scope:
             else:
                 codes = held._codes[column]
                 held.cols[column] = np.array([codes.setdefault(r[i], len(codes) + 1) for r in rows], dtype=np.int32)
-        held._set_postings([_unescape(lexeme) for lexeme in lexemes], np.array(which, dtype=np.int32),
-                           np.array(slots, dtype=np.int32), np.array(counts, dtype=np.int16))
+        held.lexicon = {_unescape(lexeme): i for lexeme, i in lexemes.items()}
+        held._set_postings(np.array(which, dtype=np.int32), np.array(slots, dtype=np.int32), np.array(counts, dtype=np.int16))
         held.since = since
         return held
 
@@ -192,25 +199,25 @@ class _Scope:
             self.ids[slot] = None
             self.dead += 1
 
-    def _set_postings(self, lexemes: list[str], which: np.ndarray, slots: np.ndarray, counts: np.ndarray) -> None:
+    def _set_postings(self, which: np.ndarray, slots: np.ndarray, counts: np.ndarray) -> None:
+        """The postings from each one's lexeme id, slot and count, in any order."""
         order = np.argsort(which, kind="stable")
-        starts = np.searchsorted(which[order], np.arange(len(lexemes) + 1))
-        slots, counts = slots[order], counts[order]
-        self.postings = {lex: (slots[starts[i]:starts[i + 1]], counts[starts[i]:starts[i + 1]])
-                         for i, lex in enumerate(lexemes)}
+        self.starts = np.searchsorted(which[order], np.arange(len(self.lexicon) + 1)).astype(np.int64)
+        self.post_slots, self.post_counts = slots[order], counts[order]
 
     def compact(self) -> None:
         """Renumber the live slots from 0 and fold the pending postings in, dead ones dropped."""
         live = self.alive[: self.size]
-        new = np.cumsum(live, dtype=np.int64) - 1
-        lexemes = list(dict.fromkeys([*self.postings, *self.pending]))
-        parts_s, parts_c, parts_w = [], [], []
-        for i, lexeme in enumerate(lexemes):
-            slots, counts = self._postings(lexeme)
-            keep = live[slots]
-            parts_s.append(new[slots[keep]].astype(np.int32))
-            parts_c.append(counts[keep])
-            parts_w.append(np.full(int(keep.sum()), i, dtype=np.int32))
+        new = (np.cumsum(live, dtype=np.int64) - 1).astype(np.int32)
+        which = [np.repeat(np.arange(len(self.starts) - 1, dtype=np.int32), np.diff(self.starts))]
+        slots, counts = [self.post_slots], [self.post_counts]
+        for lexeme, items in self.pending.items():
+            added = np.array(items, dtype=np.int64).reshape(-1, 2)
+            which.append(np.full(len(added), self.lexicon.setdefault(lexeme, len(self.lexicon)), dtype=np.int32))
+            slots.append(added[:, 0].astype(np.int32))
+            counts.append(added[:, 1].astype(np.int16))
+        every_slot = np.concatenate(slots)
+        keep = live[every_slot]
         kept = np.flatnonzero(live)
         self.ids = [self.ids[s] for s in kept]
         self.fts_hash = self.fts_hash[kept]
@@ -220,25 +227,22 @@ class _Scope:
         self.seq, self.norm = self.seq[kept], self.norm[kept]
         self.cols = {c: a[kept] for c, a in self.cols.items()}
         self.pending, self.pending_count, self.dead = {}, 0, 0
-        if lexemes:
-            self._set_postings(lexemes, np.concatenate(parts_w), np.concatenate(parts_s), np.concatenate(parts_c))
-        else:
-            self.postings = {}
+        self._set_postings(np.concatenate(which)[keep], new[every_slot[keep]], np.concatenate(counts)[keep])
 
     def matches(self, lexeme: str, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The allowed slots that have `lexeme`, with how many times."""
-        slots, counts = self._postings(lexeme)
+        """The allowed slots that have `lexeme` (dead ones are not allowed), with how many times: the
+        arrays', then those pending."""
+        i = self.lexicon.get(lexeme)
+        if i is None or i + 1 >= len(self.starts):  # a lexeme only pending has no range yet
+            slots, counts = np.zeros(0, np.int32), np.zeros(0, np.int16)
+        else:
+            slots, counts = self.post_slots[self.starts[i]:self.starts[i + 1]], self.post_counts[self.starts[i]:self.starts[i + 1]]
+        if lexeme in self.pending:
+            added = np.array(self.pending[lexeme], dtype=np.int64).reshape(-1, 2)
+            slots = np.concatenate([slots, added[:, 0].astype(np.int32)])
+            counts = np.concatenate([counts, added[:, 1].astype(np.int16)])
         keep = allowed[slots]
         return slots[keep], counts[keep]
-
-    def _postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every slot that has `lexeme` (dead ones too) and how many times: the arrays, then those pending."""
-        slots, counts = self.postings.get(lexeme, (np.zeros(0, np.int32), np.zeros(0, np.int16)))
-        if lexeme in self.pending:
-            extra = np.array(self.pending[lexeme], dtype=np.int64).reshape(-1, 2)
-            slots = np.concatenate([slots, extra[:, 0].astype(np.int32)])
-            counts = np.concatenate([counts, extra[:, 1].astype(np.int16)])
-        return slots, counts
 
 
 def _count(positions: str) -> int:
@@ -292,14 +296,16 @@ class ScopeText:
             if lexemes is None or not all(self._hold(s) for s in scopes):
                 return None
             try:
-                for scope in scopes:
+                found = read_changes(self._store, {s: self._held[s].since for s in scopes}, _COLUMNS)
+                for scope, changes in found.items():
+                    if changes.stale:  # read whole again: now if small, else in the background while SQL answers
+                        del self._held[scope]
+                        if not self._hold(scope):
+                            return None
+                        continue
                     held = self._held[scope]
-                    changes = read_changes(self._store, scope, _COLUMNS, held.since)
-                    if changes.whole:
-                        self._held[scope] = _Scope.whole(changes.rows, changes.since)
-                    else:
-                        held.apply(changes.rows, changes.departed)
-                        held.since = changes.since
+                    held.apply(changes.rows, changes.departed)
+                    held.since = changes.since
                     self._held.move_to_end(scope)
             except _Unheld:
                 for scope in scopes:
@@ -377,7 +383,7 @@ class ScopeText:
 
 def _read(store: PostgresStore, scope: str) -> _Scope:
     """A scope read whole (no lock held: parsing a large one takes a second)."""
-    changes = read_changes(store, scope, _COLUMNS, None)
+    changes = read_changes(store, {scope: None}, _COLUMNS)[scope]
     return _Scope.whole(changes.rows, changes.since)
 
 
@@ -414,9 +420,10 @@ def _rank(held: list[_Scope], lexemes: list[str], filters: Filters, k: int) -> l
             rank = (_RANK[counts].astype(np.float64) / part.norm[slots]).astype(np.float32)
             scores[slots] += rank.astype(np.float64) * weight[i]
         rows = np.flatnonzero(hit)
-        if len(rows) > k:  # the k best and every row tied with the k-th
+        if len(rows) > k:  # the k best, ties (many, for a word every row has as often) broken by seq
             kth = np.partition(scores[rows], len(rows) - k)[len(rows) - k]
             rows = rows[scores[rows] >= kth]
+            rows = rows[np.lexsort((part.seq[rows], -scores[rows]))[:k]]
         out.extend((float(scores[r]), int(part.seq[r]), part.ids[r]) for r in rows)  # type: ignore[misc]
     out.sort(key=lambda x: (-x[0], x[1]))
     return [Candidate(memory_id, score) for score, _, memory_id in out[:k]]

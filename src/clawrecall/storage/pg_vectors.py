@@ -23,7 +23,7 @@ import numpy as np
 
 from .base import Candidate
 from .filters import INDEX_COLUMNS, Filters
-from .pg_changes import read_changes
+from .pg_changes import Changes, Snapshot, read_changes
 from .schema import MEMORIES
 from .vector_index import RowMeta, VectorIndex
 
@@ -31,12 +31,12 @@ if TYPE_CHECKING:
     from .postgres import PostgresStore
 
 # ids as text and times as epoch seconds, as the index holds them: no UUID or datetime made per row
-_SELECT = ", ".join(("m.id::text", "m.embedding", "m.scope", *(
-    f"extract(epoch FROM m.{c})::float8" if MEMORIES.column(c).type == "time" else f"m.{c}" for c in INDEX_COLUMNS)))
+_SELECT = ("m.id::text", "m.embedding", "m.scope", *(
+    f"extract(epoch FROM m.{c})::float8" if MEMORIES.column(c).type == "time" else f"m.{c}" for c in INDEX_COLUMNS))
 _ROW_BYTES = 600  # what a held row costs besides its vector, roughly: its id twice, bounds, filter columns
 _CAPACITY = 16  # rows a scope's arrays start with: many scopes are small
 _SEEN = 10_000  # scopes remembered as searched once
-_RECOUNT_S = 60.0  # a scope too large to hold is counted again after this long
+_RECOUNT_S = 60.0  # a scope not held is counted again after this long
 
 
 class _OtherDimensions(Exception):
@@ -51,7 +51,7 @@ class ScopeVectors:
         self.max_mb = max_mb
         self._lock = threading.Lock()
         self._index: VectorIndex | None = None
-        self._held: OrderedDict[str, int] = OrderedDict()  # scope -> where its next read starts (`Changes.since`)
+        self._held: OrderedDict[str, Snapshot] = OrderedDict()  # scope -> what its last read saw (`Changes.since`)
         self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
         self._sizes: dict[str, tuple[float, int]] = {}  # scope -> (when counted, rows): not held, too large
 
@@ -76,9 +76,7 @@ class ScopeVectors:
                 return None
             try:
                 index = self._current(dims)
-                if not all(self._refresh(index, scope, row_bytes) for scope in scopes):
-                    return None
-                if index.rows(scopes) * row_bytes > self.max_mb * 1_000_000:
+                if not self._refresh(index, scopes, row_bytes):
                     return None
                 for oldest in [s for s in self._held if s not in scopes]:  # least recently searched first
                     if index.nbytes() <= self.max_mb * 1_000_000:
@@ -106,18 +104,31 @@ class ScopeVectors:
             self._held.clear()
         return self._index
 
-    def _refresh(self, index: VectorIndex, scope: str, row_bytes: int) -> bool:
-        """Bring one scope up to the database; False when it has more rows than may be held."""
-        since = self._held.get(scope)
-        if since is None:
-            when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
-            if time.monotonic() - when >= _RECOUNT_S:
-                rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
-                self._sizes[scope] = (time.monotonic(), rows)
-            if rows * row_bytes > self.max_mb * 1_000_000:
-                return False  # counted again in a minute
+    def _refresh(self, index: VectorIndex, scopes: list[str], row_bytes: int) -> bool:
+        """Bring the scopes up to the database; False, before reading any, when they have more rows
+        together than may be held."""
+        asked = {scope: self._held.get(scope) for scope in scopes}
+        rows = sum(index.rows([s]) if since is not None else self._rows(s) for s, since in asked.items())
+        if rows * row_bytes > self.max_mb * 1_000_000:
+            return False
+        for scope in asked:
             self._sizes.pop(scope, None)
-        changes = read_changes(self._store, scope, _SELECT, since)
+        found = read_changes(self._store, asked, _SELECT)
+        if again := {scope: None for scope, changes in found.items() if changes.stale}:
+            found.update(read_changes(self._store, again, _SELECT))  # departures it needed were pruned
+        for scope, changes in found.items():
+            self._apply(index, scope, changes)
+        return True
+
+    def _rows(self, scope: str) -> int:
+        """A scope's rows, not held: counted at most once a minute while it is not held."""
+        when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
+        if time.monotonic() - when >= _RECOUNT_S:
+            rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
+            self._sizes[scope] = (time.monotonic(), rows)
+        return rows
+
+    def _apply(self, index: VectorIndex, scope: str, changes: Changes) -> None:
         if changes.whole:
             index.drop_scope(scope)
         for gone in changes.departed:
@@ -137,7 +148,6 @@ class ScopeVectors:
             index.upsert_many(list(found), unit(np.stack(vectors)), list(metas))
         self._held[scope] = changes.since
         self._held.move_to_end(scope)
-        return True
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
-from .pg_changes import CHANGE_FEED, PRUNE_DEPARTURES
+from .pg_changes import CHANGE_FEED, PRUNE_DEPARTURES, forget_departures
 from .pg_text import ScopeText
 from .pg_vectors import ScopeVectors
 from .schema import HISTORY, MEMORIES
@@ -90,27 +90,12 @@ def _fts_trigger(ts_config: str, verb: str) -> list[str]:
     ]
 
 
-#: each row's revision, as the `row-revisions` step added it (the change feed replaced it: `_NO_REVISIONS`)
-ROW_REVISIONS = [
-    "CREATE SEQUENCE memories_rev",
-    "ALTER TABLE memories ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
-    "ALTER TABLE memories ALTER COLUMN rev SET DEFAULT nextval('memories_rev')",
-    "ALTER SEQUENCE memories_rev OWNED BY memories.rev",
-    """CREATE FUNCTION memories_rev_next() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        NEW.rev := nextval('memories_rev');
-        RETURN NEW;
-    END $$""",
-    "CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION memories_rev_next()",
-    "CREATE INDEX idx_memories_scope_rev ON memories (scope, rev) INCLUDE (id)",
-]
-
-
-# the revisions go: the change feed says what changed without them (the column's index and sequence go with it)
+# the revisions go, if the store had them: the change feed says what changed without them (the column's
+# index and sequence go with it)
 _NO_REVISIONS = [
-    "DROP TRIGGER memories_rev ON memories",
-    "DROP FUNCTION memories_rev_next()",
-    "ALTER TABLE memories DROP COLUMN rev",
+    "DROP TRIGGER IF EXISTS memories_rev ON memories",
+    "DROP FUNCTION IF EXISTS memories_rev_next()",
+    "ALTER TABLE memories DROP COLUMN IF EXISTS rev",
 ]
 
 
@@ -227,7 +212,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
             END $$""",
             _search_memories("CREATE OR REPLACE"),
         ],
-        "row-revisions": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *ROW_REVISIONS],
+        "row-revisions": [],  # memories.rev and its index, which change-feed, the next step, drops again
         "change-feed": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *_NO_REVISIONS, *CHANGE_FEED],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
@@ -497,6 +482,10 @@ class PostgresStore(Store):
         with self.transaction():
             super().remove(ids)
             self._run(PRUNE_DEPARTURES)
+
+    def erased(self, scope: str | None = None) -> None:
+        if scope is not None:
+            forget_departures(self, scope)
 
     def _size_bytes(self) -> int | None:
         return self._run("SELECT pg_total_relation_size('memories')")[0][0]

@@ -434,7 +434,7 @@ class SQLiteStore(Store):
             for table in ("memories_fts", "memories_trgm"):
                 self._run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
-    def erased(self) -> None:
+    def erased(self, scope: str | None = None) -> None:
         self._erased = True
 
     def _truncate_wal(self) -> None:
