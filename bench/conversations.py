@@ -28,7 +28,8 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     PostgreSQL, also how many questions get the same hits from a store that ranks keywords in SQL
     (`postgres.text_cache_mb = 0`) as from the measured one, which holds its scopes' words. With
     `--rest`, also `POST /v1/context` (search_context, every source) on a server over the same
-    store.
+    store, after each user searched twice and 10 s of rest (as on a server that has run a while:
+    PostgreSQL reads a large scope's words in the background from its second search).
 
     The store is built without embedding 120k texts: `--distinct` sentences from bench/scale.py's
     templates are embedded once by the local model (kept in `--db-dir`); each row is one of them
@@ -510,6 +511,9 @@ def same_as_sql(mem: Memory, target: str, queries: list[tuple[str, str]]) -> int
         return sum(hits(mem, q, u) == hits(plain, q, u) for q, u in queries)
 
 
+REST_SETTLE_S = 10.0  # after the warm-up, before the measured queries
+
+
 def rest_context(target: str, folder: Path, queries: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, Any]:
     with server(target, folder) as (running, token):
         clients = {u: client(running, token, u) for u in {u for _, u in queries}}
@@ -518,6 +522,7 @@ def rest_context(target: str, folder: Path, queries: list[tuple[str, str]], args
             # while has searched them (PostgreSQL holds a scope's vectors from its second search)
             for n, user in enumerate([u for u in dict.fromkeys(u for _, u in queries) for _ in range(2)]):
                 clients[user].post("/v1/context", json={"query": f"warm up {n}", "limit": 10}).raise_for_status()
+            time.sleep(REST_SETTLE_S)  # PostgreSQL reads a large scope's words in the background from its second search
             load_start = load()
             ms = []
             for q, user in queries:
