@@ -165,7 +165,7 @@ def test_a_scope_last_read_before_pruned_departures_is_read_whole(pg_url):
         mem.store._run("UPDATE memory_departures SET departed_at = now() - interval '2 days'")
         mem.store.remove([rows[2].id])  # prunes the old departure (rows[1]'s), keeps its own
         assert [r[0] for r in mem.store._run("SELECT id::text FROM memory_departures")] == [rows[2].id]
-        assert int(mem.store.get_meta("departures_pruned")) >= before.since.xmin
+        assert int(mem.store.get_meta("departures_pruned")) >= before.since.xmax  # the pruning transaction
         assert _changes(mem, before.since).stale
         found = {i for i, _ in _same(mem, plain, "kettle", ALLOWED)}
         assert len(found) == 8 and not found & {rows[1].id, rows[2].id}
@@ -369,3 +369,28 @@ def test_an_erasure_leaves_no_departure_naming_the_person_and_held_scopes_follow
         assert mem.store._run("SELECT count(*) FROM memory_departures WHERE scope = 'user:carol'")[0][0] == 0
         assert _same(mem, plain, "cello", carol) == []
         assert len(_same(mem, plain, "cello", dave)) == 3
+
+
+def test_after_an_erasure_a_scope_is_read_whole_once_though_an_older_transaction_stays_open(pg_url):
+    """The erasure removed departures: a read that did not see it reads whole; one after it does not, even while
+    a transaction older than the erasure keeps every snapshot's xmin below it."""
+    with _open(pg_url) as mem, psycopg.connect(pg_url) as idle:
+        mem.add_many([{"content": f"harp {i}", "user_id": "carol"} for i in range(4)], dedup=False)
+        mem.add_many([{"content": "harp", "user_id": "dave"}], dedup=False)
+        before = _changes(mem, None, "user:carol").since
+        idle.execute("SELECT pg_current_xact_id()")  # older than the erasure, open throughout
+        mem.erase(user_id="dave")
+        assert _changes(mem, before, "user:carol").stale
+        after = _changes(mem, None, "user:carol").since
+        assert after.xmin <= int(mem.store.get_meta("departures_pruned"))  # the open transaction holds xmin back
+        assert not _changes(mem, after, "user:carol").stale
+        idle.rollback()
+
+
+def test_a_standby_snapshot_counts_every_transaction_from_its_xmin_as_running():
+    from clawrecall.storage.pg_changes import Snapshot
+
+    primary = Snapshot.parse("761:763:761/2026-11-27 15:22:50+00/false")
+    assert (primary.xmin, primary.xmax, primary.running) == (761, 763, (761,)) and primary.saw(762)
+    standby = Snapshot.parse("761:763:/2026-11-27 15:22:50+00/true")  # 761 running, not listed on a standby
+    assert (standby.xmin, standby.xmax, standby.running) == (761, 761, ()) and not standby.saw(761) and not standby.saw(762)

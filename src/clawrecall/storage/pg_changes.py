@@ -14,8 +14,8 @@ that snapshot: which transactions it could not see (those running then, and ever
 next read takes the rows and departures those transactions wrote, a few for a scope written a few
 times, nothing for one not written, and nothing of a transaction that has been running all along and
 wrote elsewhere. Departures older than a day are pruned at the next hard delete, and an erasure
-prunes its person's (`PRUNE_DEPARTURES`, `forget_departures`); a scope last read before the pruned
-ones is read whole again."""
+prunes its person's (`PRUNE_DEPARTURES`, `forget_departures`); a scope whose last read did not see
+that transaction is read whole again."""
 
 from __future__ import annotations
 
@@ -70,13 +70,14 @@ CHANGE_FEED = [
     "CREATE TRIGGER memories_truncated AFTER TRUNCATE ON memories FOR EACH STATEMENT EXECUTE FUNCTION memories_truncated()",
 ]
 
-#: departures a day old, gone; the newest of them noted, so a read from before it knows to read whole
+#: departures a day old, gone, and this transaction noted as the last that removed departures
+#: (`meta.departures_pruned`): a read whose snapshot did not see it may have needed them. The last to
+#: write that row committed last, so a snapshot that saw it saw every earlier one.
 PRUNE_DEPARTURES = """WITH gone AS (
-        DELETE FROM memory_departures WHERE departed_at < now() - interval '1 day' RETURNING wxid
+        DELETE FROM memory_departures WHERE departed_at < now() - interval '1 day' RETURNING 1
     )
-    INSERT INTO meta (key, value) SELECT 'departures_pruned', max(wxid)::text FROM gone HAVING count(*) > 0
-    ON CONFLICT (key) DO UPDATE SET value = greatest(excluded.value::xid8, CASE
-        WHEN meta.value::xid8 < pg_snapshot_xmax(pg_current_snapshot()) THEN meta.value::xid8 END)::text"""
+    INSERT INTO meta (key, value) SELECT 'departures_pruned', pg_current_xact_id()::text FROM gone HAVING count(*) > 0
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value"""
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,18 @@ class Snapshot:
 
     @classmethod
     def parse(cls, text: str) -> Snapshot:
-        snapshot, started = text.split("/", 1)
+        """`pg_current_snapshot()`, the server's start and whether it is a standby, joined by '/'. A
+        standby's snapshot lists no running transaction (they are all in its sub-transactions' list, which
+        SQL does not show): there every one from `xmin` on counts as running."""
+        snapshot, started, standby = text.rsplit("/", 2)
         xmin, xmax, running = snapshot.split(":")
+        if standby == "true":
+            return cls(int(xmin), int(xmin), (), started)
         return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x), started)
+
+    def saw(self, xid: int) -> bool:
+        """Whether this snapshot saw transaction `xid` end."""
+        return xid < self.xmax and xid not in self.running
 
 
 @dataclass
@@ -104,7 +114,7 @@ class Changes:
     departed: list[str]  # ids that left the scope since (empty when `whole`)
     whole: bool  # `rows` is the scope: what is held of it goes
     since: Snapshot  # where the next read starts
-    stale: bool = False  # departures it needed were pruned: what is held must be read whole again
+    stale: bool = False  # departures it may have needed were removed: what is held must be read whole again
 
 
 def read_changes(store: PostgresStore, scopes: dict[str, Snapshot | None],
@@ -130,7 +140,8 @@ def read_changes(store: PostgresStore, scopes: dict[str, Snapshot | None],
                             f"AND {_WRITTEN_SINCE.format(t='d')} AND NOT EXISTS "
                             "(SELECT 1 FROM memories m WHERE m.id = d.id AND m.scope = d.scope)")
             params += [scope, *_since(since)]
-    branches.append(f"SELECT 2, 0, pg_current_snapshot()::text || '/' || pg_postmaster_start_time()::text{nulls}")
+    branches.append("SELECT 2, 0, pg_current_snapshot()::text || '/' || pg_postmaster_start_time()::text || '/' || "
+                    f"pg_is_in_recovery()::text{nulls}")
     branches.append(f"SELECT 3, 0, (SELECT value FROM meta WHERE key = 'departures_pruned'){nulls}")
     names = list(scopes)
     found = {scope: Changes([], [], scopes[scope] is None, Snapshot(0, 0, ())) for scope in names}
@@ -148,9 +159,9 @@ def read_changes(store: PostgresStore, scopes: dict[str, Snapshot | None],
         changes.since = now
         since = scopes[scope]
         if since is not None:
-            # pruned departures it would need (a horizon from another cluster, at or above `xmax`, is not one),
-            # or another history since
-            changes.stale = ((pruned is not None and since.xmin <= int(pruned) < now.xmax)
+            # departures removed by a transaction its last read did not see (one of another cluster, at or
+            # above `xmax`, is not of this history), or another history since
+            changes.stale = ((pruned is not None and int(pruned) < now.xmax and not since.saw(int(pruned)))
                              or since.started != now.started or since.xmax > now.xmax)
     return found
 
@@ -166,8 +177,8 @@ def _since(snapshot: Snapshot) -> list[Any]:
 
 def forget_departures(store: PostgresStore, scope: str) -> None:
     """In an erasure's transaction: the departures that name the erased scope go (theirs, and those
-    of older deletes there), and the pruning horizon moves past them, so every process reads the
-    scopes it holds whole once."""
+    of older deletes there), and the transaction is noted as the last that removed departures, so
+    every process reads the scopes it held before it whole once."""
     store._run("""WITH gone AS (
             DELETE FROM memory_departures WHERE scope = %s OR wxid = pg_current_xact_id() RETURNING wxid
         )
