@@ -874,7 +874,7 @@ def test_a_scope_is_held_from_its_second_search_in_a_process(pg_url, monkeypatch
         mem.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(20)], embeddings=vectors, dedup=False)
         held = mem.store._held_vectors
         first = _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5))
-        assert held._index is None and "user:alice" in held._seen
+        assert held._index is None and "user:alice" in held._gate._seen
         assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
         assert held._index.rows(["user:alice"]) == 20
         read = []

@@ -15,15 +15,20 @@ next read takes the rows and departures those transactions wrote, a few for a sc
 times, nothing for one not written, and nothing of a transaction that has been running all along and
 wrote elsewhere. Departures older than a day are pruned at the next hard delete, and an erasure
 prunes its person's (`PRUNE_DEPARTURES`, `forget_departures`); a scope whose last read did not see
-that transaction is read whole again."""
+that transaction is read whole again. `ScopeGate`: when a scope not held yet is taken in."""
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Sequence
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
+
+_SEEN = 10_000  # scopes remembered as searched once
+_RECOUNT_S = 60.0  # a scope not held is counted again after this long
 
 #: the change feed's objects: the column, its trigger, its index, the departures.
 #: Rows written before the column have no `wxid` (NULL): a scope's first read is whole, and their next
@@ -184,3 +189,35 @@ def forget_departures(store: PostgresStore, scope: str) -> None:
         )
         INSERT INTO meta (key, value) SELECT 'departures_pruned', pg_current_xact_id()::text
         ON CONFLICT (key) DO UPDATE SET value = excluded.value""", (scope,))
+
+
+class ScopeGate:
+    """What a held structure (`pg_vectors.py`, `pg_text.py`) asks of a scope it does not hold: was it
+    searched before in this process (a scope is held from its second search: a one-off command, which
+    searches once, reads in SQL rather than reading every row to hold it), and how many rows has it
+    (counted at most once a minute while it is not held)."""
+
+    def __init__(self, store: PostgresStore):
+        self._store = store
+        self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
+        self._sizes: dict[str, tuple[float, int]] = {}  # scope -> (when counted, rows)
+
+    def first_search(self, scopes: Sequence[str], held: Collection[str]) -> bool:
+        """Whether any of `scopes`, not `held`, is searched for the first time (it is noted as searched)."""
+        new = [s for s in scopes if s not in held and s not in self._seen]
+        for scope in new:
+            self._seen[scope] = None
+        while len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return bool(new)
+
+    def rows(self, scope: str) -> int:
+        when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
+        if time.monotonic() - when >= _RECOUNT_S:
+            rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
+            self._sizes[scope] = (time.monotonic(), rows)
+        return rows
+
+    def holding(self, scope: str) -> None:
+        """The scope is to be held: its count goes (counted afresh if it is let go)."""
+        self._sizes.pop(scope, None)

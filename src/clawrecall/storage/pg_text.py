@@ -21,7 +21,6 @@ import logging
 import math
 import re
 import threading
-import time
 from array import array
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
@@ -30,7 +29,7 @@ import numpy as np
 
 from .base import Candidate
 from .filters import INDEX_COLUMNS, Filters, checked_in_sql, index_tests
-from .pg_changes import Snapshot, read_changes
+from .pg_changes import ScopeGate, Snapshot, read_changes
 from .schema import MEMORIES
 
 if TYPE_CHECKING:
@@ -45,9 +44,7 @@ _ENTRY = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")  # a tsvector's text:
 _ROW_BYTES = 200  # a held row besides its arrays and postings: its id, and its key in the slot map
 _LEXEME_BYTES = 120  # a lexeme in a scope's lexicon: its text and its entry
 _PENDING_BYTES = 250  # a pending posting: its tuple in its lexeme's list, often a new lexeme's entry too
-_SEEN = 10_000  # scopes remembered as searched once
 _READ_NOW = 2_000  # rows of a scope read at its second search (~25 ms); a larger one is read in the background (1.5 s for 120k)
-_RECOUNT_S = 60.0  # a scope too large to hold is counted again after this long
 _TERMS = 50_000  # query words remembered with their lexeme
 
 
@@ -271,8 +268,7 @@ class ScopeText:
         self.max_mb = max_mb
         self._lock = threading.Lock()
         self._held: OrderedDict[str, _Scope] = OrderedDict()
-        self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
-        self._sizes: dict[str, tuple[float, int]] = {}  # scope -> (when counted, rows): not held, too large
+        self._gate = ScopeGate(store)
         self._loading: dict[str, threading.Thread] = {}  # large scopes read in the background
         self._unheld: set[str] = set()  # scopes with rows this cannot score
         self._lexemes: OrderedDict[str, str | None] = OrderedDict()  # query word -> its lexeme ('' none)
@@ -285,12 +281,7 @@ class ScopeText:
         with self._lock:
             if any(s in self._unheld or s in self._loading for s in scopes):
                 return None
-            new = [s for s in scopes if s not in self._held and s not in self._seen]
-            if new:  # held from a scope's second search in this process
-                for scope in new:
-                    self._seen[scope] = None
-                while len(self._seen) > _SEEN:
-                    self._seen.popitem(last=False)
+            if self._gate.first_search(scopes, self._held):
                 return None
             lexemes = self._lexemes_of(terms)
             if lexemes is None or not all(self._hold(s) for s in scopes):
@@ -337,13 +328,10 @@ class ScopeText:
         """Whether the scope is held (read now if small enough); a large one starts its read in the background."""
         if scope in self._held:
             return True
-        when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
-        if time.monotonic() - when >= _RECOUNT_S:
-            rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
-            self._sizes[scope] = (time.monotonic(), rows)
+        rows = self._gate.rows(scope)
         if rows * _ROW_BYTES * 2 > self.max_mb * 1_000_000:
             return False  # counted again in a minute
-        self._sizes.pop(scope, None)
+        self._gate.holding(scope)
         if rows > _READ_NOW:
             self._loading[scope] = thread = threading.Thread(
                 target=self._read_beside, args=(scope,), name="clawrecall-pg-text", daemon=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from .base import Candidate
 from .filters import INDEX_COLUMNS, Filters
-from .pg_changes import Changes, Snapshot, read_changes
+from .pg_changes import Changes, ScopeGate, Snapshot, read_changes
 from .schema import MEMORIES
 from .vector_index import RowMeta, VectorIndex
 
@@ -35,8 +34,6 @@ _SELECT = ("m.id::text", "m.embedding", "m.scope", *(
     f"extract(epoch FROM m.{c})::float8" if MEMORIES.column(c).type == "time" else f"m.{c}" for c in INDEX_COLUMNS))
 _ROW_BYTES = 600  # what a held row costs besides its vector, roughly: its id twice, bounds, filter columns
 _CAPACITY = 16  # rows a scope's arrays start with: many scopes are small
-_SEEN = 10_000  # scopes remembered as searched once
-_RECOUNT_S = 60.0  # a scope not held is counted again after this long
 
 
 class _OtherDimensions(Exception):
@@ -52,8 +49,7 @@ class ScopeVectors:
         self._lock = threading.Lock()
         self._index: VectorIndex | None = None
         self._held: OrderedDict[str, Snapshot] = OrderedDict()  # scope -> what its last read saw (`Changes.since`)
-        self._seen: OrderedDict[str, None] = OrderedDict()  # searched once, not held (yet)
-        self._sizes: dict[str, tuple[float, int]] = {}  # scope -> (when counted, rows): not held, too large
+        self._gate = ScopeGate(store)
 
     def candidates(self, queries: Sequence[np.ndarray], filters: Filters, k: int) -> list[list[Candidate]] | None:
         """Each query's k nearest rows passing `filters`, as the exact SQL read finds them; None where
@@ -65,14 +61,7 @@ class ScopeVectors:
         dims = len(queries[0])
         row_bytes = dims * 4 + _ROW_BYTES
         with self._lock:
-            # a scope is held from its second search in this process: a one-off command, which searches once,
-            # reads its rows in SQL instead of reading them all to hold them
-            new = [s for s in scopes if s not in self._held and s not in self._seen]
-            if new:
-                for scope in new:
-                    self._seen[scope] = None
-                while len(self._seen) > _SEEN:
-                    self._seen.popitem(last=False)
+            if self._gate.first_search(scopes, self._held):
                 return None
             try:
                 index = self._current(dims)
@@ -108,25 +97,17 @@ class ScopeVectors:
         """Bring the scopes up to the database; False, before reading any, when they have more rows
         together than may be held."""
         asked = {scope: self._held.get(scope) for scope in scopes}
-        rows = sum(index.rows([s]) if since is not None else self._rows(s) for s, since in asked.items())
+        rows = sum(index.rows([s]) if since is not None else self._gate.rows(s) for s, since in asked.items())
         if rows * row_bytes > self.max_mb * 1_000_000:
             return False
         for scope in asked:
-            self._sizes.pop(scope, None)
+            self._gate.holding(scope)
         found = read_changes(self._store, asked, _SELECT)
         if again := {scope: None for scope, changes in found.items() if changes.stale}:
             found.update(read_changes(self._store, again, _SELECT))  # departures it needed were pruned
         for scope, changes in found.items():
             self._apply(index, scope, changes)
         return True
-
-    def _rows(self, scope: str) -> int:
-        """A scope's rows, not held: counted at most once a minute while it is not held."""
-        when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
-        if time.monotonic() - when >= _RECOUNT_S:
-            rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
-            self._sizes[scope] = (time.monotonic(), rows)
-        return rows
 
     def _apply(self, index: VectorIndex, scope: str, changes: Changes) -> None:
         if changes.whole:
