@@ -1026,6 +1026,7 @@ def test_the_facade_keeps_its_startup_verbs_beside_the_namespace(mem):
         mem.startup_delete("alice", scope="user:alice")
 
 
+@pytest.mark.empty_db
 def test_old_schema_is_migrated_forward_on_open(db_target):
     load(db_target, "v1")
     store = open_store(db_target, migrate=False)

@@ -126,6 +126,7 @@ def test_two_processes_write_and_search_one_database_concurrently(pg_url, tmp_pa
         assert {h.memory.content.split()[0] for h in mem.search("wrote note", limit=40)} == {"alpha", "beta"}
 
 
+@pytest.mark.empty_db
 def test_concurrent_first_opens_migrate_once(pg_url, tmp_path):
     script = tmp_path / "opener.py"
     script.write_text("import sys\nfrom clawrecall.storage import open_store\ns = open_store(sys.argv[1])\nprint(s.schema_version())\n")
