@@ -29,6 +29,8 @@ BACKENDS = os.environ.pop("CLAWRECALL_TEST_BACKENDS", "sqlite,postgres").split("
 # Tests must never read the developer's own config or data directory.
 for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
     del os.environ[_name]
+# Tables are as wide as the terminal: the same everywhere (a parallel worker is told its controller's width).
+os.environ["COLUMNS"] = "100"
 
 # The config file of every test not marked `model`: it embeds with the deterministic `hash` provider.
 HASH_CONFIG = Path(tempfile.mkdtemp(prefix="clawrecall-tests-")) / "hash-embeddings.toml"
