@@ -316,3 +316,61 @@ def test_plugin_rules_version_warnings_identity_and_workspaces():
     assert r["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert r["workspaces"] == [{"agent": "main", "workspace": "/w"}, {"agent": "ops", "workspace": "/w/ops"},
                                {"agent": "x", "workspace": "/x"}]
+
+
+# -- provenance: OpenClaw's install record of the plugin's folder ---------------------------------
+FAKE_OPENCLAW = """#!{python}
+import json, os, sys
+config = os.environ["OPENCLAW_CONFIG_PATH"]
+with open({log!r}, "a") as log:
+    log.write(json.dumps({{"argv": sys.argv[1:], "config": config, "text": open(config).read(),
+                          "mode": oct(os.stat(os.path.dirname(config)).st_mode & 0o777)}}) + "\\n")
+open(config, "w").write("{{}}")  # as OpenClaw does: the file it is given comes back as plain JSON
+print("Linked plugin path: " + sys.argv[4])
+sys.exit({code})
+"""
+
+
+def _fake_openclaw(tmp_path: Path, code: int = 0) -> tuple[Path, Path]:
+    import sys
+
+    log = tmp_path / "calls.jsonl"
+    script = tmp_path / "openclaw"
+    script.write_text(FAKE_OPENCLAW.format(python=sys.executable, log=str(log), code=code))
+    script.chmod(0o755)
+    return script, log
+
+
+def test_install_has_openclaw_record_the_plugin_folder_on_a_copy_of_the_config(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text(HAND_WRITTEN)
+    script, log = _fake_openclaw(tmp_path)
+    done = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw", str(script), "--json"])
+    assert done.exit_code == 0, done.output
+    answer = json.loads(done.output)
+    assert answer["provenance"]["recorded"] is True
+    [call] = [json.loads(line) for line in log.read_text().splitlines()]
+    plugin_dir = str(Path(answer["pluginDir"]).resolve())
+    assert call["argv"] == ["plugins", "install", "--link", plugin_dir, "--force", "--accept-capabilities"]
+    assert call["config"] != str(path) and call["mode"] == "0o700"  # a private copy, gone after
+    assert not Path(call["config"]).exists()
+    assert call["text"] == path.read_text()  # the copy held our entries...
+    text = path.read_text()  # ...and the user's file keeps its comments and its allowlist, extended
+    assert "// my OpenClaw config: keep these comments" in text
+    assert json5.loads(text)["plugins"]["allow"] == ["telegram", "clawrecall"]
+
+
+def test_no_allowlist_is_made_and_a_missing_or_failing_openclaw_is_said_with_the_command(tmp_path):
+    path = tmp_path / "openclaw.json"
+    missing = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw",
+                                       str(tmp_path / "nowhere")])
+    assert missing.exit_code == 0, missing.output
+    assert "did not record the plugin's folder" in missing.output
+    assert "openclaw plugins install --link" in missing.output and "--accept-capabilities" in missing.output
+    # an allowlist would stop every plugin it does not name, the bundled model providers included
+    assert "allow" not in json5.loads(path.read_text())["plugins"]
+    script, _ = _fake_openclaw(tmp_path, code=3)
+    failed = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw", str(script), "--json"])
+    assert failed.exit_code == 0, failed.output
+    trust = json.loads(failed.output)["provenance"]
+    assert trust["recorded"] is False and "exit 3" in trust["detail"]
