@@ -1,0 +1,152 @@
+"""What a newcomer meets first: help without a command, an interrupted import, a text too long
+for a memory, the install script's extras. Real SQLite files; the `hash` embedder (conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from clawrecall.cli import cli
+from clawrecall.engine._writes import Writes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli, list(args), input=input)
+
+
+# -- a command without a subcommand ------------------------------------------------------------
+@pytest.mark.parametrize("args", [[], ["jobs"], ["conversations"], ["token"]])
+def test_a_group_alone_prints_its_help(args: list[str]) -> None:
+    """`clawrecall` (or `clawrecall jobs`) asks what it can do: the help as click lays it out, exit 0."""
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"Usage: clawrecall{''.join(' ' + a for a in args)} [OPTIONS] COMMAND")
+    assert "Commands:" in lines  # a heading on a line of its own, not a help squashed into one error line
+    assert len(lines) > 8
+
+
+def test_a_group_alone_under_json_is_a_json_usage_error() -> None:
+    result = invoke("--json", "jobs")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"]["code"] == "usage_error"
+    assert result.stderr.strip() == "Error: no command given (see 'clawrecall jobs --help')"
+
+
+# -- an interrupted import ---------------------------------------------------------------------
+def test_an_interrupted_import_says_what_it_wrote_and_running_it_again_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db = tmp_path / "m.db"
+    source = tmp_path / "notes.jsonl"
+    source.write_text("".join(
+        json.dumps({"content": f"note {n:04d} on {os.urandom(6).hex()} and {os.urandom(6).hex()}"}) + "\n"
+        for n in range(600)
+    ))
+    real = Writes.add_many
+    calls = []
+
+    def interrupted_at_the_second_chunk(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second chunk of 512 lines is written
+        return real(self, *args, **kwargs)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(Writes, "add_many", interrupted_at_the_second_chunk)
+        result = invoke("--db", str(db), "import", str(source))
+    assert result.exit_code == 1
+    error = result.stderr.strip()
+    assert error.startswith("Error: import interrupted: 512 of 600 lines to import from ")
+    assert "run the same import again to finish it" in error
+    assert json.loads(invoke("--db", str(db), "count", "--json").stdout)["count"] == 512
+
+    again = invoke("--db", str(db), "import", str(source))
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith("Imported 88 of 600 memories")
+    assert json.loads(invoke("--db", str(db), "count", "--json").stdout)["count"] == 600
+
+
+def test_an_import_interrupted_before_any_write_says_nothing_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = tmp_path / "notes.jsonl"
+    source.write_text(json.dumps({"content": "Ivan takes the 8:15 train"}) + "\n")
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Writes, "add_many", interrupted)
+    result = invoke("--db", str(tmp_path / "m.db"), "--json", "import", str(source), "--on-duplicate", "keep")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "aborted"
+    assert "no line was written" in error["message"]
+    assert "only lines that carry an id" in error["message"]  # keep + no ids: running again would store twice
+
+
+# -- a text too long for a memory ---------------------------------------------------------------
+def test_a_text_too_long_for_a_memory_points_at_files_add(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    text = "The quarterly report says revenue grew in every region. " * 3_600  # ~200 KB
+    result = invoke("--db", db, "add", "-", input=text)
+    assert result.exit_code == 1
+    assert "`clawrecall files add PATH`" in result.stderr
+    # and the advice works: the same text, as a file, is stored and found
+    path = tmp_path / "report.txt"
+    path.write_text(text)
+    assert invoke("--db", db, "files", "add", str(path)).exit_code == 0
+    hits = json.loads(invoke("--db", db, "search", "quarterly report revenue", "--sources", "chunk", "--json").stdout)
+    assert hits and hits[0]["memory"]["source_type"] == "file"
+
+
+# -- the install script's extras ------------------------------------------------------------------
+@pytest.fixture
+def install_copy(tmp_path: Path) -> Path:
+    """scripts/install.sh in a copy of the tree whose .venv is a fake python logging each call."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "install.sh", tmp_path / "scripts" / "install.sh")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    log = tmp_path / "calls.log"
+    for name in ("python", "clawrecall"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+        (bin_dir / name).chmod(0o755)
+    return tmp_path
+
+
+def install(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(tree / "scripts" / "install.sh"), *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args", [["--postgres", "--openai", "--anthropic"], ["--extras", "postgres,openai,anthropic"],
+                                  ["--extras=postgres", "--extras=openai,anthropic"]])
+def test_install_names_the_postgres_and_llm_extras(install_copy: Path, args: list[str]) -> None:
+    done = install(install_copy, *args)
+    assert done.returncode == 0, done.stderr
+    calls = (install_copy / "calls.log").read_text().splitlines()
+    assert "-m pip install --quiet -e .[postgres,openai,anthropic]" in calls
+
+
+def test_install_refuses_an_unknown_extra(install_copy: Path) -> None:
+    done = install(install_copy, "--extras", "postgres,pgvector")
+    assert done.returncode == 2
+    assert "unknown extra 'pgvector'" in done.stderr
+    assert not (install_copy / "calls.log").exists()
+
+
+def test_install_knows_every_extra_of_the_package(install_copy: Path) -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for name in extras:
+        assert install(install_copy, f"--{name}").returncode == 0, name
