@@ -1,0 +1,201 @@
+"""The generated parts of the docs: the CLI reference and every sample session, made by running the code.
+
+README.md and docs/*.md hold cog blocks (`<!-- [[[cog … ]]] -->` … `<!-- [[[end]]] -->`) that call
+this module, so a sample shows what the commands print today, not what they printed once:
+
+    python scripts/cogdocs.py            # regenerate every block
+    python scripts/cogdocs.py --check    # fail if a block is stale (tests/test_docs.py runs this)
+
+A sample runs real `clawrecall` commands, in this process, on a store in a temporary directory
+that nothing else reads. It is made reproducible, not edited: the random source the code draws
+ids and token secrets from is seeded, the clock stands still during a command and moves one
+second between commands (`Session.wait` moves it further), the terminal is 100 columns, and the
+temporary directory is shown as the data directory a reader would have. The embedding model is
+the bundled one (what a user gets); `Session(embedder="hash")` uses the deterministic test embedder.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import shlex
+import shutil
+import sys
+import tempfile
+import textwrap
+from contextlib import contextmanager, redirect_stdout
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+import click
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+START = datetime(2026, 3, 16, 9, 14, tzinfo=timezone.utc)  # the clock of every sample
+SHOWN_HOME = "~/.local/share/clawrecall"  # the default data directory, as a reader's would be
+
+
+def _out(text: str) -> None:
+    import cog  # only importable while cog runs this module
+
+    cog.outl(text)
+
+
+class Session:
+    """A shell session for one document: its store and clock last from block to block."""
+
+    def __init__(self, embedder: str = "local", seed: int = 0, config: str = "") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="clawrecall-docs-"))
+        self.home = self.dir / "home"
+        self.home.mkdir()
+        self.rng = random.Random(seed)
+        self.now = START
+        provider = '[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n'
+        text = (provider if embedder == "hash" else "") + textwrap.dedent(config)
+        self.config = self.dir / "settings.toml" if text else None  # else the defaults, as a new user has them
+        if self.config:
+            self.config.write_text(text)
+
+    def file(self, name: str, text: str, show: bool = True) -> None:
+        """Write a file the next commands read, and show it as `cat` would."""
+        text = textwrap.dedent(text).lstrip("\n")
+        (self.dir / name).write_text(text, encoding="utf-8")
+        if show:
+            self._lines.append(f"$ cat {name}")
+            self._lines.append(text.rstrip("\n"))
+
+    def wait(self, **delta: float) -> None:
+        """Let time pass between commands (`wait(days=40)`)."""
+        self.now += timedelta(**delta)
+
+    @contextmanager
+    def block(self) -> Iterator["Session"]:
+        """One fenced block of the document: the commands run in it and what they printed."""
+        self._lines: list[str] = []
+        yield self
+        _out("```\n" + "\n".join(self._lines) + "\n```")
+
+    def run(self, commands: str) -> str:
+        """Run each line (`clawrecall …`) and record it with its output; the output of the last one is returned."""
+        output = ""
+        for line in textwrap.dedent(commands).strip().splitlines():
+            self._lines.append(f"$ {line}")
+            output = self._run(line)
+            if output:
+                self._lines.append(output)
+        return output
+
+    def show(self, commands: str) -> None:
+        """A block of its own holding these commands."""
+        with self.block():
+            self.run(commands)
+
+    def python(self, code: str) -> None:
+        """A Python block, run here on the session's store, then what it printed."""
+        code = textwrap.dedent(code).strip()
+        printed = io.StringIO()
+        with self._fixed_world(), redirect_stdout(printed):
+            exec(compile(code, "<sample>", "exec"), {})
+        _out(f"```python\n{code}\n```\n\nprints\n\n```\n{self._shown(printed.getvalue())}\n```")
+
+    def _run(self, line: str) -> str:
+        args = shlex.split(line)
+        if args[0] != "clawrecall":
+            raise ValueError(f"a sample runs clawrecall commands only: {line}")
+        from clawrecall.cli import cli
+
+        with self._fixed_world():
+            result = CliRunner().invoke(cli, args[1:])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise RuntimeError(f"{line}: {result.exception!r}") from result.exception
+        return self._shown(result.output)
+
+    def _shown(self, output: str) -> str:
+        return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir) + "/", "")
+
+    @contextmanager
+    def _fixed_world(self) -> Iterator[None]:
+        """The clock stands at `self.now` (a second later than the last command's), random bytes come from
+        the seeded generator, the environment names only the session's store, the cwd is the session's."""
+        import clawrecall._time as clock
+
+        self.now += timedelta(seconds=1)
+        now = self.now
+        env = {name: value for name, value in os.environ.items() if not name.startswith("CLAWRECALL_")}
+        env.update(CLAWRECALL_HOME=str(self.home), COLUMNS="100", HF_HUB_OFFLINE="1")
+        if self.config:
+            env["CLAWRECALL_CONFIG"] = str(self.config)
+        saved_env = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+
+        class Frozen(datetime):
+            @classmethod
+            def now(cls, tz=None):  # type: ignore[override]
+                return now if tz is not None else now.replace(tzinfo=None)
+
+        saved = clock.datetime, os.urandom, random._urandom, os.getcwd()  # type: ignore[attr-defined]
+        clock.datetime = Frozen  # type: ignore[misc]
+        os.urandom = random._urandom = self.rng.randbytes  # type: ignore[attr-defined]
+        os.chdir(self.dir)
+        try:
+            yield
+        finally:
+            clock.datetime, os.urandom, random._urandom, cwd = saved  # type: ignore[attr-defined]
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- the CLI reference ---------------------------------------------------------------------------
+def commands() -> list[tuple[str, click.Command]]:
+    """Every command and subcommand, by its full name (`clawrecall jobs list`), in the order of the help."""
+    from clawrecall.cli import cli
+
+    found: list[tuple[str, click.Command]] = []
+
+    def walk(command: click.Command, path: str) -> None:
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            for name in sorted(command.commands):
+                walk(command.commands[name], f"{path} {name}")
+
+    walk(cli, "clawrecall")
+    return found
+
+
+def help_text(path: str) -> str:
+    from clawrecall.cli import cli
+
+    result = CliRunner().invoke(cli, [*path.split()[1:], "--help"], env={"COLUMNS": "100"}, terminal_width=100)
+    assert result.exit_code == 0, result.output
+    return result.output.rstrip("\n")
+
+
+def cli_reference() -> None:
+    """Each command's `--help`, under a heading of its full name."""
+    for path, command in commands():
+        level = "#" * min(2 + path.count(" "), 4)
+        _out(f"{level} `{path}`\n\n```\n{help_text(path)}\n```\n")
+
+
+# -- running cog over the docs ------------------------------------------------------------------
+def documents() -> list[Path]:
+    return [p for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))] if "[[[cog" in p.read_text()]
+
+
+def main(argv: list[str]) -> int:
+    from cogapp import Cog
+
+    check = "--check" in argv
+    args = ["cog", "-I", str(Path(__file__).parent), "--check" if check else "-r", *map(str, documents())]
+    return Cog().main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
