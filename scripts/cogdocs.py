@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import shlex
 import shutil
 import sys
@@ -52,17 +53,21 @@ class Session:
         self.home.mkdir()
         self.rng = random.Random(seed)
         self.now = START
+        self.ids: dict[str, str] = {}
         provider = '[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n'
         text = (provider if embedder == "hash" else "") + textwrap.dedent(config)
         self.config = self.dir / "settings.toml" if text else None  # else the defaults, as a new user has them
         if self.config:
             self.config.write_text(text)
 
-    def file(self, name: str, text: str, show: bool = True) -> None:
-        """Write a file the next commands read, and show it as `cat` would."""
+    def file(self, name: str, text: str, show: bool | str = True) -> None:
+        """Write a file the next commands read, and show it as `cat` would (in the block), or
+        as a block of its own in the language `show` names (`show="toml"`), or not at all."""
         text = textwrap.dedent(text).lstrip("\n")
         (self.dir / name).write_text(text, encoding="utf-8")
-        if show:
+        if isinstance(show, str):
+            _out(f"```{show}\n{text.rstrip()}\n```")
+        elif show:
             self._lines.append(f"$ cat {name}")
             self._lines.append(text.rstrip("\n"))
 
@@ -77,20 +82,29 @@ class Session:
         yield self
         _out("```\n" + "\n".join(self._lines) + "\n```")
 
-    def run(self, commands: str) -> str:
-        """Run each line (`clawrecall …`) and record it with its output; the output of the last one is returned."""
+    def run(self, commands: str, keep: str | None = None) -> str:
+        """Run each line (`clawrecall …`) and record it with its output; the output of the last one is returned.
+
+        `{name}` in a line is an id an earlier command printed, kept by `keep="name"` (the first
+        short id in its output), so a sample never spells out an id it cannot know."""
         output = ""
         for line in textwrap.dedent(commands).strip().splitlines():
+            line = line.format(**self.ids)
             self._lines.append(f"$ {line}")
             output = self._run(line)
             if output:
                 self._lines.append(output)
+        if keep:
+            found = re.search(r"\b[0-9a-f]{8}\b", output)
+            if found is None:
+                raise ValueError(f"no id to keep as {keep!r} in: {output}")
+            self.ids[keep] = found.group()
         return output
 
-    def show(self, commands: str) -> None:
+    def show(self, commands: str, keep: str | None = None) -> None:
         """A block of its own holding these commands."""
         with self.block():
-            self.run(commands)
+            self.run(commands, keep)
 
     def python(self, code: str) -> None:
         """A Python block, run here on the session's store, then what it printed."""
