@@ -10,7 +10,7 @@ A sample runs real `clawrecall` commands, in this process, on a store in a tempo
 that nothing else reads. It is made reproducible, not edited: the random source the code draws
 ids and token secrets from is seeded, the clock stands still during a command and moves one
 second between commands (`Session.wait` moves it further), the terminal is 100 columns, and the
-temporary directory is shown as the data directory a reader would have. The embedding model is
+temporary directories are shown as the default data directory and a home folder. The embedding model is
 the bundled one (what a user gets); `Session(embedder="hash")` uses the deterministic test embedder.
 """
 
@@ -36,6 +36,7 @@ from click.testing import CliRunner
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 3, 16, 9, 14, tzinfo=timezone.utc)  # the clock of every sample
 SHOWN_HOME = "~/.local/share/clawrecall"  # the default data directory, as a reader's would be
+SHOWN_DIR = "/home/ada/work"  # the working directory, as long as the /tmp/cXXXXXXXX it stands for
 
 
 def _out(text: str) -> None:
@@ -48,7 +49,9 @@ class Session:
     """A shell session for one document: its store and clock last from block to block."""
 
     def __init__(self, embedder: str = "local", seed: int = 0, config: str = "") -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="clawrecall-docs-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))
+        if len(str(self.dir)) != len(SHOWN_DIR):  # a path is shown in its place: tables stay aligned
+            raise RuntimeError(f"{self.dir} is not as long as {SHOWN_DIR}, which stands for it")
         self.home = self.dir / "home"
         self.home.mkdir()
         self.rng = random.Random(seed)
@@ -64,12 +67,19 @@ class Session:
         """Write a file the next commands read, and show it as `cat` would (in the block), or
         as a block of its own in the language `show` names (`show="toml"`), or not at all."""
         text = textwrap.dedent(text).lstrip("\n")
+        (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
         (self.dir / name).write_text(text, encoding="utf-8")
         if isinstance(show, str):
             _out(f"```{show}\n{text.rstrip()}\n```")
         elif show:
             self._lines.append(f"$ cat {name}")
             self._lines.append(text.rstrip("\n"))
+
+    def replace(self, name: str, old: str, new: str) -> None:
+        """Change a file the session wrote, shown as the `sed -i` that would."""
+        path = self.dir / name
+        path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+        self._lines.append(f"$ sed -i 's/{old}/{new}/' {name}")
 
     def wait(self, **delta: float) -> None:
         """Let time pass between commands (`wait(days=40)`)."""
@@ -86,7 +96,8 @@ class Session:
         """Run each line (`clawrecall …`) and record it with its output; the output of the last one is returned.
 
         `{name}` in a line is an id an earlier command printed, kept by `keep="name"` (the first
-        short id in its output), so a sample never spells out an id it cannot know."""
+        short id in its output) or `keep="name@text"` (the first on the line holding text), so a
+        sample never spells out an id it cannot know."""
         output = ""
         for line in textwrap.dedent(commands).strip().splitlines():
             line = line.format(**self.ids)
@@ -95,7 +106,9 @@ class Session:
             if output:
                 self._lines.append(output)
         if keep:
-            found = re.search(r"\b[0-9a-f]{8}\b", output)
+            keep, _, on = keep.partition("@")  # "name@text": the id on the line that holds text
+            lines = [line for line in output.splitlines() if on in line]
+            found = re.search(r"\b[0-9a-f]{8}\b", lines[0] if lines else "")
             if found is None:
                 raise ValueError(f"no id to keep as {keep!r} in: {output}")
             self.ids[keep] = found.group()
@@ -127,7 +140,7 @@ class Session:
         return self._shown(result.output)
 
     def _shown(self, output: str) -> str:
-        return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir) + "/", "")
+        return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir), SHOWN_DIR)
 
     @contextmanager
     def _fixed_world(self) -> Iterator[None]:
