@@ -63,13 +63,17 @@ class Session:
         if self.config:
             self.config.write_text(text)
 
-    def file(self, name: str, text: str, show: bool | str = True) -> None:
-        """Write a file the next commands read, and show it as `cat` would (in the block), or
-        as a block of its own in the language `show` names (`show="toml"`), or not at all."""
+    def file(self, name: str, text: str, show: bool | str = True, command: str | None = None) -> None:
+        """Write a file the next commands read (a name under SHOWN_HOME is in the data directory), and
+        show it as `cat` would (in the block), or as the `command` that wrote it, or as a block of its
+        own in the language `show` names (`show="toml"`), or not at all."""
         text = textwrap.dedent(text).lstrip("\n")
-        (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (self.dir / name).write_text(text, encoding="utf-8")
-        if isinstance(show, str):
+        path = self.home / name[len(SHOWN_HOME) + 1:] if name.startswith(SHOWN_HOME + "/") else self.dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if command:
+            self._lines.append(f"$ {command}")
+        elif isinstance(show, str):
             _out(f"```{show}\n{text.rstrip()}\n```")
         elif show:
             self._lines.append(f"$ cat {name}")
