@@ -8,7 +8,8 @@ this module, so a sample shows what the commands print today, not what they prin
 
 A sample runs real `clawrecall` commands, in this process, on a store in a temporary directory
 that nothing else reads. It is made reproducible, not edited: the random source the code draws
-ids and token secrets from is seeded, the clock stands still during a command and moves one
+ids and token secrets from is seeded (and the host and process a worker is named after are fixed),
+the clock stands still during a command and moves one
 second between commands (`Session.wait` moves it further), the terminal is 100 columns, and the
 temporary directories are shown as the default data directory and a home folder. The embedding model is
 the bundled one (what a user gets); `Session(embedder="hash")` uses the deterministic test embedder.
@@ -22,6 +23,7 @@ import random
 import re
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
 import textwrap
@@ -123,16 +125,20 @@ class Session:
         with self.block():
             self.run(commands, keep)
 
-    def python(self, code: str) -> None:
-        """A Python block, run here on the session's store, then what it printed."""
+    def python(self, code: str, show: bool = True) -> None:
+        """A Python block, run here on the session's store, then what it printed (`show=False`: a
+        setup the page describes in words, run but not shown)."""
         code = textwrap.dedent(code).strip()
         printed = io.StringIO()
         with self._fixed_world(), redirect_stdout(printed):
             exec(compile(code, "<sample>", "exec"), {})
-        _out(f"```python\n{code}\n```\n\nprints\n\n```\n{self._shown(printed.getvalue())}\n```")
+        if show:
+                _out(f"```python\n{code}\n```\n\nprints\n\n```\n{self._shown(printed.getvalue())}\n```")
 
     def _run(self, line: str) -> str:
-        args = shlex.split(line)
+        """One `clawrecall …` line, its output through `| head -N`, `| tail -N` or `| grep TEXT` if it ends so."""
+        command, *filters = line.split(" | ")
+        args = shlex.split(command)
         if args[0] != "clawrecall":
             raise ValueError(f"a sample runs clawrecall commands only: {line}")
         from clawrecall.cli import cli
@@ -141,7 +147,16 @@ class Session:
             result = CliRunner().invoke(cli, args[1:])
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise RuntimeError(f"{line}: {result.exception!r}") from result.exception
-        return self._shown(result.output)
+        lines = self._shown(result.output).splitlines()
+        for name, _, arg in (f.strip().partition(" ") for f in filters):
+            if name in ("head", "tail"):
+                n = int(arg.lstrip("-n "))
+                lines = lines[:n] if name == "head" else lines[-n:]
+            elif name == "grep":
+                lines = [x for x in lines if shlex.split(arg)[0] in x]
+            else:
+                raise ValueError(f"a sample filters with head, tail or grep only: {line}")
+        return "\n".join(lines)
 
     def _shown(self, output: str) -> str:
         return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir), SHOWN_DIR)
@@ -167,15 +182,19 @@ class Session:
             def now(cls, tz=None):  # type: ignore[override]
                 return now if tz is not None else now.replace(tzinfo=None)
 
-        saved = clock.datetime, os.urandom, random._urandom, os.getcwd()  # type: ignore[attr-defined]
+        saved = (clock.datetime, os.urandom, random._urandom, os.getpid, socket.gethostname,  # type: ignore[attr-defined]
+                 os.getcwd())
         clock.datetime = Frozen  # type: ignore[misc]
         os.urandom = random._urandom = self.rng.randbytes  # type: ignore[attr-defined]
+        os.getpid, socket.gethostname = (lambda: 4242), (lambda: "host")  # in a worker's name
         os.chdir(self.dir)
+        sys.path.insert(0, str(self.dir))  # modules a sample writes (job handlers) import from there
         try:
             yield
         finally:
-            clock.datetime, os.urandom, random._urandom, cwd = saved  # type: ignore[attr-defined]
+            clock.datetime, os.urandom, random._urandom, os.getpid, socket.gethostname, cwd = saved  # type: ignore[attr-defined]
             os.chdir(cwd)
+            sys.path.remove(str(self.dir))
             os.environ.clear()
             os.environ.update(saved_env)
 

@@ -150,3 +150,20 @@ def test_install_knows_every_extra_of_the_package(install_copy: Path) -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for name in extras:
         assert install(install_copy, f"--{name}").returncode == 0, name
+
+
+# -- when a queued job runs next ----------------------------------------------------------------
+def test_a_job_due_within_the_minute_says_so(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from clawrecall import Memory
+    from clawrecall._time import utcnow
+
+    db = tmp_path / "m.db"
+    with Memory.open(str(db)) as mem:
+        mem.jobs.enqueue("extract", scope="user:alice", subject_id="soon", run_after=utcnow() + timedelta(seconds=45))
+        mem.jobs.enqueue("extract", scope="user:alice", subject_id="later", run_after=utcnow() + timedelta(minutes=5))
+    rows = {line.split()[0]: line for line in invoke("--db", str(db), "jobs", "list").stdout.splitlines()[1:]}
+    assert [" in <1m" in line for line in rows.values()].count(True) == 1
+    assert [" in 4m" in line or " in 5m" in line for line in rows.values()].count(True) == 1
+    assert "just now  in just now" not in "".join(rows.values())
