@@ -167,3 +167,25 @@ def test_a_job_due_within_the_minute_says_so(tmp_path: Path) -> None:
     assert [" in <1m" in line for line in rows.values()].count(True) == 1
     assert [" in 4m" in line or " in 5m" in line for line in rows.values()].count(True) == 1
     assert "just now  in just now" not in "".join(rows.values())
+
+
+# -- an extra that is missing says how to install it -------------------------------------------------
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_an_llm_without_its_sdk_names_the_extra_and_the_script_flag(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clawrecall.config import LLMConfig
+    from clawrecall.errors import ConfigError
+    from clawrecall.llm import create_llm
+
+    monkeypatch.setitem(sys.modules, provider, None)  # as if the extra were not installed
+    with pytest.raises(ConfigError) as caught:
+        create_llm(LLMConfig(provider=provider, model="m", base_url="http://127.0.0.1:9/v1"))
+    assert f"pip install 'clawrecall[{provider}]'" in str(caught.value)
+    assert f"./scripts/install.sh --{provider}" in str(caught.value)
+
+
+def test_a_postgresql_store_without_its_extra_names_it_and_the_script_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    result = invoke("--db", "postgresql://nobody@127.0.0.1:9/none", "count")
+    assert result.exit_code == 1
+    assert 'pip install "clawrecall[postgres]"' in result.stderr
+    assert "./scripts/install.sh --postgres" in result.stderr
