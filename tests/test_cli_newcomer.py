@@ -189,3 +189,27 @@ def test_a_postgresql_store_without_its_extra_names_it_and_the_script_flag(monke
     assert result.exit_code == 1
     assert 'pip install "clawrecall[postgres]"' in result.stderr
     assert "./scripts/install.sh --postgres" in result.stderr
+
+
+def test_an_import_with_a_deferred_index_interrupted_leaves_the_index_unbuilt(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C means stop: the index a --defer-index import dropped is not built on the way out
+    (minutes on a large store); the message says how to build it."""
+    from clawrecall import Memory
+
+    with Memory.open(pg_url) as mem:
+        mem.add("already stored")
+        assert mem.store.has_vector_index()
+    source = tmp_path / "notes.jsonl"
+    source.write_text(json.dumps({"content": "Ivan takes the 8:15 train"}) + "\n")
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Writes, "add_many", interrupted)
+    result = invoke("--db", pg_url, "import", str(source), "--defer-index")
+    assert result.exit_code == 1
+    assert "`clawrecall index build`" in result.stderr
+    with Memory.open(pg_url) as mem:
+        assert not mem.store.has_vector_index()

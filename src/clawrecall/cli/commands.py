@@ -517,16 +517,19 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
     name = "stdin" if source.name == "<stdin>" else source.name
     written = [0, 0]  # lines committed, lines to import: what an interruption leaves behind
 
-    with out.progress_bar("Checking" if dry_run else "Importing") as bar, deferred:
-        def progress(done: int, total: int) -> None:
-            written[:] = [done, total]
-            if bar:
-                bar(done, total)
+    try:  # outside the deferred index: an interruption leaves it unbuilt instead of building it now
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar, deferred:
+            def progress(done: int, total: int) -> None:
+                written[:] = [done, total]
+                if bar:
+                    bar(done, total)
 
-        try:
             result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
-        except KeyboardInterrupt:
-            raise click.Abort(interrupted_import_text(name, *written, dry_run, on_duplicate)) from None
+    except KeyboardInterrupt:
+        text = interrupted_import_text(name, *written, dry_run, on_duplicate)
+        if not isinstance(deferred, nullcontext):
+            text += "; the vector index is not built until `clawrecall index build` or the import's end"
+        raise click.Abort(text) from None
     out.respond(as_json, {**result, "source": name}, import_text(result, name))
 
 
