@@ -18,6 +18,7 @@ decimals (`--explain`) may differ in its last digit, and regenerating is the ans
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import random
@@ -55,6 +56,7 @@ class Session:
         self.dir = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))
         if len(str(self.dir)) != len(SHOWN_DIR):  # a path is shown in its place: tables stay aligned
             raise RuntimeError(f"{self.dir} is not as long as {SHOWN_DIR}, which stands for it")
+        atexit.register(shutil.rmtree, self.dir, True)  # a document's blocks share it until cog is done
         self.home = self.dir / "home"
         self.home.mkdir()
         self.rng = random.Random(0)
@@ -187,9 +189,6 @@ class Session:
             sys.path.remove(str(self.dir))
             os.environ.clear()
             os.environ.update(saved_env)
-
-    def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- the CLI reference ---------------------------------------------------------------------------
