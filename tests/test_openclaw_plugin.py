@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER
 
 PLUGIN = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
 

@@ -18,8 +18,7 @@ from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..extraction import prompt as prompts
 from ..extraction.decide import Decision, decide
 from ..extraction.schema import ExtractedFact, Extraction, fact_categories
-from ..hooks.capture import detect_category, should_capture
-from ..hooks.text import strip_envelope
+from ..conversations.text import detect_category, keepable, strip_envelope
 from ..models import MemoryRecord, Message, Occurrence, Segment, Visibility, embedded_text
 from ..scopes import Caller, validate_scope
 from ..storage import Filters, Store
@@ -173,8 +172,8 @@ class Facts:
         facts: list[ExtractedFact] = []
         shown: list[Message] = []
         for m in said:
-            text = strip_envelope(m.content)
-            if should_capture(text, cfg):
+            text = keepable(strip_envelope(m.content), cfg)
+            if text is not None:
                 category = detect_category(text)
                 shown.append(m)
                 facts.append(ExtractedFact(

@@ -18,10 +18,10 @@ from ..errors import NotFoundError
 from ..models import SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
-from .text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, skip_reason,
-    strip_envelope,
+from ..conversations.text import (
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, strip_envelope,
 )
+from .text import skip_reason
 
 if TYPE_CHECKING:
     from ..engine import Memory
