@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
