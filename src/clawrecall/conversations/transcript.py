@@ -30,9 +30,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._time import as_utc
-from ..engine._validate import MAX_CONTENT_CHARS, check_text
 from ..errors import ValidationError
-from ..hooks.text import strip_envelope
+from .text import MAX_CONTENT_CHARS, check_text, strip_envelope
 
 MAX_MESSAGES = 5_000  # one request's transcript
 SUMMARY_FROM = 1_000  # characters: a longer response gets a short extractive summary
