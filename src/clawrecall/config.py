@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, pydantic_message
+from .importers.systems import owners
 from .models import DEFAULT_CATEGORIES
 from .scopes import ALL, SHARED_KINDS, validate_scope
 
@@ -696,12 +697,7 @@ def load_config(
 
 def _foreign_hint(unknown: list[str]) -> str:
     """When the unknown keys are another memory system's, say which and how to translate them."""
-    from .config_import import SYSTEMS
-
-    def theirs(key: str, rule: Any) -> bool:
-        return rule.matches(key) or rule.source.startswith(key + ".")
-
-    names = [s.name for s in SYSTEMS.values() if any(theirs(key, r) for key in unknown for r in s.rules)]
+    names = owners(unknown)
     if not names:
         return ""
     return f" (settings of {' or '.join(names)}: `clawrecall config import FILE --from {names[0]}` translates them)"
