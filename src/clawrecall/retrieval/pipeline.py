@@ -16,7 +16,7 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal
 
@@ -31,6 +31,7 @@ from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise, is_small_talk
 from .relevance import apply_relevance
 from .rerank import Reranker
+from .scored import Scored
 from .when import When, find
 
 log = logging.getLogger("clawrecall.retrieval")
@@ -40,15 +41,6 @@ Mode = Literal["hybrid", "vector", "bm25", "trigram"]
 LEGS = ("vector", "bm25", "trigram")
 # Common words: counted over the newest memories of the searched scopes, at most every 5 minutes per scope set.
 COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0
-
-
-@dataclass
-class Scored:
-    memory: MemoryRecord
-    score: float  # the ranking score: orders the hits of one query
-    legs: dict[str, dict[str, float]] = field(default_factory=dict)
-    steps: dict[str, Any] = field(default_factory=dict)
-    relevance: float = 0.0  # the absolute score (relevance.py): comparable across queries
 
 
 class RetrievalPipeline:
