@@ -55,6 +55,6 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)
-    assert store._run("SELECT count(*) FROM migrations")[0][0] == latest()
-    assert store._run("SELECT count(*) FROM memories WHERE kind = 'memory'")[0][0] > 0
+    assert store.run("SELECT count(*) FROM migrations")[0][0] == latest()
+    assert store.run("SELECT count(*) FROM memories WHERE kind = 'memory'")[0][0] > 0
     store.close()

@@ -315,7 +315,7 @@ class ScopeText:
         missing = [t for t in terms if t not in self._lexemes]
         if missing:
             cfg = self._store.ts_config
-            rows = self._store._run(f"SELECT t, to_tsquery('{cfg}', t)::text FROM unnest(%s::text[]) t", (missing,))
+            rows = self._store.run(f"SELECT t, to_tsquery('{cfg}', t)::text FROM unnest(%s::text[]) t", (missing,))
             for term, query in rows:
                 match = re.fullmatch(r"'((?:[^']|'')*)'", query)
                 self._lexemes[term] = "" if not query else (_unescape(match.group(1)) if match else None)
