@@ -621,7 +621,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     value is parsed as JSON when it is valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
     out: dict[str, Any] = {}
-    for name, parts, raw in _config_variables(env):
+    for _name, parts, raw in _config_variables(env):
         value: Any = raw
         if not _holds_text(_annotation_at(parts)):
             try:

@@ -16,7 +16,7 @@ import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from .._time import utcnow
 from ..config import Config, data_dir

@@ -169,7 +169,6 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> Capt
     Every message not yet recorded is stored before the answer (`mem.conversations.log`: durable,
     once each); then this turn's capture candidates are queued. Answers `{recorded, queued,
     candidates: [{text, category}], skipped}`."""
-    cfg = mem.config.hooks.capture
     messages = request_messages(request) or []
     success = request.get("success")
     if success is not None and not isinstance(success, bool):

@@ -382,7 +382,7 @@ class VectorIndex:
                     self._swap(scope, part, new, slots[in_order], placed, lists)
         except _Stopped:
             pass
-        except Exception as exc:  # noqa: BLE001 - searches go on reading the scope whole; say why once
+        except Exception as exc:  # searches go on reading the scope whole; say why once
             log.warning("the vector index could not cluster %s (it is read whole): %s", scope, exc)
             part.unclusterable = True
         finally:
