@@ -1016,16 +1016,6 @@ def test_a_startup_entry_is_deleted_from_where_set_put_it_by_default(mem):
     assert mem.startup.list() == []
 
 
-def test_the_facade_keeps_its_startup_verbs_beside_the_namespace(mem):
-    entry = mem.startup_set("alice", "Alice likes short answers.", priority=1, user_id="alice")
-    assert entry.scope == "user:alice" and mem.startup.list(user_id="alice") == [entry]
-    assert mem.startup_list(user_id="alice") == [entry] and mem.startup_list(user_id="bob") == []
-    mem.startup_delete("alice", scope="user:alice", user_id="alice")
-    assert mem.startup.list() == []
-    with pytest.raises(NotFoundError):
-        mem.startup_delete("alice", scope="user:alice")
-
-
 def test_old_schema_is_migrated_forward_on_open(db_target):
     load(db_target, "v1")
     store = open_store(db_target, migrate=False)

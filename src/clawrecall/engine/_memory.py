@@ -16,7 +16,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
+    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -592,19 +592,6 @@ class Memory:
             schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
-
-    # -- startup entries: `mem.startup`'s verbs under the names they had on the facade ------------
-    def startup_set(self, key: str, content: str, **kwargs: Any) -> StartupEntry:
-        """Same as `mem.startup.set`."""
-        return self.startup.set(key, content, **kwargs)
-
-    def startup_list(self, **kwargs: Any) -> list[StartupEntry]:
-        """Same as `mem.startup.list`."""
-        return self.startup.list(**kwargs)
-
-    def startup_delete(self, key: str, **kwargs: Any) -> None:
-        """Same as `mem.startup.delete`."""
-        self.startup.delete(key, **kwargs)
 
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
