@@ -27,8 +27,8 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     # every step the old number stands for; those added since are pending
     assert before.schema_version() == latest() - 12
     assert [s.label for s in before.pending_migrations()] == [
-        "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/row-revisions",
-        "core/change-feed", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
+        "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/change-feed",
+        "core/drop-sql-api", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
         "reembed/half-precision-staging"]
     before.close()
 
@@ -89,6 +89,18 @@ def test_store_newer_than_this_release_is_refused(tmp_path):
     store.close()
     with pytest.raises(Exception, match="core/valid-time.*upgrade clawrecall"):
         open_store(path)
+
+
+def test_a_retired_step_that_a_store_recorded_is_known_and_not_counted(tmp_path):
+    """core/row-revisions made what core/change-feed removes, so it is no step now: a store that
+    recorded it opens up to date, neither refused as newer nor counted past the latest version."""
+    path = str(tmp_path / "revisions.db")
+    store = open_store(path)
+    store.run("INSERT INTO migrations (migration_set, name, applied_at) VALUES ('core', 'row-revisions', '2026-01-01')")
+    store.close()
+    store = open_store(path)
+    assert store.pending_migrations() == [] and store.schema_version() == latest()
+    store.close()
 
 
 @pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")

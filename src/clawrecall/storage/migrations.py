@@ -34,6 +34,9 @@ class MigrationSet:
     name: str
     tables: tuple[Table, ...]  # created as declared when the set is installed
     steps: tuple[str, ...]  # the first one is the installation itself
+    # steps a store may have recorded that are nothing now (what they made, a later step removed):
+    # known when a store lists them, never applied, not counted
+    retired: tuple[str, ...] = ()
 
 
 CORE = MigrationSet(
@@ -51,9 +54,11 @@ CORE = MigrationSet(
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
-        "row-revisions",  # PostgreSQL: memories.rev, new at every write, indexed with the scope (now nothing: change-feed)
-        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope, not rev (pg_changes.py)
+        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope (pg_changes.py)
+        "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
     ),
+    # PostgreSQL's memories.rev, which change-feed drops
+    retired=("row-revisions",),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
 CONVERSATIONS = MigrationSet(
@@ -112,11 +117,12 @@ def applied(store: Migrating) -> tuple[dict[str, set[str]], bool]:
         for set_name, name in store.run(f"SELECT migration_set, name FROM {MIGRATIONS.name}"):
             done.setdefault(set_name, set()).add(name)
         known = {(s.name, n) for s in SETS for n in s.steps}
-        unknown = sorted(f"{s}/{n}" for s, names in done.items() for n in names if (s, n) not in known)
+        retired = {(s.name, n) for s in SETS for n in s.retired}
+        unknown = sorted(f"{s}/{n}" for s, names in done.items() for n in names if (s, n) not in known | retired)
         if unknown:
             raise StorageError(f"{store.location} has migrations this clawrecall does not know "
                                f"({', '.join(unknown)}): upgrade clawrecall")
-        return done, True
+        return {s: {n for n in names if (s, n) not in retired} for s, names in done.items()}, True
     if not store.table_exists(META.name):
         return {}, False
     rows = store.run(f"SELECT value FROM meta WHERE key = {store.dialect.p}", ("schema_version",))

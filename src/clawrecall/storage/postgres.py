@@ -100,23 +100,9 @@ _NO_REVISIONS = [
 
 
 def _core_after_tables(ts_config: str) -> list[str]:
-    """What installing the core set makes after its tables: the tsvector's trigger, the change feed, the
-    text indexes, and seed 000's SQL-level API for users who query the database directly."""
-    return [
-        *_fts_trigger(ts_config, "CREATE"),
-        *CHANGE_FEED,
-        *_TEXT_INDEXES,
-        _search_memories("CREATE"),
-        # The conversation tables arrive with conversation tracking; until then they count 0.
-        """CREATE VIEW conversation_stats AS SELECT
-            (SELECT count(*) FROM memories WHERE deleted_at IS NULL) AS total_memories,
-            0::bigint AS total_requests,
-            0::bigint AS total_responses,
-            0::bigint AS total_reasoning,
-            0::bigint AS total_files,
-            0::bigint AS total_chunks,
-            (SELECT count(DISTINCT user_id) FROM memories) AS unique_users""",
-    ]
+    """What installing the core set makes after its tables: the tsvector's trigger, the change feed and
+    the text indexes."""
+    return [*_fts_trigger(ts_config, "CREATE"), *CHANGE_FEED, *_TEXT_INDEXES]
 
 
 def _hnsw_index(dims: int | str, cfg: PostgresConfig) -> str:
@@ -132,31 +118,6 @@ def pgvector_too_old(version: str) -> str | None:
     needed = ".".join(map(str, PGVECTOR_NEEDED))
     return (f"pgvector {needed} or later is needed, the database has {version} (install the newer package, "
             "then ALTER EXTENSION vector UPDATE)")
-
-
-def _search_memories(create: str) -> str:
-    """Seed 000's vector search for SQL users: it takes a `vector` (what a client sends) and compares
-    it in the stored half precision."""
-    return f"""{create} FUNCTION search_memories(
-            query_embedding vector,
-            p_user_id TEXT DEFAULT NULL,
-            p_memory_type TEXT DEFAULT NULL,
-            p_limit INTEGER DEFAULT 10,
-            p_threshold REAL DEFAULT 0.3
-        ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
-                         metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
-        LANGUAGE sql STABLE AS $$
-            SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
-                   (1 - (m.embedding <=> query_embedding::halfvec))::REAL
-            FROM memories m
-            WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-              AND m.embedding IS NOT NULL
-              AND (p_user_id IS NULL OR m.user_id = p_user_id)
-              AND (p_memory_type IS NULL OR m.category = p_memory_type)
-              AND (1 - (m.embedding <=> query_embedding::halfvec)) >= p_threshold
-            ORDER BY m.embedding <=> query_embedding::halfvec
-            LIMIT p_limit
-        $$"""
 
 
 def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
@@ -210,10 +171,13 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
                     EXECUTE replace('{_hnsw_index("DIMS", cfg)}', 'DIMS', dims::int::text);
                 END IF;
             END $$""",
-            _search_memories("CREATE OR REPLACE"),
         ],
-        "row-revisions": [],  # memories.rev and its index, which change-feed, the next step, drops again
         "change-feed": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *_NO_REVISIONS, *CHANGE_FEED],
+        # an SQL search of every user's rows, past the scope check, shaped after another system's API
+        "drop-sql-api": [
+            "DROP FUNCTION IF EXISTS search_memories(vector, text, text, integer, real)",
+            "DROP VIEW IF EXISTS conversation_stats",
+        ],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
