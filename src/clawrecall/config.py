@@ -170,7 +170,7 @@ class RetrievalConfig(_Section):
     # a search over several sources multiplies each hit's ranking score by its source's weight, so
     # what was stored as a memory leads the raw record it may have come from (docs/conversations.md)
     source_weights: dict[Literal["memory", "message", "chunk"], float] = Field(
-        default_factory=lambda: {"memory": 1.0, "message": 0.8, "chunk": 0.9}
+        default={"memory": 1.0, "message": 0.8, "chunk": 0.9}
     )
 
 
@@ -266,7 +266,7 @@ class RecallHookConfig(_Section):
     # what recall draws on: memories, and what was said in earlier sessions (user and assistant
     # messages; reasoning and tool output stay out of the prompt), and ingested files
     sources: list[Literal["memory", "message", "chunk"]] = Field(
-        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
+        default=["memory", "message", "chunk"], min_length=1
     )
     RETIRED = {
         "min_similarity": "hooks.recall.min_similarity is no longer used: recall gates on hooks.recall.min_score, an "
@@ -373,7 +373,7 @@ class FilesConfig(_Section):
     roots: list[str] = Field(default_factory=list)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
-        default_factory=lambda: ["markdown", "text", "code", "pdf"], min_length=1
+        default=["markdown", "text", "code", "pdf"], min_length=1
     )
     # tokens per chunk; default: the local model's window (254 for all-MiniLM-L6-v2), else 256
     chunk_tokens: int | None = Field(default=None, ge=16, le=8192)
@@ -658,9 +658,9 @@ def _annotation_at(parts: list[str]) -> Any:
 def _holds_text(annotation: Any) -> bool:
     """`str`, `str | None` or a `Literal` of strings: nothing but text fits, so no JSON is parsed."""
     options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    options = [o for o in options if o is not type(None)]
-    return bool(options) and all(
-        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in options
+    present = [o for o in options if o is not type(None)]
+    return bool(present) and all(
+        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in present
     )
 
 

@@ -133,9 +133,14 @@ class AccessPolicy(Protocol):
 class Stored(Protocol):
     """What the check needs of a stored memory: where it is and who wrote it."""
 
-    scope: str
-    user_id: str | None
-    agent_id: str | None
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    @property
+    def agent_id(self) -> str | None: ...
 
 
 def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:

@@ -11,6 +11,7 @@ nothing half-written, and the job runs again once its lease has run out.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import random
@@ -273,6 +274,6 @@ class Jobs:
         return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self.store.jobs.oldest_ready(scopes, utcnow()),
                         retrying=retrying, last_error=last_error)
 
-    def _reads(self, caller: Caller) -> list[str] | None:
+    def _reads(self, caller: Caller) -> builtins.list[str] | None:
         """The scopes the caller reads unasked (None: every scope, for the administrator)."""
         return read_scopes(caller, None, access=self.config.access)

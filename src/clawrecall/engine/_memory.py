@@ -7,6 +7,7 @@ arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `St
 
 from __future__ import annotations
 
+import builtins
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -159,7 +160,7 @@ class Memory:
     @overload
     def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
 
-    def add(
+    def add(  # type: ignore[misc]  # the overloads name the keywords below as **fields
         self,
         content: str | Sequence[Mapping[str, Any]],
         *,
@@ -552,8 +553,8 @@ class Memory:
         caller: Caller | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
+        scope: str | builtins.list[str] | None = None,
+        category: str | builtins.list[str] | None = None,
         include_deleted: bool = False,
         include_expired: bool = False,
     ) -> int:
@@ -565,8 +566,8 @@ class Memory:
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-    ) -> list[HistoryEntry]:
+        scope: str | builtins.list[str] | None = None,
+    ) -> builtins.list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
@@ -596,7 +597,7 @@ class Memory:
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
         self, out: IO[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None, include_deleted: bool = True,
+        scope: str | builtins.list[str] | None = None, include_deleted: bool = True,
     ) -> int:
         """Write one JSON object per memory, with every field, oldest first."""
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted)

@@ -31,6 +31,8 @@ class Executor(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...
 
+    def set_meta(self, key: str, value: str) -> None: ...
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -55,11 +57,12 @@ class TableRows(Generic[M]):
             )
 
     def replace(self, row: M) -> None:
-        """Every column of the row with this id."""
+        """Every column of the row with this id (a table's first column)."""
         s, p = self._store, self._store.dialect.p
         assignments = ", ".join(f"{c} = {p}" for c in self._map.fields[1:])
+        row_id, *values = self._map.row(row)
         with s.transaction():
-            s.run(f"UPDATE {self.table.name} SET {assignments} WHERE id = {p}", (*self._map.row(row)[1:], row.id))
+            s.run(f"UPDATE {self.table.name} SET {assignments} WHERE id = {p}", (*values, row_id))
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[M]:
         """Rows selected as `self._select` + `sql`."""

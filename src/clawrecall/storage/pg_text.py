@@ -396,7 +396,7 @@ def _rank(held: list[_Scope], lexemes: list[str], filters: Filters, k: int) -> l
         n += int(hit.sum())
     if n == 0:
         return []
-    df = [sum(len(each[i][0]) for each in found if each[i] is not None) for i in range(len(lexemes))]
+    df = [sum(len(m[0]) for each in found if (m := each[i]) is not None) for i in range(len(lexemes))]
     weight = [math.log(1 + n / max(d, 1)) for d in df]
     out: list[tuple[float, int, str]] = []
     for part, each, hit in zip(held, found, hit_masks):

@@ -8,19 +8,27 @@ these tables hold what only the record has (role, order, tokens, segment, file).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from ..models import FileRecord, Message, Segment
 from .base import chunks
 from .executor import Executor, TableRows
 from .schema import FILES, MESSAGES, SEGMENTS
 
+
+class MessageStore(Executor, Protocol):
+    """What messages need of the store besides statements: their `memories` rows removed with them."""
+
+    def remove(self, ids: list[str]) -> None: ...
+
+
 class Messages(TableRows[Message]):
     table = MESSAGES
     model = Message
 
-    def __init__(self, store: Executor):
+    def __init__(self, store: MessageStore):
         super().__init__(store)
+        self._remove_memories = store.remove
         # a message with its text and owner, from its `memories` row
         self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
                         "FROM messages t JOIN memories m ON m.id = t.id")
@@ -82,7 +90,7 @@ class Messages(TableRows[Message]):
         s = self._store
         with s.transaction():
             s.run_many(f"DELETE FROM messages WHERE id = {s.dialect.p}", [(i,) for i in ids])
-            s.remove(list(ids))
+            self._remove_memories(list(ids))
 
     def move(self, ids: Sequence[str], segment_id: str) -> None:
         s, p = self._store, self._store.dialect.p

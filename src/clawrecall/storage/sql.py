@@ -8,6 +8,7 @@ is composed with the dialect's parameter mark and sent to the driver as written.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -406,12 +407,12 @@ class Store(ABC):
                 yield self._record(row[1:-1]), from_vector(row[-1])
             last = rows[-1][0]
 
-    def ids(self, filters: Filters) -> list[str]:
+    def ids(self, filters: Filters) -> builtins.list[str]:
         """The ids of every memory that passes `filters`, oldest first."""
         where, params = self.where(filters, "m")
         return [str(r[0]) for r in self.run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
 
-    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> list[Owned]:
+    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> builtins.list[Owned]:
         """Every row of one kind of one person, deleted and expired ones included: those it owns
         (`column` is user_id or agent_id) in any scope, and any in its own scope."""
         if column not in ("user_id", "agent_id"):
@@ -425,7 +426,7 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         return self.run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
-    def latest_sessions(self, filters: Filters, *, limit: int) -> list[tuple[str, str | None]]:
+    def latest_sessions(self, filters: Filters, *, limit: int) -> builtins.list[tuple[str, str | None]]:
         """The conversations (scope, session) of the rows these filters pass, the one with the newest row first
         (a session of `None`: rows of no session)."""
         where, params = self.where(filters, "m")
@@ -484,13 +485,13 @@ class Store(ABC):
         """Whether `exc` is a unique-key violation (another writer stored the same row first)."""
         return False
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
+    def history(self, memory_id: str) -> builtins.list[HistoryEntry]:
         rows = self.run(
             f"SELECT {self._history.columns} FROM history WHERE memory_id = {self.dialect.p} ORDER BY id", (memory_id,),
         )
         return [self._history.read(HistoryEntry, r) for r in rows]
 
-    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> builtins.list[str]:
         """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""
         lo, hi = prefix_bounds(prefix)
         p = self.dialect.p
@@ -500,13 +501,13 @@ class Store(ABC):
         )
         return [str(r[0]) for r in rows]
 
-    def purgeable(self, deleted_before: datetime) -> list[str]:
+    def purgeable(self, deleted_before: datetime) -> builtins.list[str]:
         d = self.dialect
         rows = self.run(f"SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= {d.p}",
                          (d.ts(deleted_before),))
         return [str(r[0]) for r in rows]
 
-    def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
+    def session_neighbors(self, ids: builtins.list[str], filters: Filters) -> dict[str, builtins.list[str]]:
         """For each memory, the turns just before and after it in its scope and session that pass
         `filters`: two index seeks per memory on (session_id, created_at), whatever the session's length."""
         where, params = self.where(filters, "m")
@@ -531,7 +532,7 @@ class Store(ABC):
 
     def _index_candidates(
         self, index: VectorIndex, query: np.ndarray, filters: Filters, k: int, *, widen: bool = True
-    ) -> list[Candidate] | None:
+    ) -> builtins.list[Candidate] | None:
         """The k nearest rows of an in-memory index that pass `filters`. Filters the index does not carry
         are checked in SQL on its 4k nearest; with `widen`, on 16k, 64k… until k survive or all were seen
         (past the rows a large scope's nearest clusters hold, the index reads them all), else None when
@@ -549,7 +550,7 @@ class Store(ABC):
                 return None
             want *= 4
 
-    def _filter_ids(self, ids: list[str], filters: Filters) -> set[str]:
+    def _filter_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
         """The subset of `ids` that pass `filters` (for legs that filter part of the way themselves)."""
         where, params = self.where(filters, "m")
         out: set[str] = set()
@@ -560,7 +561,7 @@ class Store(ABC):
         return out
 
     # -- startup identity ------------------------------------------------------------------
-    def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
+    def startup_entries(self, scopes: builtins.list[str] | None) -> builtins.list[StartupEntry]:
         """Entries of these scopes (all when None), by priority then key."""
         where = "1 = 1" if scopes is None else f"scope IN ({self.dialect.marks(len(scopes))})"
         rows = self.run(f"SELECT {self._startup.columns} FROM startup WHERE {where} ORDER BY priority, key", scopes or [])
@@ -590,7 +591,7 @@ class Store(ABC):
             return self.rowcount(f"DELETE FROM startup WHERE scope = {p} AND key = {p}", (scope, key)) > 0
 
     # -- filters ------------------------------------------------------------------------------
-    def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
+    def where(self, f: Filters, alias: str) -> tuple[str, builtins.list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
         return where(f, self.dialect, alias)
 
