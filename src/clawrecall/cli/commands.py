@@ -526,7 +526,7 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
 
             result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     except KeyboardInterrupt:
-        text = interrupted_import_text(name, *written, dry_run, on_duplicate)
+        text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
         if not isinstance(deferred, nullcontext):
             text += "; the vector index is not built until `clawrecall index build` or the import's end"
         raise click.Abort(text) from None
