@@ -147,7 +147,7 @@ def _select(
         if len(chosen) == cfg.max_items:
             break
         last = session.injected.get(hit.id) if session is not None else None
-        if last is not None and session.turn - last < cfg.min_repeat_turns:
+        if session is not None and last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
         when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
         line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"
