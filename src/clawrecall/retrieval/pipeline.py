@@ -27,7 +27,7 @@ from ..config import RelevanceConfig, RetrievalConfig
 from ..errors import EmbeddingError
 from ..models import Discussed, MemoryRecord, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
-from ..storage.text import common_words, has_cjk, trigrams, without_words
+from ..storage.text import COVERAGE_READ, common_words, has_cjk, trigrams, without_words
 from .noise import is_noise, is_small_talk
 from .relevance import apply_relevance
 from .rerank import Reranker
@@ -366,13 +366,14 @@ def fuse(
 
 
 def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candidate]:
-    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains."""
+    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains in
+    its first `COVERAGE_READ` characters (what keyword coverage reads: a long turn costs what a short one does)."""
     grams = trigrams(query)
     if not grams:
         return []
     scored = []
     for record in records:
-        text = record.content.lower()
+        text = record.content[:COVERAGE_READ].lower()
         share = sum(g in text for g in grams) / len(grams)
         if share > 0:
             scored.append(Candidate(record.id, share))
