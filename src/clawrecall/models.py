@@ -60,8 +60,9 @@ class ReembedState(BaseModel):
     other_dimensions: int = 0
 
 
-#: what a stored row is: a memory, a conversation message, or a chunk of an ingested file
-Kind = Literal["memory", "message", "chunk"]
+#: what a stored row is: a memory, a conversation message, or a chunk of an ingested file (`KINDS`, what reads
+#: name); or a window of a long message, which no read returns (`conversations/windows.py`)
+Kind = Literal["memory", "message", "chunk", "window"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
 
 

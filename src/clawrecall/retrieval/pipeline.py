@@ -104,6 +104,7 @@ class RetrievalPipeline:
         # the vector leg's "no match" when it returns every row (`fuse`): MiniLM's 0 on this model's scale
         vector_floor = self.cosine_for(0.0) if embedded and cfg.fusion == "weighted" else 0.0
         found = {"vector": self.store.vector_candidates(embedded[vector_query], filters, pool)} if embedded else {}
+        via = {c.id: c.via for c in found.get("vector", []) if c.via is not None}  # long messages found by a window
         keyword_found, records = keyword_legs()
         found |= keyword_found
         legs = {name: found[name] for name in wanted if name in found}
@@ -141,7 +142,7 @@ class RetrievalPipeline:
             uncalibrated = self._uncalibrated(embedded, calibration)
             mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
             # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
-            vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
+            vectors = head_vectors(self.store, [s.memory.id for s in items], via) if items and (mmr or not uncalibrated) else {}
             if mmr:
                 items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
             items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors,
@@ -261,6 +262,17 @@ class RetrievalPipeline:
                 self._common.clear()
             cached = self._common[key] = (now, words)
         return without_words(query, cached[1])
+
+
+def head_vectors(store: Store, ids: list[str], via: dict[str, str]) -> dict[str, np.ndarray]:
+    """The hits' vectors; a long message found by one of its windows has that window's: the absolute score
+    and MMR judge the part of it that matched (its own vector holds only its start)."""
+    windows = [via[i] for i in ids if i in via]
+    vectors = store.vectors(ids + windows)
+    for i in ids:
+        if i in via and via[i] in vectors:
+            vectors[i] = vectors.pop(via[i])
+    return vectors
 
 
 def hit_origins(store: Store, records: list[MemoryRecord]) -> dict[str, dict[str, Any]]:
