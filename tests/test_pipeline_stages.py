@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -208,6 +209,22 @@ def test_noise_reads_a_bounded_head_of_a_long_text():
     # a cut text is not "a greeting and nothing else" because its head is one
     assert not is_noise("hello" + " " * (2 * NOISE_READ) + "here is the stack trace")
     assert is_small_talk("Great, thanks!") and not is_small_talk(_LOG)
+
+
+def test_noise_needles_cover_every_pattern():
+    """The substring test before the patterns passes every text a pattern matches: one example of each
+    pattern, in other cases, passes it and is noise; texts without any needle are not searched."""
+    from clawrecall.retrieval import noise
+
+    examples = ["I DON'T have any records", "im not sure about that", "I don't recall it", "i dont remember",
+                "It looks like I don't", "I wasn't able to find it", "No relevant memories found", "i don't have access to x",
+                "So do you remember me", "Can You Recall that", "did I mention my dog", "Have I told you", "What did I say",
+                "你还记得吗", "你记不记得", "还记得那天吗", "我之前说过", "Hello!!", "Fresh session started", "new session here",
+                "HEARTBEAT_OK", "query -> none", "The user asked for X: unknown", "there is no explicit solution"]
+    assert len(examples) == len(noise._PATTERNS)
+    for pattern, text in zip(noise._PATTERNS, examples):
+        assert re.search(pattern, text, re.IGNORECASE), (pattern, text)
+        assert is_noise(text), text
 
 
 def test_coverage_and_trigram_rescore_read_a_bounded_head():

@@ -64,6 +64,7 @@ class ReembedState(BaseModel):
 #: name); or a window of a long message, which no read returns (`conversations/windows.py`)
 Kind = Literal["memory", "message", "chunk", "window"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
+STORED_KINDS: tuple[str, ...] = (*KINDS, "window")  # every row: what whole-store work (re-embedding) counts
 
 
 def embedded_text(content: str, keys: str | None) -> str:
