@@ -15,7 +15,9 @@ answers as windows. Reported, per backend (`--backends sqlite,postgres`):
     `search_context` tool and the recall hook (`before_prompt_build`), and each pipeline stage's
     own time (p50/p95 over the searches: the legs, fusion, neighbours, noise, relevance, …);
   * tail recall: for `--tail-questions` long answers, a question about their last paragraph
-    only; the share whose answer is in the top 10 (and top 1).
+    only; the share whose answer (an answer whose last paragraph names what the question asks) is in the
+    top 10 (and top 1) of a search of messages, and in the top 10 of the vector leg alone (`mode="vector"`),
+    which finds a last paragraph only through the message's windows.
 
     python bench/long_turns.py [--backends sqlite,postgres] [--users 20] [--turns 500] [--big-turns 5000]
         [--queries 40] [--tail-questions 40] [--embedding local|hash] [--db-url URL] [--json]
@@ -101,11 +103,12 @@ def pasted_log(rng: random.Random) -> str:
     return "Here is the log:\n" + "\n".join(lines)
 
 
-def conversation(seed: int, turns: int) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """`turns` messages (user, assistant, …) and, for each answer, (its position, a question about its last paragraph)."""
+def conversation(seed: int, turns: int) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]]]:
+    """`turns` messages (user, assistant, …) and, for each answer, (its position, what its last paragraph names,
+    a question about that paragraph: answered by any answer whose last paragraph names the same)."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
-    tails: list[tuple[int, str]] = []
+    tails: list[tuple[int, str, str]] = []
     for i in range(turns):
         at = int((T0 + timedelta(minutes=i)).timestamp() * 1000)
         subject = rng.choice(SUBJECTS)
@@ -113,11 +116,11 @@ def conversation(seed: int, turns: int) -> tuple[list[dict[str, Any]], list[tupl
             text = pasted_log(rng) if rng.random() < 0.15 else f"How should we {rng.choice(VERBS)} {subject}?"
             out.append({"role": "user", "content": text, "timestamp": at})
             continue
-        colour, animal, number = rng.choice(COLOURS), rng.choice(ANIMALS), rng.randint(100, 999)
-        fact = (f"One last thing: the rollback codename for {subject} is {colour} {animal} {number}, "
-                f"and only the on-call lead may invoke it.")
+        colour, animal, day = rng.choice(COLOURS), rng.choice(ANIMALS), rng.randint(1, 28)
+        named = f"the {colour} {animal} release of {subject}"
+        fact = f"One last thing: {named} ships on the {day}th, after the freeze, and only the on-call lead may delay it."
         out.append({"role": "assistant", "content": answer(rng, subject, fact), "timestamp": at})
-        tails.append((i, f"what is the rollback codename for {subject} that only the on-call lead may invoke? {colour}"))
+        tails.append((i, named, f"when does {named} ship, and who may delay it?"))
     return out, tails
 
 
@@ -186,7 +189,7 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
         warm: dict[int, list[float]] = {10: [], 50: []}
         context_ms: list[float] = []
         hook_ms: list[float] = []
-        tail_top1 = tail_top10 = asked = 0
+        tail_top1 = tail_top10 = tail_vector = asked = 0
         ingest_s = 0.0
         rng = random.Random(7)
         per_user = max(1, args.queries // len(users))
@@ -198,7 +201,7 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
             mem.backfill()
             mem.runtime.drain(600)
             ingest_s += time.perf_counter() - start
-            questions = [q for _, q in rng.sample(tails, min(len(tails), per_user + 2))]
+            questions = [q for _, _, q in rng.sample(tails, min(len(tails), per_user + 2))]
             with timed_stages():
                 for n, q in enumerate(questions[:per_user]):
                     for limit in (10, 50):
@@ -208,15 +211,15 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
                     context_ms.append(took)
                     took, _ = ms(lambda: before_prompt_build(mem, {"prompt": q}, Caller(name, "main", f"hook-{n}")))
                     hook_ms.append(took)
-            stored = mem.conversations.show(f"{name}-s0", caller=caller)
-            for position, q in tails[: max(1, args.tail_questions // len(users))]:
-                if position >= 40:
-                    break
-                want = stored[position].id
-                hits = mem.search(q, caller=caller, sources=["message"], limit=10)
+            for _, named, q in rng.sample(tails, min(len(tails), max(1, args.tail_questions // len(users)))):
+                def answers(h: Any) -> bool:
+                    return named in h.content.rsplit("\n\n", 1)[-1]
+
                 asked += 1
-                tail_top10 += any(h.memory.id == want for h in hits)
-                tail_top1 += bool(hits) and hits[0].memory.id == want
+                hits = mem.search(q, caller=caller, sources=["message"], limit=10)
+                tail_top10 += any(answers(h) for h in hits)
+                tail_top1 += bool(hits) and answers(hits[0])
+                tail_vector += any(answers(h) for h in mem.search(q, caller=caller, sources=["message"], limit=10, mode="vector"))
             log(f"  {name}: {len(turns)} turns in {time.perf_counter() - start:.1f} s")
         windows = mem.store._run("SELECT count(*) FROM memories WHERE kind = 'window'")[0][0]
     report |= {
@@ -225,7 +228,8 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
         "search@50": {"first": summary(cold[50]), "later": summary(warm[50]), "all": summary(cold[50] + warm[50])},
         "search_context": summary(context_ms), "recall_hook": summary(hook_ms),
         "stages": {k: summary(v) for k, v in sorted(STAGES.items())},
-        "tail_recall": {"questions": asked, "top1": round(tail_top1 / max(asked, 1), 3), "top10": round(tail_top10 / max(asked, 1), 3)},
+        "tail_recall": {"questions": asked, "top1": round(tail_top1 / max(asked, 1), 3), "top10": round(tail_top10 / max(asked, 1), 3),
+                        "vector_mode_top10": round(tail_vector / max(asked, 1), 3)},
     }
     report["ingest_share_of_raw"] = round(report["ingest_turns_per_s"] / report["raw_embed_turns_per_s"], 3)
     STAGES.clear()

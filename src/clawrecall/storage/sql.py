@@ -136,14 +136,11 @@ class Store(ABC):
         if "message" not in filters.kinds or not self._has_windows(filters.scopes):
             return found
         parts = self._vector_candidates(query, Filters(scopes=filters.scopes, kinds=("window",)), k)
-        of = self.window_messages([c.id for c in parts])
-        # a message's own filters (session, roles, times, deleted…) are its own row's: checked on it
-        allowed = self._filter_ids(list(set(of.values()) - {c.id for c in found}), filters)
+        of = self._window_messages([c.id for c in parts], filters)
         best = {c.id: c for c in found}
         for part in parts:
             message = of.get(part.id)
-            if message is not None and (message in allowed or message in best) and (
-                    message not in best or part.score > best[message].score):
+            if message is not None and (message not in best or part.score > best[message].score):
                 best[message] = Candidate(message, part.score, via=part.id)
         return sorted(best.values(), key=lambda c: c.score, reverse=True)[:k]
 
@@ -156,13 +153,16 @@ class Store(ABC):
         where = "" if scopes is None else f" AND scope IN ({self.dialect.marks(len(scopes))})"
         return bool(self._run(f"SELECT 1 FROM memories WHERE kind = 'window'{where} LIMIT 1", scopes or []))
 
-    def window_messages(self, ids: list[str]) -> dict[str, str]:
-        """The message each of these windows is part of."""
+    def _window_messages(self, ids: list[str], filters: Filters) -> dict[str, str]:
+        """The message each of these windows is part of, if it passes `filters`: a message's session, role,
+        times and deletion are its own row's, checked on it (one statement)."""
+        where, params = self.where(filters, "m")
         out: dict[str, str] = {}
         for chunk in chunks(ids):
-            these, params = self.dialect.one_of("id", chunk, "uuid")
+            these, ids_params = self.dialect.one_of("w.id", chunk, "uuid")
             out.update((str(r[0]), str(r[1])) for r in self._run(
-                f"SELECT id, source_id FROM memories WHERE {these} AND kind = 'window'", params))
+                f"SELECT w.id, m.id FROM memories w JOIN memories m ON m.id = CAST(w.source_id AS {self.dialect.types['uuid']}) "
+                f"WHERE {these} AND w.kind = 'window' AND {where}", (*ids_params, *params)))
         return out
 
     def put_windows(self, windows: list[MemoryRecord], vectors: np.ndarray, messages: list[str]) -> None:
