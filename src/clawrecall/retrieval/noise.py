@@ -56,7 +56,7 @@ def noise_read(text: str) -> str:
 # substring tests a few; a pattern added above needs its text here (`test_noise_needles_cover_every_pattern`).
 _NEEDLES = ("i don", "m not sure about", "i wasn", "memories found", "do you ", "can you ", "did i ", "have i ",
             "记得", "过", "query", "user asked for", "no explicit solution")
-_STARTS = ("hi", "he", "good ", "greetings", "fresh session", "new session", "heartbeat")
+_STARTS = ("hi", "hello", "hey", "good morning", "good evening", "greetings", "fresh session", "new session", "heartbeat")
 
 
 def is_noise(text: str) -> bool:

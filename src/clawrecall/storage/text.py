@@ -122,14 +122,23 @@ COVERAGE_READ = 2000
 def keyword_coverage(words: list[str], text: str) -> float:
     """The share of `words` (a query's `keywords`) that `text`'s first `COVERAGE_READ` characters contain: as
     a word, as a word's first five letters for longer ones (so "climbing" finds "climbed"), or inside CJK
-    text, which has no word breaks."""
+    text, which has no word breaks. Each word is looked for with `str.find`, not by splitting the text."""
     if not words:
         return 0.0
     lowered = text[:COVERAGE_READ].lower()
-    tokens = set(_WORD.findall(lowered))
-    stems = {t[:5] for t in tokens if len(t) >= 5}
-    found = 0
-    for word in words:
-        if word in tokens or (len(word) >= 5 and word[:5] in stems) or (has_cjk(word) and word in lowered):
-            found += 1
-    return found / len(words)
+    return sum(_contains(lowered, word) for word in words) / len(words)
+
+
+def _contains(lowered: str, word: str) -> bool:
+    """Whether a word of `lowered` (a run of `\w`) is `word`, or starts with its first five letters."""
+    if has_cjk(word) and word in lowered:
+        return True
+    key = word[:5]
+    at = lowered.find(key)
+    while at != -1:
+        end = at + len(key)
+        if (at == 0 or not _WORD.match(lowered[at - 1])) and (
+                len(word) >= 5 or end == len(lowered) or not _WORD.match(lowered[end])):
+            return True
+        at = lowered.find(key, at + 1)
+    return False
