@@ -109,6 +109,9 @@ def test_importance_weight():
 def test_length_norm_penalises_long_texts_with_floor():
     items = apply_length_norm(scored((rec("s", "x" * 400), 1.0), (rec("l", "x" * 1000), 1.0), (rec("h", "x" * 10**6), 1.0)), anchor=500)
     assert [s.score for s in items] == pytest.approx([1.0, 1 / 1.5, 0.3])
+    # a long message found by one of its windows counts that window's length
+    items = apply_length_norm(scored((rec("m", "x" * 10**6), 1.0), (rec("n", "x" * 10**6), 1.0)), anchor=500, matched={"m": 1000})
+    assert [s.score for s in items] == pytest.approx([1 / 1.5, 0.3])
 
 
 def test_time_decay_spares_timeless_categories():

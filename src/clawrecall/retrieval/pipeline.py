@@ -131,7 +131,10 @@ class RetrievalPipeline:
             items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
-            items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
+            # a long message found by one of its windows matched by that window's length, not by bulk
+            parts = {i: len(w.content) for i, w in self.store.fetch(list(via.values())).items()} if via else {}
+            items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
+                                      matched={i: parts[w] for i, w in via.items() if w in parts})
             items = apply_time_decay(
                 items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
             )
@@ -496,12 +499,14 @@ def apply_source_weights(items: list[Scored], weights: dict[str, float]) -> list
     return items
 
 
-def apply_length_norm(items: list[Scored], *, anchor: int) -> list[Scored]:
-    """Long memories match many queries by bulk alone: × 1/(1 + 0.5·log2(len/anchor)), floor 0.3."""
+def apply_length_norm(items: list[Scored], *, anchor: int, matched: dict[str, int] | None = None) -> list[Scored]:
+    """Long memories match many queries by bulk alone: × 1/(1 + 0.5·log2(len/anchor)), floor 0.3. `matched`:
+    the length that counts for a hit found by a part of it (a long message's window), not by all of it."""
     if anchor <= 0:
         return items
+    matched = matched or {}
     for item in items:
-        ratio = max(len(item.memory.content) / anchor, 1.0)
+        ratio = max(matched.get(item.memory.id, len(item.memory.content)) / anchor, 1.0)
         factor = max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio)))
         if factor != 1.0:
             item.steps["length"] = factor
