@@ -154,15 +154,15 @@ class Store(ABC):
         return bool(self._run(f"SELECT 1 FROM memories WHERE kind = 'window'{where} LIMIT 1", scopes or []))
 
     def _window_messages(self, ids: list[str], filters: Filters) -> dict[str, str]:
-        """The message each of these windows is part of, if it passes `filters`: a message's session, role,
-        times and deletion are its own row's, checked on it (one statement)."""
+        """The message each of these windows (ids the window search gave) is part of, if it passes `filters`:
+        a message's session, role, times and deletion are its own row's, checked on it (one statement)."""
         where, params = self.where(filters, "m")
         out: dict[str, str] = {}
         for chunk in chunks(ids):
             these, ids_params = self.dialect.one_of("w.id", chunk, "uuid")
             out.update((str(r[0]), str(r[1])) for r in self._run(
                 f"SELECT w.id, m.id FROM memories w JOIN memories m ON m.id = CAST(w.source_id AS {self.dialect.types['uuid']}) "
-                f"WHERE {these} AND w.kind = 'window' AND {where}", (*ids_params, *params)))
+                f"WHERE {these} AND {where}", (*ids_params, *params)))  # no kind test: SQLite would scan every window
         return out
 
     def put_windows(self, windows: list[MemoryRecord], vectors: np.ndarray, messages: list[str]) -> None:
