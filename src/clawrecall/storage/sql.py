@@ -132,11 +132,12 @@ class Store(ABC):
         """Nearest memories by cosine similarity (score = cosine). A search of messages also searches the
         windows of the long ones in the same scopes (`conversations/windows.py`): a message found by a
         window scores that window's cosine, if it is its best, and names it (`Candidate.via`)."""
-        found = self._vector_candidates(query, filters, k)
-        if "message" not in filters.kinds or not self._has_windows(filters.scopes):
-            return found
-        parts = self._vector_candidates(query, Filters(scopes=filters.scopes, kinds=("window",)), k)
-        of = self._window_messages([c.id for c in parts], filters)
+        with self.pinned():  # one pooled connection for the whole leg (PostgreSQL)
+            found = self._vector_candidates(query, filters, k)
+            if "message" not in filters.kinds or not self._has_windows(filters.scopes):
+                return found
+            parts = self._vector_candidates(query, Filters(scopes=filters.scopes, kinds=("window",)), k)
+            of = self._window_messages([c.id for c in parts], filters)
         best = {c.id: c for c in found}
         for part in parts:
             message = of.get(part.id)
