@@ -8,8 +8,9 @@ turns go through `mem.conversations.log` (sessions of 40 turns) and the backfill
 answers as windows. Reported, per backend (`--backends sqlite,postgres`):
 
   * ingest: turns per second from the first `log` until the backfill left no row without a vector,
-    next to the model's raw rate on the same texts (`Embedder.embed` on the turns alone: what the
-    windows add is part of the ingest's cost);
+    next to the model's raw rate on the same texts (`Embedder.embed` on the turns alone); and texts
+    embedded per second (turns and windows: a window is a text the model reads whole, so a long turn
+    costs the model one pass per window) against the same raw rate;
   * search: `mem.search(q, sources=memory+message+chunk)` at `limit=10` and `limit=50`, the first
     search of each user right after its turns were written beside the later ones (p50/p95), the
     `search_context` tool and the recall hook (`before_prompt_build`), and each pipeline stage's
@@ -232,6 +233,9 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
                         "vector_mode_top10": round(tail_vector / max(asked, 1), 3)},
     }
     report["ingest_share_of_raw"] = round(report["ingest_turns_per_s"] / report["raw_embed_turns_per_s"], 3)
+    # what the backfill embedded: every turn and every window after a long turn's first
+    report["ingest_texts_per_s"] = round((report["turns"] + windows) / ingest_s, 1)
+    report["ingest_texts_share_of_raw"] = round(report["ingest_texts_per_s"] / report["raw_embed_turns_per_s"], 3)
     STAGES.clear()
     return report
 
