@@ -260,7 +260,7 @@ def init(state: State, as_json: bool) -> None:
             raise click.FileError(str(config_path), exc.strerror) from None
     state.config = str(config_path)
     mem = state.open(embeds=False, creates=True)
-    data = {
+    data: dict[str, Any] = {
         "data_dir": str(home), "config": str(config_path), "config_created": created,
         "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
     }
@@ -302,11 +302,12 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
 )
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
-@click.option("--sources", metavar="LIST", help="What to search, comma-separated: memory (default), message, chunk.")
+@click.option("--sources", metavar="LIST", help="Only these, comma-separated: memory, message (what users and "
+              "assistants said), chunk (files) [default: retrieval.sources, all three; memory with --category or --tag].")
 @rows_format_options
 @pass_state
 def search(state: State, query: str, fmt: out.Format, sources: str | None, **params: Any) -> None:
-    """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
+    """Find what is remembered closest to QUERY in meaning and in words: memories, what was said, file chunks."""
     kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
     hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
     if hits.without_vectors:
@@ -514,9 +515,22 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
         raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=not dry_run)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
-    with out.progress_bar("Checking" if dry_run else "Importing") as progress, deferred:
-        result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     name = "stdin" if source.name == "<stdin>" else source.name
+    written = [0, 0]  # lines committed, lines to import: what an interruption leaves behind
+
+    try:  # outside the deferred index: an interruption leaves it unbuilt instead of building it now
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar, deferred:
+            def progress(done: int, total: int) -> None:
+                written[:] = [done, total]
+                if bar:
+                    bar(done, total)
+
+            result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
+    except KeyboardInterrupt:
+        text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
+        if not isinstance(deferred, nullcontext):
+            text += "; the vector index is not built until `clawrecall index build` or the import's end"
+        raise click.Abort(text) from None
     out.respond(as_json, {**result, "source": name}, import_text(result, name))
 
 
@@ -605,7 +619,7 @@ class Doctor:
         self.check("jobs", self.jobs, mem)
         return self.checks
 
-    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any, **extra: Any) -> Any:
+    def check(self, name: str, probe: Callable[..., tuple[Any, ...]], *needs: Any, **extra: Any) -> Any:
         """Run `probe(*needs, **extra)`, skipped when a need is missing (an `extra` may be None)."""
         if any(n is None for n in needs):
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
@@ -662,7 +676,7 @@ class Doctor:
         another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
         state = mem.reembed_state()
         stored = mem.stored_fingerprint()
-        if state.other_model or state.other_dimensions:
+        if stored is not None and (state.other_model or state.other_dimensions):
             found = [f"{out.plural(state.other_model, 'row')} embedded by another model than {stored.provider}/{stored.model}"
                      if state.other_model else "",
                      f"{out.plural(state.other_dimensions, 'vector')} of other dimensions than {stored.dimensions}"
@@ -745,6 +759,17 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
     if result["dry_run"]:
         lines.append("Nothing was written (dry run).")
     return "\n".join(lines)
+
+
+def interrupted_import_text(source: str, done: int, total: int, dry_run: bool, on_duplicate: str) -> str:
+    """What an interrupted import left: the chunks it committed stay, and the same command finishes it."""
+    if dry_run:
+        return f"interrupted: nothing was written (dry run of {source})"
+    kept = f"{done} of {total} lines to import from {source} were written" if done else "no line was written"
+    again = "run the same import again to finish it: lines already imported are skipped"
+    if on_duplicate == "keep":
+        again += " (with --on-duplicate keep only lines that carry an id; the others would be stored twice)"
+    return f"import interrupted: {kept} (the part being written when it stopped was rolled back); {again}"
 
 
 def shown_content(record: MemoryRecord) -> str:
@@ -876,7 +901,7 @@ def output_file(path: str) -> Iterator[TextIO]:
     """Write to a temporary file renamed into place at the end, so a failed export leaves no half file
     and an existing file as it was ("-": standard output)."""
     if path == "-":
-        yield click.get_text_stream("stdout")
+        yield sys.stdout  # click.get_text_stream is deprecated: the runner and the terminal set sys.stdout
         return
     target = Path(path)
     try:
@@ -981,7 +1006,8 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
         raise click.UsageError(f"{empty[0]} is empty: give an id, or leave it out")
     for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
         os.environ.pop(name, None)
-    caller = Caller(**identity(user_id, agent_id, session_id))
+    named = identity(user_id, agent_id, session_id)
+    caller = Caller(named["user_id"], named["agent_id"], named["session_id"])
     configure_logging("warning")
     if caller.administrator:
         click.echo("clawrecall mcp: no --user or --agent given: serving as the administrator, who reads and "
