@@ -8,8 +8,10 @@ with the default config (the local model), in the order OpenClaw calls the plugi
 
   1. `POST /v1/hooks/before_prompt_build` `{prompt, messages}`: the turn's prompt, and the last two
      messages of the history (`[]` on a session's first turn), as integrations/openclaw sends them;
-  2. `POST /v1/hooks/agent_end` `{messages, success}`: the whole transcript so far, each message with
-     the timestamp it was said at (a `--local` run is a new process: nothing was acknowledged before).
+  2. `POST /v1/hooks/agent_end` `{messages, success}`: the whole transcript so far (a `--local` run is
+     a new process: nothing was acknowledged before), stamped as OpenClaw stamps it: the user's message
+     holds the injected block before the prompt, and the running turn's prompt carries the time of the
+     model call, while later transcripts carry the same prompt with the time its turn began.
 
 Sessions of different users take turns; between sessions the bench waits until the server's
 background work (capture, embedding) is done, as a person's next session comes minutes later.
@@ -63,6 +65,7 @@ GOALS = {"precision": 0.8, "recall": 0.9, "recall_p50_ms": 25.0, "agent_end_p50_
 JUNK_KINDS = {"question", "greeting", "chitchat"}
 # text a person never said: OpenClaw's workspace templates and placeholders
 TEMPLATE = re.compile(r"<!--|\bYYYY\b|\{\{|\.\.\.\s*$|…\s*$|\[(?:your|name|date)[^\]]*\]", re.IGNORECASE)
+MODEL_CALL_MS = 273  # from a turn's start to its model call, when OpenClaw stamps the running prompt
 LINE = re.compile(r"^- \[(?P<label>[^\]]+)\] (?P<text>.*) \((?P<meta>[^()]*)\)$")
 
 
@@ -187,12 +190,16 @@ def play(data: dict, url: str, db: Path, cli: bool, log) -> dict:
                 lines = block_lines(recalled["prependContext"])
                 ids = [m["id"] for m in recalled["memories"]]
                 found = doors.ask(turn["user"], session) if ids else {}
-                now = int(time.time() * 1000)
+                began = int(time.time() * 1000)
                 # OpenClaw keeps the injected block in the user's message: `prependContext` goes before the prompt
                 said = f"{recalled['prependContext']}\n\n{turn['user']}" if recalled["prependContext"] else turn["user"]
-                transcript += [message("user", said, now), message("assistant", turn["assistant"], now + 1)]
+                # and stamps the running turn's prompt at the model call, the same prompt in later
+                # transcripts when the turn began (captured from OpenClaw 2026.9.6)
+                running = [*transcript, message("user", said, began + MODEL_CALL_MS),
+                           message("assistant", turn["assistant"], began + MODEL_CALL_MS + 1)]
+                transcript += [message("user", said, began), running[-1]]
                 started = time.perf_counter()
-                ended = http.post("/v1/hooks/agent_end", headers=h, json={"messages": transcript, "success": True})
+                ended = http.post("/v1/hooks/agent_end", headers=h, json={"messages": running, "success": True})
                 latencies["agent_end"].append((time.perf_counter() - started) * 1000)
                 ended.raise_for_status()
                 turns_out.append({
