@@ -27,14 +27,18 @@ petr are held out):
     (or an older value of a corrected one), a repeat of an earlier line of the same block counting as not
     relevant; recall: the share of needed facts that some line contains (goal: precision ≥ 0.8 with
     recall ≥ 0.9);
-  * tool-vs-recall agreement: each injected line's record is looked for in what every search door
-    answers for the same prompt and caller: REST `/v1/search`, the tools `memory_search` (the plugin's
+  * tool-vs-recall agreement: each injected line's text is looked for in what every search door
+    answers for the same prompt and caller (a record with the same text counts): REST `/v1/search`, the tools `memory_search` (the plugin's
     `clawrecall_search` and core's `memory_search` in slot mode) and `memory_recall` (`clawrecall_recall`),
     MCP `memory_search` and `clawrecall search --json` (goal: every line found by every door);
   * hook latency as the client sees it, HTTP included (goal on SQLite: recall p50 ≤ 25 ms,
     agent_end p50 ≤ 15 ms).
 
-    python bench/agent_loop.py [--set tuning|heldout|all] [--no-cli] [--config-set KEY=VALUE ...] [--json]
+With `--openclaw` the same turns are real `openclaw agent --local` runs (OpenClaw 2026.9.6 with the
+plugin installed, a stub model answering each turn with its scripted reply), and the blocks are read
+from what OpenClaw sent the model.
+
+    python bench/agent_loop.py [--set tuning|heldout|all] [--no-cli] [--openclaw] [--config-set KEY=VALUE ...] [--json]
 """
 
 from __future__ import annotations
@@ -56,9 +60,17 @@ from urllib.parse import quote
 
 import httpx
 
-from clawrecall.config import ENV_PREFIX
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
-from clawrecall.server.spawn import spawn_server
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from openclaw_harness import PLUGIN_DIR, OpenClaw, ensure_openclaw  # noqa: E402
+from openclaw_stub_model import message_text  # noqa: E402
+from scale import pct  # noqa: E402
+
+from clawrecall.config import ENV_PREFIX  # noqa: E402
+from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context  # noqa: E402
+from clawrecall.openclaw.install import install_entries  # noqa: E402
+from clawrecall.server.spawn import spawn_server  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "agent_loop.json"
 GOALS = {"precision": 0.8, "recall": 0.9, "recall_p50_ms": 25.0, "agent_end_p50_ms": 15.0}
@@ -90,7 +102,7 @@ def played_order(sessions: list[dict]) -> list[dict]:
 
 def headers(session: dict) -> dict[str, str]:
     return {"x-clawrecall-user": quote(session["user"]), "x-clawrecall-agent": quote(session["agent"]),
-            "x-clawrecall-session": quote(f"agent:{session['agent']}:{session['id']}")}
+            "x-clawrecall-session": quote(session["id"])}
 
 
 def message(role: str, text: str, at_ms: int) -> dict:
@@ -111,18 +123,18 @@ def block_lines(block: str | None) -> list[dict]:
 
 
 class Doors:
-    """The same question through every search door, as the turn's caller: which record ids each returns."""
+    """The same question through every search door, as the turn's caller: the texts each returns."""
 
     def __init__(self, http: httpx.Client, db: Path, cli: bool):
         self.http, self.db, self.cli = http, db, cli
 
-    def ask(self, query: str, session: dict) -> dict[str, set[str]]:
+    def ask(self, query: str, session: dict) -> dict[str, list[str]]:
         h = headers(session)
         found = {
-            "rest /v1/search": {r["memory"]["id"] for r in self._post("/v1/search", {"query": query}, h)["results"]},
-            "tool memory_search": {r["id"] for r in self._tool("memory_search", query, h)["results"]},
-            "tool memory_recall": {m["id"] for m in self._tool("memory_recall", query, h)["memories"]},
-            "mcp memory_search": {r["id"] for r in self._mcp("memory_search", query, h)["results"]},
+            "rest /v1/search": [r["memory"]["content"] for r in self._post("/v1/search", {"query": query}, h)["results"]],
+            "tool memory_search": [r["snippet"] for r in self._tool("memory_search", query, h)["results"]],
+            "tool memory_recall": [m["content"] for m in self._tool("memory_recall", query, h)["memories"]],
+            "mcp memory_search": [r["snippet"] for r in self._mcp("memory_search", query, h)["results"]],
         }
         if self.cli:
             found["cli search"] = self._cli(query, session)
@@ -142,7 +154,7 @@ class Doors:
         response.raise_for_status()
         return response.json()["result"]["structuredContent"]
 
-    def _cli(self, query: str, session: dict) -> set[str]:
+    def _cli(self, query: str, session: dict) -> list[str]:
         out = subprocess.run(
             [sys.executable, "-m", "clawrecall.cli", "--db", str(self.db), "search", query, "--user", session["user"],
              "--agent", session["agent"], "--json"],
@@ -150,7 +162,53 @@ class Doors:
         ).stdout
         rows = json.loads(out)
         rows = rows.get("results", rows) if isinstance(rows, dict) else rows
-        return {(r.get("memory") or r).get("id") for r in rows}
+        return [(r.get("memory") or r)["content"] for r in rows]
+
+
+def found_by(line: dict, texts: list[str]) -> bool:
+    """Whether a door returned the record a block line shows (a line is its text, sanitised and maybe cut)."""
+    shown = norm(line["text"].removesuffix("…"))
+    return any(norm(sanitize_for_context(t, 100_000)).startswith(shown) for t in texts)
+
+
+class OpenClawTurns:
+    """Real `openclaw agent --local` turns with the plugin installed (mode beside), one OpenClaw state per
+    user (a local turn belongs to the plugin's `user`), the stub model answering each turn with its
+    scripted reply; the block is read from what OpenClaw sent the model."""
+
+    def __init__(self, root: Path, url: str):
+        import openclaw_stub_model  # tests/: the harness the end-to-end test uses
+
+        self.root, self.url, self.reply = root, url, "done"
+        self.bins = ensure_openclaw()
+        self.model = openclaw_stub_model.StubModel().start()
+        openclaw_stub_model.next_step = lambda messages: ("text", {"text": self.reply})
+        self.states: dict[str, OpenClaw] = {}
+
+    def turn(self, session: dict, turn: dict) -> str | None:
+        oc = self._state(session["user"])
+        self.reply = turn["assistant"]
+        self.model.take()
+        oc.turn(session["agent"], session["id"], turn["user"])
+        users = [m for m in self.model.take()[0]["messages"] if m.get("role") == "user"]
+        text = message_text(users[-1]) if users else ""
+        found = re.search(r"<relevant-memories>.*?</relevant-memories>", text, re.DOTALL)
+        return found.group(0) if found else None
+
+    def _state(self, user: str) -> OpenClaw:
+        if user not in self.states:
+            oc = OpenClaw(self.root / user, self.bins)
+            config = oc.base_config(self.model.base_url)
+            config["agents"]["entries"] = {a: {"workspace": str(oc.root / f"ws-{a}")} for a in ("main", "coder")}
+            (oc.root / "ws-coder").mkdir(exist_ok=True)
+            oc.config_path.write_text(json.dumps(config, indent=2))
+            install_entries(oc.config_path, mode="beside", plugin_dir=PLUGIN_DIR,
+                            plugin_config={"serverUrl": self.url, "user": user})
+            self.states[user] = oc
+        return self.states[user]
+
+    def close(self) -> None:
+        self.model.stop()
 
 
 def settle(db: Path, timeout_s: float = 120.0) -> None:
@@ -171,45 +229,58 @@ def settle(db: Path, timeout_s: float = 120.0) -> None:
     raise TimeoutError("the server's background work did not finish")
 
 
-def play(data: dict, url: str, db: Path, cli: bool, log) -> dict:
-    """Every session's turns through the hooks; what each recall injected and what the doors found."""
+def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns | None = None) -> dict:
+    """Every session's turns through the hooks (or real OpenClaw turns); what each recall injected and
+    which of its lines every door found."""
     turns_out, latencies = [], {"before_prompt_build": [], "agent_end": []}
     with httpx.Client(base_url=url, timeout=60) as http:
         doors = Doors(http, db, cli)
         for session in played_order(data["sessions"]):
-            h = headers(session)
             transcript: list[dict] = []
             for n, turn in enumerate(session["turns"]):
-                history = [{"role": m["role"], "content": m["content"][0]["text"]} for m in transcript[-2:]]  # plainMessages
-                started = time.perf_counter()
-                answer = http.post("/v1/hooks/before_prompt_build", headers=h,
-                                   json={"prompt": turn["user"], "messages": history if n else []})
-                latencies["before_prompt_build"].append((time.perf_counter() - started) * 1000)
-                answer.raise_for_status()
-                recalled = answer.json()
-                lines = block_lines(recalled["prependContext"])
-                ids = [m["id"] for m in recalled["memories"]]
-                found = doors.ask(turn["user"], session) if ids else {}
-                began = int(time.time() * 1000)
-                # OpenClaw keeps the injected block in the user's message: `prependContext` goes before the prompt
-                said = f"{recalled['prependContext']}\n\n{turn['user']}" if recalled["prependContext"] else turn["user"]
-                # and stamps the running turn's prompt at the model call, the same prompt in later
-                # transcripts when the turn began (captured from OpenClaw 2026.9.6)
-                running = [*transcript, message("user", said, began + MODEL_CALL_MS),
-                           message("assistant", turn["assistant"], began + MODEL_CALL_MS + 1)]
-                transcript += [message("user", said, began), running[-1]]
-                started = time.perf_counter()
-                ended = http.post("/v1/hooks/agent_end", headers=h, json={"messages": running, "success": True})
-                latencies["agent_end"].append((time.perf_counter() - started) * 1000)
-                ended.raise_for_status()
+                if openclaw is None:
+                    block = rest_recall(http, session, turn["user"], transcript, latencies)
+                    found = doors.ask(turn["user"], session) if block else {}
+                    rest_end(http, session, turn, block, transcript, latencies)
+                else:
+                    block = openclaw.turn(session, turn)
+                    found = doors.ask(turn["user"], session) if block else {}
+                lines = block_lines(block)
                 turns_out.append({
                     "session": session["id"], "turn": n, "prompt": turn["user"], "lines": lines,
-                    "scores": [m["score"] for m in recalled["memories"]], "skipped": recalled["skipped"],
-                    "doors": {door: [i in got for i in ids] for door, got in found.items()},
+                    "doors": {door: [found_by(line, got) for line in lines] for door, got in found.items()},
                 })
             settle(db)
             log(f"{session['id']}: {len(session['turns'])} turns")
-    return {"turns": turns_out, "latency_ms": latencies}
+    return {"turns": turns_out, "latency_ms": {k: v for k, v in latencies.items() if v}}
+
+
+def rest_recall(http: httpx.Client, session: dict, prompt: str, transcript: list[dict], latencies: dict) -> str | None:
+    """`before_prompt_build` as the plugin sends it: the prompt, and the history's last two messages (plainMessages)."""
+    history = [{"role": m["role"], "content": m["content"][0]["text"]} for m in transcript[-2:]]
+    started = time.perf_counter()
+    answer = http.post("/v1/hooks/before_prompt_build", headers=headers(session),
+                       json={"prompt": prompt, "messages": history if transcript else []})
+    latencies["before_prompt_build"].append((time.perf_counter() - started) * 1000)
+    answer.raise_for_status()
+    return answer.json()["prependContext"]
+
+
+def rest_end(http: httpx.Client, session: dict, turn: dict, block: str | None, transcript: list[dict],
+             latencies: dict) -> None:
+    """`agent_end` with the whole transcript, as OpenClaw holds it after the turn."""
+    began = int(time.time() * 1000)
+    # OpenClaw keeps the injected block in the user's message: `prependContext` goes before the prompt
+    said = f"{block}\n\n{turn['user']}" if block else turn["user"]
+    # and stamps the running turn's prompt at the model call, the same prompt in later transcripts when
+    # the turn began (captured from OpenClaw 2026.9.6)
+    running = [*transcript, message("user", said, began + MODEL_CALL_MS),
+               message("assistant", turn["assistant"], began + MODEL_CALL_MS + 1)]
+    transcript += [message("user", said, began), running[-1]]
+    started = time.perf_counter()
+    ended = http.post("/v1/hooks/agent_end", headers=headers(session), json={"messages": running, "success": True})
+    latencies["agent_end"].append((time.perf_counter() - started) * 1000)
+    ended.raise_for_status()
 
 
 def judge_turn(turn: dict, spec: dict, facts: dict) -> dict:
@@ -258,13 +329,13 @@ def junk(db: Path, data: dict) -> list[dict]:
     return out
 
 
-def stored_messages(db: Path) -> dict[str, int]:
-    """User and assistant messages the record holds, per session id."""
+def stored_messages(db: Path, session_ids: list[str]) -> dict[str, int]:
+    """User and assistant messages the record holds, per session (by its id: OpenClaw's session key ends with it)."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         rows = conn.execute(
             "SELECT session_id, count(*) FROM messages WHERE role IN ('user', 'assistant') GROUP BY session_id"
         ).fetchall()
-    return dict(rows)
+    return {sid: sum(n for key, n in rows if key == sid or key.endswith(f":{sid}")) for sid in session_ids}
 
 
 def ratio(num: int, den: int) -> float | None:
@@ -274,7 +345,7 @@ def ratio(num: int, den: int) -> float | None:
 def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
     facts = {k: v for k, v in data["facts"].items()}
     specs = {(s["id"], n): t for s in data["sessions"] for n, t in enumerate(s["turns"])}
-    stored = stored_messages(db)
+    stored = stored_messages(db, [s["id"] for s in data["sessions"]])
     junk_rows = junk(db, data)
     sessions = []
     for s in data["sessions"]:
@@ -290,15 +361,16 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
         scope = f"user:{s['user']}"
         sessions.append({
             "session": s["id"], "set": s["set"], "lang": s["lang"], "user": s["user"], "agent": s["agent"],
-            "said": 2 * len(s["turns"]), "stored": stored.get(f"agent:{s['agent']}:{s['id']}", 0),
+            "said": 2 * len(s["turns"]), "stored": stored[s["id"]],
             "lines": lines, "relevant_lines": good, "needed": needed, "present": present,
             "precision": ratio(good, lines), "recall": ratio(present, needed),
             "agreement": ratio(sum(checks), len(checks)), "door_checks": len(checks),
             "junk_in_scope": sum(1 for j in junk_rows if j["scope"] == scope),
         })
+    reported = {s["session"] for s in sessions}
     doors: dict[str, list[bool]] = {}
     for t in played["turns"]:
-        for door, found in t["doors"].items():
+        for door, found in t["doors"].items() if t["session"] in reported else ():
             doors.setdefault(door, []).extend(found)
     lat = played["latency_ms"]
     totals = {}
@@ -319,19 +391,14 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
     }
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
 def fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
 def render(r: dict) -> str:
     out = [
-        f"load average {r['load'][0]:.2f} at start, {r['load_end'][0]:.2f} at end; config: "
-        + (", ".join(r["config_set"]) or "defaults"),
+        f"{'real openclaw agent --local turns' if r['openclaw'] else 'REST hooks'}; load average {r['load'][0]:.2f} "
+        f"at start, {r['load_end'][0]:.2f} at end; config: " + (", ".join(r["config_set"]) or "defaults"),
         "",
         "| session | set | lang | agent | said | stored | junk (user's) | lines | precision | recall | doors agree |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -345,9 +412,10 @@ def render(r: dict) -> str:
     out += ["", "| search door | lines found | of |", "|---|---:|---:|"]
     out += [f"| {d} | {v['found']} | {v['checked']} |" for d, v in r["doors"].items()]
     lat = r["latency_ms"]
-    out += ["", "| hook | calls | p50 (ms) | p95 (ms) | goal p50 |", "|---|---:|---:|---:|---:|"]
-    for name, goal in (("before_prompt_build", GOALS["recall_p50_ms"]), ("agent_end", GOALS["agent_end_p50_ms"])):
-        out.append(f"| {name} | {lat[name]['calls']} | {lat[name]['p50']:.1f} | {lat[name]['p95']:.1f} | {goal:g} |")
+    if lat:  # through OpenClaw the hooks are called by the plugin, not timed here
+        out += ["", "| hook | calls | p50 (ms) | p95 (ms) | goal p50 |", "|---|---:|---:|---:|---:|"]
+        for name, goal in (("before_prompt_build", GOALS["recall_p50_ms"]), ("agent_end", GOALS["agent_end_p50_ms"])):
+            out.append(f"| {name} | {lat[name]['calls']} | {lat[name]['p50']:.1f} | {lat[name]['p95']:.1f} | {goal:g} |")
     out += ["", f"junk memories: {len(r['junk'])}"]
     out += [f"  - [{j['why']}] {j['scope']} {j['category']}: {j['content'][:90]!r}" for j in r["junk"]]
     return "\n".join(out)
@@ -360,10 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cli", action="store_true", help="leave the CLI door out (a process per question)")
     parser.add_argument("--config-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config key for the server, e.g. hooks.recall.min_score=0.3 (repeatable)")
+    parser.add_argument("--openclaw", action="store_true",
+                        help="play the turns through real `openclaw agent --local` runs (tests/openclaw_harness.py)")
+    parser.add_argument("--sessions", type=int, metavar="N", help="play only the first N sessions (in played order)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     data = json.loads(DATA.read_text())
+    if args.sessions is not None:
+        data["sessions"] = played_order(data["sessions"])[: args.sessions]
     env = {}
     for item in args.config_set:
         key, _, value = item.partition("=")
@@ -373,8 +446,13 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(tmp) / "loop.db"
         with spawn_server(db, env={"CLAWRECALL_HOME": str(Path(tmp) / "home"), **env}) as server:
             log(f"server ready at {server.url}")
-            played = play(data, server.url, db, not args.no_cli, log)
-        result = {"load": load, "load_end": os.getloadavg(), "config_set": args.config_set,
+            openclaw = OpenClawTurns(Path(tmp) / "openclaw", server.url) if args.openclaw else None
+            try:
+                played = play(data, server.url, db, not args.no_cli, log, openclaw)
+            finally:
+                if openclaw is not None:
+                    openclaw.close()
+        result = {"load": load, "load_end": os.getloadavg(), "config_set": args.config_set, "openclaw": args.openclaw,
                   **report(data, played, db, args.which)}
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else render(result))
     return 0
