@@ -16,10 +16,10 @@ from typing_extensions import TypedDict
 from ..config import RecallHookConfig
 from ..errors import NotFoundError
 from ..models import SearchHit
-from ..scopes import Caller, may_write
-from .context import message_text, read_scope, request_messages, request_str, session_key
 from ..retrieval.noise import is_small_talk
+from ..scopes import Caller, may_write
 from ..storage.text import words
+from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
     RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, percent, sanitize_for_context,
     skip_reason, strip_envelope,
