@@ -190,8 +190,8 @@ class OpenClawTurns:
         self.reply = turn["assistant"]
         self.model.take()
         oc.turn(session["agent"], session["id"], turn["user"])
-        users = [m for m in self.model.take()[0]["messages"] if m.get("role") == "user"]
-        text = message_text(users[-1]) if users else ""
+        sent = self.model.take()[0]["messages"]  # the turn's first model request
+        text = "\n".join(message_text(m) for m in sent if m.get("role") == "user")
         found = re.search(r"<relevant-memories>.*?</relevant-memories>", text, re.DOTALL)
         return found.group(0) if found else None
 
