@@ -68,7 +68,7 @@ from openclaw_stub_model import message_text  # noqa: E402
 from scale import pct  # noqa: E402
 
 from clawrecall.config import ENV_PREFIX  # noqa: E402
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context  # noqa: E402
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context  # noqa: E402
 from clawrecall.openclaw.install import install_entries  # noqa: E402
 from clawrecall.server.spawn import spawn_server  # noqa: E402
 

@@ -15,15 +15,16 @@ from typing_extensions import TypedDict
 
 from ..config import RecallHookConfig
 from ..errors import NotFoundError
+from ..conversations.text import (
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, percent, sanitize_for_context,
+    strip_envelope,
+)
 from ..models import SearchHit
 from ..retrieval.noise import is_small_talk
 from ..scopes import Caller, may_write
 from ..storage.text import words
 from .context import message_text, read_scope, request_messages, request_str, session_key
-from .text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, percent, sanitize_for_context,
-    skip_reason, strip_envelope,
-)
+from .text import skip_reason
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -32,7 +33,6 @@ log = logging.getLogger("clawrecall.hooks")
 
 MAX_QUERY_CHARS = 1000
 SEARCH_THREADS = 4
-RECALLED_ROLES = ("user", "assistant")  # reasoning and tool output stay out of the prompt
 
 
 @dataclass
@@ -79,7 +79,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     # explained, for each hit's own score (a session neighbour may lend it a better one)
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
-        sources=cfg.sources, exclude_session=caller.session_id, message_roles=RECALLED_ROLES, explain=True,
+        sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
+        explain=True,
     )
     assert future is not None  # the queue has no bound
     try:
