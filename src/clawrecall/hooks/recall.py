@@ -163,7 +163,7 @@ def _select(
         if len(chosen) == cfg.max_items:
             break
         last = session.injected.get(hit.id) if session is not None else None
-        if last is not None and session.turn - last < cfg.min_repeat_turns:
+        if session is not None and last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
         score = own_score(hit)
         reply = hit.memory.kind == "message" and hit.memory.source_id == "assistant"
