@@ -674,3 +674,15 @@ def test_a_token_allow_list_narrows_reads(alice):
     assert before_prompt_build(alice, wifi, token)["skipped"] == "no_memories"
     assert before_prompt_build(alice, {"prompt": "which editor theme does alice like?"}, token)["memories"]
     assert startup_context(alice, {"messages": []}, token)["reason"] == "no_entries"
+
+
+def test_a_question_about_the_past_is_searched_even_when_it_reads_as_small_talk():
+    """A follow-up about before ("What was it before?") is forced to search; the small-talk rule, which
+    would skip it, comes after the forcing one, in one place for the hook and `should_skip_retrieval`."""
+    from clawrecall.hooks.text import should_skip_retrieval, skip_reason
+    from clawrecall.retrieval.noise import is_small_talk
+
+    for prompt in ("What was it before?", "and before that?"):
+        assert is_small_talk(prompt)  # what made the hook skip it
+        assert skip_reason(prompt) is None and not should_skip_retrieval(prompt)
+    assert skip_reason("That is great, thanks") == "small_talk"

@@ -191,6 +191,18 @@ def test_memory_search_mirrors_memory_core_results(mem: Memory):
 
 
 
+def test_memory_search_narrowed_to_messages_reads_only_what_was_said(mem: Memory):
+    """Naming `sources` narrows what the tool searches, never widens the roles: a model asking for messages
+    gets what users and assistants said, not reasoning or tool output."""
+    earlier = Caller("alice", "main", "s0")
+    mem.conversations.log([
+        {"role": "user", "content": "The zephyrine valve leaks on the north pump."},
+        {"role": "toolResult", "content": "zephyrine valve sensor log: pressure 4.2 bar"},
+    ], caller=earlier)
+    found = call(mem, ALICE, "memory_search", query="zephyrine valve", sources=["message"]).details["results"]
+    assert [r["snippet"] for r in found] == ["The zephyrine valve leaks on the north pump."]
+
+
 def test_memory_search_says_when_nothing_is_relevant(tmp_path):
     with Memory.open(tmp_path / "memory.db") as fresh:
         fresh.add("Alice prefers dark mode in every code editor", user_id="alice", category="preference")
