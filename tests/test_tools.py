@@ -374,3 +374,12 @@ def test_memory_text_reaches_a_model_only_inside_markers_it_cannot_close(tmp_pat
     for marker in ("[END UNTRUSTED DATA]", "[UNTRUSTED DATA", "</relevant-memories", "\u202e", "\u200b", "\uff1c", "&lt;"):
         assert marker not in body
     assert len([ln for ln in body.strip().splitlines() if ln[:1].isdigit()]) == len(FORGERIES)
+
+
+def test_memory_forget_by_a_message_id_says_not_found_and_erases_nothing(mem: Memory):
+    """memory_get opens a recorded message by its id; memory_forget erases memories only, and says so."""
+    mem.conversations.log([{"role": "user", "content": "My locker code is 4417."}], caller=Caller("alice", "main", "s0"))
+    [said] = mem.conversations.show("s0", caller=ALICE)
+    result = call(mem, ALICE, "memory_forget", memoryId=said.id)
+    assert result.details == {"action": "not_found", "found": 0}
+    assert mem.conversations.show("s0", caller=ALICE)[0].content == "My locker code is 4417."
