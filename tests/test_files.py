@@ -394,3 +394,86 @@ def test_a_file_may_name_the_message_it_came_with(mem, tmp_path):
         mem.files.ingest(tmp_path / "a.md", caller=BOB, message_id=said["ids"][0])
     made = mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id=said["ids"][0])
     assert mem.files.get(made["file_id"], caller=ALICE).message_id == said["ids"][0]
+
+
+# -- a hostile client --------------------------------------------------------------------------
+def test_a_symlink_swapped_in_between_the_check_and_the_open_is_not_followed(db_target, tmp_path, monkeypatch):
+    """The race: the path is checked (resolved under the root), then replaced by a symlink to a file outside
+    before it is opened. The swap is made deterministic by doing it from inside the check."""
+    import clawrecall.engine._files as engine_files
+
+    root, outside = tmp_path / "shared", tmp_path / "private"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe vault passphrase is walrus-hexagon.\n")
+    real_type = engine_files.file_type
+
+    def swap(name: str, path: Path, to: Path):
+        def file_type(p):  # called once the path was checked, before the file is opened
+            moved = tmp_path / f"{name}.link"
+            moved.symlink_to(to)
+            if path.is_dir():
+                path.rename(tmp_path / f"{name}.aside")
+            os.replace(moved, path)  # an atomic rename, as an attacker's loop does
+            return real_type(p)
+        return file_type
+
+    with Memory.open(db_target, files={"roots": [str(root)]}) as mem:
+        for name, path, to in (("file", root / "note.md", outside / "secret.md"), ("dir", root / "sub", outside)):
+            if name == "file":
+                path.write_text("# Note\n\nAn innocent note.\n")
+            else:
+                (path / "secret.md").write_text("# decoy\n\nA decoy.\n")
+            monkeypatch.setattr(engine_files, "file_type", swap(name, path, to))
+            target = path if name == "file" else path / "secret.md"
+            with pytest.raises(ValidationError, match="changed while it was being read"):
+                mem.files.ingest(target, caller=ALICE, within_roots=True)
+            monkeypatch.setattr(engine_files, "file_type", real_type)
+        assert mem.search("walrus-hexagon vault passphrase", caller=ALICE, sources=["chunk"]) == []
+        assert mem.files.list(caller=ALICE) == []
+
+
+def test_a_hard_link_to_a_file_outside_the_roots_is_refused(db_target, tmp_path):
+    root, outside = tmp_path / "shared", tmp_path / "private"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe vault passphrase is walrus-hexagon.\n")
+    os.link(outside / "secret.md", root / "innocent.md")
+    with Memory.open(db_target, files={"roots": [str(root)]}) as mem:
+        with pytest.raises(ValidationError, match="other hard links"):
+            mem.files.ingest(root / "innocent.md", caller=ALICE, within_roots=True)
+        assert mem.files.list(caller=ALICE) == []
+        assert mem.files.ingest(root / "innocent.md", caller=ALICE)["action"] == "created"  # the local user may
+
+
+def test_a_file_name_is_never_looked_up_on_the_servers_filesystem(tmp_path, monkeypatch):
+    """`~user`, a symlink loop in the server's working directory, a relative path: "not found", never a 500."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    (root / "deploy.md").write_text(MARKDOWN)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.chdir(tmp_path)
+    with Memory.open(tmp_path / "rest.db", files={"roots": [str(root)]}) as mem:
+        tokens = TokenStore.for_memory(mem)
+        alice = {"Authorization": f"Bearer {tokens.create(user_id='alice')[1]}"}
+        client = TestClient(create_app(mem, tokens=tokens), base_url="http://127.0.0.1:8765",
+                            raise_server_exceptions=False)
+        made = client.post("/v1/files", json={"path": str(root / "deploy.md")}, headers=alice).json()
+        for name in ("~", "~nosuchuser", "~root", "loop", "~nosuchuser%2Fx.md", "deploy.md"):
+            for method in (client.get, client.delete):
+                answer = method(f"/v1/files/{name}", headers=alice)
+                assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found", (name, answer.text)
+        for path in ("~nosuchuser/x.md", "~/x.md", "loop"):
+            answer = client.post("/v1/files", json={"path": path}, headers=alice)
+            assert answer.status_code == 400 and "not an absolute path" in answer.json()["error"]["message"]
+        assert client.get(f"/v1/files/{made['file_id']}", headers=alice).status_code == 200
+        tokens.close()
+    with Memory.open(tmp_path / "rest.db") as mem:  # the local user: `~` is theirs, failures are "not found"
+        for name in ("~nosuchuser", "loop"):
+            with pytest.raises(NotFoundError):
+                mem.files.remove(name, caller=ALICE)
+            with pytest.raises(NotFoundError):
+                mem.files.ingest(name, caller=ALICE)
+    removed = CliRunner().invoke(cli, ["--db", str(tmp_path / "rest.db"), "files", "remove", "~nosuchuser"])
+    assert removed.exit_code == 1 and "Traceback" not in removed.output
+    assert "no ingested file '~nosuchuser'" in removed.stderr

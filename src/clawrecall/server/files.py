@@ -67,11 +67,11 @@ def list_files(
 
 @router.get("/{file_id}", summary="One ingested file", responses=FIND)
 def get_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRecord:
-    return mem.files.get(file_id, caller=ctx)
+    return mem.files.get(file_id, caller=ctx, within_roots=True)
 
 
 @router.delete("/{file_id}", summary="Remove an ingested file: its chunks and its record",
                responses={**FIND, **errors(WritesDisabledError)})
 def remove_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRemoved:
-    file = mem.files.remove(file_id, caller=ctx)
+    file = mem.files.remove(file_id, caller=ctx, within_roots=True)
     return FileRemoved(removed=file.id, path=file.path, chunks=file.chunk_count)
