@@ -76,6 +76,14 @@ def entries(messages: Any, *, skip_bad: bool = False) -> tuple[list[Entry], int]
     return out, skipped
 
 
+def check_message(message: Any) -> None:
+    """Refuse a message the record could not store (its role, text or timestamp), as `entries` would:
+    the one check of a message, for every door that takes one."""
+    if not isinstance(message, Mapping):
+        raise ValidationError("a message must be an object with role and content")
+    _message_entries(message, 0)
+
+
 def role_of(message: Mapping[str, Any]) -> str:
     """The role a message is stored under (a provider's name for it, such as "human" or "thinking", mapped)."""
     raw_role = message.get("role")

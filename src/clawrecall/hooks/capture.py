@@ -175,11 +175,11 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> Capt
     if success is not None and not isinstance(success, bool):
         raise ValidationError("success must be a boolean")
     channel = request_str(request, "channel")
-    from ..conversations.transcript import role_of  # here: the transcript module reads this package's text rules
+    from ..conversations.transcript import check_message  # here: the transcript module reads this package's text rules
 
     for message in _current_turn(messages):  # the finished turn must be one the store can keep
         try:
-            role_of(message)
+            check_message(message)
         except ValidationError as exc:
             raise ValidationError(f"a message of this turn: {exc}") from None
         check_text(message_text(message), "a message of this turn")
