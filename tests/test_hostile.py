@@ -92,3 +92,25 @@ def test_the_recall_hook_shows_forged_markers_as_inert_text(tmp_path):
         assert marker not in body, marker
     items = [line for line in body.strip().splitlines() if line]
     assert len(items) >= 3 and all(line.startswith("- [") for line in items), items
+
+
+def test_a_json_body_with_nan_or_infinity_is_refused_on_every_route(local):
+    """JSON has no NaN or Infinity; Python's parser reads them, and a NaN passes every `x > bound` check after.
+    Every route that takes a body answers 400 `invalid_input` before it parses one; a string saying NaN is fine."""
+    mem, app, client = local
+    before = sorted((r.id, r.content) for r in mem.list(limit=1000))
+    paths = [(path, method) for path, ops in app.openapi()["paths"].items() for method in ops
+             if "requestBody" in ops[method]]
+    assert len(paths) > 15
+    who = {"Content-Type": "application/json", "X-Clawrecall-User": "alice"}
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        for path, method in paths:
+            url = path.replace("{memory_id}", before[0][0]).replace("{name}", "memory_store").replace(
+                "{session_id}", "s1").replace("{key}", "k")
+            body = '{"content": "NaN is a word", "importance": %s, "query": "x", "messages": []}' % constant
+            answer = client.request(method.upper(), url, content=body, headers=who)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_input"), (path, answer.text)
+            assert "NaN or Infinity" in answer.json()["error"]["message"]
+    fine = client.post("/v1/memories", content='{"content": "NaN and Infinity are words"}', headers=who)
+    assert fine.status_code == 201, fine.text
+    assert len(mem.list(limit=1000)) == len(before) + 1
