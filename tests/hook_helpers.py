@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from clawrecall import Caller
 
 
@@ -15,3 +17,17 @@ def user(text):
 
 def assistant(text):
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+_HEADER = re.compile(r"^\[UNTRUSTED DATA ([0-9a-f]{16}) — [^\n]* the code \1; [^\n]*\]$", re.MULTILINE)
+
+
+def untrusted_parts(text):
+    """(what comes before, what the one untrusted-data block holds, what comes after). The block starts at a
+    header that states its code and ends only at the end marker with that code, found nowhere else."""
+    [header] = _HEADER.finditer(text)
+    nonce = header.group(1)
+    end = f"\n[END UNTRUSTED DATA {nonce}]"
+    assert text.count(nonce) == 3 and text.count(end) == 1, text
+    stop = text.index(end)
+    return text[: header.start()], text[header.end() + 1 : stop], text[stop + len(end) :]

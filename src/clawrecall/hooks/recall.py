@@ -19,8 +19,7 @@ from ..models import SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, skip_reason,
-    strip_envelope,
+    RECALL_CLOSE, RECALL_OPEN, discussed_text, sanitize_for_context, skip_reason, strip_envelope, untrusted,
 )
 
 if TYPE_CHECKING:
@@ -99,7 +98,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         for hit in chosen:
             session.injected[hit.id] = session.turn
         session.injected = {i: t for i, t in session.injected.items() if session.turn - t < cfg.min_repeat_turns}
-    block = "\n".join([RECALL_OPEN, RECALL_HEADER, *lines, RECALL_FOOTER, RECALL_CLOSE])
+    block = "\n".join([RECALL_OPEN, untrusted(lines), RECALL_CLOSE])
     return _answer(block, [{"id": h.id, "score": round(h.score, 4)} for h in chosen])
 
 
