@@ -148,3 +148,25 @@ def test_no_spelling_of_an_end_marker_in_a_memory_closes_the_block(tmp_path, doo
     assert untrusted_parts(second)[1] == body
     code = [text.split("[UNTRUSTED DATA ")[1][:16] for text in (first, second)]
     assert code[0] != code[1]  # drawn for every block
+
+
+def test_an_import_does_not_tell_whether_another_users_memory_id_is_stored(tmp_path):
+    """`import --user bob` with alice's memory id answered "already stored", where every other door says "not
+    found": bob's line is imported under a new id, exactly as a line with an unused id is."""
+    import json
+
+    with Memory.open(tmp_path / "oracle.db") as mem:
+        secret = mem.add("Alice's locker code is 7731", user_id="alice", dedup=False)
+        unused = "0123abcd-0000-4000-8000-000000000000"
+        answers = {}
+        for name, memory_id in (("taken", secret.id), ("unused", unused)):
+            line = json.dumps({"id": memory_id, "content": f"Bob's note about the {name} id"})
+            answers[name] = mem.import_jsonl([line], user_id="bob")
+        assert answers["taken"] == answers["unused"]
+        assert answers["taken"]["created"] == 1 and answers["taken"]["left_out"] == []
+        assert mem.get(secret.id).content == "Alice's locker code is 7731" and mem.get(secret.id).user_id == "alice"
+        bobs = {r.content: r.id for r in mem.list(user_id="bob", scope="user:bob")}
+        assert bobs["Bob's note about the taken id"] != secret.id and bobs["Bob's note about the unused id"] == unused
+        again = mem.import_jsonl([json.dumps({"id": secret.id, "content": "Alice's locker code is 7731"})],
+                                 user_id="alice")
+        assert again["skipped"] == 1 and again["left_out"][0]["reason"] == "id_exists"  # her own: skipped

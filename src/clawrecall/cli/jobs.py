@@ -134,6 +134,8 @@ def _when(job: Job) -> str:
         return ""
     if job.run_after <= now:
         return "now"
+    if (job.run_after - now).total_seconds() < 60:  # an age under a minute is "just now": no time to come
+        return "in <1m"
     return "in " + age_string(now - (job.run_after - now), now).removesuffix(" ago")
 
 
