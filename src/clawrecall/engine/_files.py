@@ -27,7 +27,7 @@ from typing import Any
 from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
-from ..files import FILE_TYPES, chunk, file_type, read, tokens_for
+from ..files import FILE_TYPES, Limits, chunk, file_type, read, tokens_for
 from ..models import FileRecord, MemoryRecord
 from ..scopes import Caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
@@ -64,7 +64,7 @@ class Files:
         if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
             raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
         scope = write_scope(caller, None, access=self.config.access)
-        target, kind, root = self._check_path(path, within_roots)
+        target, kind, root = self._check_path(path, caller if within_roots else None)
         data = self._read(target, root)
         digest = hashlib.sha256(data).hexdigest()
         known = self.store.files.at(scope, str(target))
@@ -76,7 +76,8 @@ class Files:
             if said is None or (scopes is not None and said.scope not in scopes):
                 raise NotFoundError(f"no message with id {message_id!r}")
         cfg = self.config.files
-        chunks = chunk(read(data, kind, target.name), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
+        limits = Limits(cfg.max_text_chars, cfg.max_pages, cfg.max_seconds)
+        chunks = chunk(read(data, kind, target.name, limits), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
         if not chunks:
             raise ValidationError(f"{target} has no text to index")
         for attempt in (1, 2):
@@ -168,9 +169,10 @@ class Files:
         return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
-    def _check_path(self, path: str | os.PathLike[str], within_roots: bool) -> tuple[Path, str, Path | None]:
-        """The resolved path (symlinks followed), its type and the root it is under (None: any path may be
-        read), after the type, root and kind checks."""
+    def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, str, Path | None]:
+        """The resolved path (symlinks followed), its type and the root it is under, after the type, root and
+        kind checks. `client`: a server's caller, limited to its roots; None: the local user, who reads any path."""
+        within_roots = client is not None
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValidationError("give the path of a file to ingest")
         check_text(str(path), "path")
@@ -183,8 +185,8 @@ class Files:
             raise NotFoundError(f"no readable file at {str(path)!r}") from None
         root = None
         if within_roots:  # before looking at the file: outside the roots, whether it exists is no one's business
-            roots = [Path(r).expanduser().resolve() for r in self.config.files.roots]
-            if not roots:
+            roots = self._roots(client)  # type: ignore[arg-type]
+            if not self.config.files.roots:
                 raise ValidationError("this server reads no files: files.roots is empty (configure the folders it may read)")
             root = next((r for r in roots if target.is_relative_to(r)), None)
             if root is None:
@@ -202,6 +204,19 @@ class Files:
                 "(Markdown .md, text .txt, source code such as .py or .js, PDF .pdf)"
             )
         return target, kind, root
+
+    def _roots(self, caller: Caller) -> list[Path]:
+        """`files.roots` as they apply to this caller: `{user}` and `{agent}` in a root stand for its ids. A root
+        naming an id the caller lacks, or one that is no plain folder name (`..`, a `/`), is not among its roots."""
+        out = []
+        for root in self.config.files.roots:
+            for key, value in (("{user}", caller.user_id), ("{agent}", caller.agent_id)):
+                if key in root:
+                    plain = value is not None and value not in (".", "..") and "/" not in value and os.sep not in value
+                    root = root.replace(key, value) if plain else ""  # type: ignore[arg-type]
+            if root:
+                out.append(Path(root).expanduser().resolve())
+        return out
 
     def _read(self, target: Path, root: Path | None) -> bytes:
         """The file's bytes, if it is a regular file within the size limit (a FIFO or device is refused, not read).
