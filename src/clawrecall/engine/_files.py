@@ -172,20 +172,19 @@ class Files:
     def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, str, Path | None]:
         """The resolved path (symlinks followed), its type and the root it is under, after the type, root and
         kind checks. `client`: a server's caller, limited to its roots; None: the local user, who reads any path."""
-        within_roots = client is not None
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValidationError("give the path of a file to ingest")
         check_text(str(path), "path")
         given = Path(path)
-        if within_roots and not given.is_absolute():  # `~` too: a client's `~root` is not this machine's business
+        if client is not None and not given.is_absolute():  # `~` too: a client's `~root` is not this machine's business
             raise ValidationError(f"{str(path)!r} is not an absolute path")
         try:
-            target = (given if within_roots else given.expanduser()).resolve()
+            target = (given if client is not None else given.expanduser()).resolve()
         except (OSError, RuntimeError):  # a symlink loop, no permission, `~nosuchuser`
             raise NotFoundError(f"no readable file at {str(path)!r}") from None
         root = None
-        if within_roots:  # before looking at the file: outside the roots, whether it exists is no one's business
-            roots = self._roots(client)  # type: ignore[arg-type]
+        if client is not None:  # before looking at the file: outside the roots, whether it exists is no one's business
+            roots = self._roots(client)
             if not self.config.files.roots:
                 raise ValidationError("this server reads no files: files.roots is empty (configure the folders it may read)")
             root = next((r for r in roots if target.is_relative_to(r)), None)
@@ -213,7 +212,7 @@ class Files:
             for key, value in (("{user}", caller.user_id), ("{agent}", caller.agent_id)):
                 if key in root:
                     plain = value is not None and value not in (".", "..") and "/" not in value and os.sep not in value
-                    root = root.replace(key, value) if plain else ""  # type: ignore[arg-type]
+                    root = root.replace(key, value) if value is not None and plain else ""
             if root:
                 out.append(Path(root).expanduser().resolve())
         return out
