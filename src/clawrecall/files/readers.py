@@ -16,12 +16,13 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Callable, Literal, get_args
 
 from ..errors import ValidationError
@@ -174,7 +175,7 @@ def _pdf_pages_apart(data: bytes, name: str, limits: Limits) -> list[str]:
                        "max_seconds": limits.max_seconds})
     try:
         done = subprocess.run([sys.executable, "-c", "from clawrecall.files.readers import _child; _child()", args],
-                              input=data, capture_output=True,
+                              input=data, capture_output=True, env=_CHILD_ENV,
                               timeout=limits.max_seconds * 1.1 + 5)  # the child's start and its answer, beside the parse
     except subprocess.TimeoutExpired:
         raise _too_slow(name, limits) from None
@@ -185,6 +186,11 @@ def _pdf_pages_apart(data: bytes, name: str, limits: Limits) -> list[str]:
     if "error" in answer:
         raise ValidationError(answer["error"])
     return answer["pages"]
+
+
+# the child imports this package from where this process did, whatever its sys.path was made of
+_CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)}
 
 
 def _too_much_text(name: str, limits: Limits) -> ValidationError:
