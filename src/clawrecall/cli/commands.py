@@ -514,9 +514,22 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
         raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=not dry_run)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
-    with out.progress_bar("Checking" if dry_run else "Importing") as progress, deferred:
-        result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     name = "stdin" if source.name == "<stdin>" else source.name
+    written = [0, 0]  # lines committed, lines to import: what an interruption leaves behind
+
+    try:  # outside the deferred index: an interruption leaves it unbuilt instead of building it now
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar, deferred:
+            def progress(done: int, total: int) -> None:
+                written[:] = [done, total]
+                if bar:
+                    bar(done, total)
+
+            result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
+    except KeyboardInterrupt:
+        text = interrupted_import_text(name, *written, dry_run, on_duplicate)
+        if not isinstance(deferred, nullcontext):
+            text += "; the vector index is not built until `clawrecall index build` or the import's end"
+        raise click.Abort(text) from None
     out.respond(as_json, {**result, "source": name}, import_text(result, name))
 
 
@@ -745,6 +758,17 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
     if result["dry_run"]:
         lines.append("Nothing was written (dry run).")
     return "\n".join(lines)
+
+
+def interrupted_import_text(source: str, done: int, total: int, dry_run: bool, on_duplicate: str) -> str:
+    """What an interrupted import left: the chunks it committed stay, and the same command finishes it."""
+    if dry_run:
+        return f"interrupted: nothing was written (dry run of {source})"
+    kept = f"{done} of {total} lines to import from {source} were written" if done else "no line was written"
+    again = "run the same import again to finish it: lines already imported are skipped"
+    if on_duplicate == "keep":
+        again += " (with --on-duplicate keep only lines that carry an id; the others would be stored twice)"
+    return f"import interrupted: {kept} (the part being written when it stopped was rolled back); {again}"
 
 
 def shown_content(record: MemoryRecord) -> str:

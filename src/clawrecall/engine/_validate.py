@@ -118,7 +118,11 @@ def check_content(content: Any) -> str:
         raise ValidationError("content must not be empty")
     check_text(content, "content")
     if len(content) > MAX_CONTENT_CHARS:
-        raise ValidationError(f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
+        raise ValidationError(
+            f"content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}. A longer text is a file: save it "
+            "and ingest it (`clawrecall files add PATH`, `mem.files.ingest(path)`, POST /v1/files), which cuts it "
+            "into chunks that search finds (`--sources chunk`)"
+        )
     return content.strip()
 
 

@@ -34,4 +34,5 @@ def create_llm(config: LLMConfig) -> LLM | None:
     except ImportError as exc:  # the SDK, imported when the first client is made
         if (exc.name or "").split(".")[0] != config.provider:
             raise
-        raise ConfigError(f"llm provider {config.provider!r} needs its SDK: pip install 'clawrecall[{config.provider}]'") from None
+        raise ConfigError(f"llm provider {config.provider!r} needs its SDK: pip install 'clawrecall[{config.provider}]' "
+                          f"(from a checkout: ./scripts/install.sh --{config.provider})") from None

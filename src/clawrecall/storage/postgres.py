@@ -260,7 +260,8 @@ class PostgresStore(Store):
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError:
-            raise ConfigError('the postgres backend needs psycopg: pip install "clawrecall[postgres]"') from None
+            raise ConfigError('the postgres backend needs psycopg: pip install "clawrecall[postgres]" '
+                              "(from a checkout: ./scripts/install.sh --postgres)") from None
         from ..config import PostgresConfig
 
         cfg = config or PostgresConfig()
