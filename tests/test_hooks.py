@@ -22,7 +22,7 @@ from clawrecall.hooks import (
     startup_context,
     strip_envelope,
 )
-from clawrecall.hooks.text import untrusted
+from clawrecall.conversations.text import untrusted
 
 
 @pytest.fixture

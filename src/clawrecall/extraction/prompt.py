@@ -13,7 +13,7 @@ from datetime import datetime
 
 from .._time import as_utc
 from ..config import ExtractionConfig
-from ..hooks.text import sanitize_for_context, untrusted
+from ..conversations.text import sanitize_for_context, untrusted
 from ..models import MemoryRecord, Message, Segment, Visibility
 from .schema import fact_categories
 

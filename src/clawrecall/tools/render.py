@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..hooks.text import discussed_text, sanitize_for_context
-from ..hooks.text import untrusted as untrusted  # the tools take it from here, with the rest of how memories are shown
+from ..conversations.text import discussed_text, sanitize_for_context
+from ..conversations.text import untrusted as untrusted  # the tools take it from here, with the rest of how memories are shown
 from ..models import Discussed, MemoryRecord, SearchHits
 
 LINE_CHARS = 300
