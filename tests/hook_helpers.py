@@ -1,10 +1,11 @@
-"""What the hook tests share: a caller as an agent runtime identifies it, and chat messages."""
+"""What the hook tests share: a caller as an agent runtime identifies it, chat messages, and writes held back."""
 
 from __future__ import annotations
 
 import re
+import threading
 
-from clawrecall import Caller
+from clawrecall import Caller, Memory
 
 
 def ctx(user_id="alice", agent_id="main", session_id="s1"):
@@ -17,6 +18,12 @@ def user(text):
 
 def assistant(text):
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def slow_adds(mem: Memory, gate: threading.Event) -> None:
+    """Make this store's writes wait for `gate` (at most 10 s; our own object, wrapped)."""
+    real = mem.add
+    mem.add = lambda *a, **k: (gate.wait(10), real(*a, **k))[1]
 
 
 _HEADER = re.compile(r"^\[UNTRUSTED DATA ([0-9a-f]{16}) — [^\n]* the code \1; [^\n]*\]$", re.MULTILINE)

@@ -16,6 +16,7 @@ refused too (one of them may be outside the roots). What is checked is what is r
 
 from __future__ import annotations
 
+import builtins
 import errno
 import hashlib
 import os
@@ -27,7 +28,7 @@ from typing import Any
 from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
-from ..files import FILE_TYPES, Limits, chunk, file_type, read, tokens_for
+from ..files import FILE_TYPES, FileType, Limits, chunk, file_type, read, tokens_for
 from ..models import FileRecord, MemoryRecord
 from ..scopes import Caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
@@ -40,7 +41,7 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _ALL = 1_000_000_000
 
 
-class IngestResult(dict):  # type: ignore[type-arg]
+class IngestResult(dict):
     """`{"action": "created" | "replaced" | "unchanged", "file_id", "path", "file_type", "chunks",
     "size_bytes", "scope"}`: what `ingest` did with a file."""
 
@@ -101,7 +102,7 @@ class Files:
                 return _result("unchanged", known)
             file = FileRecord(
                 id=known.id if known is not None else new_ids(1)[0], scope=scope, user_id=caller.user_id,
-                agent_id=caller.agent_id, path=str(target), file_type=kind, size_bytes=len(data),  # type: ignore[arg-type]
+                agent_id=caller.agent_id, path=str(target), file_type=kind, size_bytes=len(data),
                 content_hash=digest, chunk_count=len(chunks), message_id=message_id,
                 created_at=known.created_at if known is not None else now, updated_at=now,
             )
@@ -163,13 +164,13 @@ class Files:
             self.store.files.delete(file.id)
         return file
 
-    def _chunk_ids(self, file: FileRecord) -> list[str]:
+    def _chunk_ids(self, file: FileRecord) -> builtins.list[str]:
         filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
                           include_expired=True)
         return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
-    def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, str, Path | None]:
+    def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, FileType, Path | None]:
         """The resolved path (symlinks followed), its type and the root it is under, after the type, root and
         kind checks. `client`: a server's caller, limited to its roots; None: the local user, who reads any path."""
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
@@ -204,7 +205,7 @@ class Files:
             )
         return target, kind, root
 
-    def _roots(self, caller: Caller) -> list[Path]:
+    def _roots(self, caller: Caller) -> builtins.list[Path]:
         """`files.roots` as they apply to this caller: `{user}` and `{agent}` in a root stand for its ids. A root
         naming an id the caller lacks, or one that is no plain folder name (`..`, a `/`), is not among its roots."""
         out = []
