@@ -384,6 +384,13 @@ class FilesConfig(_Section):
     # Python API read any file the user running them can: they are that user already.
     roots: list[str] = Field(default_factory=list)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    # what reading one file may cost, whatever its size in bytes (a small PDF can hold millions of characters):
+    # its text, its pages, and the seconds its reading takes; past one, the file is refused
+    max_text_chars: int = Field(default=2_000_000, ge=1)
+    max_pages: int = Field(default=2000, ge=1)
+    max_seconds: float = Field(default=60.0, gt=0)
+    # files a server reads at once (on their own threads, not the request threads); more wait their turn
+    workers: int = Field(default=1, ge=1, le=64)
     types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
         default=["markdown", "text", "code", "pdf"], min_length=1
     )
