@@ -54,7 +54,8 @@ CORE = MigrationSet(
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
         "row-revisions",  # PostgreSQL: memories.rev, new at every write, indexed with the scope (now nothing: change-feed)
-        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope, not rev (pg_changes.py)
+        "change-feed",  # PostgreSQL: memories.rev dropped (it made a change feed, which no-change-feed drops again)
+        "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
     ),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
