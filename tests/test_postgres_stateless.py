@@ -123,9 +123,9 @@ def test_a_server_on_a_streaming_standby_finds_what_the_primary_committed_once_r
 # -- the keyword leg of a large scope --------------------------------------------------------------
 
 def test_the_keyword_leg_ranks_every_match_up_to_its_bound_and_beyond_it_the_rows_of_the_rarer_words(pg_url, monkeypatch):
-    """Up to the bound (by the planner's estimate) every match is ranked; beyond it the rows that have only
-    common words are left out, a query of common words alone reads at most the bound, and every word still
-    scores the rows ranked."""
+    """Up to the bound (by the planner's estimate) every match is ranked; beyond it the rows of the rarer
+    words are ranked, and only k of the rows that have common words only; a query of common words alone
+    reads at most the bound."""
     from clawrecall.storage import postgres
     from clawrecall.storage.filters import Filters
 
@@ -139,8 +139,9 @@ def test_the_keyword_leg_ranks_every_match_up_to_its_bound_and_beyond_it_the_row
         whole = found("project juniper")
         assert len(whole) == 205
         monkeypatch.setattr(postgres, "_RANKED", 50)
-        pruned = found("project juniper")
-        assert [c.id for c in pruned] == [c.id for c in whole[:5]]  # the juniper rows, in the same order
+        pruned = mem.store.text_candidates("project juniper", alice, 20)
+        assert [c.id for c in pruned[:5]] == [c.id for c in whole[:5]]  # the juniper rows, in the same order
+        assert len(pruned) == 20  # and k rows of the others, as it has fewer than k
         assert len(found("project")) == 50  # one common word: at most the bound
         monkeypatch.setattr(postgres, "_RANKED", 1000)  # the 205 matches fit: all ranked, as before
         assert [(c.id, c.score) for c in found("project juniper")] == [(c.id, c.score) for c in whole]

@@ -717,7 +717,7 @@ class PostgresStore(Store):
 
         Up to `_RANKED` matches (by the planner's estimate) are all ranked. Beyond, ranking every
         match of a common word would read them all (27,000 rows of one user's 120,000: 60 ms), so the
-        ranked rows are those that match a rarer word (`_ranked`)."""
+        ranked rows are those that match a rarer word (`_ranked`), and k of the others."""
         terms = keywords(query)
         if not terms:
             return []
@@ -729,14 +729,18 @@ class PostgresStore(Store):
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
+        rows_of = "(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.{} AND {} LIMIT %s)"
         with self.pinned():
             ranked, most = self._ranked(terms, where, params)
+            # when pruned, also up to k rows of the other matches: the leg still fills its k when the rarer
+            # words have fewer rows (else the pipeline would run the trigram leg over the whole scope)
             rows = self._run(
-                f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS ranked, {each}) "
+                f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS ranked, to_tsquery('{cfg}', %s) AS other, {each}) "
                 f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
-                f"(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.ranked AND {where} LIMIT %s) h) r "
+                f"({rows_of.format('ranked', where)} UNION ALL "
+                f"{rows_of.format('other', where + ' AND NOT m.fts @@ q.ranked')}) h) r "
                 "ORDER BY s DESC, seq LIMIT %s",
-                (ranked, *terms, *params, most, k),
+                (ranked, " | ".join(terms), *terms, *params, most, *params, 0 if most is None else k, k),
             )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
 
