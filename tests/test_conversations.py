@@ -211,7 +211,8 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
     assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
     hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
     assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"
-    assert mem.search("favourite tea oolong", caller=ALICE) == []  # memories only, by default
+    assert [h.source for h in mem.search("favourite tea oolong", caller=ALICE)] == ["message"]  # as recall finds it
+    assert mem.search("favourite tea oolong", caller=ALICE, sources=["memory"]) == []  # memories only, when asked
     assert mem.list(caller=ALICE) == [] and mem.count(caller=ALICE) == 0 and mem.stats().total == 0
     assert mem.stats().by_kind == {"message": 1}
 

@@ -28,10 +28,12 @@ from openclaw_stub_model import StubModel, message_text
 
 from clawrecall import Memory
 from clawrecall.auth import TokenStore
-from clawrecall.openclaw.install import install_entries
+from clawrecall.openclaw.install import install_entries, record_provenance
 from clawrecall.server.spawn import spawn_server
 
 WARNING = "clawrecall: server unreachable"
+UNTRACKED = "can't verify where this plugin came from"
+DENTIST = "My dentist appointment is on Friday at 3pm."
 TEA = "Remember that my favourite tea is oolong."
 PASSING = "Just so you know, my favourite biscuit is the Hobnob."
 BINDER = "The release checklist lives in the blue binder on the third shelf."
@@ -112,10 +114,15 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
             oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR,
             plugin_config={"serverUrl": server.url, "token": token, "user": "alice"},
         )
+        # ...which also has OpenClaw record where the plugin comes from, with no allowlist made
+        trust = record_provenance(oc.config_path, PLUGIN_DIR, str(openclaw_bin["cli"]), env=oc.env())
+        assert trust.recorded, trust
+        assert "allow" not in json.loads(oc.config_path.read_text())["plugins"]
 
-        # (6) the runtime view: our hooks and tools, no blocked or conflicting registration
+        # (6) the runtime view: our hooks and tools, no blocked or conflicting registration, no provenance warning
         inspect = oc.run("plugins", "inspect", "clawrecall", "--runtime", "--json")
         assert inspect.returncode == 0, inspect.stderr[-3000:]
+        assert UNTRACKED not in inspect.stdout + inspect.stderr
         report = json.loads(inspect.stdout[inspect.stdout.index("{"):])
         assert report["plugin"]["status"] == "loaded"
         assert {h["name"] for h in report["typedHooks"]} == {"before_prompt_build", "agent_end"}
@@ -134,7 +141,8 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
 
         # (1) a fact said in a turn is captured, under the user and agent the turn belongs to
         model.take()
-        oc.turn("main", "s1", TEA)
+        said = oc.turn("main", "s1", TEA)
+        assert UNTRACKED not in said.stdout + said.stderr
         captured = _wait_for(lambda: [m for m in _memories(server.url, token) if "oolong" in m["content"]])
         assert len(captured) == 1, captured
         assert (captured[0]["user_id"], captured[0]["agent_id"], captured[0]["scope"]) == ("alice", "main", "user:alice")
@@ -155,7 +163,8 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         calls = '[call clawrecall_recall {"query": "favourite tea"}]'
         if mode == "slot":
             calls += ' [call memory_search {"query": "favourite tea"}]'
-        oc.turn("main", "s2", f"Which tea should I brew for myself? {calls}")
+        brew = f"Which tea should I brew for myself? {calls}"
+        oc.turn("main", "s1", brew)  # the same session: its transcript carries the first turn again
         requests = model.take()
         first = "\n".join(_user_texts(requests[0]))
         block = first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
@@ -167,6 +176,10 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
             marked = results[1].split("\n")  # core's JSON, between the untrusted-data markers
             assert marked[0].startswith("[UNTRUSTED DATA") and marked[-1] == "[END UNTRUSTED DATA]"
             assert json.loads("\n".join(marked[1:-1]))["results"][0]["path"].startswith("clawrecall/")
+
+        # the record holds each message of the session once, though OpenClaw sent the first turn twice
+        record = _get(server.url, token, "/v1/conversations/agent:main:explicit:s1")["messages"]
+        assert [m["content"] for m in record if m["role"] == "user"] == [TEA, brew], record
 
         # (4) another agent of the same user sees the user's memories, never agent main's private ones
         oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
@@ -193,10 +206,20 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         first = "\n".join(_user_texts(model.take()[0]))
         assert "Hobnob" in first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
 
-        # (5) with the server gone the turn still completes, and the log says so once
+        # (5) with the server gone the turn still completes, the log says so once, and what was said is kept
         server.process.terminate()
         server.process.wait(15)
-        done = oc.turn("main", "s5", "Which tea did I say I like best?")
-        assert "done" in done.stdout
-        output = done.stdout + done.stderr
-        assert output.count(WARNING) == 1, output[-4000:]
+    done = oc.turn("main", "s5", DENTIST)
+    assert "done" in done.stdout
+    output = done.stdout + done.stderr
+    assert output.count(WARNING) == 1, output[-4000:]
+    outbox = oc.state / "clawrecall" / "outbox"
+    assert len(list(outbox.glob("*.json"))) == 1
+
+    # the server is back (on another port): a turn of another session sends the kept one first, once
+    with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
+        install_entries(oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR, plugin_config={"serverUrl": server.url})
+        oc.turn("main", "s8", "Good morning.")
+        assert not list(outbox.glob("*.json"))
+        kept = _get(server.url, token, "/v1/conversations/agent:main:explicit:s5")["messages"]
+        assert [m["content"] for m in kept if m["role"] == "user"] == [DENTIST]

@@ -4,6 +4,7 @@ Markdown import the plugin calls (`/v1/import/markdown`), on real files and a re
 from __future__ import annotations
 
 import json
+import re
 import stat
 import textwrap
 from pathlib import Path
@@ -19,6 +20,7 @@ from clawrecall.cli import cli
 from clawrecall.errors import ScopeError, ValidationError
 from clawrecall.openclaw import MarkdownFile, import_markdown, sections
 from clawrecall.openclaw.markdown import MAX_SECTION_CHARS
+from clawrecall.openclaw import templates
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.app import create_app
 
@@ -202,9 +204,11 @@ def test_markdown_import_goes_to_the_agents_scope_once(client):
                        {"path": "memory/2026-03-02.md", "content": "Standup moved to 9:30."}]}
     first = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
     assert first.status_code == 200, first.text
-    assert first.json() == {"files": 2, "sections": 5, "created": 5, "duplicates": 0, "scope": "agent:main"}
+    assert first.json() == {"files": 2, "sections": 5, "created": 5, "duplicates": 0, "templates": 0,
+                            "template_files": [], "scope": "agent:main"}
     again = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
-    assert again.json() == {"files": 2, "sections": 5, "created": 0, "duplicates": 5, "scope": "agent:main"}
+    assert again.json() == {"files": 2, "sections": 5, "created": 0, "duplicates": 5, "templates": 0,
+                            "template_files": [], "scope": "agent:main"}
     records = mem.list(scope="agent:main", limit=50)
     assert len(records) == 5 and {r.source_type for r in records} == {"openclaw-markdown"}
     daily = next(r for r in records if "Standup" in r.content)
@@ -252,6 +256,50 @@ def test_markdown_import_is_idempotent_by_identity_on_both_backends(mem):
     assert other["created"] == 3
     with pytest.raises(ScopeError):  # a token limited to other scopes cannot look into agent:main either
         import_markdown(mem, Caller(agent_id="main", scopes=("global",)), files)
+
+
+def _shipped_templates() -> dict[str, str]:
+    """OpenClaw's workspace templates as it writes them into a new workspace (front matter removed), read from
+    the real package the end-to-end tests install."""
+    from openclaw_harness import ensure_openclaw
+
+    cli = ensure_openclaw()["cli"]
+    folder = templates.template_dir(str(cli))
+    assert folder is not None, f"no docs/reference/templates under {cli}"
+    return {p.name: re.sub(r"\A---\n.*?\n---\n\s*", "", p.read_text(), count=1, flags=re.S)
+            for p in sorted(folder.glob("*.md"))}
+
+
+def test_the_shipped_fingerprints_are_those_of_the_installed_openclaws_templates():
+    shipped = _shipped_templates()
+    assert templates.fingerprints(shipped.values()) == templates.SHIPPED
+
+
+def test_an_untouched_user_md_is_left_out_and_a_filled_in_one_keeps_only_what_the_user_wrote(mem, monkeypatch, request):
+    user_md = _shipped_templates()["USER.md"]
+    monkeypatch.setenv("PATH", "/nonexistent")  # no OpenClaw here: the shipped fingerprints alone recognise them
+    templates.known.cache_clear()
+    request.addfinalizer(templates.known.cache_clear)
+    main = Caller(agent_id="main")
+    untouched = import_markdown(mem, main, [MarkdownFile("USER.md", user_md), MarkdownFile("MEMORY.md", "")])
+    assert (untouched["created"], untouched["templates"], untouched["template_files"]) == (0, untouched["sections"],
+                                                                                           ["USER.md"])
+    assert untouched["sections"] >= 8 and mem.list(caller=main) == []
+
+    filled = user_md.replace("<!-- observed: YYYY-MM-DD | status: active -->\n\n- Prefer ...",
+                             "<!-- observed: 2026-03-02 | status: active -->\n\n- Prefer tea over coffee in the morning.")
+    assert filled != user_md
+    answer = import_markdown(mem, main, [MarkdownFile("USER.md", filled)])
+    assert [r.content for r in mem.list(caller=main)] == ["Prefer tea over coffee in the morning."]
+    assert (answer["created"], answer["template_files"]) == (1, [])
+
+
+@pytest.mark.parametrize("text", ["Prefer ...", "- Always …", "<!-- observed: YYYY-MM-DD | status: active -->",
+                                  "Name: {{name}}", "Email: [your email]"])
+def test_placeholders_are_never_imported(mem, text):
+    answer = import_markdown(mem, Caller(agent_id="main"), [MarkdownFile("MEMORY.md", f"# Notes\n\n{text}\n\nReal note.\n")])
+    assert (answer["created"], answer["templates"]) == (1, 1)
+    assert [r.content for r in mem.list(caller=Caller(agent_id="main"))] == ["Real note."]
 
 
 def test_a_section_over_the_limit_is_split_between_lines_never_cut(client):
@@ -316,3 +364,61 @@ def test_plugin_rules_version_warnings_identity_and_workspaces():
     assert r["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert r["workspaces"] == [{"agent": "main", "workspace": "/w"}, {"agent": "ops", "workspace": "/w/ops"},
                                {"agent": "x", "workspace": "/x"}]
+
+
+# -- provenance: OpenClaw's install record of the plugin's folder ---------------------------------
+FAKE_OPENCLAW = """#!{python}
+import json, os, sys
+config = os.environ["OPENCLAW_CONFIG_PATH"]
+with open({log!r}, "a") as log:
+    log.write(json.dumps({{"argv": sys.argv[1:], "config": config, "text": open(config).read(),
+                          "mode": oct(os.stat(os.path.dirname(config)).st_mode & 0o777)}}) + "\\n")
+open(config, "w").write("{{}}")  # as OpenClaw does: the file it is given comes back as plain JSON
+print("Linked plugin path: " + sys.argv[4])
+sys.exit({code})
+"""
+
+
+def _fake_openclaw(tmp_path: Path, code: int = 0) -> tuple[Path, Path]:
+    import sys
+
+    log = tmp_path / "calls.jsonl"
+    script = tmp_path / "openclaw"
+    script.write_text(FAKE_OPENCLAW.format(python=sys.executable, log=str(log), code=code))
+    script.chmod(0o755)
+    return script, log
+
+
+def test_install_has_openclaw_record_the_plugin_folder_on_a_copy_of_the_config(tmp_path):
+    path = tmp_path / "openclaw.json"
+    path.write_text(HAND_WRITTEN)
+    script, log = _fake_openclaw(tmp_path)
+    done = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw", str(script), "--json"])
+    assert done.exit_code == 0, done.output
+    answer = json.loads(done.output)
+    assert answer["provenance"]["recorded"] is True
+    [call] = [json.loads(line) for line in log.read_text().splitlines()]
+    plugin_dir = str(Path(answer["pluginDir"]).resolve())
+    assert call["argv"] == ["plugins", "install", "--link", plugin_dir, "--force", "--accept-capabilities"]
+    assert call["config"] != str(path) and call["mode"] == "0o700"  # a private copy, gone after
+    assert not Path(call["config"]).exists()
+    assert call["text"] == path.read_text()  # the copy held our entries...
+    text = path.read_text()  # ...and the user's file keeps its comments and its allowlist, extended
+    assert "// my OpenClaw config: keep these comments" in text
+    assert json5.loads(text)["plugins"]["allow"] == ["telegram", "clawrecall"]
+
+
+def test_no_allowlist_is_made_and_a_missing_or_failing_openclaw_is_said_with_the_command(tmp_path):
+    path = tmp_path / "openclaw.json"
+    missing = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw",
+                                       str(tmp_path / "nowhere")])
+    assert missing.exit_code == 0, missing.output
+    assert "did not record the plugin's folder" in missing.output
+    assert "openclaw plugins install --link" in missing.output and "--accept-capabilities" in missing.output
+    # an allowlist would stop every plugin it does not name, the bundled model providers included
+    assert "allow" not in json5.loads(path.read_text())["plugins"]
+    script, _ = _fake_openclaw(tmp_path, code=3)
+    failed = CliRunner().invoke(cli, ["openclaw", "install", "--config", str(path), "--openclaw", str(script), "--json"])
+    assert failed.exit_code == 0, failed.output
+    trust = json.loads(failed.output)["provenance"]
+    assert trust["recorded"] is False and "exit 3" in trust["detail"]

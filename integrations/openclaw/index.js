@@ -5,13 +5,13 @@
 // of every request from OpenClaw's trusted ctx (agent, session, sender).
 
 import { mkdir, stat, writeFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 
 import { configWarnings, PLUGIN_ID, versionProblem } from "./lib/checks.js";
 import { agentWorkspaces, memoryFiles, registerCommands } from "./lib/cli.js";
 import { ClawrecallClient } from "./lib/client.js";
 import { createHooks } from "./lib/hooks.js";
+import { stateDir } from "./lib/outbox.js";
 import { buildTools, CORE_TOOLS, TOOLS } from "./lib/tools.js";
 
 /** The plugin config with the manifest's defaults filled in (older hosts do not apply them). */
@@ -54,8 +54,7 @@ function promptBuilder({ availableTools }) {
 
 /** On the first start with this state folder, say how to bring the existing Markdown memory along. */
 async function offerImport(api) {
-  const stateDir = process.env.OPENCLAW_STATE_DIR || join(process.env.HOME || homedir(), ".openclaw");
-  const marker = join(stateDir, "clawrecall", "import-offered");
+  const marker = join(stateDir(), "clawrecall", "import-offered");
   try {
     await stat(marker);
     return;
@@ -64,7 +63,7 @@ async function offerImport(api) {
   }
   let count = 0;
   for (const ws of agentWorkspaces(api.config)) count += (await memoryFiles(ws.workspace)).length;
-  await mkdir(join(stateDir, "clawrecall"), { recursive: true });
+  await mkdir(join(stateDir(), "clawrecall"), { recursive: true });
   await writeFile(marker, new Date().toISOString() + "\n");
   if (count) {
     api.logger.info(
@@ -119,6 +118,8 @@ export default {
     if (api.registrationMode === undefined || api.registrationMode === "full") {
       for (const warning of configWarnings(api.config, config, names)) api.logger.warn(warning);
       void client.request("/health", { timeoutMs: config.recall.timeoutMs });
+      // turns kept while the server was away: sent now if it answers, else on a timer
+      void hooks.retry().then((left) => left && hooks.retryLater());
       offerImport(api).catch((err) => api.logger.debug?.(`clawrecall: import offer skipped: ${err?.message ?? err}`));
     }
   },

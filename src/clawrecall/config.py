@@ -171,6 +171,15 @@ class RetrievalConfig(_Section):
     source_weights: dict[Literal["memory", "message", "chunk"], float] = Field(
         default_factory=lambda: {"memory": 1.0, "message": 0.8, "chunk": 0.9}
     )
+    # what a search that names no sources covers, at every door and in recall: memories, what users and
+    # assistants said in the conversation record (reasoning and tool output stay out), and file chunks;
+    # a fact said in passing is found wherever one asks (docs/retrieval.md#what-a-search-covers)
+    sources: list[Literal["memory", "message", "chunk"]] = Field(
+        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
+    )
+    message_roles: list[Literal["user", "assistant", "reasoning", "tool_call", "tool_result", "system"]] = Field(
+        default_factory=lambda: ["user", "assistant"], min_length=1
+    )
 
 
 class WritesConfig(_Section):
@@ -258,11 +267,9 @@ class RecallHookConfig(_Section):
     # a cosine of 0.2 with the default calibration, the gate this hook has always had.
     min_score: float | None = Field(default=0.15, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
-    # what recall draws on: memories, and what was said in earlier sessions (user and assistant
-    # messages; reasoning and tool output stay out of the prompt), and ingested files
-    sources: list[Literal["memory", "message", "chunk"]] = Field(
-        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
-    )
+    # what recall draws on, when it should differ from every search's `retrieval.sources` (the default:
+    # the same, so what recall shows every search door finds)
+    sources: list[Literal["memory", "message", "chunk"]] | None = Field(default=None, min_length=1)
     RETIRED = {
         "min_similarity": "hooks.recall.min_similarity is no longer used: recall gates on hooks.recall.min_score, an "
         "absolute relevance score (0.15 is about the cosine 0.2 that min_similarity defaulted to); see docs/retrieval.md",
@@ -347,7 +354,7 @@ class ExtractionConfig(_Section):
 
     enabled: bool = True  # runs when an LLM is configured (`llm.provider`); without one capture stays rule-based
     # segments with fewer turns are not sent to the model: one exchange rarely states a durable fact,
-    # and the rule-based capture already keeps a single "remember …"; memento-local waits for 3, which
+    # and the rules (run on it instead) keep a single "remember …"; memento-local waits for 3, which
     # skips a short but real exchange ("I moved to Brno" – answer – "in May")
     min_turns: int = Field(default=2, ge=1)
     known_facts: int = Field(default=50, ge=0, le=500)  # current facts shown to the model as F1…Fn (memento-local: 50)

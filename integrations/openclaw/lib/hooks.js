@@ -1,6 +1,9 @@
 // Recall, startup identity and capture, as OpenClaw hooks over the server's /v1/hooks routes.
 // The rules (what to recall, how it is wrapped as untrusted data, what is worth keeping) live in
-// the server; the plugin only picks what to send and never lets a failure reach the turn.
+// the server; the plugin only picks what to send and never lets a failure reach the turn. What a turn
+// said while the server was away is kept on disk and sent once it answers (lib/outbox.js).
+
+import { Outbox } from "./outbox.js";
 
 /**
  * Who a hook or tool call belongs to, from OpenClaw's trusted ctx (never from an event body).
@@ -87,16 +90,38 @@ export function plainMessages(messages) {
   return out;
 }
 
+const RETRY_MS = 30_000; // how often a process with kept turns asks whether the server is back
+// statuses worth sending again: the server away or failing, or refusing a token the user may fix
+const RETRY_STATUSES = new Set([0, 401, 403, 408, 429]);
+
 const MAX_TRACKED_RUNS = 512; // runs and sessions remembered by a long-running gateway
+
+/** A message as the plugin remembers it was acknowledged: its role and its stamp, which OpenClaw keeps. */
+function stampOf(message) {
+  return `${message?.role}@${message?.timestamp}`;
+}
+
+/**
+ * How many messages of `all` the server has acknowledged: up to the last one acknowledged, found by its
+ * stamp (a compaction shortens the transcript, so its position may have moved); all of them are sent
+ * when it is not found (a gateway restarted, or a compaction summarised it away).
+ */
+function acknowledged(all, last) {
+  if (!last) return 0;
+  for (let i = all.length - 1; i >= 0; i--) if (stampOf(all[i]) === last) return i + 1;
+  return 0;
+}
 
 /**
  * The hooks of one plugin instance; `historyAt` remembers where each run's own messages start.
  * Whether a turn gets the startup identity is the server's call (its `hooks.startup.mode`: every
  * turn, once per session, or again when it changed or aged); the plugin asks on every turn.
  */
-export function createHooks({ client, config }) {
+export function createHooks({ client, config, outbox, retryMs = RETRY_MS }) {
+  const kept = outbox ?? new Outbox({ logger: client.logger });
+  let retrying = null;
   const historyAt = new Map(); // runId or session -> number of messages before the turn
-  const recorded = new Map(); // session -> transcript length the server has acknowledged
+  const recorded = new Map(); // session -> the last message the server has acknowledged (role and stamp)
 
   function remember(key, length) {
     if (!key) return;
@@ -143,24 +168,66 @@ export function createHooks({ client, config }) {
     const identity = identityOf(ctx, config);
     const all = Array.isArray(event?.messages) ? event.messages : [];
     historyAt.delete(ctx?.runId ?? identity.session);
-    // The server records every message it has not seen (by provider id or timestamp) and captures from
-    // this turn's. What it acknowledged before is not sent again, but for a small overlap; after a
-    // gateway restart the whole transcript goes once.
-    const from = identity.session ? Math.max(0, (recorded.get(identity.session) ?? 0) - OVERLAP) : 0;
+    // The server records every message it has not seen (by provider id, stamp, or role and words) and
+    // captures from this turn's. What it acknowledged before is not sent again, but for a small overlap;
+    // after a gateway restart or a compaction the whole transcript goes once.
+    const from = Math.max(0, acknowledged(all, recorded.get(identity.session)) - OVERLAP);
     const messages = transcriptMessages(all.slice(from));
     if (!messages.some((m) => m.role === "user")) return;
     // The server answers once the messages are in its database and the capture is queued; embedding
-    // happens after, so a gateway turn never waits for it.
-    const answer = await client.request("/v1/hooks/agent_end", {
+    // happens after, so a gateway turn never waits for it. Turns kept while it was away go first.
+    const request = {
+      path: "/v1/hooks/agent_end",
       body: { messages, success: event?.success ?? true, channel: channelOf(ctx) },
       identity,
-      timeoutMs: config.capture.timeoutMs,
-    });
-    if (answer && identity.session) {
-      recorded.set(identity.session, all.length);
+    };
+    const waiting = await guarded(() => kept.drain(deliver, Date.now() + config.capture.timeoutMs), 0);
+    const outcome = waiting ? "retry" : await deliver(request);
+    if (outcome === "retry") {
+      await guarded(() => kept.add(request));
+      retryLater();
+    } else if (outcome === "sent" && identity.session) {
+      recorded.set(identity.session, stampOf(all[all.length - 1]));
       if (recorded.size > MAX_TRACKED_RUNS) recorded.delete(recorded.keys().next().value);
     }
   }
 
-  return { beforePromptBuild, agentEnd };
+  /** Send one agent_end request: "sent", "retry" (keep it) or "refused" (the request itself is wrong). */
+  async function deliver(request) {
+    const answer = await client.call(request.path, {
+      body: request.body,
+      identity: request.identity,
+      timeoutMs: config.capture.timeoutMs,
+    });
+    if (answer.ok) return "sent";
+    return RETRY_STATUSES.has(answer.status) || answer.status >= 500 ? "retry" : "refused";
+  }
+
+  /** Send the kept turns now (at start, and on a timer while any are kept); the number still kept. */
+  async function retry() {
+    const left = await guarded(() => kept.drain(deliver), 1);
+    if (left === 0 && retrying) {
+      clearInterval(retrying);
+      retrying = null;
+    }
+    return left;
+  }
+
+  function retryLater() {
+    if (retrying) return;
+    retrying = setInterval(() => void retry(), retryMs);
+    retrying.unref?.(); // a `--local` turn's process exits when its turn is done; the next one sends them
+  }
+
+  /** The outbox's work, never failing a turn: a full disk or a folder it may not write is logged. */
+  async function guarded(work, fallback) {
+    try {
+      return await work();
+    } catch (err) {
+      client.logger.warn(`clawrecall: could not keep or send turns kept on disk: ${err?.message ?? err}`);
+      return fallback;
+    }
+  }
+
+  return { beforePromptBuild, agentEnd, retry, retryLater };
 }

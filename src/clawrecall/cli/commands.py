@@ -302,11 +302,12 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
 )
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
-@click.option("--sources", metavar="LIST", help="What to search, comma-separated: memory (default), message, chunk.")
+@click.option("--sources", metavar="LIST", help="Only these, comma-separated: memory, message (what users and "
+              "assistants said), chunk (files) [default: retrieval.sources, all three; memory with --category or --tag].")
 @rows_format_options
 @pass_state
 def search(state: State, query: str, fmt: out.Format, sources: str | None, **params: Any) -> None:
-    """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
+    """Find what is remembered closest to QUERY in meaning and in words: memories, what was said, file chunks."""
     kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
     hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
     if hits.without_vectors:

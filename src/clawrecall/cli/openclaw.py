@@ -7,13 +7,14 @@ files, prints what changed, and with `--dry-run` only prints.
 from __future__ import annotations
 
 import os
+import shutil
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ..openclaw.install import MODES, Change, install_entries
+from ..openclaw.install import MODES, Change, install_entries, record_provenance
 from . import output as out
 from .commands import group_json_option, json_option
 
@@ -55,10 +56,13 @@ def openclaw_group() -> None:
 @click.option("--user", "user_id", help="The user id for turns that name no sender (CLI and local turns).")
 @click.option("--plugin-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="The plugin's folder (default: the one shipped with clawrecall).")
+@click.option("--openclaw", "openclaw_bin", help="The openclaw command that records where the plugin comes from "
+                                                "(default: the one on PATH).")
 @json_option
 def install(mode: str, dry_run: bool, config_path: Path | None, server_url: str | None, token: str | None,
-            user_id: str | None, plugin_dir: Path | None, as_json: bool) -> None:
-    """Write the plugin's entries into openclaw.json, keeping its comments and everything else."""
+            user_id: str | None, plugin_dir: Path | None, openclaw_bin: str | None, as_json: bool) -> None:
+    """Write the plugin's entries into openclaw.json, keeping its comments and everything else, and have
+    OpenClaw record the plugin's folder (`openclaw plugins install --link`) so it loads without a warning."""
     target = config_path or default_openclaw_config()
     settings = {k: v for k, v in (("serverUrl", server_url), ("token", token), ("user", user_id)) if v}
     folder = plugin_dir or bundled_plugin_dir()
@@ -72,6 +76,14 @@ def install(mode: str, dry_run: bool, config_path: Path | None, server_url: str 
     verb = "would change" if dry_run else "changed"
     lines = [f"{target}: {verb} {len(changes)} setting(s)" if changes else f"{target}: already set up, nothing to change"]
     lines += [f"  {c.describe()}" for c in changes]
+    if not dry_run:
+        if not as_json:
+            click.echo("Recording the plugin's folder with OpenClaw (`openclaw plugins install --link`)…", err=True)
+        trust = record_provenance(target, folder, openclaw_bin or shutil.which("openclaw"))
+        data["provenance"] = {"recorded": trust.recorded, "command": trust.command, "detail": trust.detail}
+        lines.append(f"OpenClaw recorded the plugin's folder: {trust.detail}" if trust.recorded
+                     else f"OpenClaw did not record the plugin's folder ({trust.detail}); until it does, it warns "
+                          f"\"can't verify where this plugin came from\" on every start:\n  {trust.command}")
     if changes and not dry_run:
         lines.append("Restart the OpenClaw gateway to load the plugin; check it with `openclaw clawrecall status`.")
     out.respond(as_json, data, "\n".join(lines))

@@ -10,6 +10,12 @@ Each entry has a dedup key so that a transcript sent again (OpenClaw sends the w
 every turn) stores nothing twice: the provider's message id when there is one, else the role and
 the message's own timestamp (stable when a compaction shortens the transcript), else its
 position; always with a hash of the content.
+
+A time stamp is not always the message's own: OpenClaw stamps the user's message of the running
+turn when the model is called, and the same message in the session file (every later turn's
+transcript) when the turn began, seconds earlier (tests/fixtures/openclaw holds real transcripts).
+`resent` finds such a message by its role and words: a stored message of the same role and
+normalised text stamped at most `RESTAMPED_WITHIN` after it, that nothing else sent matched.
 """
 
 from __future__ import annotations
@@ -17,15 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._time import as_utc
-from ..engine._validate import MAX_CONTENT_CHARS, check_text
 from ..errors import ValidationError
-from ..hooks.text import strip_envelope
+from .text import MAX_CONTENT_CHARS, check_text, strip_envelope
 
 MAX_MESSAGES = 5_000  # one request's transcript
 SUMMARY_FROM = 1_000  # characters: a longer response gets a short extractive summary
@@ -37,6 +43,9 @@ _ROLES = {
     "tool_call": "tool_call",
 }
 _ID_FIELDS = ("id", "messageId", "message_id", "responseId")
+# how much later than a resent copy's stamp the first copy may be stamped: the time from a turn's start to
+# its model call (hooks, a queued turn waiting for the session), and no more, so a repeated "yes" is its own
+RESTAMPED_WITHIN = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,37 @@ def entries(messages: Any, *, skip_bad: bool = False) -> tuple[list[Entry], int]
                 raise ValidationError(f"message {n}: {exc}") from None
             skipped += 1
     return out, skipped
+
+
+def resent(fresh: Sequence[Entry], stored: Sequence[tuple[str, str, str, datetime]]) -> set[int]:
+    """Which of `fresh` (entries whose key the record lacks, in order) are messages of `stored` sent again with
+    another time stamp. `stored`: (dedup key, role, text, time) of the session's messages stamped from the
+    first fresh entry's time to `RESTAMPED_WITHIN` after the last.
+
+    Each stored message is matched once, by the earliest fresh entry of its role and normalised text stamped
+    no later than it and at most `RESTAMPED_WITHIN` earlier: a replayed copy is stamped when its turn began,
+    the first copy when the model was called. A message said again later (a second "yes") is stamped after
+    the first one's copy and matches nothing."""
+    claimed: set[int] = set()
+    out: set[int] = set()
+    by_words: dict[tuple[str, str], list[int]] = {}
+    for n, (_, role, text, _) in enumerate(stored):
+        by_words.setdefault((role, _words(text)), []).append(n)
+    for i, e in enumerate(fresh):
+        if e.created_at is None:
+            continue
+        for n in by_words.get((e.role, _words(e.text)), ()):
+            at = stored[n][3]
+            if n not in claimed and e.created_at <= at <= e.created_at + RESTAMPED_WITHIN:
+                claimed.add(n)
+                out.add(i)
+                break
+    return out
+
+
+def _words(text: str) -> str:
+    """A text as compared across resends: Unicode-normalised, runs of white space made one space."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def role_of(message: Mapping[str, Any]) -> str:

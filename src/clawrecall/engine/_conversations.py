@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
 from .._time import utcnow
 from ..config import Config, data_dir
 from ..conversations import segments as rules
-from ..conversations.transcript import Entry, entries
+from ..conversations.transcript import RESTAMPED_WITHIN, Entry, entries, resent
 from ..errors import NotFoundError, ScopeError, ValidationError
 from ..models import MemoryRecord, Message, Segment
 from ..scopes import ALL, MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
@@ -105,6 +105,7 @@ class Conversations:
                 if e.dedup_key not in seen:
                     seen.add(e.dedup_key)
                     fresh.append(e)
+            fresh = self._not_resent(fresh, known, scope, session)
             if not fresh:
                 return LogResult(stored=0, skipped=len(items), ids=[], segment_id=None)
             segment = self.store.segments.open_for(scope, session)
@@ -159,6 +160,19 @@ class Conversations:
         self.backfill.kick()
         return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
                          segment_id=segment.id if segment is not None else None)
+
+    def _not_resent(self, fresh: list[Entry], known: set[str], scope: str, session: str) -> list[Entry]:
+        """`fresh` without the messages the record holds under another time stamp (`transcript.resent`)."""
+        stamps = [e.created_at for e in fresh if e.created_at is not None]
+        if not stamps:
+            return fresh
+        stored = [
+            (m.dedup_key, m.role, m.content, m.created_at)
+            for m in self.store.messages.stamped_between(scope, session, min(stamps), max(stamps) + RESTAMPED_WITHIN)
+            if m.dedup_key not in known  # matched by its own key in this transcript
+        ]
+        again = resent(fresh, stored)
+        return [e for i, e in enumerate(fresh) if i not in again]
 
     # -- segments ------------------------------------------------------------------------------
     def end(self, session_id: str, *, caller: Caller, reason: str = "session_end") -> Segment | None:

@@ -16,7 +16,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
+    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -30,7 +30,7 @@ from ._facts import Facts
 from ._files import Files
 from ._jobs import Jobs
 from ._maintenance import Maintenance
-from ._reads import read_filters, resolve
+from ._reads import covered, read_filters, resolve
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import chat_turns, check_int, check_share, check_text
@@ -458,11 +458,13 @@ class Memory:
         diversity stage, which moves near-copies of a better hit to the end: to see every copy of a
         memory, e.g. before erasing one.
 
-        `sources` searches conversation messages (`message`) and ingested file chunks (`chunk`) with or
-        instead of memories (`memory`, the default); each hit says its `source` and `origin`.
-        `exclude_session` leaves out the messages of that session's current transcript (since it last
-        ended: they are in the prompt already), `message_roles` messages of other roles (user, assistant,
-        reasoning, tool_call, tool_result, system).
+        By default it searches what recall searches (`retrieval.sources`): memories, what users and
+        assistants said in the conversation record (`message`) and ingested file chunks (`chunk`); a
+        `category` or `tags` filter, which only memories carry, narrows that to memories. `sources` names
+        what to search instead; each hit says its `source` and `origin`. `exclude_session` leaves out the
+        messages of that session's current transcript (since it last ended: they are in the prompt
+        already), `message_roles` messages of other roles (user, assistant, reasoning, tool_call,
+        tool_result, system; by default user and assistant, or every role when `sources` is named).
 
         Only current memories are searched (not those another has superseded); `as_of` searches what was
         true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
@@ -483,6 +485,8 @@ class Memory:
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
+        sources, message_roles = covered(sources, message_roles, self.config.retrieval,
+                                         memory_only=bool(category) or bool(tags))
         filters = read_filters(
             caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
             session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
@@ -499,12 +503,13 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | list[str] | None = None,
     ) -> MemoryRecord:
-        """A memory by id or unique id prefix (8+ hex characters), deleted ones included.
+        """A memory by id or unique id prefix (8+ hex characters), deleted ones included; or any other
+        search hit by its id (a recorded message, a file's chunk).
 
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
         would) and answers "not found" for a memory elsewhere.
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access)
+        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
 
     def list(
         self,

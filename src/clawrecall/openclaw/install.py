@@ -11,16 +11,27 @@ clawrecall in `plugins.slots.memory`; they differ in memory-core:
 - `beside` (default): memory-core stays enabled and keeps running beside clawrecall (its
   Markdown memory_search/memory_get and dreaming);
 - `slot`: memory-core is disabled and clawrecall serves memory_search/memory_get itself.
+
+OpenClaw warns on every start that it "can't verify where this plugin came from" unless the plugin
+is named in `plugins.allow` or OpenClaw holds an install record for its folder. `plugins.allow` is
+an exclusive allowlist (every plugin it does not name stops loading, bundled ones included: the
+model providers, memory-core, the browser), so it is extended only when the user already keeps
+one; otherwise `record_provenance` has OpenClaw record the folder the way its docs say for a
+local plugin, `openclaw plugins install --link`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import stat
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from ..errors import ValidationError
 
@@ -107,6 +118,51 @@ def install_entries(
     if changes and not dry_run:
         write_atomically(path, document.text)
     return changes
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Whether OpenClaw now holds an install record for the plugin's folder, the command that made it (or
+    that the user should run) and what OpenClaw said."""
+
+    recorded: bool
+    command: str
+    detail: str
+
+
+def provenance_command(plugin_dir: Path, openclaw: str = "openclaw") -> list[str]:
+    """OpenClaw's documented install of a local plugin folder, without copying it or asking (the consent
+    is the user's running of `clawrecall openclaw install`)."""
+    return [openclaw, "plugins", "install", "--link", str(Path(plugin_dir).resolve()), "--force", "--accept-capabilities"]
+
+
+def record_provenance(
+    config_path: Path, plugin_dir: Path, openclaw: str | None, *, env: Mapping[str, str] | None = None,
+    timeout_s: float = 300,
+) -> Provenance:
+    """Have OpenClaw record where the plugin comes from, so it loads without the provenance warning.
+
+    OpenClaw keeps the record in its state folder (`$OPENCLAW_STATE_DIR`, else ~/.openclaw) and also
+    rewrites the config it is given as plain JSON, dropping comments: it is given a private copy of
+    `config_path` (already holding our entries), and the user's file stays as `install_entries` left it.
+    `env`: OpenClaw's environment (default: this process's)."""
+    shown = shlex.join(provenance_command(plugin_dir))
+    if openclaw is None:
+        return Provenance(False, shown, "the openclaw command was not found: run this command to record it")
+    with tempfile.TemporaryDirectory(prefix="clawrecall-openclaw-") as folder:  # 0700: the copy holds tokens
+        copy = Path(folder) / "openclaw.json"
+        shutil.copyfile(config_path, copy)
+        try:
+            done = subprocess.run(
+                provenance_command(plugin_dir, openclaw), env={**(os.environ if env is None else env), "OPENCLAW_CONFIG_PATH": str(copy)},
+                capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Provenance(False, shown, f"{openclaw} could not run: {exc}")
+    said = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        return Provenance(False, shown, f"{openclaw} failed (exit {done.returncode}): {' '.join(said[-3:])}")
+    return Provenance(True, shown, said[-1] if said else "recorded")
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -9,6 +9,11 @@ Importing again stores nothing twice, by identity rather than by likeness: each 
 `source_id` is its file and a hash of its text, and a section whose `source_id` is already in the
 agent's scope, deleted or not, is skipped. So a memory the user deleted stays deleted, and two
 similar but different lines are two memories.
+
+Template text is never imported: a section of OpenClaw's workspace templates (`templates.py`), or a
+placeholder (`conversations.text.is_placeholder`: "Prefer ...", a line that is only a comment such
+as `<!-- observed: YYYY-MM-DD | status: active -->`). The summary counts what was left out, and
+names the files that were nothing but template text (an untouched `USER.md`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from typing_extensions import TypedDict
 
+from ..conversations.text import is_placeholder
 from ..errors import ValidationError
+from . import templates
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -117,15 +124,18 @@ class MarkdownImported(TypedDict):
     sections: int
     created: int
     duplicates: int
+    templates: int  # sections left out as template or placeholder text
+    template_files: list[str]  # files left out whole: nothing in them but template text
     scope: str
 
 
 def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> MarkdownImported:
     """Store the sections of `files` not imported before in the calling agent's scope.
 
-    Answers `{files, sections, created, duplicates, scope}`; `duplicates` counts the sections
-    skipped because their `source_id` is already in the scope (a deleted memory's too) or earlier
-    in this import.
+    Answers `{files, sections, created, duplicates, templates, template_files, scope}`; `duplicates`
+    counts the sections skipped because their `source_id` is already in the scope (a deleted memory's
+    too) or earlier in this import, `templates` those left out as template text, `template_files` the
+    files that held nothing else.
     """
     if caller.agent_id is None:
         raise ValidationError("a Markdown import names the agent whose workspace it is (X-Clawrecall-Agent)")
@@ -133,16 +143,26 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
         raise ValidationError(f"at most {MAX_FILES} files per import")
     scope = f"agent:{caller.agent_id}"  # the engine checks it against the caller (and a token's allow-list)
     items: dict[str, dict[str, Any]] = {}
-    found = 0
+    found = left_out = 0
+    template_files: list[str] = []
+    shipped = templates.known()
     for f in files:
         created = _created_at(f.path)
+        kept = template = 0
         for s in sections(f.content):
             found += 1
+            if is_placeholder(s.text) or templates.fingerprint(s.text) in shipped:
+                template += 1
+                continue
+            kept += 1
             source_id = f"{f.path}#{hashlib.sha256(s.text.encode()).hexdigest()[:16]}"
             items.setdefault(source_id, {
                 "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
                 "source_id": source_id, "metadata": {"path": f.path}, "created_at": created,
             })
+        left_out += template
+        if template and not kept:
+            template_files.append(f.path)
     known = _imported(mem, caller, scope, list(items))
     new = [item for source_id, item in items.items() if source_id not in known]
     # No near-duplicate check: identity decides, and similar lines of a file are distinct memories.
@@ -150,7 +170,8 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
     created_count = sum(r.action == "created" for r in results)
     return {
         "files": len(files), "sections": found, "created": created_count,
-        "duplicates": found - created_count, "scope": scope,
+        "duplicates": found - left_out - created_count, "templates": left_out, "template_files": template_files,
+        "scope": scope,
     }
 
 

@@ -129,6 +129,14 @@ class Messages(_Table[Message]):
         return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
+    def stamped_between(self, scope: str, session_id: str, start: datetime, end: datetime) -> list[Message]:
+        """A session's messages stamped from `start` to `end`, in said order."""
+        d = self._store.dialect
+        return self._read(
+            f"WHERE t.scope = {d.p} AND t.session_id = {d.p} AND t.created_at >= {d.p} AND t.created_at <= {d.p} "
+            f"ORDER BY {self._order}", (scope, session_id, d.ts(start), d.ts(end)),
+        )
+
     def ids_in(self, segment_ids: Sequence[str]) -> list[str]:
         """Ids of the messages of these segments."""
         return self._ids_where("segment_id", segment_ids)

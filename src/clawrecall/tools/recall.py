@@ -9,7 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..hooks.recall import RECALLED_ROLES, label
+from ..hooks.recall import label
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
@@ -60,10 +60,10 @@ class RecallDetails(TypedDict):
 )
 def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     # what recall draws on (memories, earlier sessions' messages, files), as the recall hook does; a
-    # category is a memory's
-    sources = ["memory"] if args.type is not None else mem.config.hooks.recall.sources
-    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type, sources=sources,
-                      exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
+    # category is a memory's, and narrows the search to memories
+    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type,
+                      sources=None if args.type is not None else mem.config.hooks.recall.sources,
+                      exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
                       as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
     if not hits:
         return ToolResult("No relevant memories." + keywords_only(hits), {"count": 0, "memories": [], **degraded(hits)})
@@ -184,7 +184,8 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         return _forget(mem, caller, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
-    hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0)
+    hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0,
+                      sources=["memory"])  # what was said and files are not erased one by one
     hits = [h for h in hits if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
