@@ -7,6 +7,7 @@ arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `St
 
 from __future__ import annotations
 
+import builtins
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
+    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -159,7 +160,7 @@ class Memory:
     @overload
     def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
 
-    def add(
+    def add(  # type: ignore[misc]  # the overloads name the keywords below as **fields
         self,
         content: str | Sequence[Mapping[str, Any]],
         *,
@@ -557,8 +558,8 @@ class Memory:
         caller: Caller | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
+        scope: str | builtins.list[str] | None = None,
+        category: str | builtins.list[str] | None = None,
         include_deleted: bool = False,
         include_expired: bool = False,
     ) -> int:
@@ -570,8 +571,8 @@ class Memory:
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-    ) -> list[HistoryEntry]:
+        scope: str | builtins.list[str] | None = None,
+    ) -> builtins.list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
@@ -598,23 +599,10 @@ class Memory:
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
 
-    # -- startup entries: `mem.startup`'s verbs under the names they had on the facade ------------
-    def startup_set(self, key: str, content: str, **kwargs: Any) -> StartupEntry:
-        """Same as `mem.startup.set`."""
-        return self.startup.set(key, content, **kwargs)
-
-    def startup_list(self, **kwargs: Any) -> list[StartupEntry]:
-        """Same as `mem.startup.list`."""
-        return self.startup.list(**kwargs)
-
-    def startup_delete(self, key: str, **kwargs: Any) -> None:
-        """Same as `mem.startup.delete`."""
-        self.startup.delete(key, **kwargs)
-
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
         self, out: IO[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None, include_deleted: bool = True,
+        scope: str | builtins.list[str] | None = None, include_deleted: bool = True,
     ) -> int:
         """Write one JSON object per memory, with every field, oldest first."""
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted)
