@@ -177,6 +177,6 @@ def test_a_store_with_the_change_feed_of_the_last_release_upgrades_without_it(pg
         assert not store.run("SELECT tgname FROM pg_trigger WHERE tgrelid = 'memories'::regclass AND tgname <> 'memories_fts'")
         assert not store.run("SELECT proname FROM pg_proc WHERE proname IN "
                               "('memories_written', 'memories_departed', 'memories_truncated')")
-        assert not store._table_exists("memory_departures") and store.get_meta("departures_pruned") is None
+        assert not store.table_exists("memory_departures") and store.get_meta("departures_pruned") is None
         store.remove([gone.id])
         assert [h.id for h in mem.search("bees boat", user_id="alice")] == [kept.id]
