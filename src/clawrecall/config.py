@@ -235,10 +235,6 @@ class PostgresConfig(_Section):
     maintenance_work_mem: str = Field(default="1GB", pattern=r"^[1-9][0-9]*\s*(kB|MB|GB|TB)$")
     # Filters that leave at most this many rows read them exactly (recall 1.0) instead of through HNSW.
     exact_search_rows: int = Field(default=50_000, ge=0, le=10_000_000)
-    # Memory each process may give the vectors of the scopes it reads exactly (storage/pg_vectors.py); 0: none.
-    vector_cache_mb: int = Field(default=512, ge=0, le=1_000_000)
-    # Memory each process may give the words of the scopes it searches (storage/pg_text.py); 0: none.
-    text_cache_mb: int = Field(default=256, ge=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _ef_construction_covers_m(self) -> "PostgresConfig":

@@ -342,8 +342,7 @@ class Store(ABC):
 
     def erased(self, scope: str | None = None) -> None:
         """In a write transaction that removed personal data (`scope`: a person's, erased whole): a backend
-        that keeps copies of written pages (SQLite's WAL) drops them after COMMIT; one that keeps what
-        left a scope (PostgreSQL's departures) forgets the erased scope's."""
+        that keeps copies of written pages (SQLite's WAL) drops them after COMMIT."""
 
     def mark_deleted(self, ids: list[str], when: datetime) -> None:
         """Soft-delete these memories (those not deleted yet) at `when`."""
