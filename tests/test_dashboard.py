@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -42,6 +43,7 @@ def tokens(db) -> dict[str, str]:
         "bob": store.create(user_id="bob")[1],
         "reader": store.create(user_id="alice", scopes=["global"], name="read global")[1],
         "service": store.create(kind="service")[1],
+        "carol": store.create(user_id="carol")[1],
     }
     store.close()
     return made
@@ -135,6 +137,27 @@ def test_list_pages_through_every_memory_and_filters(signed_in, tmp_path_factory
     page.get_by_label("Sort").select_option("oldest")  # the script submits the filter at once
     page.wait_for_url("**order=oldest**")
     assert page.locator("li.row").count() == 1
+
+
+
+@pytest.mark.parametrize("signed_in", ["carol"], indirect=True)
+def test_pages_follow_the_last_row_even_through_equal_times(signed_in, server, tokens):
+    """Pages start where the last one ended (its time, past the memories at that time already shown),
+    so memories that share one time are neither repeated nor skipped at a page's edge."""
+    same = "2026-03-01T09:00:00+00:00"
+    for i in range(55):
+        r = httpx.post(f"{server.url}/v1/memories", json={"content": f"Carol's reading list entry {i}", "created_at": same, "dedup": False},
+                       headers={"Authorization": f"Bearer {tokens['carol']}"}, timeout=60)
+        assert r.status_code == 201, r.text
+    page = signed_in
+    page.goto("/ui/memories")
+    seen = page.locator("li.row .text").all_inner_texts()
+    page.get_by_role("link", name="Next").click()
+    seen += page.locator("li.row .text").all_inner_texts()
+    assert not page.get_by_role("link", name="Next").count()
+    assert sorted(seen) == sorted(f"Carol's reading list entry {i}" for i in range(55))
+    page.get_by_role("link", name="First page").click()
+    assert page.locator("li.row").count() == 50
 
 
 def test_search_explains_each_stage_and_says_nothing_relevant(signed_in, tmp_path_factory):
@@ -252,9 +275,28 @@ def test_every_field_has_a_label_and_the_keyboard_reaches_the_controls(signed_in
     for _ in range(30):
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.id || document.activeElement.textContent.trim()"))
-    for control in ("Memories", "Search", "Sign out", "f-scope", "f-tag", "f-order", "Filter"):
+    for control in ("Memories", "Search", "Conversations", "Sign out", "f-scope", "f-tag", "f-order", "Filter"):
         assert control in reached, (control, reached)
-    page.keyboard.press("Escape")
-    page.locator("body").click()
+    page.evaluate("document.activeElement.blur()")
     page.keyboard.press("/")
     assert page.evaluate("document.activeElement.id") == "f-scope"
+
+
+def test_conversations_list_open_and_search(signed_in, server, tokens, tmp_path_factory):
+    said = "The shed roof needs cedar shingles before winter"
+    r = httpx.post(f"{server.url}/v1/conversations/messages", headers={"Authorization": f"Bearer {tokens['alice']}"},
+                   json={"session_id": "garden-talk", "messages": [{"role": "user", "content": said}]}, timeout=60)
+    assert r.status_code == 200, r.text
+    page = signed_in
+    page.get_by_role("link", name="Conversations").click()
+    page.get_by_role("link", name="garden-talk").click()
+    assert said in page.locator("main").inner_text()
+    shot(page, tmp_path_factory, "conversation")
+    page.get_by_role("link", name="Conversations").click()
+    page.get_by_label("Search what was said").fill("cedar shingles shed roof")
+    page.get_by_role("button", name="Search").click()
+    deadline = time.monotonic() + 30  # the server embeds the message after answering
+    while said not in " ".join(page.locator("li.row").all_inner_texts()) and time.monotonic() < deadline:
+        page.reload()
+    assert said in page.locator("li.row").first.inner_text() and "message" in page.locator("li.row .meta").first.inner_text()
+    assert page.get_by_label("Source").input_value() == "message"

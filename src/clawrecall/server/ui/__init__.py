@@ -38,6 +38,8 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
            "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
 ORDERS = ("newest", "oldest", "updated")
+SOURCES = ("", "memory", "message", "chunk")
+KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
 
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                         trim_blocks=True, lstrip_blocks=True)
@@ -184,14 +186,28 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     deleted, order = q.get("deleted", "no"), q.get("order", "newest")
     if deleted not in DELETED or order not in ORDERS:
         raise ValidationError("deleted is no, yes or only; order is newest, oldest or updated")
-    offset = int(q["offset"]) if q.get("offset", "").isdigit() else 0
+    filters = {**_filters(q), **DELETED[deleted]}
+    at, skip = _cursor(q)
+    if at is not None and order in KEYSET:  # keyset: the page starts at the last one's time, past its ties
+        filters[KEYSET[order]] = at
     as_of = parse_when(q["as_of"]) if q.get("as_of") else None
-    rows = await run_in_threadpool(
-        mem.list, caller=caller, limit=PAGE + 1, offset=offset, order=order, as_of=as_of,
-        **_filters(q), **DELETED[deleted],
-    )
-    return page(request, "memories.html", rows=rows[:PAGE], more=len(rows) > PAGE, offset=offset, page_size=PAGE,
-                filters=q, writable=may_write(caller, q.get("scope") or None, access=mem.config.access))
+    rows = await run_in_threadpool(mem.list, caller=caller, limit=PAGE + 1, offset=skip, order=order, as_of=as_of,
+                                   **filters)
+    rows, more = rows[:PAGE], len(rows) > PAGE
+    after = None
+    if more:
+        last = rows[-1].created_at
+        ties = sum(1 for r in rows if r.created_at == last) + (skip if at == last else 0)
+        after = {"at": last.isoformat(), "skip": ties} if order in KEYSET else {"at": "", "skip": skip + PAGE}
+    return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filters=q,
+                writable=may_write(caller, q.get("scope") or None, access=mem.config.access))
+
+
+def _cursor(q: Any) -> tuple[Any, int]:
+    """The page's start: the time of the last memory shown and how many at that time were shown (`at`, `skip`);
+    for the order by update, a plain offset (`skip`)."""
+    skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
+    return (parse_when(q["at"]) if q.get("at") else None), skip
 
 
 @router.post("/memories/delete-bulk")
@@ -207,12 +223,37 @@ async def delete_bulk(request: Request, caller: Caller) -> HTMLResponse:
 @router.get("/search")
 @signed_in
 async def search(request: Request, caller: Caller) -> HTMLResponse:
-    text = request.query_params.get("q", "").strip()
+    q = request.query_params
+    text = q.get("q", "").strip()
+    if q.get("source", "") not in SOURCES:
+        raise ValidationError(f"source is one of {', '.join(SOURCES[1:])}")
     hits = None
     if text:
+        sources = [q["source"]] if q.get("source") else None
         hits = await run_in_threadpool(memory(request).search, text, caller=caller, limit=20, explain=True,
-                                       **_filters(request.query_params))
+                                       sources=sources, **_filters(q))
     return page(request, "search.html", text=text, hits=hits)
+
+
+@router.get("/conversations")
+@signed_in
+async def conversations(request: Request, caller: Caller) -> HTMLResponse:
+    offset = int(request.query_params["offset"]) if request.query_params.get("offset", "").isdigit() else 0
+    rows = await run_in_threadpool(memory(request).conversations.sessions, caller=caller, limit=PAGE + 1,
+                                   offset=offset, scope=request.query_params.get("scope") or None)
+    return page(request, "conversations.html", rows=rows[:PAGE], more=len(rows) > PAGE, offset=offset, page_size=PAGE)
+
+
+@router.get("/conversations/{session_id}")
+@signed_in
+async def conversation(request: Request, caller: Caller, session_id: str) -> HTMLResponse:
+    record = memory(request).conversations
+    scope = request.query_params.get("scope") or None
+
+    def read() -> dict[str, Any]:
+        return {"segments": record.segments(caller=caller, session_id=session_id, scope=scope, limit=1000),
+                "messages": record.show(session_id, caller=caller, scope=scope)}
+    return page(request, "conversation.html", session_id=session_id, **await run_in_threadpool(read))
 
 
 @router.get("/m/{memory_id}")
