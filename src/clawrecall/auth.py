@@ -156,6 +156,23 @@ class TokenStore:
             return None
         return _info(row)
 
+    def session_ref(self, token: TokenInfo, key: bytes) -> str:
+        """A signed reference to a token for a browser's cookie: its id and a MAC over the id and the
+        token's stored hash, so the cookie never holds the secret and dies with the token (revoked or
+        replaced) or with `key` (the server's, made at its start)."""
+        row = self.store.api_tokens.get(token.id, active_only=True)
+        assert row is not None
+        return f"{token.id}.{hmac.new(key, f'{token.id}:{row.hash}'.encode(), 'sha256').hexdigest()}"
+
+    def from_session_ref(self, ref: str, key: bytes) -> TokenInfo | None:
+        """The active token a `session_ref` names, or None."""
+        token_id, _, mac = ref.partition(".")
+        row = self.store.api_tokens.get(token_id, active_only=True) if token_id and mac else None
+        if row is None:
+            return None
+        expected = hmac.new(key, f"{token_id}:{row.hash}".encode(), "sha256").hexdigest()
+        return _info(row) if hmac.compare_digest(expected, mac) else None
+
 
 class Authenticator:
     """Headers → `Caller`, for every door of the server (REST, MCP, hooks, embeddings).
@@ -187,6 +204,10 @@ class Authenticator:
         token = self.tokens.verify(value.strip()) if scheme.lower() == "bearer" else None
         if token is None:
             raise AuthError("invalid or revoked token")
+        return self.caller_of(token, named)
+
+    def caller_of(self, token: TokenInfo, named: Mapping[str, str | None]) -> Caller:
+        """The caller a verified token is; a service token acts as the identity `named` (none: the administrator)."""
         if token.kind == "service":
             return Caller(named["user_id"], named["agent_id"], named["session_id"])
         for key, bound in (("user_id", token.user_id), ("agent_id", token.agent_id)):

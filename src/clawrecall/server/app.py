@@ -12,8 +12,10 @@
     /embed, /batch, /health                              the E5 server API (embed.py; /health here)
     /ready                                               readiness: 503 until the embedding model is loaded
     /openapi.json, /docs, /redoc                         the API's description (openapi.py, docs.py)
+    /ui                                                  the dashboard: browse, search and correct memory (ui/)
 
-Every request but `/health`, `/ready` and the API description is authenticated (auth.py);
+Every request but `/health`, `/ready` and the API description is authenticated (auth.py; the
+dashboard by its own sign-in cookie);
 blocking engine calls run in the thread pool.
 """
 
@@ -35,7 +37,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import conversations, embed, files, imports, jobs, memories, people
+from . import conversations, embed, files, imports, jobs, memories, people, ui
 from .docs import install_docs
 from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
@@ -154,8 +156,10 @@ def create_app(
 
     # no GET: a stateless server sends nothing unasked, so the event stream GET opens would never close
     app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["POST", "DELETE"]))
+    authenticator = Authenticator(tokens, allow_anonymous=allow_anonymous)
+    ui.install(app, authenticator)
     app.add_middleware(FiniteJson)
-    app.add_middleware(Authenticate, authenticator=Authenticator(tokens, allow_anonymous=allow_anonymous))
+    app.add_middleware(Authenticate, authenticator=authenticator)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(AccessLog)
     app.openapi = lambda: describe(app)  # type: ignore[method-assign]

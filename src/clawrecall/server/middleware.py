@@ -19,6 +19,7 @@ access_log = logging.getLogger("clawrecall.access")
 # Readable without a token: liveness, readiness, and the API's own description with its page assets.
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 PUBLIC_PREFIX = "/docs/assets/"
+UI_PREFIX = "/ui"  # the dashboard signs in with a cookie, which it checks itself (ui/), and only there
 
 
 class AccessLog:
@@ -115,7 +116,8 @@ class Authenticate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX):
+        if (scope["type"] != "http" or path in PUBLIC_PATHS or path == UI_PREFIX
+                or path.startswith((PUBLIC_PREFIX, UI_PREFIX + "/"))):
             return await self.app(scope, receive, send)
         try:
             caller = self.authenticator.authenticate(Headers(scope=scope))

@@ -1,0 +1,304 @@
+"""`/ui`: a dashboard to see, search and correct memory, server-rendered over the same engine calls as REST.
+
+A person signs in with an API token; the cookie holds a signed reference to it (auth.py's
+`session_ref`), never the secret, so the page acts with exactly that token's caller and scopes.
+Every write goes through `Memory` (the one write path), so REST's refusals are the page's.
+Forms carry a per-session CSRF token, and a POST must come from this server's own origin.
+Pages are Jinja2 templates (autoescaped: memory text is untrusted), with one stylesheet and one
+script from /ui/static and a Content-Security-Policy that allows nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.staticfiles import StaticFiles
+
+from ..._time import parse_when
+from ...auth import Authenticator
+from ...errors import AuthError, ClawrecallError, ForbiddenError, ValidationError
+from ...scopes import Caller, may_write
+from ..deps import memory
+
+HERE = Path(__file__).parent
+COOKIE = "clawrecall_ui"
+PAGE = 50
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "base-uri 'none'; frame-ancestors 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
+           "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
+DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
+ORDERS = ("newest", "oldest", "updated")
+SOURCES = ("", "memory", "message", "chunk")
+KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
+
+templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                        trim_blocks=True, lstrip_blocks=True)
+templates.filters["when"] = lambda t: "" if t is None else t.strftime("%Y-%m-%d %H:%M")
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+class Session:
+    """The dashboard's key (made at start: a restart signs everyone out) and how a request becomes a caller."""
+
+    def __init__(self, authenticator: Authenticator):
+        self.authenticator = authenticator
+        self.key = secrets.token_bytes(32)
+
+    def caller(self, request: Request) -> Caller | None:
+        ref = request.cookies.get(COOKIE)
+        token = self.authenticator.tokens.from_session_ref(ref, self.key) if ref else None
+        if token is not None:
+            return self.authenticator.caller_of(token, {"user_id": None, "agent_id": None, "session_id": None})
+        if self.authenticator.allow_anonymous and not self.authenticator.tokens.any_active():
+            return self.authenticator.authenticate(request.headers)  # loopback without tokens: checks Host and Origin
+        return None
+
+    def csrf(self, request: Request) -> str:
+        basis = request.cookies.get(COOKIE, "anonymous")
+        return hmac.new(self.key, f"csrf:{basis}".encode(), hashlib.sha256).hexdigest()
+
+
+def install(app: FastAPI, authenticator: Authenticator) -> None:
+    app.state.ui = Session(authenticator)
+    app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+
+
+def _session(request: Request) -> Session:
+    return request.app.state.ui
+
+
+def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    html = templates.get_template(name).render(
+        request=request, csrf=_session(request).csrf(request), caller=getattr(request.state, "ui_caller", None),
+        query=lambda **changed: urlencode({k: v for k, v in {**request.query_params, **changed}.items() if v}),
+        **context,
+    )
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def _same_origin(request: Request) -> None:
+    """A POST must name this server as its origin (a browser always sends `Origin` on a form POST)."""
+    origin = request.headers.get("origin") or ""
+    if urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
+        raise ForbiddenError("this form may only be sent from the dashboard's own pages")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    _same_origin(request)
+    form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+    if not hmac.compare_digest(form.get("csrf", ""), _session(request).csrf(request)):
+        raise ForbiddenError("the form's CSRF token is missing or stale: reload the page and try again")
+    return form
+
+
+def signed_in(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """A page for a signed-in caller: others go to the sign-in page; an engine refusal is shown on an error page."""
+    async def wrapped(request: Request, **kwargs: Any) -> Response:
+        try:
+            caller = _session(request).caller(request)
+            if caller is None:
+                return RedirectResponse("/ui/signin", status_code=303)
+            request.state.ui_caller = caller
+            return await handler(request, caller, **kwargs)
+        except ClawrecallError as exc:
+            return page(request, "error.html", status=exc.status, error=exc)
+    wrapped.__name__ = handler.__name__
+    wrapped.__signature__ = _public_signature(handler)  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _public_signature(handler: Callable[..., Any]) -> Any:
+    """The handler's signature without `caller`, for FastAPI's path parameters."""
+    import inspect
+    sig = inspect.signature(handler)
+    return sig.replace(parameters=[p for name, p in sig.parameters.items() if name != "caller"])
+
+
+@router.get("")
+def home() -> RedirectResponse:
+    return RedirectResponse("/ui/memories", status_code=303)
+
+
+@router.get("/signin")
+def signin_form(request: Request) -> HTMLResponse:
+    return page(request, "signin.html")
+
+
+@router.post("/signin")
+async def signin(request: Request) -> Response:
+    try:
+        _same_origin(request)
+        form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+        tokens = _session(request).authenticator.tokens
+        token = await run_in_threadpool(tokens.verify, form.get("token", "").strip())
+        if token is None:
+            raise AuthError("invalid or revoked token")
+        ref = await run_in_threadpool(tokens.session_ref, token, _session(request).key)
+    except ClawrecallError as exc:
+        return page(request, "signin.html", status=exc.status, error=exc)
+    response = RedirectResponse("/ui/memories", status_code=303)
+    response.set_cookie(COOKIE, ref, httponly=True, samesite="strict", path="/ui",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/signout")
+async def signout(request: Request) -> Response:
+    try:
+        await _form(request)
+    except ClawrecallError as exc:
+        return page(request, "error.html", status=exc.status, error=exc)
+    response = RedirectResponse("/ui/signin", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+def _filters(params: Any) -> dict[str, Any]:
+    """The list's filters from a query string or form, as `Memory.list`/`delete_bulk` keywords."""
+    out: dict[str, Any] = {}
+    for name in ("scope", "category"):
+        if params.get(name):
+            out[name] = params[name]
+    if params.get("tag"):
+        out["tags"] = [params["tag"]]
+    for name in ("since", "until"):
+        if params.get(name):
+            out[name] = parse_when(params[name])
+    return out
+
+
+@router.get("/memories")
+@signed_in
+async def memories(request: Request, caller: Caller) -> HTMLResponse:
+    q = request.query_params
+    mem = memory(request)
+    deleted, order = q.get("deleted", "no"), q.get("order", "newest")
+    if deleted not in DELETED or order not in ORDERS:
+        raise ValidationError("deleted is no, yes or only; order is newest, oldest or updated")
+    filters = {**_filters(q), **DELETED[deleted]}
+    at, skip = _cursor(q)
+    if at is not None and order in KEYSET:  # keyset: the page starts at the last one's time, past its ties
+        filters[KEYSET[order]] = at
+    as_of = parse_when(q["as_of"]) if q.get("as_of") else None
+    rows = await run_in_threadpool(mem.list, caller=caller, limit=PAGE + 1, offset=skip, order=order, as_of=as_of,
+                                   **filters)
+    rows, more = rows[:PAGE], len(rows) > PAGE
+    after = None
+    if more:
+        last = rows[-1].created_at
+        ties = sum(1 for r in rows if r.created_at == last) + (skip if at == last else 0)
+        after = {"at": last.isoformat(), "skip": ties} if order in KEYSET else {"at": "", "skip": skip + PAGE}
+    return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filters=q,
+                writable=may_write(caller, q.get("scope") or None, access=mem.config.access))
+
+
+def _cursor(q: Any) -> tuple[Any, int]:
+    """The page's start: the time of the last memory shown and how many at that time were shown (`at`, `skip`);
+    for the order by update, a plain offset (`skip`)."""
+    skip = int(q["skip"]) if q.get("skip", "").isdigit() else 0
+    return (parse_when(q["at"]) if q.get("at") else None), skip
+
+
+@router.post("/memories/delete-bulk")
+@signed_in
+async def delete_bulk(request: Request, caller: Caller) -> HTMLResponse:
+    form = await _form(request)
+    mem = memory(request)
+    confirmed = form.get("confirm") == "yes"
+    count = await run_in_threadpool(mem.delete_bulk, caller=caller, dry_run=not confirmed, **_filters(form))
+    return page(request, "bulk.html", count=count, done=confirmed, form=form)
+
+
+@router.get("/search")
+@signed_in
+async def search(request: Request, caller: Caller) -> HTMLResponse:
+    q = request.query_params
+    text = q.get("q", "").strip()
+    if q.get("source", "") not in SOURCES:
+        raise ValidationError(f"source is one of {', '.join(SOURCES[1:])}")
+    hits = None
+    if text:
+        sources = [q["source"]] if q.get("source") else None
+        hits = await run_in_threadpool(memory(request).search, text, caller=caller, limit=20, explain=True,
+                                       sources=sources, **_filters(q))
+    return page(request, "search.html", text=text, hits=hits)
+
+
+@router.get("/conversations")
+@signed_in
+async def conversations(request: Request, caller: Caller) -> HTMLResponse:
+    offset = int(request.query_params["offset"]) if request.query_params.get("offset", "").isdigit() else 0
+    rows = await run_in_threadpool(memory(request).conversations.sessions, caller=caller, limit=PAGE + 1,
+                                   offset=offset, scope=request.query_params.get("scope") or None)
+    return page(request, "conversations.html", rows=rows[:PAGE], more=len(rows) > PAGE, offset=offset, page_size=PAGE)
+
+
+@router.get("/conversations/{session_id}")
+@signed_in
+async def conversation(request: Request, caller: Caller, session_id: str) -> HTMLResponse:
+    record = memory(request).conversations
+    scope = request.query_params.get("scope") or None
+
+    def read() -> dict[str, Any]:
+        return {"segments": record.segments(caller=caller, session_id=session_id, scope=scope, limit=1000),
+                "messages": record.show(session_id, caller=caller, scope=scope)}
+    return page(request, "conversation.html", session_id=session_id, **await run_in_threadpool(read))
+
+
+@router.get("/m/{memory_id}")
+@signed_in
+async def detail(request: Request, caller: Caller, memory_id: str) -> HTMLResponse:
+    return page(request, "memory.html", **await run_in_threadpool(_detail, request, caller, memory_id))
+
+
+def _detail(request: Request, caller: Caller, memory_id: str) -> dict[str, Any]:
+    mem = memory(request)
+    scope = request.query_params.get("scope") or None
+    record = mem.get(memory_id, caller=caller, scope=scope)
+    chain = mem.versions(record.id, caller=caller, scope=scope) if record.kind == "memory" else [record]
+    history = mem.history(record.id, caller=caller, scope=scope) if record.kind == "memory" else []
+    return {"m": record, "chain": chain, "history": history, "scope": scope,
+            "writable": record.kind == "memory" and may_write(caller, record.scope, access=mem.config.access)}
+
+
+ACTIONS = ("edit", "delete", "undelete", "forget")
+
+
+@router.post("/m/{memory_id}/{action}")
+@signed_in
+async def correct(request: Request, caller: Caller, memory_id: str, action: str) -> Response:
+    form = await _form(request)
+    mem = memory(request)
+    scope = form.get("scope") or None
+    if action not in ACTIONS:
+        raise ValidationError(f"unknown action {action!r}")
+    if action == "forget" and form.get("confirm") != "yes":
+        record = await run_in_threadpool(mem.get, memory_id, caller=caller, scope=scope)
+        return page(request, "forget.html", m=record, scope=scope)
+    if action == "edit":
+        fields: dict[str, Any] = {k: form[k] for k in ("content", "title", "category", "visibility") if k in form}
+        if "tags" in form:
+            fields["tags"] = [t.strip() for t in form["tags"].split(",") if t.strip()]
+        if form.get("importance"):
+            try:
+                fields["importance"] = float(form["importance"])
+            except ValueError:
+                raise ValidationError("importance is a number from 0 to 1") from None
+        fields["title"] = fields.get("title") or None
+        await run_in_threadpool(lambda: mem.update(memory_id, caller=caller, scope=scope, **fields))
+    else:
+        await run_in_threadpool(lambda: getattr(mem, action)(memory_id, caller=caller, scope=scope))
+    if action == "forget":
+        return page(request, "forgotten.html", memory_id=memory_id)
+    return RedirectResponse(f"/ui/m/{memory_id}?{urlencode({'scope': scope} if scope else {})}", status_code=303)

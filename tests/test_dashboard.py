@@ -1,0 +1,302 @@
+"""The dashboard (/ui) in a real browser: Debian's headless Chromium driven by Playwright, against a real
+`clawrecall serve` process. Each step checks what the page shows after it; a screenshot of each main
+page is saved under pytest's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import httpx
+import pytest
+from live_server import db, home, server  # noqa: F401 (fixtures)
+
+from clawrecall.auth import TokenStore
+
+ALICE_TEA = "Alice drinks green tea every morning"
+ALICE_SCRIPT = "<script>window.__pwned = 1; document.title = 'pwned'</script> Alice's note about scripts"
+BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Debian's chromium, installed here when missing and we may (as CI does); else one clear skip."""
+    path = shutil.which("chromium")
+    if path is None and hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, check=False,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("dashboard browser tests need Debian's chromium (apt-get install chromium), which cannot be installed here")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokens(db) -> dict[str, str]:
+    store = TokenStore(db)
+    made = {
+        "alice": store.create(user_id="alice")[1],
+        "bob": store.create(user_id="bob")[1],
+        "reader": store.create(user_id="alice", scopes=["global"], name="read global")[1],
+        "service": store.create(kind="service")[1],
+        "carol": store.create(user_id="carol")[1],
+    }
+    store.close()
+    return made
+
+
+@pytest.fixture(scope="module")
+def seeded(server, tokens) -> dict[str, str]:
+    ids = {}
+    for who, text, extra in (
+        ("alice", ALICE_TEA, {"category": "preference", "tags": ["drink"]}),
+        ("alice", ALICE_SCRIPT, {"category": "entity"}),
+        ("bob", BOB_SECRET, {"category": "fact"}),
+    ):
+        r = httpx.post(f"{server.url}/v1/memories", json={"content": text, **extra},
+                       headers={"Authorization": f"Bearer {tokens[who]}"}, timeout=60)
+        assert r.status_code == 201, r.text
+        ids[text] = r.json()["id"]
+    for i in range(60):  # more than a page
+        r = httpx.post(f"{server.url}/v1/memories", json={"content": f"Alice's errand number {i}", "tags": ["errand"],
+                       "category": "action_item"}, headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=60)
+        assert r.status_code == 201, r.text
+    return ids
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def signed_in(browser, server, tokens, seeded, request):
+    """A page signed in as the token the test's `who` parameter names (alice by default)."""
+    who = getattr(request, "param", "alice")
+    context = browser.new_context(base_url=server.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto("/ui")
+    assert page.url.endswith("/ui/signin")
+    page.get_by_label("API token").fill(tokens[who])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui/memories")
+    page.errors = errors
+    yield page
+    context.close()
+
+
+def shot(page, tmp_path_factory, name: str) -> None:
+    page.screenshot(path=str(tmp_path_factory.getbasetemp() / f"dashboard-{name}.png"), full_page=True)
+
+
+def test_sign_in_rejects_a_bad_token_and_signs_out(browser, server, tokens, seeded, tmp_path_factory):
+    context = browser.new_context(base_url=server.url)
+    page = context.new_page()
+    page.goto("/ui/memories")
+    assert page.url.endswith("/ui/signin")
+    shot(page, tmp_path_factory, "signin")
+    page.get_by_label("API token").fill("cr_nothing_wrong")
+    page.get_by_role("button", name="Sign in").click()
+    assert "invalid or revoked token" in page.get_by_role("alert").inner_text()
+    page.get_by_label("API token").fill(tokens["alice"])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui/memories")
+    cookie = next(c for c in context.cookies() if c["name"] == "clawrecall_ui")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and tokens["alice"] not in cookie["value"]
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/ui/signin")
+    page.goto("/ui/memories")
+    assert page.url.endswith("/ui/signin")
+    context.close()
+
+
+def test_list_pages_through_every_memory_and_filters(signed_in, tmp_path_factory):
+    page = signed_in
+    rows = page.locator("li.row")
+    assert rows.count() == 50 and page.get_by_role("link", name="Next").is_visible()
+    shot(page, tmp_path_factory, "memories")
+    page.get_by_role("link", name="Next").click()
+    assert page.locator("li.row").count() == 12  # 62 in all: nothing is capped
+    page.goto("/ui/memories")
+    page.get_by_label("Tag").fill("drink")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("li.row").all_inner_texts() == [f"{ALICE_TEA}\nmemory · user:alice · preference · #drink · "
+                                                        + page.locator("li.row .meta").inner_text().rsplit(" · ", 1)[1]]
+    page.get_by_label("Sort").select_option("oldest")  # the script submits the filter at once
+    page.wait_for_url("**order=oldest**")
+    assert page.locator("li.row").count() == 1
+
+
+
+@pytest.mark.parametrize("signed_in", ["carol"], indirect=True)
+def test_pages_follow_the_last_row_even_through_equal_times(signed_in, server, tokens):
+    """Pages start where the last one ended (its time, past the memories at that time already shown),
+    so memories that share one time are neither repeated nor skipped at a page's edge."""
+    same = "2026-03-01T09:00:00+00:00"
+    for i in range(55):
+        r = httpx.post(f"{server.url}/v1/memories", json={"content": f"Carol's reading list entry {i}", "created_at": same, "dedup": False},
+                       headers={"Authorization": f"Bearer {tokens['carol']}"}, timeout=60)
+        assert r.status_code == 201, r.text
+    page = signed_in
+    page.goto("/ui/memories")
+    seen = page.locator("li.row .text").all_inner_texts()
+    page.get_by_role("link", name="Next").click()
+    seen += page.locator("li.row .text").all_inner_texts()
+    assert not page.get_by_role("link", name="Next").count()
+    assert sorted(seen) == sorted(f"Carol's reading list entry {i}" for i in range(55))
+    page.get_by_role("link", name="First page").click()
+    assert page.locator("li.row").count() == 50
+
+
+def test_search_explains_each_stage_and_says_nothing_relevant(signed_in, tmp_path_factory):
+    page = signed_in
+    page.get_by_role("link", name="Search").click()
+    page.get_by_label("Query").fill("green tea morning")
+    page.get_by_role("button", name="Search").click()
+    first = page.locator("li.row").first
+    assert ALICE_TEA in first.inner_text()
+    page.locator("details summary").first.click()
+    assert page.locator("details dl dt").count() >= 2  # one line per stage
+    shot(page, tmp_path_factory, "search")
+    page.get_by_label("Query").fill("quantum chromodynamics gauge bosons")
+    page.get_by_role("button", name="Search").click()
+    shown = page.locator("main").inner_text()
+    assert "Nothing relevant" in shown and page.locator("li.row").count() == 0, shown
+
+
+def test_open_edit_delete_undelete_and_forget(signed_in, seeded, tmp_path_factory):
+    page = signed_in
+    page.goto("/ui/memories?order=oldest")
+    page.get_by_role("link", name=ALICE_TEA).click()
+    assert page.locator("#content-text").inner_text() == ALICE_TEA
+    page.get_by_label("Text").fill("Alice drinks jasmine tea every morning")
+    page.get_by_label("Visibility").select_option("private")
+    page.get_by_role("button", name="Save").click()
+    assert page.locator("#content-text").inner_text() == "Alice drinks jasmine tea every morning"
+    history = page.locator("ol.history").inner_text()
+    assert "update" in history and ALICE_TEA in history and "jasmine" in history  # before and after
+    shot(page, tmp_path_factory, "memory")
+    page.get_by_role("button", name="Delete").click()
+    assert "Deleted" in page.locator("p.readonly").first.inner_text()
+    page.goto("/ui/memories?tag=drink")
+    assert page.get_by_text("No memory matches.").is_visible()
+    page.goto("/ui/memories?tag=drink&deleted=only")
+    page.get_by_role("link", name="jasmine").click()
+    page.get_by_role("button", name="Undelete").click()
+    assert page.get_by_role("button", name="Delete").is_visible()
+    page.get_by_role("button", name="Forget for good…").click()
+    assert "cannot be undone" in page.get_by_role("alert").inner_text()
+    page.get_by_role("button", name="Forget it for good").click()
+    assert "is erased" in page.get_by_role("status").inner_text()
+    page.goto(f"/ui/m/{seeded[ALICE_TEA]}")
+    assert page.locator("h1").inner_text() == "Refused" and "not_found" in page.get_by_role("alert").inner_text()
+
+
+def test_bulk_delete_on_a_filter_asks_then_deletes(signed_in):
+    page = signed_in
+    page.goto("/ui/memories?tag=errand")
+    page.get_by_role("button", name="Delete every memory that matches…").click()
+    assert page.get_by_text("60 memories match").is_visible()
+    page.get_by_role("button", name="Delete 60 memories").click()
+    assert "Deleted 60 memories" in page.get_by_role("status").inner_text()
+    page.goto("/ui/memories?tag=errand")
+    assert page.get_by_text("No memory matches.").is_visible()
+    page.goto("/ui/memories?tag=errand&deleted=only")
+    assert page.locator("li.row.deleted").count() == 50
+
+
+@pytest.mark.parametrize("signed_in", ["bob"], indirect=True)
+def test_a_user_never_sees_another_users_memory(signed_in, seeded):
+    page = signed_in
+    for url in ("/ui/memories", "/ui/memories?deleted=yes", "/ui/memories?scope=user:alice",
+                "/ui/search?q=note+about+scripts", "/ui/search?q=errand+number", f"/ui/m/{seeded[ALICE_SCRIPT]}",
+                f"/ui/m/{seeded[ALICE_SCRIPT]}?scope=user:alice"):
+        page.goto(url)
+        shown = page.locator("li.row, #content-text, dl.fields").all_inner_texts()
+        assert not any("Alice" in text or "user:alice" in text for text in shown), (url, shown)
+    page.goto("/ui/memories")
+    assert BOB_SECRET in page.locator("main").inner_text()
+
+
+@pytest.mark.parametrize("signed_in", ["reader"], indirect=True)
+def test_a_read_only_scope_shows_read_only_and_the_engine_refuses(signed_in, server, seeded, tokens):
+    page = signed_in
+    page.goto("/ui/memories?scope=global")
+    assert page.get_by_text("Read-only").is_visible()
+
+
+def test_stored_script_stays_text(signed_in, seeded):
+    page = signed_in
+    page.goto("/ui/memories?category=entity")
+    assert "<script>" in page.locator("li.row").first.inner_text()
+    page.goto(f"/ui/m/{seeded[ALICE_SCRIPT]}")
+    assert page.locator("#content-text").inner_text() == ALICE_SCRIPT
+    assert page.evaluate("window.__pwned") is None and page.title() != "pwned"
+    assert not page.errors  # nothing the CSP had to block either
+
+
+def test_forms_refuse_other_origins_and_missing_csrf(server, tokens, seeded):
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        r = c.post("/ui/signin", data={"token": tokens["alice"]}, headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403 and "clawrecall_ui" not in r.headers.get("set-cookie", "")
+        r = c.post("/ui/signin", data={"token": tokens["alice"]}, headers={"Origin": server.url})
+        assert r.status_code == 303
+        c.cookies.set("clawrecall_ui", r.cookies["clawrecall_ui"], path="/ui")
+        page = c.get("/ui/memories")
+        assert page.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self'")
+        r = c.post(f"/ui/m/{seeded[ALICE_SCRIPT]}/delete", data={}, headers={"Origin": server.url})
+        assert r.status_code == 403 and "CSRF" in r.text
+        r = c.post(f"/ui/m/{seeded[ALICE_SCRIPT]}/delete", data={}, headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403
+        assert c.get(f"/ui/m/{seeded[ALICE_SCRIPT]}").text.count("Deleted ") == 0
+
+
+def test_every_field_has_a_label_and_the_keyboard_reaches_the_controls(signed_in, seeded):
+    page = signed_in
+    for url in ("/ui/memories", "/ui/search?q=tea", f"/ui/m/{seeded[ALICE_SCRIPT]}"):
+        page.goto(url)
+        unlabelled = page.evaluate("""() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+            .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')).map(el => el.name)""")
+        assert unlabelled == [], (url, unlabelled)
+    page.goto("/ui/memories")
+    reached = []
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.id || document.activeElement.textContent.trim()"))
+    for control in ("Memories", "Search", "Conversations", "Sign out", "f-scope", "f-tag", "f-order", "Filter"):
+        assert control in reached, (control, reached)
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "f-scope"
+
+
+def test_conversations_list_open_and_search(signed_in, server, tokens, tmp_path_factory):
+    said = "The shed roof needs cedar shingles before winter"
+    r = httpx.post(f"{server.url}/v1/conversations/messages", headers={"Authorization": f"Bearer {tokens['alice']}"},
+                   json={"session_id": "garden-talk", "messages": [{"role": "user", "content": said}]}, timeout=60)
+    assert r.status_code == 200, r.text
+    page = signed_in
+    page.get_by_role("link", name="Conversations").click()
+    page.get_by_role("link", name="garden-talk").click()
+    assert said in page.locator("main").inner_text()
+    shot(page, tmp_path_factory, "conversation")
+    page.get_by_role("link", name="Conversations").click()
+    page.get_by_label("Search what was said").fill("cedar shingles shed roof")
+    page.get_by_role("button", name="Search").click()
+    deadline = time.monotonic() + 30  # the server embeds the message after answering
+    while said not in " ".join(page.locator("li.row").all_inner_texts()) and time.monotonic() < deadline:
+        page.reload()
+    assert said in page.locator("li.row").first.inner_text() and "message" in page.locator("li.row .meta").first.inner_text()
+    assert page.get_by_label("Source").input_value() == "message"
