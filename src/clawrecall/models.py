@@ -380,3 +380,63 @@ class JobStats(BaseModel):
     oldest_ready: datetime | None = Field(None, description="When the longest-waiting ready job became ready.")
     retrying: int = Field(0, description="Queued jobs that failed before and wait for their retry (an LLM down).")
     last_error: str | None = Field(None, description="The latest error of those.")
+
+
+# -- insight into memory (docs/insight.md) ---------------------------------------------------
+
+Door = Literal["python", "cli", "rest", "mcp", "hook"]
+
+
+class LoggedSearch(BaseModel):
+    """One search or recall as the search log keeps it."""
+
+    id: str
+    at: datetime
+    door: str = Field(description="Where it came in: python, cli, rest, mcp or hook.")
+    scope: str | None = Field(None, description="Whose search it was (user:<id>, agent:<id>; None: the administrator's).")
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    scopes: list[str] | None = Field(None, description="The scopes it searched (None: every scope).")
+    query: str
+    mode: str
+    result_count: int
+    top_score: float | None = None
+    took_ms: float
+
+
+class LoggedHit(BaseModel):
+    """One hit of a logged search."""
+
+    log_id: str
+    rank: int
+    memory_id: str
+    score: float
+    at: datetime
+
+
+class QueryCount(BaseModel):
+    """A query as the log's reports count it (queries equal but for case are one)."""
+
+    query: str
+    count: int
+    last_at: datetime
+    mean_results: float
+
+
+class RecallCount(BaseModel):
+    """A memory and how often searches found it."""
+
+    memory: MemoryRecord
+    count: int
+    last_at: datetime
+
+
+class Recall(BaseModel):
+    """One time a search found a memory: `query` is None when the caller may not read that search."""
+
+    at: datetime
+    score: float
+    rank: int
+    door: str | None = None
+    query: str | None = None

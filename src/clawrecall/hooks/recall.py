@@ -7,6 +7,7 @@ and re-injected on later turns until compaction loops (memory-lancedb-pro #345).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
@@ -74,7 +75,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
-        mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
+        contextvars.copy_context().run, mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
         sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
     )
     assert future is not None  # the queue has no bound

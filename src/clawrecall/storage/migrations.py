@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from .._time import utcnow
 from ..errors import StorageError
 from .schema import (
-    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS,
-    STAGED_VECTORS, STARTUP, Table,
+    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEARCH_HITS, SEARCH_LOG,
+    SEGMENTS, STAGED_VECTORS, STARTUP, Table,
 )
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
 KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
 #: a re-embedding that survives a crash: the new model's vectors, staged until all are made
 REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial", "half-precision-staging"))  # PostgreSQL: halfvec
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED)
+#: insight into memory: the search log and each search's hits (docs/insight.md)
+INSIGHT = MigrationSet("insight", (SEARCH_LOG, SEARCH_HITS), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED, INSIGHT)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""`mem.insight`: the search log's reports and a memory's recalls.
+
+Who reads what: a search is logged under its caller's own scope (`log.owner_scope`), and a caller
+reads the log rows of the scopes it may read (the one scope check, `read_scopes`): its own searches;
+the administrator every row. A memory's recalls are readable by whoever may read the memory, with
+the query shown only of the searches the caller may read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Callable
+
+from .._time import utcnow
+from ..config import Config
+from ..engine._validate import check_int, check_when
+from ..errors import ValidationError
+from ..models import LoggedSearch, MemoryRecord, QueryCount, Recall, RecallCount
+from ..runtime import Runtime
+from ..scopes import Caller, as_caller, may_read, read_scopes
+from ..storage import Store
+from .log import SearchRecorder
+
+Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
+
+
+class Insight:
+    def __init__(self, store: Store, config: Config, runtime: Runtime, resolve: Resolve):
+        self._store = store
+        self._config = config
+        self._resolve = resolve
+        self.recorder = SearchRecorder(store, config, runtime)
+
+    def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
+                scope: str | list[str] | None) -> tuple[Caller, list[str] | None]:
+        who = as_caller(caller, user_id, agent_id)
+        return who, read_scopes(who, scope, access=self._config.access)
+
+    def searches(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 100,
+    ) -> list[LoggedSearch]:
+        """The latest logged searches the caller may read, newest first."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        return self._store.search_log.recent(scopes, _since(since), limit)
+
+    def popular(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[QueryCount]:
+        """The queries asked most (equal but for case: one), most first."""
+        return self._queries(caller, user_id, agent_id, scope, since, limit, empty=False)
+
+    def unanswered(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[QueryCount]:
+        """The queries that found nothing, most asked first: what memory is missing."""
+        return self._queries(caller, user_id, agent_id, scope, since, limit, empty=True)
+
+    def _queries(self, caller: Caller | None, user_id: str | None, agent_id: str | None, scope: str | list[str] | None,
+                 since: datetime | None, limit: int, *, empty: bool) -> list[QueryCount]:
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        rows = self._store.search_log.queries(scopes, _since(since), limit, empty=empty)
+        return [QueryCount(query=q, count=n, last_at=last, mean_results=round(mean, 2)) for q, n, last, mean in rows]
+
+    def recalled(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[RecallCount]:
+        """The memories (and messages, chunks) the caller's logged searches found most, most first; those
+        since deleted or now out of the caller's reach are left out."""
+        who, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        counts = self._store.search_log.recalled(scopes, _since(since), limit)
+        found = self._store.fetch([mid for mid, _, _ in counts])
+        return [RecallCount(memory=m, count=n, last_at=last) for mid, n, last in counts
+                if (m := found.get(mid)) is not None and m.deleted_at is None and self._reads(who, m)]
+
+    def never_recalled(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, days: float = 30, limit: int = 100,
+    ) -> list[MemoryRecord]:
+        """Current memories older than `days` that no logged search found in the last `days`, oldest first."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 < days <= 36_500:
+            raise ValidationError(f"days must be a number of days between 0 and 36,500, got {days!r}")
+        ids = self._store.search_log.never_recalled(scopes, utcnow() - timedelta(days=days), limit)
+        found = self._store.fetch(ids)
+        return [found[i] for i in ids if i in found]
+
+    def recalls(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> list[Recall]:
+        """Every logged time a search found this memory, newest first: when, score and rank; the query and
+        door only of the searches the caller may read (another user's question stays theirs)."""
+        who = as_caller(caller, user_id, agent_id)
+        memory = self._resolve(memory_id, who, scope)
+        out = []
+        for hit, search in self._store.search_log.recalls_of(memory.id):
+            shown = who.administrator or (search.scope is not None and may_read(who, search.scope, access=self._config.access))
+            out.append(Recall(at=hit.at, score=hit.score, rank=hit.rank, door=search.door if shown else None,
+                              query=search.query if shown else None))
+        return out
+
+    def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
+        return who.administrator or may_read(who, memory.scope, access=self._config.access)
+
+
+def _since(since: datetime | None) -> datetime | None:
+    return None if since is None else check_when(since, "since")
+

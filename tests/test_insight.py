@@ -1,0 +1,193 @@
+"""Insight into memory: the search log (every door, its reports, who reads it, retention, erasure, the
+off-switch) and a memory's recalls, on both backends."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from clawrecall import Caller, Memory, ScopeError
+from clawrecall._time import utcnow
+from clawrecall.auth import TokenStore
+from clawrecall.cli import cli
+from clawrecall.hooks import before_prompt_build
+from clawrecall.models import LoggedHit, LoggedSearch
+from clawrecall.server import create_app
+from clawrecall.tools import run_tool
+
+ALICE, BOB = Caller("alice"), Caller("bob")
+
+
+@pytest.fixture
+def seeded(mem):
+    ids = {
+        "tea": mem.add("Alice drinks oolong tea every morning", caller=ALICE).id,
+        "bike": mem.add("Alice rides a red bicycle to work", caller=ALICE).id,
+        "bob": mem.add("Bob plays the cello on Sundays", caller=BOB).id,
+        "office": mem.add("The office closes at six on Fridays").id,
+    }
+    return ids
+
+
+def logged(mem: Memory, **kwargs):
+    mem.runtime.drain()  # the log is written off the request path: wait for the writes queued so far
+    return mem.insight.searches(**kwargs)
+
+
+def test_each_search_is_logged_with_its_caller_scopes_hits_and_time(mem, seeded):
+    hits = mem.search("oolong tea", caller=Caller("alice", "main", "s1"))
+    mem.search("quantum chromodynamics lecture", caller=ALICE, min_score=0.99)
+    rows = logged(mem, caller=ALICE)
+    assert [r.query for r in rows] == ["quantum chromodynamics lecture", "oolong tea"]
+    empty, found = rows
+    assert (found.scope, found.user_id, found.agent_id, found.session_id, found.door) == ("user:alice", "alice", "main", "s1", "python")
+    assert sorted(found.scopes or []) == ["agent:main", "global", "user:alice"] and found.mode == "hybrid"
+    assert found.result_count == len(hits) > 0 and found.top_score == hits[0].score and found.took_ms > 0
+    assert empty.result_count == 0 and empty.top_score is None
+
+
+def test_reports_count_popular_and_unanswered_queries_and_recalled_memories(mem, seeded):
+    for query in ("oolong tea", "Oolong tea", "oolong TEA", "red bicycle"):
+        mem.search(query, caller=ALICE)
+    for _ in range(2):
+        mem.search("xylophone zeppelin", caller=ALICE, min_score=0.99)
+    mem.runtime.drain()
+    popular = mem.insight.popular(caller=ALICE)
+    assert [(q.query.lower(), q.count) for q in popular] == [("oolong tea", 3), ("xylophone zeppelin", 2), ("red bicycle", 1)]
+    assert [(q.query, q.count, q.mean_results) for q in mem.insight.unanswered(caller=ALICE)] == [("xylophone zeppelin", 2, 0)]
+    recalled = mem.insight.recalled(caller=ALICE)
+    assert recalled[0].memory.id == seeded["tea"] and recalled[0].count == 3
+    assert seeded["bob"] not in {r.memory.id for r in recalled}  # never in alice's reach, never in her hits
+    assert mem.insight.never_recalled(caller=ALICE) == []  # all stored lately: too young to judge
+    backdate(mem, days=60)
+    never = [m.id for m in mem.insight.never_recalled(caller=ALICE)]
+    assert never == [seeded["office"]]  # the others were found lately; bob's is not in alice's scopes
+    assert {m.id for m in mem.insight.never_recalled()} == {seeded["bob"], seeded["office"]}
+
+
+def backdate(mem: Memory, *, days: float) -> None:
+    """Every memory stored `days` ago (the test's clock: the log's own times stay now)."""
+    d = mem.store.dialect
+    with mem.store.transaction():
+        mem.store._run(f"UPDATE memories SET created_at = {d.p}", (d.ts(utcnow() - timedelta(days=days)),))
+
+
+def test_a_caller_reads_its_own_searches_and_the_administrator_all(mem, seeded):
+    mem.search("oolong tea", caller=ALICE)
+    mem.search("cello", caller=BOB)
+    mem.search("office hours")  # the administrator's: only the administrator reads it
+    mem.runtime.drain()
+    assert [r.query for r in mem.insight.searches(caller=ALICE)] == ["oolong tea"]
+    assert [r.query for r in mem.insight.searches(caller=BOB)] == ["cello"]
+    assert {r.query for r in mem.insight.searches()} == {"oolong tea", "cello", "office hours"}
+    assert [r.query for r in mem.insight.searches(scope="user:bob")] == ["cello"]
+    with pytest.raises(ScopeError):
+        mem.insight.searches(caller=BOB, scope="user:alice")
+    assert [q.query for q in mem.insight.popular(caller=BOB)] == ["cello"]
+
+
+def test_a_memorys_recalls_show_only_the_searches_the_caller_may_read(mem, seeded):
+    office = seeded["office"]
+    mem.search("when does the office close", caller=ALICE)
+    mem.search("office closing time", caller=BOB)
+    mem.runtime.drain()
+    as_alice = mem.insight.recalls(office, caller=ALICE)
+    assert len(as_alice) == 2 and all(r.score > 0 and r.rank >= 1 for r in as_alice)
+    assert {r.query for r in as_alice} == {"when does the office close", None}  # bob's question stays bob's
+    assert {r.query for r in mem.insight.recalls(office)} == {"when does the office close", "office closing time"}
+    from clawrecall import NotFoundError
+    with pytest.raises(NotFoundError):
+        mem.insight.recalls(seeded["tea"], caller=BOB)  # a memory bob may not read: not found, as every read by id
+
+
+def test_erasing_a_person_erases_its_searches_and_the_hits_on_its_memories(mem, seeded):
+    mem.search("oolong tea", caller=ALICE)
+    mem.search("what does alice drink, oolong?")  # the administrator's search found alice's memory
+    mem.search("cello", caller=BOB)
+    mem.runtime.drain()
+    assert mem.erase(user_id="alice", dry_run=True)["searches"] == 1
+    counts = mem.erase(user_id="alice")
+    assert counts["searches"] == 1
+    assert {r.query for r in mem.insight.searches()} == {"what does alice drink, oolong?", "cello"}
+    hits = mem.store._run("SELECT memory_id FROM search_hits")
+    assert seeded["tea"] not in {str(r[0]) for r in hits} and hits  # bob's and the admin's other hits stay
+
+
+def test_the_log_can_be_switched_off(db_target, seeded_off=None):
+    with Memory.open(db_target, insight={"search_log": False}) as mem:
+        mem.add("Alice drinks oolong tea", caller=ALICE)
+        mem.search("oolong", caller=ALICE)
+        assert logged(mem) == []
+
+
+def test_the_sweep_removes_searches_past_the_retention(mem, seeded):
+    old = utcnow() - timedelta(days=91)
+    search = LoggedSearch(id="00000000-0000-4000-8000-000000000001", at=old, door="python", scope="user:alice",
+                          user_id="alice", query="an old question", mode="hybrid", result_count=1, top_score=0.9,
+                          took_ms=1.0)
+    mem.store.search_log.append([(search, [LoggedHit(log_id=search.id, rank=1, memory_id=seeded["tea"], score=0.9, at=old)])])
+    mem.search("a new question", caller=ALICE)
+    mem.runtime.drain()
+    assert mem.sweep()["searches_pruned"] == 1
+    assert [r.query for r in mem.insight.searches()] == ["a new question"]
+    assert mem.insight.recalls(seeded["tea"]) == []
+
+
+def test_every_door_is_named_in_the_log(db_target, tmp_path):
+    with Memory.open(db_target) as mem:
+        mem.add("Alice drinks oolong tea every morning", caller=ALICE)
+        mem.search("python door tea", caller=ALICE)
+        assert not run_tool(mem, ALICE, "memory_recall", {"query": "tool door tea"}).is_error  # a tool called from Python
+        before_prompt_build(mem, {"prompt": "in-process hook: which tea do I drink?", "messages": []},
+                            Caller("alice", "main", "s1"))
+        app = create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True)
+        with TestClient(app, base_url="http://127.0.0.1:8765") as http:
+            who = {"X-Clawrecall-User": "alice"}
+            assert http.post("/v1/search", json={"query": "rest door tea"}, headers=who).status_code == 200
+            assert http.post("/v1/hooks/before_prompt_build", headers={**who, "X-Clawrecall-Session": "s2"},
+                             json={"prompt": "hook door: which tea do I drink?", "messages": []}).status_code == 200
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "memory_recall", "arguments": {"query": "mcp door tea"}}}
+            answer = http.post("/mcp", json=call, headers={**who, "Accept": "application/json, text/event-stream"})
+            assert answer.status_code == 200, answer.text
+            mem.runtime.drain()
+            listed = http.get("/v1/insight/searches", headers=who).json()["searches"]
+    result = CliRunner().invoke(cli, ["--db", db_target, "search", "cli door tea", "--user", "alice", "--json"])
+    assert result.exit_code == 0, result.output
+    with Memory.open(db_target) as mem:
+        doors = {r.query: r.door for r in mem.insight.searches(caller=ALICE)}
+    assert doors["python door tea"] == "python" and doors["tool door tea"] == "python"
+    assert doors["in-process hook: which tea do I drink?"] == "python"
+    assert doors["rest door tea"] == "rest" and doors["mcp door tea"] == "mcp" and doors["cli door tea"] == "cli"
+    assert doors["hook door: which tea do I drink?"] == "hook"
+    assert {r["query"] for r in listed} >= {"rest door tea", "mcp door tea"}
+
+
+def test_the_reports_over_rest_and_the_cli(db_target):
+    with Memory.open(db_target) as mem:
+        tea = mem.add("Alice drinks oolong tea every morning", caller=ALICE).id
+        for _ in range(2):
+            mem.search("oolong tea", caller=ALICE)
+        mem.runtime.drain()
+        with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                        base_url="http://127.0.0.1:8765") as http:
+            who = {"X-Clawrecall-User": "alice"}
+            assert http.get("/v1/insight/popular", headers=who).json()["queries"][0]["count"] == 2
+            assert http.get("/v1/insight/unanswered", headers=who).json()["queries"] == []
+            assert http.get("/v1/insight/recalled", headers=who).json()["recalled"][0]["memory"]["id"] == tea
+            assert len(http.get(f"/v1/insight/memories/{tea}/recalls", headers=who).json()["recalls"]) == 2
+            assert http.get(f"/v1/insight/memories/{tea}/recalls", headers={"X-Clawrecall-User": "bob"}).status_code == 404
+            assert http.get("/v1/insight/never-recalled", headers=who).json()["memories"] == []
+    run = CliRunner()
+    for command, key in (("popular", "count"), ("recalled", "count"), ("searches", "query")):
+        result = run.invoke(cli, ["--db", db_target, "insight", command, "--user", "alice", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)[0][key] in (2, "oolong tea")
+    result = run.invoke(cli, ["--db", db_target, "insight", "recalls", tea[:8], "--user", "alice", "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.output)) == 2
+    result = run.invoke(cli, ["--db", db_target, "insight", "popular", "--user", "alice"])
+    assert result.exit_code == 0 and "oolong tea" in result.output
