@@ -191,3 +191,62 @@ def test_the_reports_over_rest_and_the_cli(db_target):
     assert result.exit_code == 0 and len(json.loads(result.output)) == 2
     result = run.invoke(cli, ["--db", db_target, "insight", "popular", "--user", "alice"])
     assert result.exit_code == 0 and "oolong tea" in result.output
+
+
+def test_why_an_extracted_fact_is_stored_and_recalled(mem):
+    from test_facts import ALICE as ALICE_S1
+    from test_facts import extract, fact, segment
+
+    seg, messages = segment(mem, [("user", "I moved to Brno last month, loving it"), ("assistant", "Welcome to Brno!")])
+    _, _, result = extract(mem, seg, [fact("In February 2026 the user moved to Brno.", valid_from="2026-02-01")])
+    [fact_id] = result.created
+    mem.search("where does the user live now? Brno", caller=ALICE)
+    mem.runtime.drain()
+    p = mem.insight.why(fact_id[:8], caller=ALICE_S1)
+    assert p.memory.id == fact_id and p.origin == "extraction" and "segment" in p.explanation
+    assert p.segment is not None and p.segment.id == seg.id
+    assert [m.id for m in p.messages] == [messages[0].id] and p.messages[0].content.startswith("I moved to Brno")
+    assert [o.segment_id for o in p.occurrences] == [seg.id]
+    assert [h.action for h in p.history] == ["add"] and p.added_at is not None
+    assert [r.query for r in p.recalls] == ["where does the user live now? Brno"]
+    from clawrecall import NotFoundError
+    with pytest.raises(NotFoundError):
+        mem.insight.why(fact_id, caller=BOB)
+
+
+def test_why_names_each_origin(mem, tmp_path):
+    added = mem.add("Alice prefers window seats", caller=ALICE).id
+    assert not run_tool(mem, ALICE, "memory_store", {"content": "Alice is allergic to peanuts"}).is_error
+    stored = mem.list(caller=ALICE, source_type="tool")[0].id
+    notes = tmp_path / "trip.md"
+    notes.write_text("# Trip\n\nThe passport is in the top drawer.\n")
+    ingested = mem.files.ingest(notes, caller=ALICE)
+    chunk = mem.search("passport drawer", caller=ALICE, sources=["chunk"])[0].memory.id
+    why_added, why_tool, why_chunk = (mem.insight.why(i, caller=ALICE) for i in (added, stored, chunk))
+    assert (why_added.origin, why_added.added_by) == ("add", "user:alice")
+    assert why_tool.origin == "tool" and "memory_store" in why_tool.explanation
+    assert why_chunk.origin == "file" and why_chunk.file is not None and why_chunk.file.id == ingested["file_id"]
+    exported = tmp_path / "out.jsonl"
+    with exported.open("w") as f:
+        mem.export_jsonl(f, caller=ALICE)
+    with Memory.open(tmp_path / "other.db") as other, exported.open() as f:
+        other.import_jsonl(f)
+        imported = other.list()[0]
+        why = other.insight.why(imported.id)
+        assert why.origin == "import" and why.explanation.startswith("imported from a JSONL export")
+
+
+def test_why_over_rest_and_the_cli(db_target):
+    with Memory.open(db_target) as mem:
+        tea = mem.add("Alice drinks oolong tea every morning", caller=ALICE).id
+        mem.search("oolong tea", caller=ALICE)
+        mem.runtime.drain()
+        with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                        base_url="http://127.0.0.1:8765") as http:
+            body = http.get(f"/v1/insight/memories/{tea}/why", headers={"X-Clawrecall-User": "alice"}).json()
+            assert body["origin"] == "add" and len(body["recalls"]) == 1
+            assert http.get(f"/v1/insight/memories/{tea}/why", headers={"X-Clawrecall-User": "bob"}).status_code == 404
+    result = CliRunner().invoke(cli, ["--db", db_target, "insight", "why", tea[:8], "--user", "alice", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["recalls"][0]["query"] == "oolong tea"
+    result = CliRunner().invoke(cli, ["--db", db_target, "insight", "why", tea[:8], "--user", "alice"])
+    assert result.exit_code == 0 and "Origin:" in result.output and "Recalled: 1 time" in result.output

@@ -52,6 +52,7 @@ from .models import (
     Message,
     NewMemory,
     Occurrence,
+    Provenance,
     QueryCount,
     Recall,
     RecallCount,
@@ -73,7 +74,7 @@ __all__ = [
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch", "Memory",
     "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError",
-    "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "Provenance", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

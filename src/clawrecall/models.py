@@ -440,3 +440,22 @@ class Recall(BaseModel):
     rank: int
     door: str | None = None
     query: str | None = None
+
+
+class Provenance(BaseModel):
+    """Why a memory is stored and why it was recalled: where it came from, what it came from, every change,
+    and every logged search that found it. Each part is shown only as far as the caller may read it."""
+
+    memory: MemoryRecord
+    origin: str = Field(description="capture, extraction, session_summary, file, conversation, tool, import, add, "
+                                    "or the source_type a caller gave.")
+    explanation: str = Field(description="The origin in words.")
+    added_by: str | None = Field(None, description="Who stored it (history's actor).")
+    added_at: datetime | None = None
+    history: list[HistoryEntry] = Field(default_factory=list)
+    segment: Segment | None = Field(None, description="The conversation segment it was extracted from.")
+    messages: list[Message] = Field(default_factory=list, description="The messages it was extracted from.")
+    occurrences: list[Occurrence] = Field(default_factory=list, description="Each time a conversation stated it.")
+    job: Job | None = Field(None, description="The extraction job that made it.")
+    file: FileRecord | None = Field(None, description="The ingested file a chunk belongs to.")
+    recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")

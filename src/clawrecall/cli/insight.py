@@ -118,3 +118,23 @@ def recalls(state: State, memory_id: str, caller: Any, as_json: bool) -> None:
 
 def _cut(text: str) -> str:
     return out.truncate(text, 60)
+
+
+@insight_group.command("why")
+@by_id
+def why(state: State, memory_id: str, caller: Any, as_json: bool) -> None:
+    """Why a memory is stored (where it came from, what it came from, its changes) and why it was recalled."""
+    p = state.open(embeds=False).insight.why(memory_id, caller=caller)
+    pairs: list[tuple[str, Any]] = [
+        ("Memory", f"{out.short_id(p.memory.id)} {_cut(p.memory.content)}"), ("Origin", f"{p.origin}: {p.explanation}"),
+        ("Added", f"{age_string(p.added_at)} by {p.added_by or 'the administrator'}" if p.added_at else None),
+        ("Changes", ", ".join(h.action for h in p.history) or None),
+        ("Segment", f"{out.short_id(p.segment.id)} ({p.segment.title or p.segment.session_id})" if p.segment else None),
+        ("Job", f"{out.short_id(p.job.id)} {p.job.kind} {p.job.status}" if p.job else None),
+        ("File", p.file.path if p.file else None),
+        ("Stated", out.plural(len(p.occurrences), "time", "times") if p.occurrences else None),
+        ("Recalled", out.plural(len(p.recalls), "time", "times")),
+    ]
+    text = out.key_values(pairs)
+    said = [f"  {m.role}: {_cut(m.content)}" for m in p.messages]
+    out.respond(as_json, p, text + ("\nFrom:\n" + "\n".join(said) if said else ""))

@@ -13,9 +13,19 @@ from typing import Callable
 
 from .._time import utcnow
 from ..config import Config
+from ..engine._extraction import EXTRACT
+from ..engine._facts import SOURCE_TYPE as EXTRACTED
+from ..engine._facts import SUMMARY_SOURCE
 from ..engine._validate import check_int, check_when
 from ..errors import ValidationError
-from ..models import LoggedSearch, MemoryRecord, QueryCount, Recall, RecallCount
+from ..models import (
+    LoggedSearch,
+    MemoryRecord,
+    Provenance,
+    QueryCount,
+    Recall,
+    RecallCount,
+)
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller, may_read, read_scopes
 from ..storage import Store
@@ -107,8 +117,68 @@ class Insight:
                               query=search.query if shown else None))
         return out
 
+    def why(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> Provenance:
+        """Why this memory is stored and why it was recalled: its origin (the capture rule, the extraction job
+        and the messages and segment it came from, the file, the tool, the import), its history, and every
+        logged search that found it. Readable by whoever may read the memory; the parts in other scopes are
+        left out."""
+        who = as_caller(caller, user_id, agent_id)
+        memory = self._resolve(memory_id, who, scope)
+        s = self._store
+        history = s.history(memory.id)
+        first = history[0] if history else None
+        imported = first is not None and "import" in (first.action, first.actor)  # JSONL import's writes: actor "import"
+        origin = "import" if imported else memory.source_type or "add"
+        segment = file = job = None
+        messages = []
+        if origin == EXTRACTED and memory.source_id:
+            segment = s.segments.get(memory.source_id)
+            job = s.jobs.for_subject(EXTRACT, memory.source_id)
+            ids = [str(i) for i in memory.metadata.get("message_ids", [])]
+            found = s.messages.of(ids)
+            messages = [found[i] for i in ids if i in found]
+        elif origin == "file" and memory.source_id:
+            file = s.files.get(memory.source_id)
+        kept = [m for m in messages if self._reads_scope(who, m.scope)]
+        return Provenance(
+            memory=memory, origin=origin, explanation=_explain(memory, origin), history=history,
+            added_by=first.actor if first else None, added_at=first.at if first else memory.created_at,
+            segment=segment if segment is not None and self._reads_scope(who, segment.scope) else None,
+            messages=kept, occurrences=s.occurrences.of(memory.id),
+            job=job if job is not None and self._reads_scope(who, job.scope) else None,
+            file=file if file is not None and self._reads_scope(who, file.scope) else None,
+            recalls=self.recalls(memory.id, caller=who, scope=scope),
+        )
+
     def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
-        return who.administrator or may_read(who, memory.scope, access=self._config.access)
+        return self._reads_scope(who, memory.scope)
+
+    def _reads_scope(self, who: Caller, scope: str) -> bool:
+        return who.administrator or may_read(who, scope, access=self._config.access)
+
+
+#: an origin in words, by the `source_type` the write paths give
+_ORIGINS = {
+    "capture": "kept by a capture rule from what was said at the end of a turn",
+    EXTRACTED: "extracted by the LLM from a closed conversation segment",
+    SUMMARY_SOURCE: "the summary of a session, from its segments' extractions",
+    "file": "a chunk of an ingested file",
+    "conversation": "a message of the conversation record",
+    "tool": "stored by an agent through a memory tool",
+    "openclaw-markdown": "imported from OpenClaw's Markdown memory files",
+    "import": "imported from a JSONL export",
+    "add": "added through the API, the CLI or REST",
+}
+
+
+def _explain(memory: MemoryRecord, origin: str) -> str:
+    said = _ORIGINS.get(origin, f"stored with source {origin!r}")
+    if origin == "import" and memory.source_type:
+        return f"{said}; first {_ORIGINS.get(memory.source_type, memory.source_type)}"
+    return f"{said} ({memory.source_id})" if memory.source_id and origin in ("tool", "openclaw-markdown") else said
 
 
 def _since(since: datetime | None) -> datetime | None:

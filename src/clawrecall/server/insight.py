@@ -10,7 +10,14 @@ from pydantic import BaseModel
 
 from ..engine import Memory
 from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError
-from ..models import LoggedSearch, MemoryRecord, QueryCount, Recall, RecallCount
+from ..models import (
+    LoggedSearch,
+    MemoryRecord,
+    Provenance,
+    QueryCount,
+    Recall,
+    RecallCount,
+)
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -89,3 +96,10 @@ def never_recalled(
 def recalls(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Recalls:
     """Each time a search found the memory, newest first (the query only of searches the caller may read)."""
     return Recalls(recalls=mem.insight.recalls(memory_id, caller=ctx))
+
+
+@router.get("/memories/{memory_id}/why", responses=ONE)
+def why(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Provenance:
+    """Why the memory is stored (its origin, the messages, segment, job or file it came from, its history) and
+    why it was recalled (every logged search that found it)."""
+    return mem.insight.why(memory_id, caller=ctx)
