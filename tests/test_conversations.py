@@ -472,9 +472,9 @@ def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
     with Memory.open(db_target, access={"scopes": {"global": {"write": ["user:carol"]}}}) as mem:
         mem.conversations.log([{"role": "user", "content": "Shared notes from the old days"}], caller=Caller(None, "ops"),
                               session_id="old")
-        mem.store._run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
-        mem.store._run("UPDATE messages SET scope = 'global'")
-        mem.store._run("UPDATE segments SET scope = 'global', agent_id = NULL")
+        mem.store.run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
+        mem.store.run("UPDATE messages SET scope = 'global'")
+        mem.store.run("UPDATE segments SET scope = 'global', agent_id = NULL")
         assert mem.conversations.show("old", caller=ALICE)
         with pytest.raises(NotFoundError):
             mem.conversations.delete("old", caller=ALICE)  # her own conversation "old": there is none

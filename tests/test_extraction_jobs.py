@@ -310,7 +310,7 @@ def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased
         assert job is None or job.status != "done"
         assert mem.store.segments.get(closed.id) is None
         assert mem.list(caller=Caller(), limit=100) == []  # no fact, no message
-        assert mem.store._run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
+        assert mem.store.run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
 
 
 def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is_asked(db_target, llm_stub, monkeypatch):
@@ -328,6 +328,6 @@ def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is
         assert waiting.status == "queued" and waiting.attempts == 0 and "embedding provider" in waiting.last_error
         assert llm_stub.requests == []  # no tokens spent on a job that could not finish
         monkeypatch.setattr(type(mem.embedder), "_embed_batch", embed)
-        mem.store._run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem.store.dialect.p}", (waiting.id,))
+        mem.store.run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem.store.dialect.p}", (waiting.id,))
         assert mem.jobs.run_once("w1").status == "done"
         assert [m.content for m in mem.list(caller=ALICE, category="preference")] == ["The user prefers aisle seats."]

@@ -73,7 +73,7 @@ def backdate(mem: Memory, *, days: float) -> None:
     """Every memory stored `days` ago (the test's clock: the log's own times stay now)."""
     d = mem.store.dialect
     with mem.store.transaction():
-        mem.store._run(f"UPDATE memories SET created_at = {d.p}", (d.ts(utcnow() - timedelta(days=days)),))
+        mem.store.run(f"UPDATE memories SET created_at = {d.p}", (d.ts(utcnow() - timedelta(days=days)),))
 
 
 def test_a_caller_reads_its_own_searches_and_the_administrator_all(mem, seeded):
@@ -113,7 +113,7 @@ def test_erasing_a_person_erases_its_searches_and_the_hits_on_its_memories(mem, 
     counts = mem.erase(user_id="alice")
     assert counts["searches"] == 1
     assert {r.query for r in mem.insight.searches()} == {"what does alice drink, oolong?", "cello"}
-    hits = mem.store._run("SELECT memory_id FROM search_hits")
+    hits = mem.store.run("SELECT memory_id FROM search_hits")
     assert seeded["tea"] not in {str(r[0]) for r in hits} and hits  # bob's and the admin's other hits stay
 
 

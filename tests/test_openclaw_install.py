@@ -19,7 +19,7 @@ from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.errors import ScopeError, ValidationError
 from clawrecall.openclaw import MarkdownFile, import_markdown, sections
-from clawrecall.openclaw.markdown import MAX_SECTION_CHARS
+from clawrecall.openclaw.sections import MAX_SECTION_CHARS
 from clawrecall.openclaw import templates
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.app import create_app

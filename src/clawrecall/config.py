@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, pydantic_message
+from .importers.systems import owners
 from .models import DEFAULT_CATEGORIES
 from .scopes import ALL, SHARED_KINDS, validate_scope
 
@@ -169,16 +170,14 @@ class RetrievalConfig(_Section):
     # a search over several sources multiplies each hit's ranking score by its source's weight, so
     # what was stored as a memory leads the raw record it may have come from (docs/conversations.md)
     source_weights: dict[Literal["memory", "message", "chunk"], float] = Field(
-        default_factory=lambda: {"memory": 1.0, "message": 0.8, "chunk": 0.9}
+        default={"memory": 1.0, "message": 0.8, "chunk": 0.9}
     )
     # what a search that names no sources covers, at every door and in recall: memories, what users and
     # assistants said in the conversation record (reasoning and tool output stay out), and file chunks;
     # a fact said in passing is found wherever one asks (docs/retrieval.md#what-a-search-covers)
-    sources: list[Literal["memory", "message", "chunk"]] = Field(
-        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
-    )
+    sources: list[Literal["memory", "message", "chunk"]] = Field(default=["memory", "message", "chunk"], min_length=1)
     message_roles: list[Literal["user", "assistant", "reasoning", "tool_call", "tool_result", "system"]] = Field(
-        default_factory=lambda: ["user", "assistant"], min_length=1
+        default=["user", "assistant"], min_length=1
     )
 
 
@@ -266,11 +265,18 @@ class RecallHookConfig(_Section):
     per_item_max_chars: int = Field(default=180, ge=10)
     min_repeat_turns: int = Field(default=8, ge=0)
     timeout_ms: int = Field(default=2000, ge=1)
-    # the absolute score a memory needs to be injected unasked, on the scale of `retrieval.min_score`
-    # (which it replaces when set): stricter than a search's, since it lands in every prompt. 0.15 is
-    # a cosine of 0.2 with the default calibration, the gate this hook has always had.
-    min_score: float | None = Field(default=0.15, ge=0, le=1)
+    # the absolute score a line needs by itself (not lent by a session neighbour) to be injected unasked,
+    # on the scale of `retrieval.min_score` (which it replaces when set): stricter than a search's, since
+    # it lands in every prompt. 0.3 (a cosine of about 0.32 with the default calibration) kept every
+    # needed English fact of bench/agent_loop.py's tuning set and no unrelated line (docs/benchmarks/agent-loop.md)
+    min_score: float | None = Field(default=0.3, ge=0, le=1)
+    # an assistant's earlier reply needs this much: it mostly restates what the user said, or is its own
+    # small talk ("Anything else I can help with?"), which no threshold near `min_score` keeps out
+    assistant_min_score: float = Field(default=0.8, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
+    # a line sharing at least this share of its words with a line already in the block is left out
+    # (a captured fact and the message it came from; a fact said twice)
+    near_duplicate: float = Field(default=0.8, gt=0, le=1)
     # what recall draws on, when it should differ from every search's `retrieval.sources` (the default:
     # the same, so what recall shows every search door finds)
     sources: list[Literal["memory", "message", "chunk"]] | None = Field(default=None, min_length=1)
@@ -379,7 +385,7 @@ class FilesConfig(_Section):
     roots: list[str] = Field(default_factory=list)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
-        default_factory=lambda: ["markdown", "text", "code", "pdf"], min_length=1
+        default=["markdown", "text", "code", "pdf"], min_length=1
     )
     # tokens per chunk; default: the local model's window (254 for all-MiniLM-L6-v2), else 256
     chunk_tokens: int | None = Field(default=None, ge=16, le=8192)
@@ -637,7 +643,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     value is parsed as JSON when it is valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
     out: dict[str, Any] = {}
-    for name, parts, raw in _config_variables(env):
+    for _name, parts, raw in _config_variables(env):
         value: Any = raw
         if not _holds_text(_annotation_at(parts)):
             try:
@@ -674,9 +680,9 @@ def _annotation_at(parts: list[str]) -> Any:
 def _holds_text(annotation: Any) -> bool:
     """`str`, `str | None` or a `Literal` of strings: nothing but text fits, so no JSON is parsed."""
     options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    options = [o for o in options if o is not type(None)]
-    return bool(options) and all(
-        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in options
+    present = [o for o in options if o is not type(None)]
+    return bool(present) and all(
+        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in present
     )
 
 
@@ -713,12 +719,7 @@ def load_config(
 
 def _foreign_hint(unknown: list[str]) -> str:
     """When the unknown keys are another memory system's, say which and how to translate them."""
-    from .config_import import SYSTEMS
-
-    def theirs(key: str, rule: Any) -> bool:
-        return rule.matches(key) or rule.source.startswith(key + ".")
-
-    names = [s.name for s in SYSTEMS.values() if any(theirs(key, r) for key in unknown for r in s.rules)]
+    names = owners(unknown)
     if not names:
         return ""
     return f" (settings of {' or '.join(names)}: `clawrecall config import FILE --from {names[0]}` translates them)"

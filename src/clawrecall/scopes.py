@@ -23,12 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Mapping, Protocol, Sequence
 
 from .errors import ScopeError, ValidationError
-
-if TYPE_CHECKING:
-    from .config import AccessConfig
 
 SCOPE_KINDS = ("user", "agent", "project", "custom")
 SHARED_KINDS = ("global", "project", "custom")
@@ -115,12 +112,35 @@ class Caller:
         return scopes
 
 
+class Grant(Protocol):
+    """The members of one shared scope (`config.ScopeAccess`): `user:<id>`, `agent:<id>` or `*`."""
+
+    @property
+    def read(self) -> Sequence[str]: ...
+
+    @property
+    def write(self) -> Sequence[str]: ...
+
+
+class AccessPolicy(Protocol):
+    """The store's access policy (`config.AccessConfig`, declared with the rest of the config): the
+    members of each shared scope. A protocol, so the config may validate scopes with this module."""
+
+    @property
+    def scopes(self) -> Mapping[str, Grant]: ...
+
+
 class Stored(Protocol):
     """What the check needs of a stored memory: where it is and who wrote it."""
 
-    scope: str
-    user_id: str | None
-    agent_id: str | None
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    @property
+    def agent_id(self) -> str | None: ...
 
 
 def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:
@@ -134,12 +154,12 @@ def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) 
     return caller
 
 
-def may_read(caller: Caller, scope: str, *, access: AccessConfig) -> bool:
+def may_read(caller: Caller, scope: str, *, access: AccessPolicy) -> bool:
     """Whether the caller may read the (valid) scope, its token's allow-list included."""
     return _listed(caller, scope) and _reaches(caller, scope, access, write=False)
 
 
-def may_write(caller: Caller, scope: str | None = None, *, access: AccessConfig) -> bool:
+def may_write(caller: Caller, scope: str | None = None, *, access: AccessPolicy) -> bool:
     """Whether `write_scope` accepts the scope (by default: where this caller's new memories go)."""
     try:
         write_scope(caller, scope, access=access)
@@ -148,7 +168,7 @@ def may_write(caller: Caller, scope: str | None = None, *, access: AccessConfig)
     return True
 
 
-def write_scope(caller: Caller, scope: str | None, *, access: AccessConfig) -> str:
+def write_scope(caller: Caller, scope: str | None, *, access: AccessPolicy) -> str:
     """The scope a new memory (or startup entry) goes to, checked for writing: the one named, else
     the caller's user, agent, or global."""
     scope = _default_scope(caller.user_id, caller.agent_id) if scope is None else scope
@@ -157,7 +177,7 @@ def write_scope(caller: Caller, scope: str | None, *, access: AccessConfig) -> s
     return scope
 
 
-def check_change(caller: Caller, memory: Stored, *, access: AccessConfig, erase: bool = False) -> None:
+def check_change(caller: Caller, memory: Stored, *, access: AccessPolicy, erase: bool = False) -> None:
     """A change to a stored memory: an update or undelete needs write access to its scope; a delete
     or forget (`erase`) also accepts its author, where the author can still read it."""
     if erase and _wrote(caller, memory) and may_read(caller, memory.scope, access=access):
@@ -165,7 +185,7 @@ def check_change(caller: Caller, memory: Stored, *, access: AccessConfig, erase:
     _require(caller, memory.scope, access, write=True)
 
 
-def may_erase(caller: Caller, memory: Stored, *, access: AccessConfig) -> bool:
+def may_erase(caller: Caller, memory: Stored, *, access: AccessPolicy) -> bool:
     """Whether `check_change(..., erase=True)` accepts the memory (the memories a purge may remove)."""
     try:
         check_change(caller, memory, access=access, erase=True)
@@ -175,7 +195,7 @@ def may_erase(caller: Caller, memory: Stored, *, access: AccessConfig) -> bool:
 
 
 def new_memory_owner(
-    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None, *, access: AccessConfig
+    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None, *, access: AccessPolicy
 ) -> tuple[str, str | None, str | None]:
     """`(scope, user_id, agent_id)` of a new memory whose item names `user_id`/`agent_id` (or not).
 
@@ -216,7 +236,7 @@ def _held_scope(owner: Caller, scope: str | None) -> str:
     return scope
 
 
-def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: AccessConfig) -> list[str] | None:
+def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: AccessPolicy) -> list[str] | None:
     """The scopes a read may touch; `None` means every scope (only for the administrator).
 
     With no scope named (or `*`), a caller with a token reads its allow-list, another identified
@@ -236,7 +256,7 @@ def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: Access
     return names
 
 
-def _default_reads(caller: Caller, access: AccessConfig) -> list[str]:
+def _default_reads(caller: Caller, access: AccessPolicy) -> list[str]:
     own = caller.own_scopes()
     return own + [s for s in access.scopes if s not in own and _reaches(caller, s, access, write=False)]
 
@@ -245,7 +265,7 @@ def _default_scope(user_id: str | None, agent_id: str | None) -> str:
     return f"user:{user_id}" if user_id is not None else f"agent:{agent_id}" if agent_id is not None else "global"
 
 
-def _reaches(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> bool:
+def _reaches(caller: Caller, scope: str, access: AccessPolicy, *, write: bool) -> bool:
     """The scope rules above, before a token's allow-list narrows them."""
     if not caller.identified:  # the administrator, or an in-process caller held to its allow-list alone
         return True
@@ -264,7 +284,7 @@ def _reaches(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -
     return _names(grant.write, caller) or (not write and _names(grant.read, caller))
 
 
-def _names(members: list[str], caller: Caller) -> bool:
+def _names(members: Sequence[str], caller: Caller) -> bool:
     """Whether a member list names the caller: `*`, its `user:<id>` or its `agent:<id>`."""
     return (
         ALL in members
@@ -280,7 +300,7 @@ def _wrote(caller: Caller, memory: Stored) -> bool:
     return caller.agent_id is not None and memory.user_id is None and memory.agent_id == caller.agent_id
 
 
-def _require(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> None:
+def _require(caller: Caller, scope: str, access: AccessPolicy, *, write: bool) -> None:
     _listed_or_raise(caller, scope)
     if _reaches(caller, scope, access, write=write):
         return

@@ -260,7 +260,7 @@ def init(state: State, as_json: bool) -> None:
             raise click.FileError(str(config_path), exc.strerror) from None
     state.config = str(config_path)
     mem = state.open(embeds=False, creates=True)
-    data = {
+    data: dict[str, Any] = {
         "data_dir": str(home), "config": str(config_path), "config_created": created,
         "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
     }
@@ -527,7 +527,7 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
 
             result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     except KeyboardInterrupt:
-        text = interrupted_import_text(name, *written, dry_run, on_duplicate)
+        text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
         if not isinstance(deferred, nullcontext):
             text += "; the vector index is not built until `clawrecall index build` or the import's end"
         raise click.Abort(text) from None
@@ -619,7 +619,7 @@ class Doctor:
         self.check("jobs", self.jobs, mem)
         return self.checks
 
-    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any, **extra: Any) -> Any:
+    def check(self, name: str, probe: Callable[..., tuple[Any, ...]], *needs: Any, **extra: Any) -> Any:
         """Run `probe(*needs, **extra)`, skipped when a need is missing (an `extra` may be None)."""
         if any(n is None for n in needs):
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
@@ -676,7 +676,7 @@ class Doctor:
         another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
         state = mem.reembed_state()
         stored = mem.stored_fingerprint()
-        if state.other_model or state.other_dimensions:
+        if stored is not None and (state.other_model or state.other_dimensions):
             found = [f"{out.plural(state.other_model, 'row')} embedded by another model than {stored.provider}/{stored.model}"
                      if state.other_model else "",
                      f"{out.plural(state.other_dimensions, 'vector')} of other dimensions than {stored.dimensions}"
@@ -901,7 +901,7 @@ def output_file(path: str) -> Iterator[TextIO]:
     """Write to a temporary file renamed into place at the end, so a failed export leaves no half file
     and an existing file as it was ("-": standard output)."""
     if path == "-":
-        yield click.get_text_stream("stdout")
+        yield sys.stdout  # click.get_text_stream is deprecated: the runner and the terminal set sys.stdout
         return
     target = Path(path)
     try:
@@ -1006,7 +1006,8 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
         raise click.UsageError(f"{empty[0]} is empty: give an id, or leave it out")
     for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
         os.environ.pop(name, None)
-    caller = Caller(**identity(user_id, agent_id, session_id))
+    named = identity(user_id, agent_id, session_id)
+    caller = Caller(named["user_id"], named["agent_id"], named["session_id"])
     configure_logging("warning")
     if caller.administrator:
         click.echo("clawrecall mcp: no --user or --agent given: serving as the administrator, who reads and "

@@ -7,6 +7,7 @@ arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `St
 
 from __future__ import annotations
 
+import builtins
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -16,9 +17,8 @@ from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
-from ..insight.namespace import Insight
 from ..models import (
-    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
+    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -30,6 +30,7 @@ from ._erasure import Person, erase_person
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
+from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
@@ -164,7 +165,7 @@ class Memory:
     @overload
     def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
 
-    def add(
+    def add(  # type: ignore[misc]  # the overloads name the keywords below as **fields
         self,
         content: str | Sequence[Mapping[str, Any]],
         *,
@@ -564,8 +565,8 @@ class Memory:
         caller: Caller | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
+        scope: str | builtins.list[str] | None = None,
+        category: str | builtins.list[str] | None = None,
         include_deleted: bool = False,
         include_expired: bool = False,
     ) -> int:
@@ -577,8 +578,8 @@ class Memory:
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-    ) -> list[HistoryEntry]:
+        scope: str | builtins.list[str] | None = None,
+    ) -> builtins.list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
@@ -605,23 +606,10 @@ class Memory:
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
 
-    # -- startup entries: `mem.startup`'s verbs under the names they had on the facade ------------
-    def startup_set(self, key: str, content: str, **kwargs: Any) -> StartupEntry:
-        """Same as `mem.startup.set`."""
-        return self.startup.set(key, content, **kwargs)
-
-    def startup_list(self, **kwargs: Any) -> list[StartupEntry]:
-        """Same as `mem.startup.list`."""
-        return self.startup.list(**kwargs)
-
-    def startup_delete(self, key: str, **kwargs: Any) -> None:
-        """Same as `mem.startup.delete`."""
-        self.startup.delete(key, **kwargs)
-
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
         self, out: IO[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None, include_deleted: bool = True,
+        scope: str | builtins.list[str] | None = None, include_deleted: bool = True,
     ) -> int:
         """Write one JSON object per memory, with every field, oldest first."""
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted)

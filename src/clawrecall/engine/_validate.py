@@ -163,7 +163,7 @@ def check_int(value: Any, name: str, lo: int, hi: int) -> None:
 def check_share(value: Any, name: str) -> float:
     """An importance, confidence or score: a real number from 0 to 1, NaN and bool excluded (a numpy
     float is a number too: scores often come from one)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= value <= 1:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= float(value) <= 1:
         raise ValidationError(f"{name} must be between 0 and 1, got {value!r}")
     return float(value)
 

@@ -20,6 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
+from .sections import sections
+
 # The section fingerprints of openclaw@2026.9.6's templates (every `docs/reference/templates/*.md`).
 SHIPPED = frozenset("""
     004469b974dc85b2 0087c6f7d0f646bd 01f5333261ff05b3 01fb717dcfb7b5b2 04b27625a2573083 071d12a3b2a5e6b4
@@ -74,8 +76,6 @@ def fingerprint(section: str) -> str:
 
 def fingerprints(markdown: Iterable[str]) -> frozenset[str]:
     """The fingerprints of every section of these templates, as OpenClaw writes them (no front matter)."""
-    from .markdown import sections
-
     return frozenset(fingerprint(s.text) for text in markdown for s in sections(_FRONT_MATTER.sub("", text, count=1)))
 
 

@@ -10,14 +10,7 @@ from pydantic import BaseModel
 
 from ..engine import Memory
 from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError
-from ..models import (
-    LoggedSearch,
-    MemoryRecord,
-    Provenance,
-    QueryCount,
-    Recall,
-    RecallCount,
-)
+from ..models import LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors

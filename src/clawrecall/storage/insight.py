@@ -4,23 +4,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ..models import LoggedHit, LoggedSearch
 from .base import chunks
 from .dialect import RowMap
-from .record import _Table
+from .executor import Executor, TableRows
 from .schema import SEARCH_HITS, SEARCH_LOG
 
-if TYPE_CHECKING:
-    from .sql import Store
 
-
-class SearchLog(_Table[LoggedSearch]):
+class SearchLog(TableRows[LoggedSearch]):
     table = SEARCH_LOG
     model = LoggedSearch
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Executor):
         super().__init__(store)
         self._hits = RowMap(store.dialect, SEARCH_HITS)
 
@@ -29,7 +26,7 @@ class SearchLog(_Table[LoggedSearch]):
         s = self._store
         with s.transaction():
             self.insert([search for search, _ in searches])
-            s._run_many(
+            s.run_many(
                 f"INSERT INTO search_hits ({self._hits.columns}) VALUES ({s.dialect.marks(len(self._hits.fields))})",
                 (self._hits.row(h) for _, hits in searches for h in hits),
             )
@@ -53,7 +50,7 @@ class SearchLog(_Table[LoggedSearch]):
         if empty:
             where += " AND t.result_count = 0"
         from_ts = self._store.dialect.from_db["time"]
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT min(t.query), count(*), max(t.at), avg(t.result_count) FROM search_log t WHERE {where} "
             f"GROUP BY lower(t.query) ORDER BY count(*) DESC, max(t.at) DESC LIMIT {self._store.dialect.p}",
             (*params, limit),
@@ -65,7 +62,7 @@ class SearchLog(_Table[LoggedSearch]):
         """(memory id, times found, last time) over the searches logged under these scopes, most first."""
         where, params = self._where(scopes, since)
         from_ts = self._store.dialect.from_db["time"]
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT h.memory_id, count(*), max(h.at) FROM search_hits h JOIN search_log t ON t.id = h.log_id "
             f"WHERE {where} GROUP BY h.memory_id ORDER BY count(*) DESC, max(h.at) DESC LIMIT {self._store.dialect.p}",
             (*params, limit),
@@ -76,7 +73,7 @@ class SearchLog(_Table[LoggedSearch]):
         """Ids of current memories in these scopes, older than `since`, that no search found since then."""
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT t.id FROM memories t WHERE {where} AND t.kind = 'memory' AND t.deleted_at IS NULL "
             f"AND t.superseded_by IS NULL AND t.created_at < {d.p} AND NOT EXISTS "
             f"(SELECT 1 FROM search_hits h WHERE h.memory_id = t.id AND h.at >= {d.p}) "
@@ -88,7 +85,7 @@ class SearchLog(_Table[LoggedSearch]):
     def recalls_of(self, memory_id: str) -> list[tuple[LoggedHit, LoggedSearch]]:
         """Each time a logged search found the memory, newest first, with that search."""
         n = len(self._hits.fields)
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT {', '.join(f'h.{c}' for c in self._hits.fields)}, {', '.join(f't.{c}' for c in self._map.fields)} "
             f"FROM search_hits h JOIN search_log t ON t.id = h.log_id WHERE h.memory_id = {self._store.dialect.p} "
             "ORDER BY h.at DESC, h.log_id", (memory_id,),
@@ -99,9 +96,9 @@ class SearchLog(_Table[LoggedSearch]):
         """Remove the searches logged before a time, and their hits; how many searches."""
         s, d = self._store, self._store.dialect
         with s.transaction():
-            s._run(f"DELETE FROM search_hits WHERE at < {d.p}", (d.ts(before),))
-            n = s._run(f"SELECT count(*) FROM search_log WHERE at < {d.p}", (d.ts(before),))[0][0]
-            s._run(f"DELETE FROM search_log WHERE at < {d.p}", (d.ts(before),))
+            s.run(f"DELETE FROM search_hits WHERE at < {d.p}", (d.ts(before),))
+            n = s.run(f"SELECT count(*) FROM search_log WHERE at < {d.p}", (d.ts(before),))[0][0]
+            s.run(f"DELETE FROM search_log WHERE at < {d.p}", (d.ts(before),))
         return int(n)
 
     def of_person(self, column: str, person: str, scope: str, memory_ids: Sequence[str], *, delete: bool) -> int:
@@ -110,15 +107,15 @@ class SearchLog(_Table[LoggedSearch]):
         if column not in ("user_id", "agent_id"):
             raise ValueError(f"not an owner column: {column}")
         s, p = self._store, self._store.dialect.p
-        ids = [str(r[0]) for r in s._run(f"SELECT id FROM search_log WHERE {column} = {p} OR scope = {p}", (person, scope))]
+        ids = [str(r[0]) for r in s.run(f"SELECT id FROM search_log WHERE {column} = {p} OR scope = {p}", (person, scope))]
         if delete:
             one_of = s.dialect.one_of
             with s.transaction():
                 for chunk in chunks(ids):
                     for table, key in (("search_hits", "log_id"), ("search_log", "id")):
                         where, params = one_of(key, chunk, "uuid")
-                        s._run(f"DELETE FROM {table} WHERE {where}", params)
+                        s.run(f"DELETE FROM {table} WHERE {where}", params)
                 for chunk in chunks(memory_ids):
                     where, params = one_of("memory_id", chunk, "uuid")
-                    s._run(f"DELETE FROM search_hits WHERE {where}", params)
+                    s.run(f"DELETE FROM search_hits WHERE {where}", params)
         return len(ids)

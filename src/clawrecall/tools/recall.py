@@ -76,7 +76,7 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
 
 def _entry(hit: SearchHit) -> RecalledEntry:
     """A hit's entry, with its source and, for a message or file chunk, where it came from."""
-    out: RecalledEntry = {**entry(hit.memory, hit.score)}  # type: ignore[typeddict-item]
+    out: RecalledEntry = {**entry(hit.memory, hit.score)}
     if hit.source != "memory":
         out["source"] = hit.source
         out["origin"] = hit.origin
@@ -176,7 +176,7 @@ class Candidates(TypedDict):
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
 )
 def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
-    if (args.memoryId or "").strip():
+    if args.memoryId is not None and args.memoryId.strip():
         try:
             record = mem.get(args.memoryId.strip(), caller=caller)
         except NotFoundError:
@@ -184,9 +184,9 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         return _forget(mem, caller, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
-    hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0,
-                      sources=["memory"])  # what was said and files are not erased one by one
-    hits = [h for h in hits if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
+    found = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0,
+                       sources=["memory"])  # what was said and files are not erased one by one
+    hits = [h for h in found if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
     if _confident(hits):

@@ -88,17 +88,19 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
     )
     provider, model, _ = mem.configured_fingerprint()
-    results: list[SearchResult] = [
-        {
+    results: list[SearchResult] = []
+    for h in hits:
+        result: SearchResult = {
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
             "snippet": h.content[:SNIPPET_CHARS], "source": "sessions" if h.source == "message" else "memory",
             "citation": f"{PROVIDER}:memories#{h.id}", "age": h.age, "category": h.memory.category,
-            "kind": h.source, "label": label(h),  # type: ignore[typeddict-item]  # a hit's source is a kind
-            **({"origin": h.origin} if h.source != "memory" else {}),
-            **({"discussed": h.discussed.model_dump(mode="json")} if h.discussed is not None else {}),
+            "kind": h.source, "label": label(h),
         }
-        for h in hits
-    ]
+        if h.source != "memory":
+            result["origin"] = h.origin
+        if h.discussed is not None:
+            result["discussed"] = h.discussed.model_dump(mode="json")
+        results.append(result)
     text = (untrusted([line(n, h.memory, h.score, label=label(h), discussed=h.discussed) for n, h in enumerate(hits, 1)])
             if hits else "No relevant records.") + keywords_only(hits)
     details: SearchDetails = {

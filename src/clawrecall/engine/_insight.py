@@ -13,23 +13,16 @@ from typing import Callable
 
 from .._time import utcnow
 from ..config import Config
-from ..engine._extraction import EXTRACT
-from ..engine._facts import SOURCE_TYPE as EXTRACTED
-from ..engine._facts import SUMMARY_SOURCE
-from ..engine._validate import check_int, check_when
 from ..errors import ValidationError
-from ..models import (
-    LoggedSearch,
-    MemoryRecord,
-    Provenance,
-    QueryCount,
-    Recall,
-    RecallCount,
-)
+from ..insight.log import SearchRecorder
+from ..models import LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller, may_read, read_scopes
 from ..storage import Store
-from .log import SearchRecorder
+from ._extraction import EXTRACT
+from ._facts import SOURCE_TYPE as EXTRACTED
+from ._facts import SUMMARY_SOURCE
+from ._validate import check_int, check_when
 
 Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
 
