@@ -617,6 +617,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
         ["insight", "searches"], ["insight", "popular"], ["insight", "unanswered"], ["insight", "recalled"],
         ["insight", "never-recalled"], ["insight", "recalls", memory_id[:8]], ["insight", "why", memory_id[:8]],
+        ["insight", "coverage"],
     ]
     seen = set()
     for step in steps:

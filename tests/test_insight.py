@@ -250,3 +250,32 @@ def test_why_over_rest_and_the_cli(db_target):
     assert result.exit_code == 0 and json.loads(result.output)["recalls"][0]["query"] == "oolong tea"
     result = CliRunner().invoke(cli, ["--db", db_target, "insight", "why", tea[:8], "--user", "alice"])
     assert result.exit_code == 0 and "Origin:" in result.output and "Recalled: 1 time" in result.output
+
+
+def test_coverage_counts_each_kind_exactly_after_writes_the_backfill_and_another_models_vectors(mem):
+    from test_facts import extract, fact, segment
+
+    mem.add("Alice drinks oolong tea every morning", caller=ALICE)
+    mem.add("Alice rides a red bicycle to work", caller=ALICE)
+    mem.add("Bob plays the cello", caller=BOB)
+    seg, _ = segment(mem, [("user", "I moved to Brno last month"), ("assistant", "Welcome to Brno!")])
+    extract(mem, seg, [fact("In February 2026 the user moved to Brno.")])
+
+    def of(**kwargs):
+        return {c.kind: (c.total, c.embedded, c.waiting, c.other_model) for c in mem.insight.coverage(**kwargs)}
+
+    before = of(caller=ALICE)
+    assert before["memory"] == (2, 2, 0, 0) and before["fact"] == (1, 1, 0, 0)
+    messages = before["message"]
+    assert messages[0] == 2 and messages[2] == messages[0] - messages[1]  # recorded first, embedded by the backfill
+    mem.backfill()
+    assert of(caller=ALICE)["message"] == (2, 2, 0, 0)
+    assert of()["memory"] == (3, 3, 0, 0)  # the administrator: bob's too
+    d = mem.store.dialect
+    with mem.store.transaction():  # a vector left by another model (a re-embedding under way, a swapped provider)
+        mem.store.run(f"UPDATE memories SET embedding_model = {d.p} WHERE content = {d.p}", ("other/model", "Alice rides a red bicycle to work"))
+    [memories] = [c for c in mem.insight.coverage(caller=ALICE) if c.kind == "memory"]
+    assert (memories.total, memories.embedded, memories.other_model, memories.percent) == (2, 1, 1, 50.0)
+    assert memories.models["other/model"] == 1
+    mem.reembed()
+    assert of(caller=ALICE)["memory"] == (2, 2, 0, 0)

@@ -10,7 +10,7 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Coverage",
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch", "Memory",

@@ -39,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    Coverage,
     Discussed,
     EmbeddingFingerprint,
     FileRecord,
@@ -69,7 +70,7 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Coverage",
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch", "Memory",

@@ -463,3 +463,16 @@ class Provenance(BaseModel):
     job: Job | None = Field(None, description="The extraction job that made it.")
     file: FileRecord | None = Field(None, description="The ingested file a chunk belongs to.")
     recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")
+
+
+class Coverage(BaseModel):
+    """Embedding coverage of one kind of row (memory, fact, message, chunk, window) in the caller's scopes."""
+
+    kind: str = Field(description="memory, fact (a memory extracted from a conversation), message, chunk or window.")
+    total: int = Field(description="Rows not deleted.")
+    embedded: int = Field(description="Rows with a vector by the store's model.")
+    percent: float = Field(description="embedded / total, in percent (100 when there are none).")
+    waiting: int = Field(description="Rows without a vector: the backfill embeds them.")
+    other_model: int = Field(description="Rows whose vector another model made: their vector no longer matches "
+                                         "what a search compares it with (`reembed` makes them again).")
+    models: dict[str, int] = Field(default_factory=dict, description="Rows with a vector, by the model that made it.")

@@ -138,3 +138,15 @@ def why(state: State, memory_id: str, caller: Any, as_json: bool) -> None:
     text = out.key_values(pairs)
     said = [f"  {m.role}: {_cut(m.content)}" for m in p.messages]
     out.respond(as_json, p, text + ("\nFrom:\n" + "\n".join(said) if said else ""))
+
+
+@insight_group.command("coverage")
+@scope_options
+@rows_format_options
+@pass_state
+def coverage(state: State, fmt: out.Format, **params: Any) -> None:
+    """Embedding coverage per kind of row: how many have a vector, wait for one, or have another model's."""
+    found = state.open(embeds=False).insight.coverage(**engine_args(params))
+    rows = [[c.kind, str(c.total), str(c.embedded), f"{c.percent:g}%", str(c.waiting), str(c.other_model)] for c in found]
+    out.respond_rows(fmt, found, out.table(["KIND", "ROWS", "EMBEDDED", "%", "WAITING", "OTHER MODEL"], rows,
+                                           right=(1, 2, 3, 4, 5)) if rows else "Nothing stored.")

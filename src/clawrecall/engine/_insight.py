@@ -15,10 +15,12 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
 from ..insight.log import SearchRecorder
-from ..models import LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
+from ..models import Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller, may_read, read_scopes
 from ..storage import Store
+from ..storage.insight import coverage
+from ._embedding import Embedding
 from ._extraction import EXTRACT
 from ._facts import SOURCE_TYPE as EXTRACTED
 from ._facts import SUMMARY_SOURCE
@@ -28,8 +30,9 @@ Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
 
 
 class Insight:
-    def __init__(self, store: Store, config: Config, runtime: Runtime, resolve: Resolve):
+    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve):
         self._store = store
+        self._embedding = embedding
         self._config = config
         self._resolve = resolve
         self.recorder = SearchRecorder(store, config, runtime)
@@ -145,6 +148,33 @@ class Insight:
             file=file if file is not None and self._reads_scope(who, file.scope) else None,
             recalls=self.recalls(memory.id, caller=who, scope=scope),
         )
+
+    def coverage(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+    ) -> list[Coverage]:
+        """Embedding coverage per kind of row (memory, fact, message, chunk, window) in the scopes the caller
+        reads: rows, rows with a vector by the store's model, rows waiting for the backfill, rows whose vector
+        another model made. A content change re-embeds in the write that makes it, so no row's vector is
+        older than its text (docs/insight.md)."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        fingerprint = self._embedding.stored_fingerprint()
+        current = None if fingerprint is None else f"{fingerprint.provider}/{fingerprint.model}"
+        kinds: dict[str, Coverage] = {}
+        for kind, model, rows, vectors in coverage(self._store, scopes, EXTRACTED):
+            c = kinds.setdefault(kind, Coverage(kind=kind, total=0, embedded=0, percent=100.0, waiting=0, other_model=0))
+            c.total += rows
+            c.waiting += rows - vectors
+            if vectors and model is not None:
+                c.models[model] = c.models.get(model, 0) + vectors
+                if model == current:
+                    c.embedded += vectors
+                else:
+                    c.other_model += vectors
+        for c in kinds.values():
+            c.percent = round(100 * c.embedded / c.total, 2) if c.total else 100.0
+        order = ["memory", "fact", "message", "chunk", "window"]
+        return sorted(kinds.values(), key=lambda c: (order.index(c.kind) if c.kind in order else len(order), c.kind))
 
     def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
         return self._reads_scope(who, memory.scope)

@@ -80,7 +80,7 @@ class Memory:
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
         self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
         # the search log's reports and a memory's recalls; every search below is noted in its log
-        self.insight = Insight(store, config, self.runtime,
+        self.insight = Insight(store, config, self.runtime, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
         if check_embedding:
             try:

@@ -8,7 +8,7 @@
     /v1/import/markdown                                  an agent's Markdown memory files (imports.py)
     /v1/files, /v1/files/{id}                            ingested files: Markdown, text, code, PDF (files.py)
     /v1/jobs, /v1/jobs/{id}[/retry|/cancel]              background jobs (jobs.py); their workers run here too
-    /v1/insight/{searches,popular,unanswered,recalled,never-recalled,memories/{id}/recalls|why}  insight (insight.py)
+    /v1/insight/{searches,popular,unanswered,recalled,never-recalled,coverage,memories/{id}/recalls|why}  insight (insight.py)
     /mcp                                                 MCP streamable HTTP (mcp.py)
     /embed, /batch, /health                              the E5 server API (embed.py; /health here)
     /ready                                               readiness: 503 until the embedding model is loaded

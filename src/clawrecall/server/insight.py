@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ..engine import Memory
 from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError
-from ..models import LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
+from ..models import Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -96,3 +96,13 @@ def why(memory_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(cal
     """Why the memory is stored (its origin, the messages, segment, job or file it came from, its history) and
     why it was recalled (every logged search that found it)."""
     return mem.insight.why(memory_id, caller=ctx)
+
+
+class Coverages(BaseModel):
+    coverage: list[Coverage]
+
+
+@router.get("/coverage", responses=READ)
+def coverage(scope: list[str] | None = Query(None), mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Coverages:
+    """Embedding coverage per kind of row: rows, embedded, waiting for the backfill, made by another model."""
+    return Coverages(coverage=mem.insight.coverage(caller=ctx, scope=scope))

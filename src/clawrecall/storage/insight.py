@@ -119,3 +119,16 @@ class SearchLog(TableRows[LoggedSearch]):
                     where, params = one_of("memory_id", chunk, "uuid")
                     s.run(f"DELETE FROM search_hits WHERE {where}", params)
         return len(ids)
+
+
+def coverage(store: Executor, scopes: Sequence[str] | None, fact_source: str) -> list[tuple[str, str | None, int, int]]:
+    """(kind, model, rows, rows with a vector) of the rows not deleted in these scopes; a memory whose
+    `source_type` is `fact_source` (extracted from a conversation) counts as a `fact`."""
+    p = store.dialect.p
+    where, params = ("1 = 1", []) if scopes is None else store.dialect.one_of("scope", list(scopes), "text")
+    rows = store.run(
+        f"SELECT CASE WHEN kind = 'memory' AND source_type = {p} THEN 'fact' ELSE kind END AS k, "
+        f"embedding_model, count(*), count(embedding) FROM memories WHERE deleted_at IS NULL AND {where} "
+        "GROUP BY k, embedding_model", (fact_source, *params),
+    )
+    return [(str(r[0]), r[1], int(r[2]), int(r[3])) for r in rows]
