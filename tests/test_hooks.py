@@ -6,7 +6,7 @@ Integration parts run on a real SQLite store (tests marked `model` with the real
 from __future__ import annotations
 
 import re
-import time
+import threading
 
 import pytest
 
@@ -465,15 +465,18 @@ def test_scopes_follow_the_caller(alice):
 
 
 def test_timeout_returns_nothing_instead_of_stalling(alice):
-    def slow_search(query, **kwargs):
-        time.sleep(1.0)
+    answered = threading.Event()
+
+    def stalled_search(query, **kwargs):  # until the hook has answered (a hook that waited would get [] in 60 s)
+        answered.wait(60)
         return []
 
-    alice.search = slow_search
+    alice.search = stalled_search
     alice.config.hooks.recall.timeout_ms = 100
-    started = time.perf_counter()
-    out = before_prompt_build(alice, {"prompt": "which editor theme does alice like?"}, ctx())
-    assert time.perf_counter() - started < 0.5
+    try:
+        out = before_prompt_build(alice, {"prompt": "which editor theme does alice like?"}, ctx())
+    finally:
+        answered.set()
     assert out == {"prependContext": None, "ephemeral": True, "memories": [], "skipped": "timeout"}
 
 
@@ -529,11 +532,22 @@ def test_a_startup_entry_keeps_its_lines_but_cannot_end_its_block_or_form_a_tag(
     assert strip_envelope(out + "\nWhat is on today?") == "What is on today?"  # the user's words stay the user's
 
 
-def test_startup_digest_ttl(identity):
-    identity.config.hooks.startup.ttl_s = 0.2
+@pytest.fixture
+def clock(monkeypatch):
+    """The startup hook's clock, moved by hand: `clock.append(seconds later)`."""
+    from clawrecall.hooks import startup
+
+    now = [1000.0]
+    monkeypatch.setattr(startup, "_monotonic", lambda: now[-1])
+    return now
+
+
+def test_startup_digest_ttl(identity, clock):
+    identity.config.hooks.startup.ttl_s = 60
     assert startup_context(identity, {"messages": []}, ctx())["reason"] == "first_turn"
+    clock.append(clock[-1] + 59.9)
     assert startup_context(identity, LATER, ctx())["prependContext"] is None
-    time.sleep(0.25)
+    clock.append(clock[-1] + 0.1)
     assert startup_context(identity, LATER, ctx())["reason"] == "ttl_expired"
 
 
@@ -554,10 +568,10 @@ def test_startup_always_mode_and_no_session(identity):
     assert startup_context(identity, LATER, ctx(session_id=None))["prependContext"] == FULL
 
 
-def test_startup_reinforced_entries_come_back_on_every_later_turn(identity):
+def test_startup_reinforced_entries_come_back_on_every_later_turn(identity, clock):
     identity.startup.set("gate", "Never send without being asked.", priority=2, reinforce=True)
     identity.startup.set("tone", "Be brief.", priority=1, reinforce=True)
-    identity.config.hooks.startup.ttl_s = 0.3
+    identity.config.hooks.startup.ttl_s = 60
     first = startup_context(identity, {"messages": []}, ctx())
     assert first["reason"] == "first_turn" and first["entries"] == ["soul", "rules", "tone", "gate", "reference"]
     reinforced = {"prependContext": "init:\nBe brief.\n\nNever send without being asked.\n/init",
@@ -569,7 +583,7 @@ def test_startup_reinforced_entries_come_back_on_every_later_turn(identity):
     mini = ctx(session_id="s2")
     assert startup_context(identity, {"messages": [], "model": "gpt-4o-mini"}, mini)["entries"] == ["soul"]
     assert startup_context(identity, {**LATER, "model": "gpt-4o-mini"}, mini)["entries"] == ["tone"]
-    time.sleep(0.35)
+    clock.append(clock[-1] + 60)
     assert startup_context(identity, LATER, ctx())["reason"] == "ttl_expired"  # the whole block, as before
     assert startup_context(identity, LATER, ctx())["reason"] == "reinforce"
     identity.config.hooks.startup.mode = "first-run"
@@ -660,3 +674,15 @@ def test_a_token_allow_list_narrows_reads(alice):
     assert before_prompt_build(alice, wifi, token)["skipped"] == "no_memories"
     assert before_prompt_build(alice, {"prompt": "which editor theme does alice like?"}, token)["memories"]
     assert startup_context(alice, {"messages": []}, token)["reason"] == "no_entries"
+
+
+def test_a_question_about_the_past_is_searched_even_when_it_reads_as_small_talk():
+    """A follow-up about before ("What was it before?") is forced to search; the small-talk rule, which
+    would skip it, comes after the forcing one, in one place for the hook and `should_skip_retrieval`."""
+    from clawrecall.hooks.text import should_skip_retrieval, skip_reason
+    from clawrecall.retrieval.noise import is_small_talk
+
+    for prompt in ("What was it before?", "and before that?"):
+        assert is_small_talk(prompt)  # what made the hook skip it
+        assert skip_reason(prompt) is None and not should_skip_retrieval(prompt)
+    assert skip_reason("That is great, thanks") == "small_talk"

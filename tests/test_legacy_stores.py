@@ -18,6 +18,8 @@ def _recorded(store) -> list[tuple[str, str]]:
 
 ALL_STEPS = sorted((s.name, n) for s in SETS for n in s.steps)
 
+pytestmark = pytest.mark.empty_db  # each test writes an old store into its database
+
 
 @pytest.mark.model  # the old rows' vectors are the local model's: found by meaning, next to new ones
 def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):

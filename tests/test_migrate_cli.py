@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
 from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, KNOWLEDGE, REEMBED, latest
+
+pytestmark = pytest.mark.empty_db  # each test writes an old store into its database
 
 
 def test_status_dry_run_apply(db_target):

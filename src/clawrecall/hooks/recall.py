@@ -70,7 +70,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     if session is not None:
         session.turn += 1
     query = _query(prompt, messages)
-    reason = skip_reason(query, cfg.min_length) or ("small_talk" if is_small_talk(query) else None)
+    reason = skip_reason(query, cfg.min_length)
     if reason is not None:
         return _answer(skipped=reason)
 
