@@ -615,6 +615,9 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["conversations", "export", "s1", "--output", str(tmp_path / "s1.jsonl")], ["conversations", "end", "s1", "--user", "grace"],
         ["conversations", "sweep"], ["files", "list"], ["jobs", "list"],
         ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
+        ["insight", "searches"], ["insight", "popular"], ["insight", "unanswered"], ["insight", "recalled"],
+        ["insight", "never-recalled"], ["insight", "recalls", memory_id[:8]], ["insight", "why", memory_id[:8]],
+        ["insight", "coverage"],
     ]
     seen = set()
     for step in steps:

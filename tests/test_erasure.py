@@ -51,7 +51,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
     with Memory.open(db_target) as mem:
         ids = seed(mem)
         # history: 3 adds, 1 update, 1 delete; signed by alice: those 5 and her change to the shared memory
-        expected = {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0}
+        expected = {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0, "searches": 0}
         assert mem.erase(user_id="alice", dry_run=True) == expected
         assert mem.count(include_deleted=True) == 5  # a dry run changes nothing
 
@@ -66,7 +66,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         shared = mem.history(ids["shared"])
         assert [(e.action, e.actor, e.after) for e in shared[1:]] == [("update", "user:(erased)", {"title": "Opening hours"})]
         assert {h.id for h in mem.search("passport number", min_score=0)} == {ids["bob"], ids["shared"]}
-        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0}
+        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         if mem.store.backend == "sqlite":
             mem.close()
             raw = b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*"))
@@ -81,7 +81,7 @@ def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
         other = mem.add("Review bot checks style", agent_id="review").id
         shared = mem.add("The style guide lives in docs/").id
         mem.update(shared, title="style", caller=Caller("alice", "deploy"))
-        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0}
+        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         assert {r.id for r in mem.list(include_deleted=True)} == {other, shared}
         assert [e.actor for e in mem.history(shared)] == ["local", "user:alice agent:(erased)"]
 
@@ -150,7 +150,7 @@ def test_erasing_thousands_of_memories_is_one_statement_per_table(db_target):
         started = time.perf_counter()
         counts = mem.erase(user_id="carol")
         took = time.perf_counter() - started
-        assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0}
+        assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         assert took < 60, f"erasing 2,000 memories took {took:.2f} s"  # not one a memory: that took 12 minutes
         assert mem.count(include_deleted=True) == 1
 
@@ -236,7 +236,7 @@ def test_rest_erase_is_the_administrators_or_the_users_own(tmp_path):
         both = post(alice, "/v1/erase", {"user_id": "alice", "agent_id": "x"})
         assert both.status_code == 422
         dry = post(alice, "/v1/erase", {"user_id": "alice", "dry_run": True})
-        assert dry.json() == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0}, "dry_run": True}
+        assert dry.json() == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0, "searches": 0}, "dry_run": True}
         done = post(alice, "/v1/erase", {"user_id": "alice"})
         assert done.status_code == 200 and done.json()["erased"]["memories"] == 3
         assert mem.count(include_deleted=True) == 2
@@ -278,17 +278,17 @@ def test_cli_erase_shows_the_count_asks_and_erases(tmp_path):
         seed(mem)
     dry = run("--db", db, "erase", "--user", "alice", "--dry-run")
     assert dry.stdout == ("Would erase user alice: 3 memories, 5 history entries, 6 changes signed by them, "
-                          "0 fact occurrences, 0 messages, 0 segments, 0 files, 1 startup entry, 0 jobs. Nothing changed (dry run).\n")
+                          "0 fact occurrences, 0 messages, 0 segments, 0 files, 1 startup entry, 0 jobs, 0 logged searches. Nothing changed (dry run).\n")
     refused = run("erase", "--user", "alice", "--db", db, code=2)  # no terminal to confirm on
     assert "pass --yes" in refused.stderr
     done = json.loads(run("erase", "--user", "alice", "--yes", "--json", "--db", db).stdout)
-    assert done == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0}, "dry_run": False,
+    assert done == {"erased": {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0, "searches": 0}, "dry_run": False,
                     "user_id": "alice",
                     "agent_id": None}
     assert run("erase", "--db", db, code=2).stderr.startswith("Error: name one person")
     assert run("erase", "--agent", "nobody", "--db", db).stdout == (
         "Erased agent nobody: 0 memories, 0 history entries, 0 changes signed by them, 0 fact occurrences, 0 messages, 0 segments, "
-        "0 files, 0 startup entries, 0 jobs.\n")
+        "0 files, 0 startup entries, 0 jobs, 0 logged searches.\n")
 
 
 def test_cli_delete_bulk_counts_unless_yes(tmp_path):

@@ -32,7 +32,7 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
         "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/change-feed",
         "core/drop-sql-api", "core/message-windows", "core/no-change-feed", "conversations/initial", "conversations/segment-summary",
         "jobs/initial", "knowledge/initial", "reembed/initial",
-        "reembed/half-precision-staging"]
+        "reembed/half-precision-staging", "insight/initial"]
     before.close()
 
     with Memory.open(db_target) as mem:

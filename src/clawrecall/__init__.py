@@ -39,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    Coverage,
     Discussed,
     EmbeddingFingerprint,
     FileRecord,
@@ -46,10 +47,16 @@ from .models import (
     Job,
     JobKindStats,
     JobStats,
+    LoggedHit,
+    LoggedSearch,
     MemoryRecord,
     Message,
     NewMemory,
     Occurrence,
+    Provenance,
+    QueryCount,
+    Recall,
+    RecallCount,
     ReembedState,
     SearchHit,
     SearchHits,
@@ -63,12 +70,12 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Coverage",
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
-    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
-    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch", "Memory",
+    "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError",
+    "Provenance", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

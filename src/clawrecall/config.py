@@ -430,6 +430,15 @@ class LLMConfig(_Section):
         return self
 
 
+class InsightConfig(_Section):
+    """Insight into memory (docs/insight.md): the search log."""
+
+    # every search and recall, through every door: query, caller, scopes, hits, time taken (false: none)
+    search_log: bool = True
+    # searches logged longer ago than this are removed by the sweep (None: keep them)
+    search_log_days: float | None = Field(default=90.0, gt=0)
+
+
 class HooksConfig(_Section):
     """The lifecycle hooks agent runtimes call (OpenClaw's before_prompt_build and agent_end)."""
 
@@ -491,6 +500,7 @@ class Config(_Section):
     access: AccessConfig = AccessConfig()
     llm: LLMConfig = LLMConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    insight: InsightConfig = InsightConfig()
 
     @model_validator(mode="after")
     def _categories_nonempty(self) -> "Config":

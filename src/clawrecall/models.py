@@ -384,3 +384,95 @@ class JobStats(BaseModel):
     oldest_ready: datetime | None = Field(None, description="When the longest-waiting ready job became ready.")
     retrying: int = Field(0, description="Queued jobs that failed before and wait for their retry (an LLM down).")
     last_error: str | None = Field(None, description="The latest error of those.")
+
+
+# -- insight into memory (docs/insight.md) ---------------------------------------------------
+
+Door = Literal["python", "cli", "rest", "mcp", "hook"]
+
+
+class LoggedSearch(BaseModel):
+    """One search or recall as the search log keeps it."""
+
+    id: str
+    at: datetime
+    door: str = Field(description="Where it came in: python, cli, rest, mcp or hook.")
+    scope: str | None = Field(None, description="Whose search it was (user:<id>, agent:<id>; None: the administrator's).")
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    scopes: list[str] | None = Field(None, description="The scopes it searched (None: every scope).")
+    query: str
+    mode: str
+    result_count: int
+    top_score: float | None = None
+    took_ms: float
+
+
+class LoggedHit(BaseModel):
+    """One hit of a logged search."""
+
+    log_id: str
+    rank: int
+    memory_id: str
+    score: float
+    at: datetime
+
+
+class QueryCount(BaseModel):
+    """A query as the log's reports count it (queries equal but for case are one)."""
+
+    query: str
+    count: int
+    last_at: datetime
+    mean_results: float
+
+
+class RecallCount(BaseModel):
+    """A memory and how often searches found it."""
+
+    memory: MemoryRecord
+    count: int
+    last_at: datetime
+
+
+class Recall(BaseModel):
+    """One time a search found a memory: `query` is None when the caller may not read that search."""
+
+    at: datetime
+    score: float
+    rank: int
+    door: str | None = None
+    query: str | None = None
+
+
+class Provenance(BaseModel):
+    """Why a memory is stored and why it was recalled: where it came from, what it came from, every change,
+    and every logged search that found it. Each part is shown only as far as the caller may read it."""
+
+    memory: MemoryRecord
+    origin: str = Field(description="capture, extraction, session_summary, file, conversation, tool, import, add, "
+                                    "or the source_type a caller gave.")
+    explanation: str = Field(description="The origin in words.")
+    added_by: str | None = Field(None, description="Who stored it (history's actor).")
+    added_at: datetime | None = None
+    history: list[HistoryEntry] = Field(default_factory=list)
+    segment: Segment | None = Field(None, description="The conversation segment it was extracted from.")
+    messages: list[Message] = Field(default_factory=list, description="The messages it was extracted from.")
+    occurrences: list[Occurrence] = Field(default_factory=list, description="Each time a conversation stated it.")
+    job: Job | None = Field(None, description="The extraction job that made it.")
+    file: FileRecord | None = Field(None, description="The ingested file a chunk belongs to.")
+    recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")
+
+
+class Coverage(BaseModel):
+    """Embedding coverage of one kind of row (memory, fact, message, chunk, window) in the caller's scopes."""
+
+    kind: str = Field(description="memory, fact (a memory extracted from a conversation), message, chunk or window.")
+    total: int = Field(description="Rows not deleted.")
+    embedded: int = Field(description="Rows with a vector by the store's model.")
+    percent: float = Field(description="embedded / total, in percent (100 when there are none).")
+    waiting: int = Field(description="Rows without a vector: the backfill embeds them.")
+    other_model: int = Field(description="Rows whose vector another model made: their vector no longer matches "
+                                         "what a search compares it with (`reembed` makes them again).")
+    models: dict[str, int] = Field(default_factory=dict, description="Rows with a vector, by the model that made it.")

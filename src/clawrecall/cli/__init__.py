@@ -14,11 +14,13 @@ import click
 
 from .. import __version__
 from ..errors import ClawrecallError
+from ..insight.door import at_door
 from .commands import AGENT_COMMANDS, COMMANDS, State
 from .config import config_group
 from .conversations import conversations_group
 from .erasure import COMMANDS as ERASURE_COMMANDS
 from .files import files_group
+from .insight import insight_group
 from .jobs import COMMANDS as JOB_COMMANDS
 from .migrate import migrate
 from .openclaw import openclaw_group
@@ -89,6 +91,7 @@ def cli(ctx: click.Context, db: str | None, config_path: str | None, as_json: bo
     # The model loader's own progress bars would clutter stderr, which belongs to our messages.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     ctx.obj = State(db=db, config=config_path, json=as_json)
+    ctx.with_resource(at_door("cli"))  # the search log names the door
 
 
 def _store_option(name: str, attribute: str) -> click.Option:
@@ -114,7 +117,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group, config_group, *JOB_COMMANDS]:
+                 conversations_group, files_group, config_group, *JOB_COMMANDS, insight_group]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

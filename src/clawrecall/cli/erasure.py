@@ -29,7 +29,8 @@ _KIND_NAMES = {"memories": ("memory", "memories"), "history": ("history entry", 
                "history_actor": ("change signed by them", "changes signed by them"),
                "occurrences": ("fact occurrence", "fact occurrences"),
                "messages": ("message", "messages"), "segments": ("segment", "segments"), "files": ("file", "files"),
-               "startup": ("startup entry", "startup entries"), "jobs": ("job", "jobs")}
+               "startup": ("startup entry", "startup entries"), "jobs": ("job", "jobs"),
+               "searches": ("logged search", "logged searches")}
 
 
 def counts_text(counts: dict[str, int]) -> str:

@@ -175,6 +175,13 @@ def _jobs(e: Erasing) -> int:
     return e.store.jobs.in_scope(e.person.scope, e.segment_ids, delete=not e.dry_run)
 
 
+def _searches(e: Erasing) -> int:
+    """The person's logged searches (made by it, or under its scope) with their hits, and every logged hit
+    on its memories: what it asked and what was found of it."""
+    return e.store.search_log.of_person(e.person.column, e.person.id, e.person.scope, e.memory_ids,
+                                        delete=not e.dry_run)
+
+
 #: what an erasure removes, in order, by the name its count is reported under
 KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("memories", _memories),
@@ -186,6 +193,7 @@ KINDS: tuple[tuple[str, Callable[[Erasing], int]], ...] = (
     ("files", _files),
     ("startup", _startup),
     ("jobs", _jobs),
+    ("searches", _searches),
 )
 
 

@@ -8,6 +8,7 @@ arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `St
 from __future__ import annotations
 
 import builtins
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from ._erasure import Person, erase_person
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
+from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
@@ -77,6 +79,9 @@ class Memory:
         self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
         self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
+        # the search log's reports and a memory's recalls; every search below is noted in its log
+        self.insight = Insight(store, config, self.runtime, self._embedding,
+                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
         if check_embedding:
             try:
                 self.check_fingerprint(static_only=True)
@@ -405,17 +410,18 @@ class Memory:
         """The store's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
         pause has passed (also those that should have closed while nothing ran), erase the record past
         `conversations.retention_days` and the memories soft-deleted longer ago than
-        `writes.retention_days` (ShadowDB's automatic purge), and schedule the embedding of rows
+        `writes.retention_days` (ShadowDB's automatic purge) and the search log past `insight.search_log_days`, and schedule the embedding of rows
         waiting for a vector."""
         closed = self.conversations.close_due()
         writes = self.config.writes.enabled
         pruned = self.conversations.prune() if writes else {"messages": 0}
         purged = self._maintenance.purge(Caller()) if writes else 0
+        searches = self.insight.recorder.prune() if writes else 0
         waiting = self._backfill.pending()
         if waiting:
             self._backfill.kick()
         return {"segments_closed": len(closed), "messages_pruned": pruned["messages"], "memories_purged": purged,
-                "awaiting_vectors": waiting}
+                "searches_pruned": searches, "awaiting_vectors": waiting}
 
     def backfill(self, *, limit: int | None = None) -> int:
         """Embed now the rows stored without a vector (messages, file chunks, memories written while the
@@ -495,10 +501,11 @@ class Memory:
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
             message_roles=message_roles, as_of=as_of,
         )
-        return self.pipeline.search(
-            query.strip()[:4000], filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
-            min_score=min_score,
-        )
+        query, started = query.strip()[:4000], time.perf_counter()
+        hits = self.pipeline.search(query, filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
+                                    min_score=min_score)
+        self.insight.recorder.note(caller, filters.scopes, query, mode, hits, (time.perf_counter() - started) * 1000)
+        return hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,

@@ -7,6 +7,7 @@ and re-injected on later turns until compaction loops (memory-lancedb-pro #345).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
@@ -77,7 +78,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     # explained, for each hit's own score (a session neighbour may lend it a better one)
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
-        mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
+        contextvars.copy_context().run, mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
         sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         explain=True,
     )

@@ -26,6 +26,7 @@ from .. import __version__
 from ..engine import Memory
 from ..scopes import Caller
 from ..errors import UnknownToolError
+from ..insight.door import at_door
 from ..tools import find_tool, tools_for
 from .warmup import ModelWarmup
 
@@ -52,7 +53,7 @@ def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
             tool = find_tool(mem, params.name)
         except UnknownToolError as exc:  # a protocol error, as MCP specifies; bad arguments are an error result
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        result = await anyio.to_thread.run_sync(tool.run, mem, identify(ctx), params.arguments)
+        result = await anyio.to_thread.run_sync(_run_at_mcp, tool, mem, identify(ctx), params.arguments)
         return types.CallToolResult(
             content=[types.TextContent(text=result.text)], structured_content=result.details, is_error=result.is_error
         )
@@ -60,6 +61,12 @@ def mcp_server(mem: Memory, identify: Identify) -> Server[Any]:
     return Server(
         "clawrecall", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
     )
+
+
+def _run_at_mcp(tool: Any, mem: Memory, caller: Caller, arguments: Any) -> Any:
+    """A tool call, logged as made through MCP (over HTTP or stdio)."""
+    with at_door("mcp"):
+        return tool.run(mem, caller, arguments)
 
 
 def mcp_http(mem: Memory) -> tuple[StreamableHTTPASGIApp, StreamableHTTPSessionManager]:

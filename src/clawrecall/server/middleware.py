@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth import Authenticator
 from ..errors import ClawrecallError, PayloadTooLargeError, ValidationError
+from ..insight.door import at_door
 from .errors import error_response
 
 access_log = logging.getLogger("clawrecall.access")
@@ -124,7 +125,8 @@ class Authenticate:
         except ClawrecallError as exc:
             return await error_response(exc)(scope, receive, send)
         scope.setdefault("state", {})["caller"] = caller
-        await self.app(scope, receive, send)
+        with at_door("hook" if path.startswith("/v1/hooks/") else "mcp" if path == "/mcp" else "rest"):
+            await self.app(scope, receive, send)
 
 
 class FiniteJson:

@@ -22,8 +22,8 @@ from .._time import utcnow
 from ..errors import StorageError
 from .executor import Executor
 from .schema import (
-    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS,
-    STAGED_VECTORS, STARTUP, Table,
+    API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEARCH_HITS, SEARCH_LOG,
+    SEGMENTS, STAGED_VECTORS, STARTUP, Table,
 )
 
 REFUSED_BY_OLD_RELEASES = "1000"
@@ -73,7 +73,9 @@ JOBS_SET = MigrationSet("jobs", (JOBS,), ("initial",))
 KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
 #: a re-embedding that survives a crash: the new model's vectors, staged until all are made
 REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial", "half-precision-staging"))  # PostgreSQL: halfvec
-SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED)
+#: insight into memory: the search log and each search's hits (docs/insight.md)
+INSIGHT = MigrationSet("insight", (SEARCH_LOG, SEARCH_HITS), ("initial",))
+SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED, INSIGHT)
 
 
 class Migrating(Executor, Protocol):

@@ -318,3 +318,44 @@ STAGED_VECTORS = Table(
     ),
     key=("id",),
 )
+
+# -- insight into memory (`insight.py`, docs/insight.md): each search and what it found, for the
+# search log's reports and a memory's "why recalled". A search is logged under its caller's own
+# scope (`user:<id>`, else `agent:<id>`; NULL for the administrator), which decides who reads it.
+
+SEARCH_LOG = Table(
+    "search_log",
+    (
+        Column("id", "uuid", False),
+        Column("at", "time", False),
+        Column("door", "text", False),  # python, cli, rest, mcp, hook
+        Column("scope", "text"),  # whose search it was: who may read the row
+        Column("user_id", "text"),
+        Column("agent_id", "text"),
+        Column("session_id", "text"),
+        Column("scopes", "json"),  # the scopes it searched (NULL: every scope)
+        Column("query", "text", False),
+        Column("mode", "text", False),
+        Column("result_count", "int", False),
+        Column("top_score", "real"),
+        Column("took_ms", "real", False),
+    ),
+    key=("id",),
+    indexes=(
+        Index("idx_search_log_scope", "scope, at"),
+        Index("idx_search_log_at", "at"),
+    ),
+)
+
+SEARCH_HITS = Table(
+    "search_hits",
+    (
+        Column("log_id", "uuid", False),  # the `search_log` row
+        Column("rank", "int", False),  # 1 for the best hit
+        Column("memory_id", "uuid", False),
+        Column("score", "real", False),
+        Column("at", "time", False),  # the search's, kept here so "recalled since" needs no join
+    ),
+    key=("log_id", "rank"),
+    indexes=(Index("idx_search_hits_memory", "memory_id, at"),),
+)

@@ -23,6 +23,7 @@ from . import migrations
 from .base import Candidate, HistoryDraft, Order, Owned, StoreStats, chunks
 from .dialect import Dialect, RowMap, prefix_bounds
 from .filters import Filters, checked_in_sql, where
+from .insight import SearchLog
 from .knowledge import Occurrences
 from .schema import HISTORY, MEMORIES, STARTUP
 from .text import short_cjk_words
@@ -69,6 +70,7 @@ class Store(ABC):
         self.jobs = Jobs(self)
         self.occurrences = Occurrences(self)
         self.staged = StagedVectors(self)
+        self.search_log = SearchLog(self)
 
     # -- what a backend provides -------------------------------------------------------
     @abstractmethod

@@ -1,0 +1,209 @@
+"""`mem.insight`: the search log's reports and a memory's recalls.
+
+Who reads what: a search is logged under its caller's own scope (`log.owner_scope`), and a caller
+reads the log rows of the scopes it may read (the one scope check, `read_scopes`): its own searches;
+the administrator every row. A memory's recalls are readable by whoever may read the memory, with
+the query shown only of the searches the caller may read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Callable
+
+from .._time import utcnow
+from ..config import Config
+from ..errors import ValidationError
+from ..insight.log import SearchRecorder
+from ..models import Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
+from ..runtime import Runtime
+from ..scopes import Caller, as_caller, may_read, read_scopes
+from ..storage import Store
+from ..storage.insight import coverage
+from ._embedding import Embedding
+from ._extraction import EXTRACT
+from ._facts import SOURCE_TYPE as EXTRACTED
+from ._facts import SUMMARY_SOURCE
+from ._validate import check_int, check_when
+
+Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
+
+
+class Insight:
+    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve):
+        self._store = store
+        self._embedding = embedding
+        self._config = config
+        self._resolve = resolve
+        self.recorder = SearchRecorder(store, config, runtime)
+
+    def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
+                scope: str | list[str] | None) -> tuple[Caller, list[str] | None]:
+        who = as_caller(caller, user_id, agent_id)
+        return who, read_scopes(who, scope, access=self._config.access)
+
+    def searches(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 100,
+    ) -> list[LoggedSearch]:
+        """The latest logged searches the caller may read, newest first."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        return self._store.search_log.recent(scopes, _since(since), limit)
+
+    def popular(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[QueryCount]:
+        """The queries asked most (equal but for case: one), most first."""
+        return self._queries(caller, user_id, agent_id, scope, since, limit, empty=False)
+
+    def unanswered(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[QueryCount]:
+        """The queries that found nothing, most asked first: what memory is missing."""
+        return self._queries(caller, user_id, agent_id, scope, since, limit, empty=True)
+
+    def _queries(self, caller: Caller | None, user_id: str | None, agent_id: str | None, scope: str | list[str] | None,
+                 since: datetime | None, limit: int, *, empty: bool) -> list[QueryCount]:
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        rows = self._store.search_log.queries(scopes, _since(since), limit, empty=empty)
+        return [QueryCount(query=q, count=n, last_at=last, mean_results=round(mean, 2)) for q, n, last, mean in rows]
+
+    def recalled(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, limit: int = 20,
+    ) -> list[RecallCount]:
+        """The memories (and messages, chunks) the caller's logged searches found most, most first; those
+        since deleted or now out of the caller's reach are left out."""
+        who, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        counts = self._store.search_log.recalled(scopes, _since(since), limit)
+        found = self._store.fetch([mid for mid, _, _ in counts])
+        return [RecallCount(memory=m, count=n, last_at=last) for mid, n, last in counts
+                if (m := found.get(mid)) is not None and m.deleted_at is None and self._reads(who, m)]
+
+    def never_recalled(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, days: float = 30, limit: int = 100,
+    ) -> list[MemoryRecord]:
+        """Current memories older than `days` that no logged search found in the last `days`, oldest first."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 < days <= 36_500:
+            raise ValidationError(f"days must be a number of days between 0 and 36,500, got {days!r}")
+        ids = self._store.search_log.never_recalled(scopes, utcnow() - timedelta(days=days), limit)
+        found = self._store.fetch(ids)
+        return [found[i] for i in ids if i in found]
+
+    def recalls(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> list[Recall]:
+        """Every logged time a search found this memory, newest first: when, score and rank; the query and
+        door only of the searches the caller may read (another user's question stays theirs)."""
+        who = as_caller(caller, user_id, agent_id)
+        memory = self._resolve(memory_id, who, scope)
+        out = []
+        for hit, search in self._store.search_log.recalls_of(memory.id):
+            shown = who.administrator or (search.scope is not None and may_read(who, search.scope, access=self._config.access))
+            out.append(Recall(at=hit.at, score=hit.score, rank=hit.rank, door=search.door if shown else None,
+                              query=search.query if shown else None))
+        return out
+
+    def why(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> Provenance:
+        """Why this memory is stored and why it was recalled: its origin (the capture rule, the extraction job
+        and the messages and segment it came from, the file, the tool, the import), its history, and every
+        logged search that found it. Readable by whoever may read the memory; the parts in other scopes are
+        left out."""
+        who = as_caller(caller, user_id, agent_id)
+        memory = self._resolve(memory_id, who, scope)
+        s = self._store
+        history = s.history(memory.id)
+        first = history[0] if history else None
+        imported = first is not None and "import" in (first.action, first.actor)  # JSONL import's writes: actor "import"
+        origin = "import" if imported else memory.source_type or "add"
+        segment = file = job = None
+        messages = []
+        if origin == EXTRACTED and memory.source_id:
+            segment = s.segments.get(memory.source_id)
+            job = s.jobs.for_subject(EXTRACT, memory.source_id)
+            ids = [str(i) for i in memory.metadata.get("message_ids", [])]
+            found = s.messages.of(ids)
+            messages = [found[i] for i in ids if i in found]
+        elif origin == "file" and memory.source_id:
+            file = s.files.get(memory.source_id)
+        kept = [m for m in messages if self._reads_scope(who, m.scope)]
+        return Provenance(
+            memory=memory, origin=origin, explanation=_explain(memory, origin), history=history,
+            added_by=first.actor if first else None, added_at=first.at if first else memory.created_at,
+            segment=segment if segment is not None and self._reads_scope(who, segment.scope) else None,
+            messages=kept, occurrences=s.occurrences.of(memory.id),
+            job=job if job is not None and self._reads_scope(who, job.scope) else None,
+            file=file if file is not None and self._reads_scope(who, file.scope) else None,
+            recalls=self.recalls(memory.id, caller=who, scope=scope),
+        )
+
+    def coverage(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None,
+    ) -> list[Coverage]:
+        """Embedding coverage per kind of row (memory, fact, message, chunk, window) in the scopes the caller
+        reads: rows, rows with a vector by the store's model, rows waiting for the backfill, rows whose vector
+        another model made. A content change re-embeds in the write that makes it, so no row's vector is
+        older than its text (docs/insight.md)."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        fingerprint = self._embedding.stored_fingerprint()
+        current = None if fingerprint is None else f"{fingerprint.provider}/{fingerprint.model}"
+        kinds: dict[str, Coverage] = {}
+        for kind, model, rows, vectors in coverage(self._store, scopes, EXTRACTED):
+            c = kinds.setdefault(kind, Coverage(kind=kind, total=0, embedded=0, percent=100.0, waiting=0, other_model=0))
+            c.total += rows
+            c.waiting += rows - vectors
+            if vectors and model is not None:
+                c.models[model] = c.models.get(model, 0) + vectors
+                if model == current:
+                    c.embedded += vectors
+                else:
+                    c.other_model += vectors
+        for c in kinds.values():
+            c.percent = round(100 * c.embedded / c.total, 2) if c.total else 100.0
+        order = ["memory", "fact", "message", "chunk", "window"]
+        return sorted(kinds.values(), key=lambda c: (order.index(c.kind) if c.kind in order else len(order), c.kind))
+
+    def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
+        return self._reads_scope(who, memory.scope)
+
+    def _reads_scope(self, who: Caller, scope: str) -> bool:
+        return who.administrator or may_read(who, scope, access=self._config.access)
+
+
+#: an origin in words, by the `source_type` the write paths give
+_ORIGINS = {
+    "capture": "kept by a capture rule from what was said at the end of a turn",
+    EXTRACTED: "extracted by the LLM from a closed conversation segment",
+    SUMMARY_SOURCE: "the summary of a session, from its segments' extractions",
+    "file": "a chunk of an ingested file",
+    "conversation": "a message of the conversation record",
+    "tool": "stored by an agent through a memory tool",
+    "openclaw-markdown": "imported from OpenClaw's Markdown memory files",
+    "import": "imported from a JSONL export",
+    "add": "added through the API, the CLI or REST",
+}
+
+
+def _explain(memory: MemoryRecord, origin: str) -> str:
+    said = _ORIGINS.get(origin, f"stored with source {origin!r}")
+    if origin == "import" and memory.source_type:
+        return f"{said}; first {_ORIGINS.get(memory.source_type, memory.source_type)}"
+    return f"{said} ({memory.source_id})" if memory.source_id and origin in ("tool", "openclaw-markdown") else said
+
+
+def _since(since: datetime | None) -> datetime | None:
+    return None if since is None else check_when(since, "since")
+
