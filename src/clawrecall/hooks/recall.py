@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from ..config import RecallHookConfig
 from ..errors import NotFoundError
-from ..models import SearchHit
+from ..models import MemoryRecord, SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import (
@@ -92,7 +92,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         log.warning("recall ran without vectors (%s); nothing injected", hits.without_vectors)
         return _answer(skipped="error")
 
-    chosen, lines = _select(hits, cfg, session)
+    chosen, lines = _select(hits, cfg, session, caller)
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -108,6 +108,14 @@ def label(hit: SearchHit) -> str:
     if hit.memory.kind == "message":
         return f"{hit.memory.source_id} said"
     return "file" if hit.memory.kind == "chunk" else hit.memory.category
+
+
+def via(record: MemoryRecord, caller: Caller) -> str:
+    """" [via drjones]" after a line the reading agent has from another agent's shared memory (the
+    master knowledge base), so the model knows whose word it is; nothing for its own."""
+    if caller.agent_id is None or record.agent_id in (None, caller.agent_id):
+        return ""
+    return f" [via {sanitize_for_context(record.agent_id, 40)}]"
 
 
 def end_segment(mem: "Memory", caller: Caller) -> None:
@@ -138,7 +146,7 @@ def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
 
 
 def _select(
-    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None
+    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None, caller: Caller
 ) -> tuple[list[SearchHit], list[str]]:
     """Best hits first, within the item, total and per-item budgets, skipping memories injected lately."""
     chosen: list[SearchHit] = []
@@ -151,7 +159,7 @@ def _select(
         if last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
         when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
-        line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"
+        line = f"- [{label(hit)}]{via(hit.memory, caller)} {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"
         cost = len(line) + (1 if lines else 0)
         if used + cost > cfg.max_chars:
             continue

@@ -2,7 +2,7 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → time named in the query → importance weight → recurrence weight → source weight → length normalisation → time decay → noise filter → MMR diversity
+      → time named in the query → importance weight → recurrence weight → source weight → master weight → length normalisation → time decay → noise filter → MMR diversity
       → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
@@ -130,6 +130,8 @@ class RetrievalPipeline:
             items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
+            if filters.reader_agent is not None:
+                items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
             items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
             items = apply_time_decay(
                 items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
@@ -480,6 +482,16 @@ def apply_source_weights(items: list[Scored], weights: dict[str, float]) -> list
         if factor != 1.0:
             item.steps["source"] = factor
             item.score *= factor
+    return items
+
+
+def apply_master(items: list[Scored], agent: str, *, weight: float) -> list[Scored]:
+    """× `weight` for another agent's shared memory (the master knowledge base): an agent's own
+    memories, and its user's own words, rank before what another agent learnt (docs/agents.md)."""
+    for item in items:
+        if item.memory.agent_id not in (None, agent):
+            item.steps["master"] = weight
+            item.score *= weight
     return items
 
 
