@@ -421,7 +421,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
         stats = mem.stats()
     if mem.store.backend == "postgres":  # as autovacuum would have by the time a store is this size
         with Memory.open(target) as mem:
-            mem.store._run("VACUUM ANALYZE memories")
+            mem.store.run("VACUUM ANALYZE memories")
     built = {"layout": layout, "users": len(users), "build_s": time.perf_counter() - t0, "unembedded": left,
              "by_kind": stats.by_kind}
     log(f"  built {layout}: {stats.by_kind} in {built['build_s']:.0f} s")

@@ -322,7 +322,7 @@ def ef_search(store: Any, ef: int | None, extra: tuple[str, ...] = ()) -> Iterat
     if ef is None and not extra:
         yield
         return
-    original = store._run
+    original = store.run
 
     def run(sql: str, params: Any = ()) -> list[tuple]:
         if sql.startswith("SET LOCAL hnsw.ef_search") and ef is not None:
@@ -333,7 +333,7 @@ def ef_search(store: Any, ef: int | None, extra: tuple[str, ...] = ()) -> Iterat
                 original(f"SET LOCAL {setting}")
         return out
 
-    with patched(store, "_run", run):
+    with patched(store, "run", run):
         yield
 
 
@@ -343,14 +343,14 @@ def hnsw_with(store: Any, params: str | None) -> Iterator[None]:
     if not params:
         yield
         return
-    original = store._run
+    original = store.run
 
     def run(sql: str, args: Any = ()) -> list[tuple]:
         if "USING hnsw" in sql:
             sql = re.sub(r"WITH \(.*\)$", f"WITH ({params})", sql)
         return original(sql, args)
 
-    with patched(store, "_run", run):
+    with patched(store, "run", run):
         yield
 
 
@@ -423,9 +423,9 @@ def build_index(mem: Memory, url: str, maintenance_work_mem: str | None, params:
             notices.append(diag.message_primary)
 
         conn.add_notice_handler(on_notice)
-        mwm = maintenance_work_mem or store._run("SHOW maintenance_work_mem")[0][0]  # '' = the server's
-        workers = store._run("SHOW max_parallel_maintenance_workers")[0][0]
-        pid = store._run("SELECT pg_backend_pid()")[0][0]
+        mwm = maintenance_work_mem or store.run("SHOW maintenance_work_mem")[0][0]  # '' = the server's
+        workers = store.run("SHOW max_parallel_maintenance_workers")[0][0]
+        pid = store.run("SELECT pg_backend_pid()")[0][0]
         rss = RSSWatcher(pid)
         rss.start()
         t = time.perf_counter()
@@ -438,7 +438,7 @@ def build_index(mem: Memory, url: str, maintenance_work_mem: str | None, params:
         conn.remove_notice_handler(on_notice)
     watcher.stop.set()
     watcher.join()
-    size = store._run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
+    size = store.run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
     log(f"HNSW build: {seconds:.1f}s with maintenance_work_mem={mwm}, {workers} workers, notices {notices}")
     return {"seconds": seconds, "hnsw": params or engine_hnsw(store), "maintenance_work_mem": mwm, "parallel_workers": workers, "index_bytes": size,
             "notices": notices, "progress": watcher.samples, "leader_peak_rss_bytes": peak_rss}
@@ -469,8 +469,8 @@ def engine_hnsw(store: Any) -> str:
 def plan_of(store: Any, sql: str, params: tuple, settings: list[str]) -> str:
     with store.transaction():
         for s in settings:
-            store._run(s)
-        rows = store._run("EXPLAIN " + sql, params)
+            store.run(s)
+        rows = store.run("EXPLAIN " + sql, params)
     text = "\n".join(r[0] for r in rows)
     m = re.search(r"(Index Scan using \w+|Bitmap Heap Scan|Parallel Seq Scan|Seq Scan)", text)
     return m.group(1) if m else text.splitlines()[0]
@@ -541,7 +541,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
     kind = args.partitioned
     by = "LIST" if kind == "list" else "HASH"
     parts = len(data.scope_names) if kind == "list" else int(kind.split(":")[1])
-    run = store._run
+    run = store.run
     run("DROP TABLE IF EXISTS bench_part")
     run(f"CREATE TABLE bench_part (id uuid, scope text NOT NULL, deleted_at timestamptz, expires_at timestamptz, "
         f"embedding halfvec) PARTITION BY {by} (scope)")
@@ -610,8 +610,8 @@ def exact_sql(mem: Memory, data: Data, queries: np.ndarray, qscopes: np.ndarray,
             where, params = store.where(f, "memories")
             t = time.perf_counter()
             with store.transaction():
-                store._run("SET LOCAL enable_indexscan = off")
-                got = store._run(
+                store.run("SET LOCAL enable_indexscan = off")
+                got = store.run(
                     f"SELECT id FROM memories WHERE embedding IS NOT NULL AND {where} "
                     f"ORDER BY (embedding::halfvec({DIMS})) <=> %s::halfvec({DIMS}) LIMIT {K}",
                     (*params, store.dialect.to_db["vector"](queries[i])),
@@ -663,7 +663,7 @@ def text_legs(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
 
 
 def footprint(mem: Memory) -> dict:
-    run = mem.store._run
+    run = mem.store.run
     sizes = {
         "heap_bytes": run("SELECT pg_relation_size('memories')")[0][0],
         "toast_bytes": run("SELECT coalesce(pg_total_relation_size(reltoastrelid), 0) FROM pg_class WHERE relname = 'memories'")[0][0],
@@ -715,18 +715,18 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
             with hnsw_with(mem.store, args.hnsw):
                 deferred.__exit__(None, None, None)  # builds the index
             seconds = time.perf_counter() - t
-            size = mem.store._run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
+            size = mem.store.run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
             log(f"HNSW build at the end of the deferred load: {seconds:.1f}s")
             report["builds"].append({"seconds": seconds, "hnsw": args.hnsw or engine_hnsw(mem.store),
                                      "maintenance_work_mem": mem.store.config.maintenance_work_mem,
-                                     "parallel_workers": mem.store._run("SHOW max_parallel_maintenance_workers")[0][0],
+                                     "parallel_workers": mem.store.run("SHOW max_parallel_maintenance_workers")[0][0],
                                      "index_bytes": size, "notices": [], "leader_peak_rss_bytes": None, "rows": bulk})
         if tail:
             label = "add_many, HNSW maintained per row" + (f" (last {tail:,} rows)" if bulk else " (no deferral)")
             with hnsw_with(mem.store, args.hnsw):
                 report["ingest"].append(load(mem, data, bulk, n, args.chunk, label))
         t = time.perf_counter()
-        mem.store._run("VACUUM ANALYZE memories")
+        mem.store.run("VACUUM ANALYZE memories")
         report["vacuum_analyze_s"] = time.perf_counter() - t
         if args.compare_build:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
@@ -763,7 +763,7 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
     mem = open_memory(url, args)
     report: dict[str, Any] = {"size": n, "database": args.reuse, "load_before": loadavg(), "ingest": [], "builds": []}
     try:
-        ids = [str(r[0]) for r in mem.store._run("SELECT id FROM memories ORDER BY seq")]
+        ids = [str(r[0]) for r in mem.store.run("SELECT id FROM memories ORDER BY seq")]
         if len(ids) != n:
             raise SystemExit(f"{args.reuse} holds {len(ids)} memories, not {n}")
         for s in range(0, n, args.chunk):  # the same vectors again (same seed), in insertion order

@@ -32,7 +32,7 @@ def counting(method):
 
 
 for store in (SQLiteStore, PostgresStore):
-    for name in ("_run", "_run_many", "_rowcount"):
+    for name in ("run", "run_many", "rowcount"):
         setattr(store, name, counting(getattr(store, name)))
 
 try:

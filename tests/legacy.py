@@ -37,7 +37,7 @@ def catalog(store) -> set[tuple]:
     """What a store's schema is made of, as comparable tuples (whitespace aside); the HNSW index
     left out, which follows the stored vectors rather than the schema."""
     if store.backend == "sqlite":
-        rows = store._run("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+        rows = store.run("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
         return {(kind, name, table, _squeeze(sql)) for kind, name, table, sql in rows}
     queries = [
         "SELECT 'column', table_name, column_name, data_type || coalesce(udt_name, ''), is_nullable, "
@@ -52,7 +52,7 @@ def catalog(store) -> set[tuple]:
         "(SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')",
         "SELECT 'view', viewname, definition FROM pg_views WHERE schemaname = 'public'",
     ]
-    return {tuple(_squeeze(v) if isinstance(v, str) else v for v in row) for q in queries for row in store._run(q)}
+    return {tuple(_squeeze(v) if isinstance(v, str) else v for v in row) for q in queries for row in store.run(q)}
 
 
 def _squeeze(sql: str | None) -> str | None:

@@ -291,7 +291,7 @@ def commands(workdir: Path, size: int) -> list[Command]:
 
         store = open_store(target, migrate=False)
         try:
-            rows = sorted(map(tuple, store._run("SELECT id, content FROM memories")))
+            rows = sorted(map(tuple, store.run("SELECT id, content FROM memories")))
             return [f"{step.migration_set}/{step.name}" for step in pending(store)], catalog(store), rows
         finally:
             store.close()
@@ -421,7 +421,7 @@ def concurrency(target: str, *, writers: int = 8, readers: int = 8, seconds: flo
         stored = mem.store.fetch([i for i, _ in acked])
         lost = [i for i, content in acked if i not in stored or stored[i].content != content]
         users = [f"w{n}" for n in range(writers)]
-        rows = mem.store._run(f"SELECT content, count(*) FROM memories WHERE user_id IN ({mem.store.dialect.marks(writers)}) "
+        rows = mem.store.run(f"SELECT content, count(*) FROM memories WHERE user_id IN ({mem.store.dialect.marks(writers)}) "
                               "GROUP BY content", users)
         duplicated = [content for content, count in rows if count > 1]
         unacknowledged = sum(count for _, count in rows) - len(acked)

@@ -212,3 +212,16 @@ def test_the_master_knowledge_base_one_copy_with_provenance_latest_wins_and_retr
         assert second.id not in {m.id for m in mem.list(caller=main, include_superseded=True)}
         mem.forget(first.id, user_id="alice")
         assert all("dentist is Dr." not in m.content for m in mem.list(caller=main, include_superseded=True))
+
+
+def test_a_conversation_with_one_agent_is_not_another_agents_to_read(db_target):
+    """What alice said to drjones stays drjones's: its messages are read by no other agent, whatever
+    level the rows had when they were stored (a store from before the household keeps them `shared`)."""
+    with Memory.open(db_target, check_embedding=False) as mem:
+        dj, bob = Caller("alice", "drjones", "s-dj"), Caller("alice", "bob", "s-bob")
+        mem.conversations.log([{"role": "user", "content": "My blood test came back fine"}], caller=dj)
+        query = "blood test came back"
+        assert [h.memory.content for h in mem.search(query, caller=dj, sources=["message"], min_score=0)] == [
+            "My blood test came back fine"]
+        assert not mem.search(query, caller=bob, sources=["message"], min_score=0)
+        assert "blood test" not in str(before_prompt_build(mem, {"prompt": "How was my blood test?"}, bob))

@@ -14,7 +14,7 @@ from hook_helpers import ctx, user, assistant
 from clawrecall import Caller, Memory
 from clawrecall.config import CaptureHookConfig
 from clawrecall.errors import ValidationError
-from clawrecall.hooks import agent_end, capture, detect_category, should_capture
+from clawrecall.hooks import agent_end, capture, detect_category, keepable, should_capture
 
 
 @pytest.fixture
@@ -147,6 +147,82 @@ def test_length_limits_are_cjk_aware():
 )
 def test_reject_rules(text):
     assert not should_capture(text), text
+
+
+# -- what is never kept: questions, greetings, small talk, boilerplate, templates ----------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # questions, though a trigger matches ("is called", "my … is", "prefer", "always")
+        "What is my cat called? And when is my dentist appointment?",
+        "what is my cat called",
+        "When is my dentist appointment",
+        "Do I prefer tea or coffee?",
+        "Is my flight always at 9?",
+        "Can you tell me what my email is",
+        "Мой любимый чай — какой?",
+        "Как называется мой кот?",
+        "Jak se jmenuje můj pes?",
+        "Je můj let vždycky v devět?",
+        "我的猫叫什么名字？",
+        "你记得我喜欢什么茶吗",
+        # greetings and pleasantries
+        "Hi! Good morning!",
+        "Hello there, thanks a lot!",
+        "Привет! Спасибо большое!",
+        "Ahoj! Díky moc!",
+        "你好！谢谢！",
+        # small talk about the conversation, not the user
+        "I love it!",
+        "Wow, I really like that idea.",
+        "Haha I love this!",
+        # an assistant's boilerplate
+        "Got it! I'll remember that your favourite tea is oolong.",
+        "I'm always happy to help. Let me know if you need anything else!",
+        "Is there anything else I can help you with? I am always happy to help!",
+        "Обращайтесь, всегда рад помочь!",
+        "Rád pomohu, vždy se můžete zeptat.",
+        # template and placeholder text
+        "<!-- observed: YYYY-MM-DD | status: active -->",
+        "Prefer ...",
+        "- Always …",
+        "My name is {{name}} and I always prefer {{drink}}",
+        "My email is [your email]",
+        "Remember <insert date> is important",
+    ],
+)
+def test_never_kept(text):
+    assert not should_capture(text, CaptureHookConfig(capture_assistant=True)), text
+
+
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        ("My cat is called Tom. When is my dentist appointment?", "My cat is called Tom."),
+        ("Hi! Just so you know, I prefer oolong tea.", "Just so you know, I prefer oolong tea."),
+        ("Good morning! I prefer short answers. Thanks!", "I prefer short answers."),
+        ("Привет! Я предпочитаю зелёный чай. Как дела?", "Я предпочитаю зелёный чай."),
+        ("Ahoj! Můj pes se jmenuje Rex. Jak se máš?", "Můj pes se jmenuje Rex."),
+        ("你好！我喜欢喝绿茶。你呢？", "我喜欢喝绿茶。"),
+        # a statement that merely starts like a question, and one that says "…" mid-sentence, are kept whole
+        ("When I travel I always take the train", "When I travel I always take the train"),
+        ("I prefer tea... definitely green tea", "I prefer tea... definitely green tea"),
+        ("My dentist is Dr. Novak on Main Street", "My dentist is Dr. Novak on Main Street"),
+        ("I love this city, I always walk along the river", "I love this city, I always walk along the river"),
+    ],
+)
+def test_statements_kept_without_their_asides(text, kept):
+    assert keepable(text) == kept
+
+
+def test_capture_stores_the_statement_not_the_question(mem):
+    out = agent_end(mem, {"messages": [user("My cat is called Tom. And when is my dentist appointment?"),
+                                       user("What is my cat called? And when is my dentist appointment?")]}, ctx())
+    assert out["candidates"] == [{"text": "My cat is called Tom.", "category": "entity"}]
+    assert mem.runtime.drain(30)
+    assert stored(mem) == ["My cat is called Tom."]
 
 
 @pytest.mark.parametrize(

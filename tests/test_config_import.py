@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from clawrecall.cli import cli
 from clawrecall.config import Config, build_config, load_config
-from clawrecall.config_import import SYSTEMS, markdown_table, translate
+from clawrecall.importers.config import markdown_table, translate
+from clawrecall.importers.systems import SYSTEMS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "config_import"
 ENV = {"PGPASSWORD": "pg-secret", "ZAI_API_KEY": "zai-key", "JINA_API_KEY": "jina-key", "JINA_API_KEY_2": "jina-2"}
@@ -274,7 +275,7 @@ def test_loading_another_systems_config_says_how_to_translate_it(tmp_path):
 def test_docs_show_each_systems_table_as_the_code_has_it():
     docs = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
     for name in SYSTEMS:
-        assert markdown_table(name) in docs, f"docs/configuration.md: the table of {name} differs from config_import.py"
+        assert markdown_table(name) in docs, f"docs/configuration.md: the table of {name} differs from importers/systems.py"
     # and no rule of one system is documented twice
     assert len(re.findall(r"^\| their key \| clawrecall \| how \|$", docs, re.M)) == len(SYSTEMS)
 
@@ -282,7 +283,7 @@ def test_docs_show_each_systems_table_as_the_code_has_it():
 def test_bare_keys_json_five_misreads_are_quoted_and_strings_and_comments_kept():
     import json5
 
-    from clawrecall.config_import import quote_bare_keys
+    from clawrecall.importers.config import quote_bare_keys
 
     text = "// e5: {x: 1}\n{ e5Endpoint: 'http://h:1', note: \"a: b, c: d\", /* k: v */ list: [{n: 2}], }"
     with pytest.raises(Exception):  # json-five lexes the bare key e5Endpoint as a number's exponent

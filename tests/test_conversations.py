@@ -211,7 +211,8 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
     assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
     hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
     assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"
-    assert mem.search("favourite tea oolong", caller=ALICE) == []  # memories only, by default
+    assert [h.source for h in mem.search("favourite tea oolong", caller=ALICE)] == ["message"]  # as recall finds it
+    assert mem.search("favourite tea oolong", caller=ALICE, sources=["memory"]) == []  # memories only, when asked
     assert mem.list(caller=ALICE) == [] and mem.count(caller=ALICE) == 0 and mem.stats().total == 0
     assert mem.stats().by_kind == {"message": 1}
 
@@ -471,9 +472,9 @@ def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
     with Memory.open(db_target, access={"scopes": {"global": {"write": ["user:carol"]}}}) as mem:
         mem.conversations.log([{"role": "user", "content": "Shared notes from the old days"}], caller=Caller(None, "ops"),
                               session_id="old")
-        mem.store._run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
-        mem.store._run("UPDATE messages SET scope = 'global'")
-        mem.store._run("UPDATE segments SET scope = 'global', agent_id = NULL")
+        mem.store.run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
+        mem.store.run("UPDATE messages SET scope = 'global'")
+        mem.store.run("UPDATE segments SET scope = 'global', agent_id = NULL")
         assert mem.conversations.show("old", caller=ALICE)
         with pytest.raises(NotFoundError):
             mem.conversations.delete("old", caller=ALICE)  # her own conversation "old": there is none

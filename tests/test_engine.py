@@ -33,7 +33,7 @@ from clawrecall.storage.migrations import CORE, latest
 
 def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
     """One value from plain SQL on the store's own database (either backend)."""
-    return mem.store._run(sql, params)[0][0]
+    return mem.store.run(sql, params)[0][0]
 
 
 def _nested(depth: int) -> dict:
@@ -181,7 +181,7 @@ def test_purge_removes_only_memories_deleted_past_retention(mem):
     past = datetime.now(timezone.utc) - timedelta(days=31)  # age the first deletion past the 30-day retention
     with mem.store.transaction():
         p = mem.store.dialect.p
-        mem.store._run(f"UPDATE memories SET deleted_at = {p} WHERE id = {p}", (mem.store.dialect.ts(past), old.id))
+        mem.store.run(f"UPDATE memories SET deleted_at = {p} WHERE id = {p}", (mem.store.dialect.ts(past), old.id))
     assert mem.purge() == 1
     with pytest.raises(NotFoundError):
         mem.get(old.id)
@@ -1016,21 +1016,11 @@ def test_a_startup_entry_is_deleted_from_where_set_put_it_by_default(mem):
     assert mem.startup.list() == []
 
 
-def test_the_facade_keeps_its_startup_verbs_beside_the_namespace(mem):
-    entry = mem.startup_set("alice", "Alice likes short answers.", priority=1, user_id="alice")
-    assert entry.scope == "user:alice" and mem.startup.list(user_id="alice") == [entry]
-    assert mem.startup_list(user_id="alice") == [entry] and mem.startup_list(user_id="bob") == []
-    mem.startup_delete("alice", scope="user:alice", user_id="alice")
-    assert mem.startup.list() == []
-    with pytest.raises(NotFoundError):
-        mem.startup_delete("alice", scope="user:alice")
-
-
 def test_old_schema_is_migrated_forward_on_open(db_target):
     load(db_target, "v1")
     store = open_store(db_target, migrate=False)
     p = store.dialect.p
-    store._run(
+    store.run(
         "INSERT INTO memories (id, content, category, importance, confidence, scope, created_at, updated_at) "
         f"VALUES ('11111111-1111-4111-8111-111111111111', 'from the first release', 'fact', 0.7, 1, 'global', {p}, {p})",
         (store.dialect.ts(datetime(2025, 1, 1, tzinfo=timezone.utc)),) * 2,

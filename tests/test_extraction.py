@@ -12,7 +12,7 @@ from clawrecall.config import Config, ExtractionConfig
 from clawrecall.extraction import prompt as prompts
 from clawrecall.extraction.decide import decide, visibility
 from clawrecall.extraction.schema import answer_schema, validate
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER
 from clawrecall.models import MemoryRecord, Message, Segment
 from clawrecall.retrieval.when import relative_time
 

@@ -190,13 +190,39 @@ def test_without_an_llm_nothing_is_queued_and_the_record_works(db_target):
         assert mem.search("window seats", caller=ALICE, sources=["message"], min_score=0)
 
 
-def test_segments_with_too_few_turns_are_not_extracted_but_the_session_is_summarised(db_target, llm_stub):
+def test_segments_with_too_few_turns_are_not_sent_to_the_model_but_the_session_is_summarised(db_target, llm_stub):
     with open_mem(db_target, llm_stub, extraction={"min_turns": 2}) as mem:
         closed = say(mem, ["hi", "hello"], start=T0)
-        assert [j.kind for j in mem.jobs.list(caller=Caller())] == ["summarize"]
-        assert [j.status for j in drain(mem)] == ["done"]
-        assert mem.list(caller=ALICE, category="session_summary") == [] and not llm_stub.requests
+        assert sorted(j.kind for j in mem.jobs.list(caller=Caller())) == ["extract", "summarize"]
+        assert [j.status for j in drain(mem)] == ["done", "done"]
+        assert mem.list(caller=ALICE, limit=100) == [] and not llm_stub.requests
         assert closed.turn_count == 1
+
+
+def test_with_an_llm_one_writer_makes_facts_the_segments_job(db_target, llm_stub):
+    """A recorded turn's facts come from its segment's job alone: the model's for a long segment, the rules' for
+    one too short for it; `agent_end` records the turn and writes no fact of its own. A turn that is not
+    recorded (no session) is never extracted, so the rules still keep its facts at once."""
+    from clawrecall.hooks import agent_end
+
+    llm_stub.default = {"json": {"facts": [fact("The user's bike is a red Canyon.", category="fact")], "summary": None}}
+    with open_mem(db_target, llm_stub) as mem:
+        turn = {"messages": [{"role": "user", "content": "Remember that my bike is a red Canyon."},
+                             {"role": "assistant", "content": "Noted."}]}
+        answer = agent_end(mem, turn, Caller("alice", "main", "s1"))
+        assert (answer["recorded"], answer["queued"], answer["skipped"]) == (2, 0, "extraction")
+        assert mem.runtime.drain(30) and mem.list(caller=ALICE, limit=100) == []
+        mem.conversations.end("s1", caller=ALICE)
+        drain(mem)
+        # one turn: the rules' fact, once (without the change the hook's capture wrote it too)
+        assert [(m.content, m.source_type) for m in mem.list(caller=ALICE, limit=100)] == [
+            ("Remember that my bike is a red Canyon.", "extraction")]
+        assert not llm_stub.requests
+
+        unrecorded = agent_end(mem, turn, Caller("bob", "main"))
+        assert (unrecorded["recorded"], unrecorded["queued"], unrecorded["skipped"]) == (0, 1, None)
+        assert mem.runtime.drain(30)
+        assert [m.source_type for m in mem.list(caller=Caller("bob", "main"), limit=100)] == ["capture"]
 
 
 WORKER = """
@@ -284,7 +310,7 @@ def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased
         assert job is None or job.status != "done"
         assert mem.store.segments.get(closed.id) is None
         assert mem.list(caller=Caller(), limit=100) == []  # no fact, no message
-        assert mem.store._run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
+        assert mem.store.run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
 
 
 def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is_asked(db_target, llm_stub, monkeypatch):
@@ -302,6 +328,6 @@ def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is
         assert waiting.status == "queued" and waiting.attempts == 0 and "embedding provider" in waiting.last_error
         assert llm_stub.requests == []  # no tokens spent on a job that could not finish
         monkeypatch.setattr(type(mem.embedder), "_embed_batch", embed)
-        mem.store._run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem.store.dialect.p}", (waiting.id,))
+        mem.store.run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem.store.dialect.p}", (waiting.id,))
         assert mem.jobs.run_once("w1").status == "done"
         assert [m.content for m in mem.list(caller=ALICE, category="preference")] == ["The user prefers aisle seats."]

@@ -298,8 +298,8 @@ def test_decisions_of_another_segment_are_refused(mem):
 
 def test_a_store_without_the_knowledge_set_gets_it(db_target):
     with Memory.open(db_target) as mem:
-        mem.store._run("DROP TABLE fact_occurrences")
-        mem.store._run("DELETE FROM migrations WHERE migration_set = 'knowledge'")
+        mem.store.run("DROP TABLE fact_occurrences")
+        mem.store.run("DELETE FROM migrations WHERE migration_set = 'knowledge'")
     with Memory.open(db_target) as mem:
         assert "knowledge/initial" not in [s.label for s in mem.store.pending_migrations()]
         known = ftp_fact(mem)

@@ -115,7 +115,7 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
             *(f"Alice's dog is called Rex ({fault})" for fault in FAULTS),
             *(f"Remember that my badge number is 4{n} ({fault})" for n, fault in enumerate(FAULTS))])
         stored = [np.frombuffer(v, dtype=np.float32) for (v,) in
-                  mem.store._run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
+                  mem.store.run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
         assert stored and all(np.isfinite(v).all() and v.any() for v in stored)
 
 

@@ -180,7 +180,8 @@ def test_search_finds_a_chunk_with_its_file_and_lines(mem, tmp_path):
     assert hits and hits[0].origin["file_id"] == file_id and hits[0].origin["path"] == str(path)
     first, last = hits[0].origin["lines"]
     assert "Amsterdam" in lines_of(path, first, last)
-    assert not mem.search("nightly backups Amsterdam", caller=ALICE)  # memories only, by default
+    assert hits[0].id in {h.id for h in mem.search("nightly backups Amsterdam", caller=ALICE)}  # by default too
+    assert not mem.search("nightly backups Amsterdam", caller=ALICE, sources=["memory"])  # memories only, when asked
 
 
 # -- ingesting again ---------------------------------------------------------------------------

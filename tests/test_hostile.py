@@ -12,7 +12,7 @@ from test_tools import FORGERIES
 from clawrecall import Memory
 from clawrecall.auth import TokenStore
 from clawrecall.hooks import before_prompt_build
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER
 from clawrecall.scopes import Caller
 
 SIMPLE = [("text/plain", '{"content": "Planted by a web page", "messages": []}'),

@@ -132,7 +132,7 @@ def _due_now(mem: Memory, job_id: str) -> None:
     """Skip a job's wait (the test's clock, not the queue's rule)."""
     d = mem.store.dialect
     with mem.store.transaction():
-        mem.store._run(f"UPDATE jobs SET run_after = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), job_id))
+        mem.store.run(f"UPDATE jobs SET run_after = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), job_id))
 
 
 def test_retry_later_sets_the_time_exactly_and_gives_the_attempt_back(jobs_mem):
@@ -205,7 +205,7 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
     def overtaken(j, lease):
         d = mem.store.dialect
         with mem.store.transaction():  # as if this worker had stalled past its lease
-            mem.store._run(f"UPDATE jobs SET lease_until = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), j.id))
+            mem.store.run(f"UPDATE jobs SET lease_until = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), j.id))
         now = utcnow()
         assert mem.store.jobs.claim("w2", now, now + timedelta(seconds=60), ["extract"]).id == j.id
         try:
@@ -247,7 +247,7 @@ def test_a_job_whose_workers_keep_dying_is_dead(jobs_mem):
     job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
     d = mem.store.dialect
     with mem.store.transaction():
-        mem.store._run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
+        mem.store.run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
                        (d.ts(utcnow() - timedelta(seconds=1)), job.id))
     mem.jobs.handlers["extract"] = lambda j, lease: pytest.fail("run a fourth time")
     ran = mem.jobs.run_once("w1")
@@ -258,7 +258,7 @@ def _two_scopes(mem: Memory):
     mine = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-a")
     theirs = mem.jobs.enqueue("extract", scope="user:bob", subject_id="seg-b")
     with mem.store.transaction():  # bob's job failed for good
-        mem.store._run(f"UPDATE jobs SET status = 'dead' WHERE id = {mem.store.dialect.p}", (theirs.id,))
+        mem.store.run(f"UPDATE jobs SET status = 'dead' WHERE id = {mem.store.dialect.p}", (theirs.id,))
     return mine, theirs
 
 
@@ -371,7 +371,7 @@ def test_doctor_and_stats_report_jobs(db_target):
 
     with Memory.open(db_target) as mem:  # nothing dead, but a ready job waited 11 minutes: no worker runs
         for job in mem.jobs.list(caller=ADMIN):
-            mem.store._run(f"DELETE FROM jobs WHERE id = {mem.store.dialect.p}", (job.id,))
+            mem.store.run(f"DELETE FROM jobs WHERE id = {mem.store.dialect.p}", (job.id,))
         mem.jobs.enqueue("extract", scope="user:alice", subject_id="late", run_after=utcnow() - timedelta(minutes=11))
     report = json.loads(runner.invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
     jobs = next(c for c in report["checks"] if c["name"] == "jobs")
@@ -415,8 +415,8 @@ def test_a_store_without_the_queue_gets_it_when_opened(db_target):
     the `jobs` set on open, and records it."""
     with Memory.open(db_target) as mem:
         mem.add("Written before the queue existed", user_id="alice")
-        mem.store._run("DROP TABLE jobs")
-        mem.store._run("DELETE FROM migrations WHERE migration_set = 'jobs'")
+        mem.store.run("DROP TABLE jobs")
+        mem.store.run("DELETE FROM migrations WHERE migration_set = 'jobs'")
     store = open_store(db_target, migrate=False)
     assert [s.label for s in store.pending_migrations()] == ["jobs/initial"]
     store.close()

@@ -13,7 +13,7 @@ from clawrecall.storage.migrations import REFUSED_BY_OLD_RELEASES, SETS, latest
 
 
 def _recorded(store) -> list[tuple[str, str]]:
-    return [tuple(r) for r in store._run("SELECT migration_set, name FROM migrations ORDER BY migration_set, name")]
+    return [tuple(r) for r in store.run("SELECT migration_set, name FROM migrations ORDER BY migration_set, name")]
 
 
 ALL_STEPS = sorted((s.name, n) for s in SETS for n in s.steps)
@@ -27,8 +27,8 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     # every step the old number stands for; those added since are pending
     assert before.schema_version() == latest() - 12
     assert [s.label for s in before.pending_migrations()] == [
-        "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/row-revisions",
-        "core/change-feed", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
+        "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/change-feed",
+        "core/drop-sql-api", "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
         "reembed/half-precision-staging"]
     before.close()
 
@@ -37,9 +37,9 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
         assert mem.store.get_meta("schema_version") == REFUSED_BY_OLD_RELEASES
         assert mem.stats().schema_version == latest()
         if backend == "postgres":  # the vectors became half precision, and the HNSW index was made again over them
-            assert mem.store._run("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            assert mem.store.run("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                                   "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'")[0][0] == "halfvec"
-            index = mem.store._run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
+            index = mem.store.run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
             assert "(embedding)::halfvec(384)" in index and "halfvec_cosine_ops" in index and "m='24'" in index
 
         [kept] = mem.list()
@@ -85,10 +85,22 @@ def test_upgraded_stores_have_the_schema_of_a_new_one(db_target, version, reques
 def test_store_newer_than_this_release_is_refused(tmp_path):
     path = str(tmp_path / "new.db")
     store = open_store(path)
-    store._run("INSERT INTO migrations (migration_set, name, applied_at) VALUES ('core', 'valid-time', '2030-01-01')")
+    store.run("INSERT INTO migrations (migration_set, name, applied_at) VALUES ('core', 'valid-time', '2030-01-01')")
     store.close()
     with pytest.raises(Exception, match="core/valid-time.*upgrade clawrecall"):
         open_store(path)
+
+
+def test_a_retired_step_that_a_store_recorded_is_known_and_not_counted(tmp_path):
+    """core/row-revisions made what core/change-feed removes, so it is no step now: a store that
+    recorded it opens up to date, neither refused as newer nor counted past the latest version."""
+    path = str(tmp_path / "revisions.db")
+    store = open_store(path)
+    store.run("INSERT INTO migrations (migration_set, name, applied_at) VALUES ('core', 'row-revisions', '2026-01-01')")
+    store.close()
+    store = open_store(path)
+    assert store.pending_migrations() == [] and store.schema_version() == latest()
+    store.close()
 
 
 @pytest.mark.skipif("postgres" not in __import__("conftest").BACKENDS, reason="PostgreSQL not selected")
@@ -115,14 +127,14 @@ def test_a_migration_committed_between_two_reads_is_not_taken_for_a_newer_releas
 
     store = open_store(db_target)
     try:
-        real = store._table_exists
+        real = store.table_exists
         calls = []
 
         def not_yet_once(name: str) -> bool:
             calls.append(name)
             return False if calls.count(name) == 1 and name == migrations.MIGRATIONS.name else real(name)
 
-        store._table_exists = not_yet_once
+        store.table_exists = not_yet_once
         done, recorded = migrations.applied(store)
         assert recorded and sum(map(len, done.values())) == migrations.latest()
     finally:
@@ -137,8 +149,8 @@ def test_a_failure_while_migrating_is_raised_and_leaves_the_store_as_it_was(db_t
         raise RuntimeError("lock lost")
 
     store = open_store(db_target, migrate=False)
-    monkeypatch.setattr(store, "_lock_schema", lock_lost)
+    monkeypatch.setattr(store, "lock_schema", lock_lost)
     with pytest.raises(RuntimeError, match="lock lost"):
         store.migrate()
-    assert not store._table_exists("migrations")
+    assert not store.table_exists("migrations")
     store.close()

@@ -50,11 +50,11 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
     assert status["schema_version"] == latest() - 12
     assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors",
-                                 "core/row-revisions", "core/change-feed", "conversations/initial", "conversations/segment-summary",
+                                 "core/change-feed", "core/drop-sql-api", "conversations/initial", "conversations/segment-summary",
                                  "jobs/initial", "knowledge/initial", "reembed/initial", "reembed/half-precision-staging"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)
-    assert store._run("SELECT count(*) FROM migrations")[0][0] == latest()
-    assert store._run("SELECT count(*) FROM memories WHERE kind = 'memory'")[0][0] > 0
+    assert store.run("SELECT count(*) FROM migrations")[0][0] == latest()
+    assert store.run("SELECT count(*) FROM memories WHERE kind = 'memory'")[0][0] > 0
     store.close()

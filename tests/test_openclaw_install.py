@@ -4,6 +4,7 @@ Markdown import the plugin calls (`/v1/import/markdown`), on real files and a re
 from __future__ import annotations
 
 import json
+import re
 import stat
 import textwrap
 from pathlib import Path
@@ -18,7 +19,8 @@ from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.errors import ScopeError, ValidationError
 from clawrecall.openclaw import MarkdownFile, import_markdown, sections
-from clawrecall.openclaw.markdown import MAX_SECTION_CHARS
+from clawrecall.openclaw.sections import MAX_SECTION_CHARS
+from clawrecall.openclaw import templates
 from clawrecall.openclaw.install import install_entries
 from clawrecall.server.app import create_app
 
@@ -202,9 +204,11 @@ def test_markdown_import_goes_to_the_agents_scope_once(client):
                        {"path": "memory/2026-03-02.md", "content": "Standup moved to 9:30."}]}
     first = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
     assert first.status_code == 200, first.text
-    assert first.json() == {"files": 2, "sections": 5, "created": 5, "duplicates": 0, "scope": "agent:main"}
+    assert first.json() == {"files": 2, "sections": 5, "created": 5, "duplicates": 0, "templates": 0,
+                            "template_files": [], "scope": "agent:main"}
     again = c.post("/v1/import/markdown", json=files, headers={"x-clawrecall-agent": "main"})
-    assert again.json() == {"files": 2, "sections": 5, "created": 0, "duplicates": 5, "scope": "agent:main"}
+    assert again.json() == {"files": 2, "sections": 5, "created": 0, "duplicates": 5, "templates": 0,
+                            "template_files": [], "scope": "agent:main"}
     records = mem.list(scope="agent:main", limit=50)
     assert len(records) == 5 and {r.source_type for r in records} == {"openclaw-markdown"}
     daily = next(r for r in records if "Standup" in r.content)
@@ -252,6 +256,50 @@ def test_markdown_import_is_idempotent_by_identity_on_both_backends(mem):
     assert other["created"] == 3
     with pytest.raises(ScopeError):  # a token limited to other scopes cannot look into agent:main either
         import_markdown(mem, Caller(agent_id="main", scopes=("global",)), files)
+
+
+def _shipped_templates() -> dict[str, str]:
+    """OpenClaw's workspace templates as it writes them into a new workspace (front matter removed), read from
+    the real package the end-to-end tests install."""
+    from openclaw_harness import ensure_openclaw
+
+    cli = ensure_openclaw()["cli"]
+    folder = templates.template_dir(str(cli))
+    assert folder is not None, f"no docs/reference/templates under {cli}"
+    return {p.name: re.sub(r"\A---\n.*?\n---\n\s*", "", p.read_text(), count=1, flags=re.S)
+            for p in sorted(folder.glob("*.md"))}
+
+
+def test_the_shipped_fingerprints_are_those_of_the_installed_openclaws_templates():
+    shipped = _shipped_templates()
+    assert templates.fingerprints(shipped.values()) == templates.SHIPPED
+
+
+def test_an_untouched_user_md_is_left_out_and_a_filled_in_one_keeps_only_what_the_user_wrote(mem, monkeypatch, request):
+    user_md = _shipped_templates()["USER.md"]
+    monkeypatch.setenv("PATH", "/nonexistent")  # no OpenClaw here: the shipped fingerprints alone recognise them
+    templates.known.cache_clear()
+    request.addfinalizer(templates.known.cache_clear)
+    main = Caller(agent_id="main")
+    untouched = import_markdown(mem, main, [MarkdownFile("USER.md", user_md), MarkdownFile("MEMORY.md", "")])
+    assert (untouched["created"], untouched["templates"], untouched["template_files"]) == (0, untouched["sections"],
+                                                                                           ["USER.md"])
+    assert untouched["sections"] >= 8 and mem.list(caller=main) == []
+
+    filled = user_md.replace("<!-- observed: YYYY-MM-DD | status: active -->\n\n- Prefer ...",
+                             "<!-- observed: 2026-03-02 | status: active -->\n\n- Prefer tea over coffee in the morning.")
+    assert filled != user_md
+    answer = import_markdown(mem, main, [MarkdownFile("USER.md", filled)])
+    assert [r.content for r in mem.list(caller=main)] == ["Prefer tea over coffee in the morning."]
+    assert (answer["created"], answer["template_files"]) == (1, [])
+
+
+@pytest.mark.parametrize("text", ["Prefer ...", "- Always …", "<!-- observed: YYYY-MM-DD | status: active -->",
+                                  "Name: {{name}}", "Email: [your email]"])
+def test_placeholders_are_never_imported(mem, text):
+    answer = import_markdown(mem, Caller(agent_id="main"), [MarkdownFile("MEMORY.md", f"# Notes\n\n{text}\n\nReal note.\n")])
+    assert (answer["created"], answer["templates"]) == (1, 1)
+    assert [r.content for r in mem.list(caller=Caller(agent_id="main"))] == ["Real note."]
 
 
 def test_a_section_over_the_limit_is_split_between_lines_never_cut(client):

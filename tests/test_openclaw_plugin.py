@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER
 
 PLUGIN = Path(__file__).resolve().parent.parent / "integrations" / "openclaw"
 
@@ -115,6 +115,8 @@ const agents = { entries: { big: { workspace: `${root}/big` }, broken: { workspa
                             many: { workspace: `${root}/many` } } };
 out.imports = await importMarkdown(client, { agents }, {});
 out.lines = out.imports.map(importLine);
+out.templateLine = importLine({ agent: "a", files: 2, sections: 13, created: 1, duplicates: 0, templates: 12,
+  templateFiles: ["USER.md"] });
 });
 out.requests = seen.map((r) => ({ agent: r.agent, files: r.body.files.length }));
 console.log(JSON.stringify(out));
@@ -197,3 +199,5 @@ def test_the_import_sends_batches_under_the_limits_and_reports_every_agent(plugi
     assert [r["agent"] for r in plugin_run["requests"]].count("many") == 6  # 200 files per request
     assert plugin_run["lines"][1].startswith("broken: FAILED (HTTP 500")
     assert plugin_run["lines"][2] == "many: 1200 file(s), 2400 section(s): 1200 imported, 1200 already there"
+    assert plugin_run["templateLine"] == ("a: 2 file(s), 13 section(s): 1 imported, 0 already there, "
+                                          "12 left out as OpenClaw template text (untouched: USER.md)")

@@ -65,7 +65,7 @@ def test_held_words_rank_exactly_as_the_sql_leg(pg_url):
                                "session_id": f"s{i % 5}"} for i, t in enumerate(texts)], dedup=False)
         held.delete(rows[0].id, user_id="alice")
         later = utcnow() - timedelta(days=1)
-        held.store._run("UPDATE memories SET expires_at = %s WHERE id = %s", (later, rows[3].id))  # expired
+        held.store.run("UPDATE memories SET expires_at = %s WHERE id = %s", (later, rows[3].id))  # expired
         filters = [ALLOWED, Filters(scopes=["user:alice", "user:bob"], categories=["fact"]),
                    Filters(scopes=["user:alice"], include_deleted=True), Filters(scopes=["user:alice"], include_expired=True),
                    Filters(scopes=["user:carol"], since=held.get(rows[100].id).created_at), Filters(scopes=["user:nobody"]),
@@ -107,7 +107,7 @@ def test_held_words_see_every_write_of_another_process(pg_url):
         assert _same(reader, plain, "espresso", ALLOWED) == []  # a soft delete
         [gone] = writer.add_many([{"content": "zither zither", "user_id": "alice"}], dedup=False)
         assert _same(reader, plain, "zither", ALLOWED)[0][0] == gone.id
-        writer.store._run("DELETE FROM memories WHERE id = %s", (gone.id,))
+        writer.store.run("DELETE FROM memories WHERE id = %s", (gone.id,))
         assert _same(reader, plain, "zither", ALLOWED) == []  # a hard delete
 
         [moving] = writer.add_many([{"content": "marimba", "user_id": "alice"}], dedup=False)
@@ -115,10 +115,10 @@ def test_held_words_see_every_write_of_another_process(pg_url):
         bob = Filters(scopes=["user:bob"])
         for _ in range(2):
             _same(reader, plain, "marimba", bob)
-        writer.store._run("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (moving.id,))
+        writer.store.run("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (moving.id,))
         assert _same(reader, plain, "marimba", ALLOWED) == []
         assert _same(reader, plain, "marimba", bob)[0][0] == moving.id
-        writer.store._run("UPDATE memories SET scope = 'user:alice' WHERE id = %s", (moving.id,))
+        writer.store.run("UPDATE memories SET scope = 'user:alice' WHERE id = %s", (moving.id,))
         assert _same(reader, plain, "marimba", ALLOWED)[0][0] == moving.id  # back, bob's scope not searched since
         assert _same(reader, plain, "marimba", bob) == []
 
@@ -136,7 +136,7 @@ def test_a_search_reads_only_what_changed_since_the_last_one(pg_url):
         assert first.whole and len(first.rows) == 30
         assert _changes(mem, first.since).rows == []  # nothing written since
         mem.update(rows[4].id, importance=0.9, user_id="alice")
-        mem.store._run("DELETE FROM memories WHERE id = %s", (rows[5].id,))
+        mem.store.run("DELETE FROM memories WHERE id = %s", (rows[5].id,))
         changes = _changes(mem, first.since)
         assert not changes.whole and [r[0] for r in changes.rows] == [rows[4].id] and changes.departed == [rows[5].id]
         assert changes.since.xmax > first.since.xmax and not changes.stale
@@ -161,10 +161,10 @@ def test_a_scope_last_read_before_pruned_departures_is_read_whole(pg_url):
             _same(mem, plain, "kettle", ALLOWED)
             mem.store.vector_candidates(query, ALLOWED, 10)
         assert mem.store._held_vectors._index.rows(["user:alice"]) == 10
-        mem.store._run("DELETE FROM memories WHERE id = %s", (rows[1].id,))
-        mem.store._run("UPDATE memory_departures SET departed_at = now() - interval '2 days'")
+        mem.store.run("DELETE FROM memories WHERE id = %s", (rows[1].id,))
+        mem.store.run("UPDATE memory_departures SET departed_at = now() - interval '2 days'")
         mem.store.remove([rows[2].id])  # prunes the old departure (rows[1]'s), keeps its own
-        assert [r[0] for r in mem.store._run("SELECT id::text FROM memory_departures")] == [rows[2].id]
+        assert [r[0] for r in mem.store.run("SELECT id::text FROM memory_departures")] == [rows[2].id]
         assert int(mem.store.get_meta("departures_pruned")) >= before.since.xmax  # the pruning transaction
         assert _changes(mem, before.since).stale
         found = {i for i, _ in _same(mem, plain, "kettle", ALLOWED)}
@@ -231,7 +231,7 @@ def test_a_scope_with_weighted_words_is_ranked_in_sql(pg_url):
     """The store's trigger never weighs words; a tsvector set by hand with weights stays exact, through SQL."""
     with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0) as plain:
         rows = mem.add_many([{"content": t, "user_id": "alice"} for t in _texts(20, 8)], dedup=False)
-        mem.store._run("UPDATE memories SET fts = setweight(fts, 'A') WHERE id = %s", (rows[0].id,))
+        mem.store.run("UPDATE memories SET fts = setweight(fts, 'A') WHERE id = %s", (rows[0].id,))
         for _ in range(3):
             _same(mem, plain, "granite project", ALLOWED)
         assert "user:alice" in mem.store._held_text._unheld
@@ -250,7 +250,7 @@ def test_the_change_feed_survives_a_writer_that_is_still_open_when_the_reader_lo
         assert [r[0] for r in seen.rows] == [quick.id]
         slow.commit()
         after = _changes(mem, seen.since)
-        [slow_id] = [r[0] for r in mem.store._run("SELECT id::text FROM memories WHERE content = 'slow'")]
+        [slow_id] = [r[0] for r in mem.store.run("SELECT id::text FROM memories WHERE content = 'slow'")]
         assert not after.whole and slow_id in [r[0] for r in after.rows]
 
 
@@ -319,10 +319,10 @@ def test_ids_from_another_cluster_neither_hide_a_write_nor_force_whole_reads(pg_
     with _open(pg_url) as mem, _open(pg_url, text_cache_mb=0, vector_cache_mb=0) as plain:
         rows = mem.add_many([{"content": f"bassoon {i}", "user_id": "alice"} for i in range(8)], dedup=False)
         future = str(10**12)
-        mem.store._run("ALTER TABLE memories DISABLE TRIGGER memories_written")
-        mem.store._run("UPDATE memories SET wxid = %s::xid8 WHERE id = %s", (future, rows[0].id))
-        mem.store._run("ALTER TABLE memories ENABLE TRIGGER memories_written")
-        mem.store._run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)", (rows[1].id, future))
+        mem.store.run("ALTER TABLE memories DISABLE TRIGGER memories_written")
+        mem.store.run("UPDATE memories SET wxid = %s::xid8 WHERE id = %s", (future, rows[0].id))
+        mem.store.run("ALTER TABLE memories ENABLE TRIGGER memories_written")
+        mem.store.run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)", (rows[1].id, future))
         mem.store.set_meta("departures_pruned", future)
         for _ in range(2):
             _same(mem, plain, "bassoon", ALLOWED)
@@ -333,8 +333,8 @@ def test_ids_from_another_cluster_neither_hide_a_write_nor_force_whole_reads(pg_
         assert _same(mem, plain, "bassoon", ALLOWED)[0][0] == rows[0].id
         assert rows[1].id in dict(_same(mem, plain, "bassoon", ALLOWED))
         # a departure of the old cluster's that this one's ids reach: its row is here, and stays
-        soon = int(mem.store._run("SELECT pg_current_xact_id()::text")[0][0]) + 3
-        mem.store._run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)",
+        soon = int(mem.store.run("SELECT pg_current_xact_id()::text")[0][0]) + 3
+        mem.store.run("INSERT INTO memory_departures (scope, id, wxid) VALUES ('user:alice', %s, %s::xid8)",
                        (rows[2].id, str(soon)))
         for i in range(5):
             mem.add_many([{"content": f"filler {i}", "user_id": "bob"}], dedup=False)
@@ -352,7 +352,7 @@ def test_a_server_restarted_or_gone_back_in_time_and_a_truncate_make_held_scopes
         assert not _changes(mem, now).stale
         for _ in range(2):
             _same(mem, plain, "tuba", ALLOWED)
-        mem.store._run("TRUNCATE memories CASCADE")
+        mem.store.run("TRUNCATE memories CASCADE")
         assert _same(mem, plain, "tuba", ALLOWED) == []
 
 
@@ -364,9 +364,9 @@ def test_an_erasure_leaves_no_departure_naming_the_person_and_held_scopes_follow
         for _ in range(2):
             _same(mem, plain, "cello", carol)
             _same(mem, plain, "cello", dave)
-        mem.store._run("DELETE FROM memories WHERE content = 'cello 4' AND scope = 'user:carol'")  # a departure of its own
+        mem.store.run("DELETE FROM memories WHERE content = 'cello 4' AND scope = 'user:carol'")  # a departure of its own
         mem.erase(user_id="carol")
-        assert mem.store._run("SELECT count(*) FROM memory_departures WHERE scope = 'user:carol'")[0][0] == 0
+        assert mem.store.run("SELECT count(*) FROM memory_departures WHERE scope = 'user:carol'")[0][0] == 0
         assert _same(mem, plain, "cello", carol) == []
         assert len(_same(mem, plain, "cello", dave)) == 3
 

@@ -53,7 +53,7 @@ def fill(db: str, n: int) -> list[str]:
 
 def models(mem: Memory) -> dict[str | None, int]:
     """How many rows each model embedded (None: rows awaiting a vector)."""
-    rows = mem.store._run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
+    rows = mem.store.run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
     unembedded = mem.store.count_unembedded()
     return {m: n for m, n in rows} | ({None: unembedded} if unembedded else {})
 
@@ -75,7 +75,7 @@ def as_stored(mem: Memory, v: np.ndarray) -> np.ndarray:
 
 def assert_stub_vectors(mem: Memory) -> None:
     """Every row holds the stub model's vector of its own text."""
-    rows = mem.store._run("SELECT id, content FROM memories")
+    rows = mem.store.run("SELECT id, content FROM memories")
     vectors = mem.store.vectors([str(i) for i, _ in rows])
     assert len(vectors) == len(rows)
     for memory_id, content in rows:
@@ -94,9 +94,9 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
         mem.backfill()
         mem.delete(mem.list(limit=1)[0].id)  # deleted rows are re-embedded too: they can be undeleted
         # some rows still await their vector, as messages and chunks do right after they are written
-        mem.store._run("UPDATE memories SET embedding = NULL, embedding_model = NULL WHERE kind = 'message'")
-        total = mem.store._run("SELECT count(*) FROM memories")[0][0]
-        kinds = {k for (k,) in mem.store._run("SELECT DISTINCT kind FROM memories")}
+        mem.store.run("UPDATE memories SET embedding = NULL, embedding_model = NULL WHERE kind = 'message'")
+        total = mem.store.run("SELECT count(*) FROM memories")[0][0]
+        kinds = {k for (k,) in mem.store.run("SELECT DISTINCT kind FROM memories")}
     assert kinds == {"memory", "message", "chunk"} and total > 20
 
     reported: list[tuple[int, int]] = []

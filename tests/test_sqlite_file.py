@@ -101,7 +101,7 @@ def test_integrity_problems_name_what_quick_check_and_the_full_text_checks_find(
         mem.add("A sound store")
         assert mem.store.integrity_problems() == []
         # a full-text row with no memory behind it: every page is sound, the index is not
-        mem.store._run("INSERT INTO memories_trgm (rowid, content) VALUES (99999, 'a ghost row')")
+        mem.store.run("INSERT INTO memories_trgm (rowid, content) VALUES (99999, 'a ghost row')")
         assert mem.store.integrity_problems() == ["full-text index memories_trgm: database disk image is malformed"]
     with Memory.open(damaged_db) as mem:
         problems = mem.store.integrity_problems()
@@ -139,7 +139,7 @@ def test_a_large_scope_runs_its_keyword_legs_on_a_reader_beside_the_vector_leg(t
             assert mine.id in {h[0] for h in _hits(mem, "uncommitted ferry pass", "alice")}
             assert threads[-1] == "MainThread"
         with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the reader never writes
-            mem.store._reader_call(lambda: mem.store._run("DELETE FROM memories"))
+            mem.store._reader_call(lambda: mem.store.run("DELETE FROM memories"))
         assert mem.count(caller=alice) == 61
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):  # a closed store fails as it does for any call
         mem.store.beside(lambda: mem.store.count(Filters()), Filters(scopes=["user:alice"]))()

@@ -163,7 +163,7 @@ def test_a_store_of_the_last_release_gets_validity_and_its_memories_are_current_
     try:
         [kept] = store.list(Filters(), limit=10, offset=0, order="newest")
         assert (kept.valid_from, kept.valid_to, kept.superseded_by, kept.supersedes) == (kept.created_at, None, None, None)
-        assert store._run("SELECT count(*) FROM memories WHERE valid_from IS NOT NULL")[0][0] == 0  # no row rewritten
+        assert store.run("SELECT count(*) FROM memories WHERE valid_from IS NOT NULL")[0][0] == 0  # no row rewritten
         at = kept.created_at
         assert [m.id for m in store.list(Filters(as_of=at), limit=10, offset=0, order="newest")] == [kept.id]
         assert store.list(Filters(as_of=at - timedelta(seconds=1)), limit=10, offset=0, order="newest") == []

@@ -16,7 +16,7 @@ import pytest
 
 from clawrecall import Caller, Memory
 from clawrecall._time import utcnow
-from clawrecall.hooks.text import RECALL_FOOTER, RECALL_HEADER
+from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER
 from clawrecall.tools import ALL_TOOLS, find_tool, run_tool, tools_for
 
 ALICE = Caller("alice", "main", "s1")

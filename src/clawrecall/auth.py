@@ -68,7 +68,7 @@ class TokenStore:
         from .storage import Store, open_store
 
         self._owned = not isinstance(target, Store)
-        self.store: Store = open_store(target) if self._owned else target
+        self.store: Store = target if isinstance(target, Store) else open_store(target)
 
     @classmethod
     def for_memory(cls, mem: Memory) -> "TokenStore":
@@ -182,13 +182,13 @@ class Authenticator:
             origin = headers.get("origin")
             if origin is not None and not is_loopback(_origin_host(origin)):
                 raise ForbiddenError(f"requests without a token may not come from a web page of another site ({origin[:100]})")
-            return Caller(**named)
+            return Caller(named["user_id"], named["agent_id"], named["session_id"])
         scheme, _, value = authorization.partition(" ")
         token = self.tokens.verify(value.strip()) if scheme.lower() == "bearer" else None
         if token is None:
             raise AuthError("invalid or revoked token")
         if token.kind == "service":
-            return Caller(**named)
+            return Caller(named["user_id"], named["agent_id"], named["session_id"])
         for key, bound in (("user_id", token.user_id), ("agent_id", token.agent_id)):
             if named[key] is not None and named[key] != bound:
                 raise ForbiddenError(
@@ -277,7 +277,7 @@ def _join(scopes: list[str] | None) -> str | None:
 
 def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(
-        id=row.id, name=row.name, kind=row.kind, user_id=row.user_id, agent_id=row.agent_id,  # type: ignore[arg-type]
+        id=row.id, name=row.name, kind=row.kind, user_id=row.user_id, agent_id=row.agent_id,
         scopes=None if row.scopes is None else json.loads(row.scopes), created_at=row.created_at,
         revoked_at=row.revoked_at,
     )

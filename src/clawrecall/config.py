@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, pydantic_message
+from .importers.systems import owners
 from .models import DEFAULT_CATEGORIES
 from .scopes import ALL, SHARED_KINDS, validate_scope
 
@@ -169,7 +170,14 @@ class RetrievalConfig(_Section):
     # a search over several sources multiplies each hit's ranking score by its source's weight, so
     # what was stored as a memory leads the raw record it may have come from (docs/conversations.md)
     source_weights: dict[Literal["memory", "message", "chunk"], float] = Field(
-        default_factory=lambda: {"memory": 1.0, "message": 0.8, "chunk": 0.9}
+        default={"memory": 1.0, "message": 0.8, "chunk": 0.9}
+    )
+    # what a search that names no sources covers, at every door and in recall: memories, what users and
+    # assistants said in the conversation record (reasoning and tool output stay out), and file chunks;
+    # a fact said in passing is found wherever one asks (docs/retrieval.md#what-a-search-covers)
+    sources: list[Literal["memory", "message", "chunk"]] = Field(default=["memory", "message", "chunk"], min_length=1)
+    message_roles: list[Literal["user", "assistant", "reasoning", "tool_call", "tool_result", "system"]] = Field(
+        default=["user", "assistant"], min_length=1
     )
     # an agent's search multiplies another agent's shared memory (the master knowledge base) by this,
     # so its own memories and its user's words lead at equal relevance; memento-local: 0.5 (docs/agents.md)
@@ -265,11 +273,9 @@ class RecallHookConfig(_Section):
     # a cosine of 0.2 with the default calibration, the gate this hook has always had.
     min_score: float | None = Field(default=0.15, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
-    # what recall draws on: memories, and what was said in earlier sessions (user and assistant
-    # messages; reasoning and tool output stay out of the prompt), and ingested files
-    sources: list[Literal["memory", "message", "chunk"]] = Field(
-        default_factory=lambda: ["memory", "message", "chunk"], min_length=1
-    )
+    # what recall draws on, when it should differ from every search's `retrieval.sources` (the default:
+    # the same, so what recall shows every search door finds)
+    sources: list[Literal["memory", "message", "chunk"]] | None = Field(default=None, min_length=1)
     RETIRED = {
         "min_similarity": "hooks.recall.min_similarity is no longer used: recall gates on hooks.recall.min_score, an "
         "absolute relevance score (0.15 is about the cosine 0.2 that min_similarity defaulted to); see docs/retrieval.md",
@@ -354,7 +360,7 @@ class ExtractionConfig(_Section):
 
     enabled: bool = True  # runs when an LLM is configured (`llm.provider`); without one capture stays rule-based
     # segments with fewer turns are not sent to the model: one exchange rarely states a durable fact,
-    # and the rule-based capture already keeps a single "remember …"; memento-local waits for 3, which
+    # and the rules (run on it instead) keep a single "remember …"; memento-local waits for 3, which
     # skips a short but real exchange ("I moved to Brno" – answer – "in May")
     min_turns: int = Field(default=2, ge=1)
     known_facts: int = Field(default=50, ge=0, le=500)  # current facts shown to the model as F1…Fn (memento-local: 50)
@@ -375,7 +381,7 @@ class FilesConfig(_Section):
     roots: list[str] = Field(default_factory=list)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
-        default_factory=lambda: ["markdown", "text", "code", "pdf"], min_length=1
+        default=["markdown", "text", "code", "pdf"], min_length=1
     )
     # tokens per chunk; default: the local model's window (254 for all-MiniLM-L6-v2), else 256
     chunk_tokens: int | None = Field(default=None, ge=16, le=8192)
@@ -646,7 +652,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     value is parsed as JSON when it is valid JSON (`true`, `0.9`, `["a"]`), else kept as text.
     """
     out: dict[str, Any] = {}
-    for name, parts, raw in _config_variables(env):
+    for _name, parts, raw in _config_variables(env):
         value: Any = raw
         if not _holds_text(_annotation_at(parts)):
             try:
@@ -687,9 +693,9 @@ def _annotation_at(parts: list[str]) -> Any:
 def _holds_text(annotation: Any) -> bool:
     """`str`, `str | None` or a `Literal` of strings: nothing but text fits, so no JSON is parsed."""
     options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    options = [o for o in options if o is not type(None)]
-    return bool(options) and all(
-        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in options
+    present = [o for o in options if o is not type(None)]
+    return bool(present) and all(
+        o is str or (get_origin(o) is Literal and all(isinstance(v, str) for v in get_args(o))) for o in present
     )
 
 
@@ -726,12 +732,7 @@ def load_config(
 
 def _foreign_hint(unknown: list[str]) -> str:
     """When the unknown keys are another memory system's, say which and how to translate them."""
-    from .config_import import SYSTEMS
-
-    def theirs(key: str, rule: Any) -> bool:
-        return rule.matches(key) or rule.source.startswith(key + ".")
-
-    names = [s.name for s in SYSTEMS.values() if any(theirs(key, r) for key in unknown for r in s.rules)]
+    names = owners(unknown)
     if not names:
         return ""
     return f" (settings of {' or '.join(names)}: `clawrecall config import FILE --from {names[0]}` translates them)"

@@ -23,12 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Mapping, Protocol, Sequence
 
 from .errors import ScopeError, ValidationError
-
-if TYPE_CHECKING:
-    from .config import AccessConfig
 
 SCOPE_KINDS = ("user", "agent", "project", "custom")
 SHARED_KINDS = ("global", "project", "custom")
@@ -115,13 +112,58 @@ class Caller:
         return scopes
 
 
-class Stored(Protocol):
-    """What the check needs of a stored memory: where it is, who wrote it, who may see it."""
+class Grant(Protocol):
+    """The members of one shared scope (`config.ScopeAccess`): `user:<id>`, `agent:<id>` or `*`."""
 
-    scope: str
-    user_id: str | None
-    agent_id: str | None
-    visibility: str
+    @property
+    def read(self) -> Sequence[str]: ...
+
+    @property
+    def write(self) -> Sequence[str]: ...
+
+
+class AgentSettings(Protocol):
+    """One agent's household settings (`config.AgentAccess`)."""
+
+    @property
+    def visibility(self) -> str | None: ...
+
+    @property
+    def rules(self) -> Mapping[str, str]: ...
+
+    @property
+    def master(self) -> bool: ...
+
+
+class AccessPolicy(Protocol):
+    """The store's access policy (`config.AccessConfig`, declared with the rest of the config): the
+    members of each shared scope, and each agent's household settings. A protocol, so the config may
+    validate scopes with this module."""
+
+    @property
+    def scopes(self) -> Mapping[str, Grant]: ...
+
+    def agent(self, agent_id: str | None) -> AgentSettings: ...
+
+
+class Stored(Protocol):
+    """What the check needs of a stored memory: where it is and who wrote it."""
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    @property
+    def agent_id(self) -> str | None: ...
+
+
+class Leveled(Stored, Protocol):
+    """A stored memory with its level (`private`, `shared`, `secret`), for the household rule."""
+
+    @property
+    def visibility(self) -> str: ...
 
 
 def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:
@@ -135,12 +177,12 @@ def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) 
     return caller
 
 
-def may_read(caller: Caller, scope: str, *, access: AccessConfig) -> bool:
+def may_read(caller: Caller, scope: str, *, access: AccessPolicy) -> bool:
     """Whether the caller may read the (valid) scope, its token's allow-list included."""
     return _listed(caller, scope) and _reaches(caller, scope, access, write=False)
 
 
-def may_write(caller: Caller, scope: str | None = None, *, access: AccessConfig) -> bool:
+def may_write(caller: Caller, scope: str | None = None, *, access: AccessPolicy) -> bool:
     """Whether `write_scope` accepts the scope (by default: where this caller's new memories go)."""
     try:
         write_scope(caller, scope, access=access)
@@ -149,7 +191,7 @@ def may_write(caller: Caller, scope: str | None = None, *, access: AccessConfig)
     return True
 
 
-def write_scope(caller: Caller, scope: str | None, *, access: AccessConfig) -> str:
+def write_scope(caller: Caller, scope: str | None, *, access: AccessPolicy) -> str:
     """The scope a new memory (or startup entry) goes to, checked for writing: the one named, else
     the caller's user, agent, or global."""
     scope = _default_scope(caller.user_id, caller.agent_id) if scope is None else scope
@@ -158,7 +200,7 @@ def write_scope(caller: Caller, scope: str | None, *, access: AccessConfig) -> s
     return scope
 
 
-def check_change(caller: Caller, memory: Stored, *, access: AccessConfig, erase: bool = False) -> None:
+def check_change(caller: Caller, memory: Stored, *, access: AccessPolicy, erase: bool = False) -> None:
     """A change to a stored memory: an update or undelete needs write access to its scope; a delete
     or forget (`erase`) also accepts its author, where the author can still read it."""
     if erase and _wrote(caller, memory) and may_read(caller, memory.scope, access=access):
@@ -166,7 +208,7 @@ def check_change(caller: Caller, memory: Stored, *, access: AccessConfig, erase:
     _require(caller, memory.scope, access, write=True)
 
 
-def may_erase(caller: Caller, memory: Stored, *, access: AccessConfig) -> bool:
+def may_erase(caller: Caller, memory: Stored, *, access: AccessPolicy) -> bool:
     """Whether `check_change(..., erase=True)` accepts the memory (the memories a purge may remove)."""
     try:
         check_change(caller, memory, access=access, erase=True)
@@ -176,7 +218,7 @@ def may_erase(caller: Caller, memory: Stored, *, access: AccessConfig) -> bool:
 
 
 def new_memory_owner(
-    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None, *, access: AccessConfig
+    caller: Caller, user_id: str | None, agent_id: str | None, scope: str | None, *, access: AccessPolicy
 ) -> tuple[str, str | None, str | None]:
     """`(scope, user_id, agent_id)` of a new memory whose item names `user_id`/`agent_id` (or not).
 
@@ -217,7 +259,7 @@ def _held_scope(owner: Caller, scope: str | None) -> str:
     return scope
 
 
-def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: AccessConfig) -> list[str] | None:
+def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: AccessPolicy) -> list[str] | None:
     """The scopes a read may touch; `None` means every scope (only for the administrator).
 
     With no scope named (or `*`), a caller with a token reads its allow-list, another identified
@@ -237,7 +279,7 @@ def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: Access
     return names
 
 
-def household(caller: Caller, *, access: AccessConfig, secrets: bool = False) -> dict[str, object]:
+def household(caller: Caller, *, access: AccessPolicy, secrets: bool = False) -> dict[str, object]:
     """The household rule of a read on the caller's behalf (`Filters` fields; docs/agents.md): an
     agent sees its own memories, those no agent wrote and the other agents' shared ones (the master
     knowledge base, unless `access.agents` turns it off), never another agent's private or secret
@@ -247,7 +289,7 @@ def household(caller: Caller, *, access: AccessConfig, secrets: bool = False) ->
             "secrets": secrets}
 
 
-def sees(agent_id: str | None, memory: Stored) -> bool:
+def sees(agent_id: str | None, memory: Leveled) -> bool:
     """Whether an agent's reads (`household`, without secrets) include a stored memory of its scope:
     what deduplication may match a new memory against, so a duplicate never names another agent's
     private memory."""
@@ -256,8 +298,8 @@ def sees(agent_id: str | None, memory: Stored) -> bool:
     return agent_id is None or memory.agent_id in (None, agent_id) or memory.visibility == "shared"
 
 
-def new_visibility(caller: Caller, agent_id: str | None, category: str, given: str | None, *, access: AccessConfig,
-                   default: str, rules: dict[str, str]) -> str:
+def new_visibility(caller: Caller, agent_id: str | None, category: str, given: str | None, *, access: AccessPolicy,
+                   default: str, rules: Mapping[str, str]) -> str:
     """The level of a new memory: the one given, else its agent's rule for the category or default
     level (`access.agents`), else the store's (`default`, `rules`: extraction.visibility)."""
     if given is not None:
@@ -266,7 +308,7 @@ def new_visibility(caller: Caller, agent_id: str | None, category: str, given: s
     return settings.rules.get(category) or rules.get(category) or settings.visibility or default
 
 
-def check_visibility_change(caller: Caller, memory: Stored, level: str) -> None:
+def check_visibility_change(caller: Caller, memory: Leveled, level: str) -> None:
     """Who changes a memory's level: its own agent, or a caller acting for no agent (a person, the
     administrator). An agent may make a memory stricter (private, secret) but never make a secret
     readable again: a model told to leak a credential cannot do it by changing its level."""
@@ -274,11 +316,11 @@ def check_visibility_change(caller: Caller, memory: Stored, level: str) -> None:
         return
     if memory.agent_id not in (None, caller.agent_id):
         raise ScopeError(f"the visibility of agent {memory.agent_id!r}'s memory is not {_who(caller)}'s to change")
-    if getattr(memory, "visibility", None) == "secret" and level != "secret":
+    if memory.visibility == "secret" and level != "secret":
         raise ScopeError("an agent may not make a secret readable: ask the user to change it (clawrecall update --visibility)")
 
 
-def _default_reads(caller: Caller, access: AccessConfig) -> list[str]:
+def _default_reads(caller: Caller, access: AccessPolicy) -> list[str]:
     own = caller.own_scopes()
     return own + [s for s in access.scopes if s not in own and _reaches(caller, s, access, write=False)]
 
@@ -287,7 +329,7 @@ def _default_scope(user_id: str | None, agent_id: str | None) -> str:
     return f"user:{user_id}" if user_id is not None else f"agent:{agent_id}" if agent_id is not None else "global"
 
 
-def _reaches(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> bool:
+def _reaches(caller: Caller, scope: str, access: AccessPolicy, *, write: bool) -> bool:
     """The scope rules above, before a token's allow-list narrows them."""
     if not caller.identified:  # the administrator, or an in-process caller held to its allow-list alone
         return True
@@ -306,7 +348,7 @@ def _reaches(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -
     return _names(grant.write, caller) or (not write and _names(grant.read, caller))
 
 
-def _names(members: list[str], caller: Caller) -> bool:
+def _names(members: Sequence[str], caller: Caller) -> bool:
     """Whether a member list names the caller: `*`, its `user:<id>` or its `agent:<id>`."""
     return (
         ALL in members
@@ -322,7 +364,7 @@ def _wrote(caller: Caller, memory: Stored) -> bool:
     return caller.agent_id is not None and memory.user_id is None and memory.agent_id == caller.agent_id
 
 
-def _require(caller: Caller, scope: str, access: AccessConfig, *, write: bool) -> None:
+def _require(caller: Caller, scope: str, access: AccessPolicy, *, write: bool) -> None:
     _listed_or_raise(caller, scope)
     if _reaches(caller, scope, access, write=write):
         return

@@ -63,7 +63,7 @@ export async function memoryFiles(workspace) {
 // finds too large (413, a lower limit) is halved; a single file over the limit is reported, not sent.
 export const BATCH_FILES = 200;
 export const BATCH_BYTES = 512 * 1024;
-const COUNTS = ["files", "sections", "created", "duplicates"];
+const COUNTS = ["files", "sections", "created", "duplicates", "templates"];
 
 /** `files` in batches of at most `maxFiles` files and about `maxBytes` of JSON. */
 export function batches(files, { maxFiles = BATCH_FILES, maxBytes = BATCH_BYTES } = {}) {
@@ -93,7 +93,8 @@ export async function importMarkdown(client, config, { agent, limits } = {}) {
   const summaries = [];
   for (const ws of agentWorkspaces(config)) {
     if (agent && ws.agent !== agent) continue;
-    const summary = { agent: ws.agent, workspace: ws.workspace, files: 0, sections: 0, created: 0, duplicates: 0 };
+    const summary = { agent: ws.agent, workspace: ws.workspace, files: 0, sections: 0, created: 0, duplicates: 0,
+      templates: 0, templateFiles: [] };
     summaries.push(summary);
     try {
       await importAgent(client, ws.agent, await memoryFiles(ws.workspace), summary, limits);
@@ -116,6 +117,7 @@ async function importAgent(client, agent, files, summary, limits) {
     });
     if (answer.ok) {
       for (const key of COUNTS) summary[key] += answer.data?.[key] ?? 0;
+      summary.templateFiles.push(...(answer.data?.template_files ?? []));
       summary.scope = answer.data?.scope;
     } else if (answer.status === 413 && batch.length > 1) {
       const half = Math.ceil(batch.length / 2);
@@ -196,7 +198,11 @@ export function registerCommands({ program, client, config, pluginConfig, toolNa
 }
 
 export function importLine(s) {
-  const counts = `${s.files} file(s), ${s.sections} section(s): ${s.created} imported, ${s.duplicates} already there`;
+  const left = s.templates
+    ? `, ${s.templates} left out as OpenClaw template text` +
+      (s.templateFiles?.length ? ` (untouched: ${s.templateFiles.join(", ")})` : "")
+    : "";
+  const counts = `${s.files} file(s), ${s.sections} section(s): ${s.created} imported, ${s.duplicates} already there${left}`;
   if (s.error) return `${s.agent}: FAILED (${s.error})${s.files ? `; before that ${counts}` : ""}`;
   if (!s.files) return `${s.agent}: no MEMORY.md, USER.md or memory/*.md in ${s.workspace}`;
   return `${s.agent}: ${counts}`;

@@ -17,13 +17,20 @@ export const TOOLS = {
   ],
   clawrecall_search: [
     "memory_search",
-    "Search long-term memory (clawrecall) by meaning and keywords; returns ranked snippets with ids and paths. " +
+    "Search long-term memory (clawrecall) by meaning and keywords: stored memories, what was said in earlier " +
+      "conversations and ingested files; returns ranked snippets with ids, paths and sources. " +
       "Read a whole record with clawrecall_get.",
     object(
       {
         query: { ...ANSWERS, description: "What to look for." },
         maxResults: int(1, 50, "Most results to return."),
         minScore: { type: "number", minimum: 0, maximum: 1, description: "Drop results scoring below this." },
+        sources: {
+          type: "array",
+          items: { enum: ["memory", "message", "chunk"] },
+          minItems: 1,
+          description: "Only these: memory, message (what was said), chunk (files). Default: all three.",
+        },
       },
       ["query"],
     ),

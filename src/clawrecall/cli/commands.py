@@ -260,7 +260,7 @@ def init(state: State, as_json: bool) -> None:
             raise click.FileError(str(config_path), exc.strerror) from None
     state.config = str(config_path)
     mem = state.open(embeds=False, creates=True)
-    data = {
+    data: dict[str, Any] = {
         "data_dir": str(home), "config": str(config_path), "config_created": created,
         "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
     }
@@ -302,12 +302,13 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
 )
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
-@click.option("--sources", metavar="LIST", help="What to search, comma-separated: memory (default), message, chunk.")
+@click.option("--sources", metavar="LIST", help="Only these, comma-separated: memory, message (what users and "
+              "assistants said), chunk (files) [default: retrieval.sources, all three; memory with --category or --tag].")
 @click.option("--secrets", is_flag=True, help="Find the caller's own secret memories too (docs/agents.md).")
 @rows_format_options
 @pass_state
 def search(state: State, query: str, fmt: out.Format, sources: str | None, **params: Any) -> None:
-    """Find the memories (and with --sources, messages and file chunks) closest to QUERY in meaning and in words."""
+    """Find what is remembered closest to QUERY in meaning and in words: memories, what was said, file chunks."""
     kinds = None if sources is None else [s.strip() for s in sources.split(",") if s.strip()]
     hits = state.open(embeds=True).search(query, sources=kinds, **engine_args(params))
     if hits.without_vectors:
@@ -528,7 +529,7 @@ def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bo
 
             result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
     except KeyboardInterrupt:
-        text = interrupted_import_text(name, *written, dry_run, on_duplicate)
+        text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
         if not isinstance(deferred, nullcontext):
             text += "; the vector index is not built until `clawrecall index build` or the import's end"
         raise click.Abort(text) from None
@@ -620,7 +621,7 @@ class Doctor:
         self.check("jobs", self.jobs, mem)
         return self.checks
 
-    def check(self, name: str, probe: Callable[..., tuple[Any, str]], *needs: Any, **extra: Any) -> Any:
+    def check(self, name: str, probe: Callable[..., tuple[Any, ...]], *needs: Any, **extra: Any) -> Any:
         """Run `probe(*needs, **extra)`, skipped when a need is missing (an `extra` may be None)."""
         if any(n is None for n in needs):
             self.checks.append({"name": name, "status": "skip", "detail": "skipped: an earlier check failed"})
@@ -677,7 +678,7 @@ class Doctor:
         another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
         state = mem.reembed_state()
         stored = mem.stored_fingerprint()
-        if state.other_model or state.other_dimensions:
+        if stored is not None and (state.other_model or state.other_dimensions):
             found = [f"{out.plural(state.other_model, 'row')} embedded by another model than {stored.provider}/{stored.model}"
                      if state.other_model else "",
                      f"{out.plural(state.other_dimensions, 'vector')} of other dimensions than {stored.dimensions}"
@@ -902,7 +903,7 @@ def output_file(path: str) -> Iterator[TextIO]:
     """Write to a temporary file renamed into place at the end, so a failed export leaves no half file
     and an existing file as it was ("-": standard output)."""
     if path == "-":
-        yield click.get_text_stream("stdout")
+        yield sys.stdout  # click.get_text_stream is deprecated: the runner and the terminal set sys.stdout
         return
     target = Path(path)
     try:
@@ -1007,7 +1008,8 @@ def mcp_stdio(state: State, user_id: str | None, agent_id: str | None, session_i
         raise click.UsageError(f"{empty[0]} is empty: give an id, or leave it out")
     for name in IDENTITY_ENV:  # read above; left in place, the config loader would reject them as unknown keys
         os.environ.pop(name, None)
-    caller = Caller(**identity(user_id, agent_id, session_id))
+    named = identity(user_id, agent_id, session_id)
+    caller = Caller(named["user_id"], named["agent_id"], named["session_id"])
     configure_logging("warning")
     if caller.administrator:
         click.echo("clawrecall mcp: no --user or --agent given: serving as the administrator, who reads and "

@@ -1,6 +1,6 @@
 """`clawrecall config import FILE --from SYSTEM`: another memory system's configuration, translated.
 
-The translation table is `clawrecall.config_import`; this command reads the file, prints the
+The translation table is `clawrecall.importers.systems`; this command reads the file, prints the
 result (TOML, or JSON with `--json`) and writes it with `--write`.
 """
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from ..config_import import SYSTEMS, import_file
+from ..importers.config import import_file
+from ..importers.systems import SYSTEMS
 from ..errors import ValidationError
 from ..openclaw.install import write_atomically
 from . import output as out

@@ -30,9 +30,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._time import as_utc
-from ..engine._validate import MAX_CONTENT_CHARS, check_text
 from ..errors import ValidationError
-from ..hooks.text import strip_envelope
+from .text import MAX_CONTENT_CHARS, check_text, strip_envelope
 
 MAX_MESSAGES = 5_000  # one request's transcript
 SUMMARY_FROM = 1_000  # characters: a longer response gets a short extractive summary
@@ -138,7 +137,7 @@ def _message_entries(message: Mapping[str, Any], ordinal: int) -> list[Entry]:
         base = f"at:{role}:{created_at.isoformat()}:{digest}"
     else:
         base = f"pos:{role}:{ordinal}:{digest}"
-    usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
+    usage = given if isinstance(given := message.get("usage"), Mapping) else {}
     tokens_in = _int(message.get("input_tokens", usage.get("input", usage.get("prompt_tokens"))))
     tokens_out = _int(message.get("output_tokens", usage.get("output", usage.get("completion_tokens"))))
     model = message.get("model") if isinstance(message.get("model"), str) else None
@@ -178,7 +177,7 @@ def _parts(role: str, message: Mapping[str, Any]) -> list[tuple[str, str]]:
         raise ValidationError("content must be a string or a list of parts")
     for call in message.get("tool_calls") or []:  # OpenAI's assistant tool calls
         if isinstance(call, Mapping):
-            out.append(("tool_call", _call_text(call.get("function") if isinstance(call.get("function"), Mapping) else call)))
+            out.append(("tool_call", _call_text(inner if isinstance(inner := call.get("function"), Mapping) else call)))
     if role == "tool_result":
         out = [("tool_result", text) for _, text in out]
     if role == "user":

@@ -42,4 +42,4 @@ def create_embedder(cfg: EmbeddingConfig) -> Embedder:
     return provider_class(cfg.provider).from_config(cfg)
 
 
-__all__ = ["Embedder", "Kind", "create_embedder", "configured_model", "known_dimensions"]
+__all__ = ["Embedder", "Kind", "configured_model", "create_embedder", "known_dimensions"]

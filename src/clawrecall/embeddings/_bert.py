@@ -119,9 +119,9 @@ class _Graph:
             _field(12, _value_info("hidden", _FLOAT, ["batch", "tokens", hidden])),
         ]
         opset = _field(1, b"") + _varint_field(2, _OPSET)
-        head = _varint_field(1, _IR_VERSION) + _field(2, b"clawrecall")
+        header = _varint_field(1, _IR_VERSION) + _field(2, b"clawrecall")
         # one copy of the weights, here: each part is a header or a tensor's own buffer
-        return b"".join([head, *_field_parts(7, graph), _field(8, opset)])
+        return b"".join([header, *_field_parts(7, graph), _field(8, opset)])
 
     def gelu(self, h: str) -> str:
         """0.5·h·(1 + erf(h/√2)): the exact GELU, as BERT's `gelu`."""
@@ -150,7 +150,7 @@ class _Graph:
         value = np.ascontiguousarray(value)
         dims = b"".join(_varint_field(1, d) for d in value.shape)
         head = dims + _varint_field(2, kind) + _field(8, name.encode()) + _key(9, 2) + _varint(value.nbytes)
-        self.inits.append([head, memoryview(value).cast("B")])
+        self.inits.append([head, value.data.cast("B")])
         return name
 
     def op(self, kind: str, *inputs: str, **attrs) -> str:

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -106,7 +106,8 @@ def export(model_dir: Path, target: Path) -> None:
         raise EmbeddingError(f"model {model_dir} is not a BERT encoder; exporting it to ONNX needs PyTorch: {TORCH_EXTRA}") from None
 
     st = SentenceTransformer(str(model_dir), device="cpu")
-    transformer = st[0].auto_model.eval()
+    module: Any = st[0]  # the transformer module (PyTorch is an extra)
+    transformer = module.auto_model.eval()
     sample = st.tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
 
@@ -204,7 +205,7 @@ class OnnxEncoder:
 
     def _feed(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The model's inputs for one group: token ids, attention mask and token types, padded."""
-        encodings = self._tokenizer.encode_batch(texts)
+        encodings: list[Any] = self._tokenizer.encode_batch(texts)  # WordPiece's or tokenizers' Encoding
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
         mask = np.zeros_like(ids)

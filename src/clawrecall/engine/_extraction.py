@@ -66,7 +66,8 @@ class Extraction:
 
     # -- queueing, inside the transaction that closes the segment -----------------------------------
     def _queue(self, segment: Segment) -> None:
-        if self.facts.wanted(segment):
+        # every closed segment: the job is the one writer of its facts (the model's, or for a short one the rules')
+        if segment.closed_at is not None:
             self.jobs.enqueue(EXTRACT, scope=segment.scope, subject_id=segment.id)
         if segment.close_reason in SESSION_ENDS and self.config.extraction.summaries:
             self.jobs.enqueue(SUMMARIZE, scope=segment.scope, subject_id=segment.id)
@@ -84,6 +85,9 @@ class Extraction:
         if segment is None:  # erased (retention, GDPR) since it was queued: nothing left to extract
             with lease.commit():
                 return
+        if not self.facts.wanted(segment):  # too short to be worth a model's tokens: the rules find its facts
+            self.facts.rule_fallback(segment, self.store.messages.in_segment(segment.id), within=lease.commit)
+            return
         prompt = self.facts.prompt(segment)
         if not prompt.shown:
             with lease.commit():

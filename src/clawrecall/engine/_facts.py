@@ -18,8 +18,7 @@ from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..extraction import prompt as prompts
 from ..extraction.decide import Decision, decide
 from ..extraction.schema import ExtractedFact, Extraction, fact_categories
-from ..hooks.capture import detect_category, should_capture
-from ..hooks.text import strip_envelope
+from ..conversations.text import detect_category, keepable, strip_envelope
 from ..models import MemoryRecord, Message, Occurrence, Segment, Visibility, embedded_text
 from ..scopes import Caller, household, validate_scope
 from ..storage import Filters, Store
@@ -65,7 +64,8 @@ class Facts:
         return self.config.llm.provider != "none" and self.config.extraction.enabled
 
     def wanted(self, segment: Segment) -> bool:
-        """Whether a segment is one to extract: extraction is active, the segment closed, with enough turns."""
+        """Whether a segment is one for the model: extraction is active, the segment closed, with enough turns
+        (`extraction.min_turns`); the rules find a shorter one's facts."""
         cfg = self.config.extraction
         return self.active and segment.closed_at is not None and segment.turn_count >= cfg.min_turns
 
@@ -167,16 +167,16 @@ class Facts:
         self, segment: Segment, messages: list[Message], caller: Caller | None = None, *,
         within: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> ApplyResult:
-        """The rule-based capture (`hooks.capture`'s rules) over a segment's user messages, applied as new
-        facts (or repeats of near-identical known ones): when no model answer could be used. `caller`
-        defaults to the segment's owner."""
+        """The rule-based capture (`conversations.text.keepable`) over a segment's user messages, applied as new
+        facts (or repeats of near-identical known ones): for a segment too short for the model, or when no
+        model answer could be used. `caller` defaults to the segment's owner."""
         cfg = self.config.hooks.capture
         said = [m for m in messages if m.role == "user"]
         facts: list[ExtractedFact] = []
         shown: list[Message] = []
         for m in said:
-            text = strip_envelope(m.content)
-            if should_capture(text, cfg):
+            text = keepable(strip_envelope(m.content), cfg)
+            if text is not None:
                 category = detect_category(text)
                 shown.append(m)
                 facts.append(ExtractedFact(

@@ -13,6 +13,7 @@ every path that does not resolve, symlinks followed, under a folder of `files.ro
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import re
@@ -23,7 +24,7 @@ from typing import Any
 from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
-from ..files import FILE_TYPES, chunk, file_type, read, tokens_for
+from ..files import FILE_TYPES, FileType, chunk, file_type, read, tokens_for
 from ..models import FileRecord, MemoryRecord
 from ..scopes import Caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
@@ -36,7 +37,7 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _ALL = 1_000_000_000
 
 
-class IngestResult(dict):  # type: ignore[type-arg]
+class IngestResult(dict):
     """`{"action": "created" | "replaced" | "unchanged", "file_id", "path", "file_type", "chunks",
     "size_bytes", "scope"}`: what `ingest` did with a file."""
 
@@ -96,7 +97,7 @@ class Files:
                 return _result("unchanged", known)
             file = FileRecord(
                 id=known.id if known is not None else new_ids(1)[0], scope=scope, user_id=caller.user_id,
-                agent_id=caller.agent_id, path=str(target), file_type=kind, size_bytes=len(data),  # type: ignore[arg-type]
+                agent_id=caller.agent_id, path=str(target), file_type=kind, size_bytes=len(data),
                 content_hash=digest, chunk_count=len(chunks), message_id=message_id,
                 created_at=known.created_at if known is not None else now, updated_at=now,
             )
@@ -155,13 +156,13 @@ class Files:
             self.store.files.delete(file.id)
         return file
 
-    def _chunk_ids(self, file: FileRecord) -> list[str]:
+    def _chunk_ids(self, file: FileRecord) -> builtins.list[str]:
         filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
                           include_expired=True)
         return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
-    def _check_path(self, path: str | os.PathLike[str], within_roots: bool) -> tuple[Path, str]:
+    def _check_path(self, path: str | os.PathLike[str], within_roots: bool) -> tuple[Path, FileType]:
         """The resolved path (symlinks followed) and its type, after the type, root and kind checks."""
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValidationError("give the path of a file to ingest")

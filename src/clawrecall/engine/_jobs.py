@@ -11,13 +11,14 @@ nothing half-written, and the job runs again once its lease has run out.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import random
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .._time import utcnow
 from ..config import Config
@@ -36,9 +37,7 @@ from ..storage import Store
 from ..storage.jobs import Claim, Usage
 from ._reads import is_id_or_prefix
 from ._validate import check_int, check_text, new_ids
-
-if TYPE_CHECKING:
-    from ._worker import Worker
+from ._worker import Worker
 
 log = logging.getLogger("clawrecall.jobs")
 
@@ -196,8 +195,6 @@ class Jobs:
 
     def start_workers(self, count: int | None = None) -> list[Worker]:
         """Run `count` (default `jobs.workers`) worker threads until `stop_workers` (or `Memory.close`)."""
-        from ._worker import Worker
-
         started = [Worker(self).start() for _ in range(self.config.jobs.workers if count is None else count)]
         self._workers += started
         return started
@@ -277,6 +274,6 @@ class Jobs:
         return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self.store.jobs.oldest_ready(scopes, utcnow()),
                         retrying=retrying, last_error=last_error)
 
-    def _reads(self, caller: Caller) -> list[str] | None:
+    def _reads(self, caller: Caller) -> builtins.list[str] | None:
         """The scopes the caller reads unasked (None: every scope, for the administrator)."""
         return read_scopes(caller, None, access=self.config.access)

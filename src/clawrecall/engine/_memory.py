@@ -7,6 +7,7 @@ arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `St
 
 from __future__ import annotations
 
+import builtins
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, StartupEntry, Stats,
+    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
@@ -30,7 +31,7 @@ from ._facts import Facts
 from ._files import Files
 from ._jobs import Jobs
 from ._maintenance import Maintenance
-from ._reads import read_filters, resolve
+from ._reads import covered, read_filters, resolve
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import chat_turns, check_int, check_share, check_text
@@ -159,7 +160,7 @@ class Memory:
     @overload
     def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
 
-    def add(
+    def add(  # type: ignore[misc]  # the overloads name the keywords below as **fields
         self,
         content: str | Sequence[Mapping[str, Any]],
         *,
@@ -459,11 +460,13 @@ class Memory:
         diversity stage, which moves near-copies of a better hit to the end: to see every copy of a
         memory, e.g. before erasing one.
 
-        `sources` searches conversation messages (`message`) and ingested file chunks (`chunk`) with or
-        instead of memories (`memory`, the default); each hit says its `source` and `origin`.
-        `exclude_session` leaves out the messages of that session's current transcript (since it last
-        ended: they are in the prompt already), `message_roles` messages of other roles (user, assistant,
-        reasoning, tool_call, tool_result, system).
+        By default it searches what recall searches (`retrieval.sources`): memories, what users and
+        assistants said in the conversation record (`message`) and ingested file chunks (`chunk`); a
+        `category` or `tags` filter, which only memories carry, narrows that to memories. `sources` names
+        what to search instead; each hit says its `source` and `origin`. `exclude_session` leaves out the
+        messages of that session's current transcript (since it last ended: they are in the prompt
+        already), `message_roles` messages of other roles (user, assistant, reasoning, tool_call,
+        tool_result, system; by default user and assistant, or every role when `sources` is named).
 
         Only current memories are searched (not those another has superseded); `as_of` searches what was
         true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
@@ -487,6 +490,8 @@ class Memory:
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
+        sources, message_roles = covered(sources, message_roles, self.config.retrieval,
+                                         memory_only=bool(category) or bool(tags))
         filters = read_filters(
             caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
             session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
@@ -503,12 +508,13 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | list[str] | None = None,
     ) -> MemoryRecord:
-        """A memory by id or unique id prefix (8+ hex characters), deleted ones included.
+        """A memory by id or unique id prefix (8+ hex characters), deleted ones included; or any other
+        search hit by its id (a recorded message, a file's chunk).
 
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
         would) and answers "not found" for a memory elsewhere.
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access)
+        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
 
     def list(
         self,
@@ -557,8 +563,8 @@ class Memory:
         caller: Caller | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
+        scope: str | builtins.list[str] | None = None,
+        category: str | builtins.list[str] | None = None,
         include_deleted: bool = False,
         include_expired: bool = False,
     ) -> int:
@@ -570,8 +576,8 @@ class Memory:
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-    ) -> list[HistoryEntry]:
+        scope: str | builtins.list[str] | None = None,
+    ) -> builtins.list[HistoryEntry]:
         """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
         caller = as_caller(caller, user_id, agent_id)
         try:
@@ -598,23 +604,10 @@ class Memory:
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
 
-    # -- startup entries: `mem.startup`'s verbs under the names they had on the facade ------------
-    def startup_set(self, key: str, content: str, **kwargs: Any) -> StartupEntry:
-        """Same as `mem.startup.set`."""
-        return self.startup.set(key, content, **kwargs)
-
-    def startup_list(self, **kwargs: Any) -> list[StartupEntry]:
-        """Same as `mem.startup.list`."""
-        return self.startup.list(**kwargs)
-
-    def startup_delete(self, key: str, **kwargs: Any) -> None:
-        """Same as `mem.startup.delete`."""
-        self.startup.delete(key, **kwargs)
-
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
         self, out: IO[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None, include_deleted: bool = True, secrets: bool = False,
+        scope: str | builtins.list[str] | None = None, include_deleted: bool = True, secrets: bool = False,
     ) -> int:
         """Write one JSON object per memory, with every field, oldest first; secret memories only with
         `secrets=True` (the caller's own; the administrator's: all)."""

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Sequence, get_args
 
-from ..config import AccessConfig
+from ..config import AccessConfig, RetrievalConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
 from ..models import KINDS, MemoryRecord, Role
 from ..scopes import Caller, household, read_scopes
@@ -57,6 +57,19 @@ def is_id_or_prefix(text: str) -> bool:
     return bool(_ID_PREFIX.match(prefix)) and len(prefix.replace("-", "")) >= 8
 
 
+def covered(
+    sources: Sequence[str] | None, message_roles: Sequence[str] | None, config: RetrievalConfig, *, memory_only: bool,
+) -> tuple[Sequence[str], Sequence[str] | None]:
+    """The sources and message roles a search covers: those it names, else `retrieval.sources` (memories, what
+    users and assistants said, file chunks) with `retrieval.message_roles`. A filter only memories carry
+    (`memory_only`: a category, tags) narrows the default to memories."""
+    if sources is not None:
+        return sources, message_roles
+    if memory_only:
+        return ("memory",), message_roles
+    return config.sources, config.message_roles if message_roles is None else message_roles
+
+
 def check_sources(sources: Sequence[str] | str | None) -> tuple[str, ...]:
     """The kinds of row a read covers: memories unless it names others (memory, message, chunk)."""
     if sources is None:
@@ -77,17 +90,20 @@ def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
 
 
 def resolve(
-    store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None, access: AccessConfig
+    store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None, access: AccessConfig,
+    kinds: tuple[str, ...] = ("memory",),
 ) -> MemoryRecord:
-    """Id or unique prefix → record, in the scopes and rows the caller reads (its own secrets too: an id
-    is an explicit request). Other scopes' memories, and other agents' private ones, are "not found"."""
+    """Id or unique prefix → record of one of `kinds`, in the scopes and rows the caller reads (its own
+    secrets too: an id is an explicit request). Other scopes' memories, and other agents' private ones,
+    are "not found"."""
     if not isinstance(memory_id, str):
         raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
     if not is_id_or_prefix(memory_id):
         raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
     prefix = memory_id.strip().lower()
     filters = Filters(scopes=read_scopes(caller, scope, access=access), include_deleted=True, include_expired=True,
-                      include_superseded=True, **household(caller, access=access, secrets=True))  # type: ignore[arg-type]
+                      include_superseded=True, kinds=kinds,
+                      **household(caller, access=access, secrets=True))  # type: ignore[arg-type]
     matches = store.ids_with_prefix(prefix, filters)
     if not matches:
         raise NotFoundError(f"no memory with id {memory_id!r}")

@@ -17,11 +17,11 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._time import checked_utc, parse_when
 from ..config import Config
+from ..conversations.text import MAX_CONTENT_CHARS, check_text
 from ..errors import ScopeError, ValidationError, WritesDisabledError, pydantic_message
 from ..models import MemoryRecord, NewMemory, Visibility
 from ..scopes import MAX_ID_CHARS, Caller, new_memory_owner, new_visibility
 
-MAX_CONTENT_CHARS = 100_000
 MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
 MAX_METADATA_DEPTH = 64  # objects and arrays inside each other: far under what JSON encoders stop at (255)
 # a memory's short text fields: labels, not a second content (a session id as long as the record's)
@@ -165,7 +165,7 @@ def check_int(value: Any, name: str, lo: int, hi: int) -> None:
 def check_share(value: Any, name: str) -> float:
     """An importance, confidence or score: a real number from 0 to 1, NaN and bool excluded (a numpy
     float is a number too: scores often come from one)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= value <= 1:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= float(value) <= 1:
         raise ValidationError(f"{name} must be between 0 and 1, got {value!r}")
     return float(value)
 
@@ -224,29 +224,6 @@ def check_field(value: Any, name: str) -> str:
     if len(value) > MAX_FIELD_CHARS[name]:
         raise ValidationError(f"{name} is {len(value)} characters; the limit is {MAX_FIELD_CHARS[name]}")
     return value
-
-
-def check_text(value: Any, name: str) -> None:
-    """PostgreSQL stores no NUL (U+0000) in text or JSON, so neither backend accepts one: a store
-    must move between them, and the error is the caller's, not a server's 500. Lone surrogates
-    (how Python hands over bytes that are not UTF-8, e.g. in argv) cannot be stored or embedded.
-    Walks JSON values."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValidationError(f"{name} must not contain NUL characters")
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValidationError(f"{name} is not valid Unicode text (bytes that are not UTF-8?)") from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, name)
-            check_text(item, name)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            check_text(item, name)
-
 
 
 CHAT_ROLES = ("user", "assistant", "system")

@@ -12,20 +12,27 @@ import logging
 import os
 import socket
 import threading
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
+from ..config import Config
 from ..models import Job
-
-if TYPE_CHECKING:
-    from ._jobs import Jobs
 
 log = logging.getLogger("clawrecall.jobs")
 _numbers = itertools.count(1)
 
 
+class Queue(Protocol):
+    """What a worker needs of the job queue (`mem.jobs`, which starts workers itself): a ready job run
+    under a lease, and the config's `jobs.poll_s`."""
+
+    config: Config
+
+    def run_once(self, worker: str, kinds: Sequence[str] | None = None) -> Job | None: ...
+
+
 class Worker:
     def __init__(
-        self, jobs: Jobs, *, kinds: Sequence[str] | None = None, name: str | None = None,
+        self, jobs: Queue, *, kinds: Sequence[str] | None = None, name: str | None = None,
         on_finish: Callable[[Job], None] | None = None,
     ):
         """`kinds`: only these (default: every kind with a handler); `on_finish` is told of each job it ran,

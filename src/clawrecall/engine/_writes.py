@@ -101,7 +101,7 @@ class Writes:
             else:
                 vectors = self.embedding.given(embeddings, len(records))
         dedup = (self.config.dedup.enabled if dedup is None else dedup) and vectors is not None
-        duplicates = self._find_duplicates(records, vectors) if dedup else {}
+        duplicates = self._find_duplicates(records, vectors) if dedup and vectors is not None else {}
         keep: list[int] = []
         for i in range(len(records)):
             if i in duplicates:
@@ -215,9 +215,9 @@ class Writes:
                             out[rows[p]] = records[rows[best]].id, float(earlier[best])
                             kept[p] = False
                             break
-            for p, hit in enumerate(stored):
-                if hit is not None and rows[p] not in out:
-                    out[rows[p]] = hit.id, hit.score
+            for row, hit in zip(rows, stored):
+                if hit is not None and row not in out:
+                    out[row] = hit.id, hit.score
         return out
 
     def update(self, memory_id: str, caller: Caller, scope: str | list[str] | None, fields: Mapping[str, Any]) -> MemoryRecord:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from .._time import as_utc
 from ..config import ExtractionConfig
-from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
+from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
 from ..models import MemoryRecord, Message, Segment, Visibility
 from .schema import fact_categories
 

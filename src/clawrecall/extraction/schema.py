@@ -61,7 +61,7 @@ def answer_schema(categories: list[str]) -> dict[str, Any]:
     json_schema mode and Anthropic's tool input."""
     categories = fact_categories(categories)
     nullable = lambda t: {"type": [t, "null"]}  # noqa: E731
-    fact = {
+    fact: dict[str, Any] = {
         "type": "object",
         "properties": {
             "text": {"type": "string"},
@@ -78,7 +78,7 @@ def answer_schema(categories: list[str]) -> dict[str, Any]:
         },
         "additionalProperties": False,
     }
-    fact["required"] = list(fact["properties"])  # type: ignore[arg-type]
+    fact["required"] = list(fact["properties"])
     return {
         "type": "object",
         "properties": {"facts": {"type": "array", "items": fact}, "summary": nullable("string")},

@@ -9,12 +9,13 @@ per-session state and background writes belong to the store's runtime (`mem.runt
 `Memory.close()` drains. The REST server mounts these under `/v1/hooks/…`.
 """
 
-from .capture import agent_end, detect_category, should_capture
+from ..conversations.text import detect_category, keepable, sanitize_for_context, should_capture, strip_envelope
+from .capture import agent_end
 from .recall import before_prompt_build
 from .startup import startup_context
-from .text import sanitize_for_context, should_skip_retrieval, skip_reason, strip_envelope
+from .text import should_skip_retrieval, skip_reason
 
 __all__ = [
-    "agent_end", "before_prompt_build", "detect_category", "sanitize_for_context",
+    "agent_end", "before_prompt_build", "detect_category", "keepable", "sanitize_for_context",
     "should_capture", "should_skip_retrieval", "skip_reason", "startup_context", "strip_envelope",
 ]

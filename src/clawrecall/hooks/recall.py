@@ -18,10 +18,10 @@ from ..errors import NotFoundError
 from ..models import MemoryRecord, SearchHit
 from ..scopes import Caller, may_write
 from .context import message_text, read_scope, request_messages, request_str, session_key
-from .text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, skip_reason,
-    strip_envelope,
+from ..conversations.text import (
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, strip_envelope,
 )
+from .text import skip_reason
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -30,7 +30,6 @@ log = logging.getLogger("clawrecall.hooks")
 
 MAX_QUERY_CHARS = 1000
 SEARCH_THREADS = 4
-RECALLED_ROLES = ("user", "assistant")  # reasoning and tool output stay out of the prompt
 
 
 @dataclass
@@ -76,7 +75,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
-        sources=cfg.sources, exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
+        sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
     )
     assert future is not None  # the queue has no bound
     try:
@@ -156,7 +155,7 @@ def _select(
         if len(chosen) == cfg.max_items:
             break
         last = session.injected.get(hit.id) if session is not None else None
-        if last is not None and session.turn - last < cfg.min_repeat_turns:
+        if session is not None and last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
         when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
         line = f"- [{label(hit)}]{via(hit.memory, caller)} {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"

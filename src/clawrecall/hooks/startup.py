@@ -23,7 +23,7 @@ from ..config import StartupHookConfig
 from ..models import StartupEntry
 from ..scopes import Caller
 from .context import read_scope, request_messages, request_str, session_key
-from .text import STARTUP_CLOSE, STARTUP_OPEN
+from ..conversations.text import STARTUP_CLOSE, STARTUP_OPEN
 
 if TYPE_CHECKING:
     from ..engine import Memory

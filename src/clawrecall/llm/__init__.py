@@ -21,10 +21,15 @@ def create_llm(config: LLMConfig) -> LLM | None:
     own API needs one, a server at another `base_url` (Ollama, vLLM…) may not."""
     if config.provider == "none":
         return None
+    cls: type[LLM]
     if config.provider == "openai":
-        from .openai import OpenAILLM as cls
+        from .openai import OpenAILLM
+
+        cls = OpenAILLM
     else:
-        from .anthropic import AnthropicLLM as cls
+        from .anthropic import AnthropicLLM
+
+        cls = AnthropicLLM
     key_env = config.api_key_env or cls.default_key_env
     api_key = config.api_key or os.environ.get(key_env) or None
     if api_key is None and config.base_url is None:

@@ -3,6 +3,7 @@ entries into `openclaw.json` (`clawrecall openclaw install`). The plugin itself 
 `integrations/openclaw/` (JavaScript); it calls the server, which calls `import_markdown`.
 """
 
-from .markdown import MarkdownFile, import_markdown, sections
+from .markdown import MarkdownFile, import_markdown
+from .sections import sections
 
 __all__ = ["MarkdownFile", "import_markdown", "sections"]

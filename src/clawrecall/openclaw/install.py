@@ -92,10 +92,10 @@ def planned_settings(
         (("plugins", "entries", "memory-core", "enabled"), mode == "beside"),
     ]
     adds: list[tuple[tuple[str, ...], str]] = [(("plugins", "load", "paths"), str(plugin_dir))]
-    plugins = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+    plugins = given if isinstance(given := data.get("plugins"), dict) else {}
     if plugins.get("allow"):  # an allowlist loads only what it names
         adds.append((("plugins", "allow"), PLUGIN_ID))
-    tools = data.get("tools") if isinstance(data.get("tools"), dict) else {}
+    tools = given if isinstance(given := data.get("tools"), dict) else {}
     if tools.get("allow") or tools.get("profile") == "minimal":  # these hide plugin tools
         adds.append((("tools", "alsoAllow"), PLUGIN_ID))
     return sets, adds

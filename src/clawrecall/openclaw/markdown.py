@@ -9,6 +9,11 @@ Importing again stores nothing twice, by identity rather than by likeness: each 
 `source_id` is its file and a hash of its text, and a section whose `source_id` is already in the
 agent's scope, deleted or not, is skipped. So a memory the user deleted stays deleted, and two
 similar but different lines are two memories.
+
+Template text is never imported: a section of OpenClaw's workspace templates (`templates.py`), or a
+placeholder (`conversations.text.is_placeholder`: "Prefer ...", a line that is only a comment such
+as `<!-- observed: YYYY-MM-DD | status: active -->`). The summary counts what was left out, and
+names the files that were nothing but template text (an untouched `USER.md`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
+from ..conversations.text import is_placeholder
 from ..errors import ValidationError
+from . import templates
+from .sections import sections
 
 if TYPE_CHECKING:
     from ..engine import Memory
@@ -29,10 +37,7 @@ if TYPE_CHECKING:
 
 SOURCE_TYPE = "openclaw-markdown"
 MAX_FILES = 1000
-MAX_SECTION_CHARS = 4000  # one memory's text: a paragraph, not a whole file, is what recall should find
 _LOOKUP_BATCH = 500  # source ids per query (SQLite's bound-parameter limit is 999 on old builds)
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _DATED = re.compile(r"(?:^|/)(\d{4}-\d{2}-\d{2})[^/]*\.md$")
 
 
@@ -41,64 +46,6 @@ class MarkdownFile:
     path: str  # relative to the agent's workspace, as OpenClaw's memory_get names it
     content: str
 
-
-@dataclass(frozen=True)
-class Section:
-    text: str
-    heading: str | None
-
-
-def sections(markdown: str) -> Iterator[Section]:
-    """Paragraphs and top-level list items (with their nested lines), each under its nearest heading."""
-    heading: str | None = None
-    block: list[str] = []
-    in_fence = False
-
-    def flush() -> Iterator[Section]:
-        text = "\n".join(block).strip()
-        block.clear()
-        if len(text) >= 3:
-            for part in split(text, MAX_SECTION_CHARS):
-                yield Section(part, heading)
-
-    for line in markdown.splitlines():
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-        if in_fence or line.lstrip().startswith("```"):
-            block.append(line)
-            continue
-        match = _HEADING.match(line)
-        if match:
-            yield from flush()
-            heading = match.group(2) or None
-            continue
-        if not line.strip():
-            yield from flush()
-            continue
-        item = _ITEM.match(line)
-        if item and not item.group(1):  # a new top-level item starts a new memory
-            yield from flush()
-            block.append(item.group(2))
-        else:
-            block.append(line.strip() if block else line)
-    yield from flush()
-
-
-def split(text: str, limit: int) -> list[str]:
-    """`text` in pieces of at most `limit` characters, cut after a line, else after a space, else anywhere."""
-    parts: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind("\n", 0, limit + 1)
-        if cut <= 0:
-            cut = text.rfind(" ", 0, limit + 1)
-        if cut <= 0:
-            cut = limit
-        head, text = text[:cut].strip(), text[cut:].strip()
-        if head:
-            parts.append(head)
-    if text:
-        parts.append(text)
-    return parts
 
 
 def _created_at(path: str) -> datetime | None:
@@ -117,15 +64,18 @@ class MarkdownImported(TypedDict):
     sections: int
     created: int
     duplicates: int
+    templates: int  # sections left out as template or placeholder text
+    template_files: list[str]  # files left out whole: nothing in them but template text
     scope: str
 
 
 def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) -> MarkdownImported:
     """Store the sections of `files` not imported before in the calling agent's scope.
 
-    Answers `{files, sections, created, duplicates, scope}`; `duplicates` counts the sections
-    skipped because their `source_id` is already in the scope (a deleted memory's too) or earlier
-    in this import.
+    Answers `{files, sections, created, duplicates, templates, template_files, scope}`; `duplicates`
+    counts the sections skipped because their `source_id` is already in the scope (a deleted memory's
+    too) or earlier in this import, `templates` those left out as template text, `template_files` the
+    files that held nothing else.
     """
     if caller.agent_id is None:
         raise ValidationError("a Markdown import names the agent whose workspace it is (X-Clawrecall-Agent)")
@@ -133,16 +83,26 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
         raise ValidationError(f"at most {MAX_FILES} files per import")
     scope = f"agent:{caller.agent_id}"  # the engine checks it against the caller (and a token's allow-list)
     items: dict[str, dict[str, Any]] = {}
-    found = 0
+    found = left_out = 0
+    template_files: list[str] = []
+    shipped = templates.known()
     for f in files:
         created = _created_at(f.path)
+        kept = template = 0
         for s in sections(f.content):
             found += 1
+            if is_placeholder(s.text) or templates.fingerprint(s.text) in shipped:
+                template += 1
+                continue
+            kept += 1
             source_id = f"{f.path}#{hashlib.sha256(s.text.encode()).hexdigest()[:16]}"
             items.setdefault(source_id, {
                 "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
                 "source_id": source_id, "metadata": {"path": f.path}, "created_at": created,
             })
+        left_out += template
+        if template and not kept:
+            template_files.append(f.path)
     known = _imported(mem, caller, scope, list(items))
     new = [item for source_id, item in items.items() if source_id not in known]
     # No near-duplicate check: identity decides, and similar lines of a file are distinct memories.
@@ -150,7 +110,8 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
     created_count = sum(r.action == "created" for r in results)
     return {
         "files": len(files), "sections": found, "created": created_count,
-        "duplicates": found - created_count, "scope": scope,
+        "duplicates": found - left_out - created_count, "templates": left_out, "template_files": template_files,
+        "scope": scope,
     }
 
 

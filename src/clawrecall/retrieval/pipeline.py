@@ -16,21 +16,22 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 import numpy as np
 
 from .._time import age_days, age_string, utcnow
 from ..config import RelevanceConfig, RetrievalConfig
 from ..errors import EmbeddingError
-from ..models import Discussed, MemoryRecord, SearchHit, SearchHits
+from ..models import Discussed, Kind, MemoryRecord, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
 from ..storage.text import common_words, has_cjk, trigrams, without_words
 from .noise import is_noise, is_small_talk
 from .relevance import apply_relevance
 from .rerank import Reranker
+from .scored import Scored
 from .when import When, find
 
 log = logging.getLogger("clawrecall.retrieval")
@@ -40,15 +41,6 @@ Mode = Literal["hybrid", "vector", "bm25", "trigram"]
 LEGS = ("vector", "bm25", "trigram")
 # Common words: counted over the newest memories of the searched scopes, at most every 5 minutes per scope set.
 COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0
-
-
-@dataclass
-class Scored:
-    memory: MemoryRecord
-    score: float  # the ranking score: orders the hits of one query
-    legs: dict[str, dict[str, float]] = field(default_factory=dict)
-    steps: dict[str, Any] = field(default_factory=dict)
-    relevance: float = 0.0  # the absolute score (relevance.py): comparable across queries
 
 
 class RetrievalPipeline:
@@ -144,7 +136,7 @@ class RetrievalPipeline:
             mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
             # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
             vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
-            if mmr:
+            if mmr and cfg.mmr_threshold is not None:
                 items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
             items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors,
                                     calibration or cfg.relevance, uncalibrated=uncalibrated)
@@ -475,7 +467,7 @@ def apply_recurrence(items: list[Scored], discussed: dict[str, tuple[int, Any, A
     return items
 
 
-def apply_source_weights(items: list[Scored], weights: dict[str, float]) -> list[Scored]:
+def apply_source_weights(items: list[Scored], weights: Mapping[Kind, float]) -> list[Scored]:
     """× the weight of the hit's source (memory, message, file chunk) in a search over several."""
     for item in items:
         factor = weights.get(item.memory.kind, 1.0)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..config import RelevanceConfig
-    from .pipeline import Scored
+    from .scored import Scored
 
 
 def apply_relevance(

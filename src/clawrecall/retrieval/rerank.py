@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..config import RerankConfig
 
@@ -22,7 +22,7 @@ class Reranker(Protocol):
 class LocalCrossEncoder:
     def __init__(self, model: str):
         self.model_name = model
-        self._model = None
+        self._model: Any = None  # a CrossEncoder, loaded at the first search (PyTorch is an extra)
 
     def score(self, query: str, documents: list[str]) -> list[float] | None:
         try:

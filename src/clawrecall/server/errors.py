@@ -41,5 +41,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", extra={"path": request.url.path})
+        log.error("unhandled error", exc_info=exc, extra={"path": request.url.path})
         return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)

@@ -68,9 +68,16 @@ def mcp_http(mem: Memory) -> tuple[StreamableHTTPASGIApp, StreamableHTTPSessionM
     Stateless: every request carries its own credentials (checked by the server's middleware, which
     puts the caller in the request state), so no MCP session outlives, or is shared across, them.
     """
-    server = mcp_server(mem, lambda ctx: ctx.request.state.caller)
+    server = mcp_server(mem, _request_caller)
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
     return StreamableHTTPASGIApp(manager), manager
+
+
+def _request_caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    """The caller the middleware authenticated: every MCP request over HTTP has one."""
+    if ctx.request is None:
+        raise RuntimeError("an MCP request over HTTP without its HTTP request")
+    return ctx.request.state.caller
 
 
 def run_stdio(mem: Memory, caller: Caller) -> None:

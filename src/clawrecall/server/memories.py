@@ -132,7 +132,8 @@ class SearchIn(_Body):
     )
     explain: bool = False
     sources: list[Literal["memory", "message", "chunk"]] | None = Field(
-        None, description="What to search: memories (the default), conversation messages, file chunks."
+        None, description="Only these: memories, conversation messages (every role), file chunks. Default: "
+        "`retrieval.sources` (all three, messages of users and assistants), or memories with a category or tags filter."
     )
     as_of: When | None = Field(None, description="Search what was true at this time (default: what is true now).")
 

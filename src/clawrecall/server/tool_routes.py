@@ -81,7 +81,7 @@ def _result_model(t: Tool) -> type[BaseModel]:
     """`{content, details, isError}` with `details` typed: the tool's own, or the error body."""
     name = "".join(part.title() for part in t.name.split("_")) + "Result"
     return create_model(
-        name, content=(list[TextBlock], ...), details=(t.details | ErrorBody, ...),  # type: ignore[operator]
+        name, content=(list[TextBlock], ...), details=(t.details | ErrorBody, ...),
         isError=(bool, ...),
     )
 

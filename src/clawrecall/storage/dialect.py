@@ -115,6 +115,10 @@ class Dialect:
     def _order_column(self) -> str:
         raise NotImplementedError
 
+    def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
+        """The rows of `alias` with any of `tags`: SQL and its parameters."""
+        raise NotImplementedError
+
 
 class SQLiteDialect(Dialect):
     name = "sqlite"
@@ -252,7 +256,7 @@ class RowMap:
         if not all(c.name.isidentifier() for c in cols):
             raise ValueError(f"{table.name}: a column name is not an identifier")
         to_db = {**d.to_db, "json": d.json_text} if json_text else d.to_db
-        convert: dict[str, Convert] = {}
+        convert: dict[str, Any] = {}  # the converters, then what exec defines: row() and read()
         out, read = [], []
         for i, c in enumerate(cols):
             if (fn := _keep_none(to_db.get(c.type), c)) is not None:

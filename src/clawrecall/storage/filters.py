@@ -151,11 +151,13 @@ class Valid(Rule):
 
 class Household(Rule):
     """What a reader sees of the rows of its scopes, by their visibility and author. An agent reads its
-    own memories, the memories no agent wrote (its user's own words, imports) and, unless told not to,
-    the other agents' shared ones; a secret only when asked for, and then only its own. A reader that
-    is no agent (a person, the administrator) sees every memory of its scopes, secrets when asked for."""
+    own rows, the rows no agent wrote (its user's own words, imports) and, unless told not to, the
+    other agents' shared memories and file chunks, never their messages (a conversation is its
+    agent's, whatever level the row had when it was stored); a secret only when asked for, and then
+    only its own. A reader that is no agent (a person, the administrator) sees every row of its
+    scopes, secrets when asked for."""
 
-    columns = ("visibility", "agent_id")
+    columns = ("visibility", "agent_id", "kind")
 
     def applies(self, f: Filters) -> bool:
         return f.household
@@ -164,7 +166,7 @@ class Household(Rule):
         if f.reader_agent is None:
             return ("1 = 1" if f.secrets else f"{a}.visibility <> 'secret'"), []
         secret = f"({a}.visibility <> 'secret' OR {a}.agent_id = {d.p})" if f.secrets else f"{a}.visibility <> 'secret'"
-        shared = f"{a}.visibility = 'shared' OR " if f.master else ""
+        shared = f"({a}.visibility = 'shared' AND {a}.kind <> 'message') OR " if f.master else ""
         return (f"({shared}{a}.agent_id IS NULL OR {a}.agent_id = {d.p}) AND {secret}",
                 [f.reader_agent, *([f.reader_agent] if f.secrets else [])])
 
@@ -179,7 +181,7 @@ class Household(Rule):
             own = np.isin(agent, rows.codes("agent_id", [f.reader_agent]))
             seen = own | np.isin(agent, rows.codes("agent_id", [None]))  # type: ignore[list-item]
             if f.master:
-                seen |= np.isin(level, rows.codes("visibility", ["shared"]))
+                seen |= np.isin(level, rows.codes("visibility", ["shared"])) & ~np.isin(rows["kind"], rows.codes("kind", ["message"]))
             return seen & (~secret | own) if f.secrets else seen & ~secret
 
         return test

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ..models import Job
 from .base import chunks
 from .dialect import prefix_bounds
-from .record import _Table
+from .executor import Executor, TableRows
 from .schema import JOBS
 
-if TYPE_CHECKING:
-    from .sql import Store
 
 # ready: queued and due, or running under a lease that ran out (its worker died)
 _READY = "((t.status = 'queued' AND t.run_after <= {p}) OR (t.status = 'running' AND t.lease_until < {p}))"
@@ -42,11 +40,11 @@ class Usage:
     cost: float | None = None
 
 
-class Jobs(_Table[Job]):
+class Jobs(TableRows[Job]):
     table = JOBS
     model = Job
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Executor):
         super().__init__(store)
         p = store.dialect.p
         self._held = f"id = {p} AND worker = {p} AND attempts = {p} AND status = 'running'"
@@ -58,7 +56,7 @@ class Jobs(_Table[Job]):
         caller's transaction, so the job commits (or rolls back) with the data that made it due."""
         s = self._store
         with s.transaction():
-            return s._rowcount(
+            return s.rowcount(
                 f"INSERT INTO jobs ({self._map.columns}) VALUES ({s.dialect.marks(len(self._map.fields))}) "
                 "ON CONFLICT (kind, subject_id) DO NOTHING",
                 self._map.row(job),
@@ -79,21 +77,21 @@ class Jobs(_Table[Job]):
         ts = d.ts(now)
         kind_in, kind_params = self._in("kind", kinds)
         first = f"SELECT t.id FROM jobs t WHERE {_READY.format(p=d.p)} AND {kind_in} ORDER BY t.run_after LIMIT 1"
-        if not s._run(first, (ts, ts, *kind_params)):  # an idle poll takes no write lock (SQLite's is the file's)
+        if not s.run(first, (ts, ts, *kind_params)):  # an idle poll takes no write lock (SQLite's is the file's)
             return None
         sql = (
             f"UPDATE jobs SET status = 'running', attempts = attempts + 1, worker = {d.p}, lease_until = {d.p}, "
             f"updated_at = {d.p} WHERE id = ({first}{d.skip_locked}) RETURNING {self._map.columns}"
         )
         with s.transaction():
-            rows = s._run(sql, (worker, d.ts(lease_until), ts, ts, ts, *kind_params))
+            rows = s.run(sql, (worker, d.ts(lease_until), ts, ts, ts, *kind_params))
         return self._map.read(Job, rows[0]) if rows else None
 
     def renew(self, claim: Claim, now: datetime, lease_until: datetime) -> bool:
         """Extend a lease still held; False when it is not (taken over, finished, cancelled)."""
         d = self._store.dialect
         with self._store.transaction():
-            return self._store._rowcount(
+            return self._store.rowcount(
                 f"UPDATE jobs SET lease_until = {d.p}, updated_at = {d.p} WHERE {self._held}",
                 (d.ts(lease_until), d.ts(now), *_held(claim)),
             ) == 1
@@ -102,13 +100,13 @@ class Jobs(_Table[Job]):
         """Inside a transaction: whether the claim still holds the job, locking its row until the transaction
         ends (PostgreSQL; SQLite's BEGIN IMMEDIATE holds the file), so no one takes it over meanwhile."""
         d = self._store.dialect
-        return self._store._rowcount(f"UPDATE jobs SET updated_at = {d.p} WHERE {self._held}", (d.ts(now), *_held(claim))) == 1
+        return self._store.rowcount(f"UPDATE jobs SET updated_at = {d.p} WHERE {self._held}", (d.ts(now), *_held(claim))) == 1
 
     def finish(self, claim: Claim, now: datetime, usage: Usage) -> bool:
         d = self._store.dialect
         ts = d.ts(now)
         with self._store.transaction():
-            return self._store._rowcount(
+            return self._store.rowcount(
                 f"UPDATE jobs SET status = 'done', lease_until = NULL, finished_at = {d.p}, updated_at = {d.p}, "
                 f"last_error = NULL, {self._usage} WHERE {self._held}",
                 (ts, ts, *_usage(usage), *_held(claim)),
@@ -125,7 +123,7 @@ class Jobs(_Table[Job]):
         finished = ts if status == "dead" else None
         attempts = "attempts - 1" if refund else "attempts"
         with self._store.transaction():
-            return self._store._rowcount(
+            return self._store.rowcount(
                 f"UPDATE jobs SET status = {d.p}, attempts = {attempts}, run_after = coalesce({d.p}, run_after), "
                 f"lease_until = NULL, last_error = {d.p}, finished_at = {d.p}, updated_at = {d.p}, {self._usage} "
                 f"WHERE {self._held}",
@@ -139,7 +137,7 @@ class Jobs(_Table[Job]):
         fresh = f", attempts = 0, run_after = {d.p}, last_error = NULL, finished_at = NULL" if reset else \
             f", finished_at = {d.p}"
         with self._store.transaction():
-            return self._store._rowcount(
+            return self._store.rowcount(
                 f"UPDATE jobs SET status = {d.p}, worker = NULL, lease_until = NULL, updated_at = {d.p}{fresh} "
                 f"WHERE id = {d.p} AND status IN ({d.marks(len(before))})",
                 (status, ts, ts, job_id, *before),
@@ -158,7 +156,7 @@ class Jobs(_Table[Job]):
     def ids_with_prefix(self, prefix: str, scopes: Sequence[str] | None, limit: int = 6) -> list[str]:
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT t.id FROM jobs t WHERE t.id BETWEEN {d.p} AND {d.p} AND {where} ORDER BY t.id LIMIT {d.p}",
             (*prefix_bounds(prefix), *params, limit),
         )
@@ -167,7 +165,7 @@ class Jobs(_Table[Job]):
     def counts(self, scopes: Sequence[str] | None) -> list[tuple[str, str, int, int, int, float | None]]:
         """(kind, status, jobs, input tokens, output tokens, cost) per kind and status."""
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(
+        rows = self._store.run(
             "SELECT t.kind, t.status, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0), "
             f"sum(t.cost) FROM jobs t WHERE {where} GROUP BY t.kind, t.status ORDER BY t.kind, t.status",
             params,
@@ -179,7 +177,7 @@ class Jobs(_Table[Job]):
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
         ts = d.ts(now)
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT min(CASE WHEN t.status = 'queued' THEN t.run_after ELSE t.lease_until END) FROM jobs t "
             f"WHERE {_READY.format(p=d.p)} AND {where}",
             (ts, ts, *params),
@@ -190,8 +188,8 @@ class Jobs(_Table[Job]):
         """Queued jobs that failed before (waiting for their retry), and the latest of their errors."""
         where, params = self._in_scopes(scopes)
         failed = f"WHERE t.status = 'queued' AND t.last_error IS NOT NULL AND {where}"
-        n = int(self._store._run(f"SELECT count(*) FROM jobs t {failed}", params)[0][0])
-        latest = self._store._run(f"SELECT t.last_error FROM jobs t {failed} ORDER BY t.updated_at DESC LIMIT 1", params)
+        n = int(self._store.run(f"SELECT count(*) FROM jobs t {failed}", params)[0][0])
+        latest = self._store.run(f"SELECT t.last_error FROM jobs t {failed} ORDER BY t.updated_at DESC LIMIT 1", params)
         return n, latest[0][0] if latest else None
 
     def about(self, subjects: Sequence[str], *, delete: bool) -> int:
@@ -213,9 +211,9 @@ class Jobs(_Table[Job]):
         lease, so nothing it found is written)."""
         s = self._store
         if not delete:
-            return sum(int(s._run(f"SELECT count(*) FROM jobs WHERE {where}", params)[0][0]) for where, params in parts)
+            return sum(int(s.run(f"SELECT count(*) FROM jobs WHERE {where}", params)[0][0]) for where, params in parts)
         with s.transaction():
-            return sum(s._rowcount(f"DELETE FROM jobs WHERE {where}", params) for where, params in parts)
+            return sum(s.rowcount(f"DELETE FROM jobs WHERE {where}", params) for where, params in parts)
 
 
 def _held(claim: Claim) -> tuple[Any, ...]:

@@ -9,11 +9,11 @@ from typing import Sequence
 
 from ..models import Occurrence
 from .base import chunks
-from .record import _Table
+from .executor import TableRows
 from .schema import FACT_OCCURRENCES
 
 
-class Occurrences(_Table[Occurrence]):
+class Occurrences(TableRows[Occurrence]):
     table = FACT_OCCURRENCES
     model = Occurrence
 
@@ -23,7 +23,7 @@ class Occurrences(_Table[Occurrence]):
         out: dict[str, tuple[int, datetime, datetime]] = {}
         for chunk in chunks(memory_ids):
             where, params = self._in("memory_id", chunk)
-            rows = self._store._run(
+            rows = self._store.run(
                 f"SELECT t.memory_id, count(*), min(t.at), max(t.at) FROM fact_occurrences t WHERE {where} GROUP BY t.memory_id",
                 params,
             )
@@ -37,7 +37,7 @@ class Occurrences(_Table[Occurrence]):
     def owned(self, memory_ids: Sequence[str], scope: str) -> list[str]:  # type: ignore[override]
         """Ids of the occurrences of these facts, or in this scope (a person's, for erasure)."""
         p = self._store.dialect.p
-        ids = {str(r[0]) for r in self._store._run(f"SELECT id FROM fact_occurrences WHERE scope = {p}", (scope,))}
+        ids = {str(r[0]) for r in self._store.run(f"SELECT id FROM fact_occurrences WHERE scope = {p}", (scope,))}
         ids.update(self._ids_where("memory_id", memory_ids))
         return sorted(ids)
 
@@ -48,4 +48,4 @@ class Occurrences(_Table[Occurrence]):
     def delete(self, ids: Sequence[str]) -> None:
         s = self._store
         with s.transaction():
-            s._run_many(f"DELETE FROM fact_occurrences WHERE id = {s.dialect.p}", [(i,) for i in ids])
+            s.run_many(f"DELETE FROM fact_occurrences WHERE id = {s.dialect.p}", [(i,) for i in ids])

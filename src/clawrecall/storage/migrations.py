@@ -4,7 +4,7 @@ recorded in the store's `migrations` table (set, name, applied_at) alike on SQLi
 A set not yet in a store is *installed*: its tables are created as `schema.py` declares them now
 (plus the backend's own objects: full-text tables, triggers, functions) and every one of its
 steps is recorded as done. A store that has the set gets the steps it lacks, in order. A step's
-name means the same change on both backends; each backend supplies its SQL (`Store._steps`),
+name means the same change on both backends; each backend supplies its SQL (`Store.migration_steps`),
 empty where the change never applied to it.
 
 Stores written before named migrations kept one number in `meta.schema_version` (SQLite 1–7,
@@ -16,17 +16,15 @@ holds `REFUSED_BY_OLD_RELEASES`, which those releases read as "a newer clawrecal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._time import utcnow
 from ..errors import StorageError
+from .executor import Executor
 from .schema import (
     API_TOKENS, FACT_OCCURRENCES, FILES, HISTORY, JOBS, MEMORIES, MESSAGES, META, MIGRATIONS, SEGMENTS,
     STAGED_VECTORS, STARTUP, Table,
 )
-
-if TYPE_CHECKING:
-    from .sql import Store
 
 REFUSED_BY_OLD_RELEASES = "1000"
 
@@ -36,6 +34,9 @@ class MigrationSet:
     name: str
     tables: tuple[Table, ...]  # created as declared when the set is installed
     steps: tuple[str, ...]  # the first one is the installation itself
+    # steps a store may have recorded that are nothing now (what they made, a later step removed):
+    # known when a store lists them, never applied, not counted
+    retired: tuple[str, ...] = ()
 
 
 CORE = MigrationSet(
@@ -53,9 +54,11 @@ CORE = MigrationSet(
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
-        "row-revisions",  # PostgreSQL: memories.rev, new at every write, indexed with the scope (now nothing: change-feed)
-        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope, not rev (pg_changes.py)
+        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope (pg_changes.py)
+        "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
     ),
+    # PostgreSQL's memories.rev, which change-feed drops
+    retired=("row-revisions",),
 )
 #: the conversation record: messages, their segments, ingested files (their rows live in `memories`)
 CONVERSATIONS = MigrationSet(
@@ -69,6 +72,22 @@ KNOWLEDGE = MigrationSet("knowledge", (FACT_OCCURRENCES,), ("initial",))
 #: a re-embedding that survives a crash: the new model's vectors, staged until all are made
 REEMBED = MigrationSet("reembed", (STAGED_VECTORS,), ("initial", "half-precision-staging"))  # PostgreSQL: halfvec
 SETS: tuple[MigrationSet, ...] = (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED)
+
+
+class Migrating(Executor, Protocol):
+    """What migrating needs of a store (`sql.Store` meets it): where it is, what its old version
+    numbers stand for, its schema lock and its SQL for each step."""
+
+    location: str
+    legacy_versions: dict[int, tuple[str, ...]]
+
+    def table_exists(self, name: str) -> bool: ...
+
+    def lock_schema(self) -> None: ...
+
+    def migration_steps(self) -> dict[str, list[str]]: ...
+
+    def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -90,48 +109,49 @@ def latest() -> int:
     return sum(len(s.steps) for s in SETS)
 
 
-def applied(store: Store) -> tuple[dict[str, set[str]], bool]:
+def applied(store: Migrating) -> tuple[dict[str, set[str]], bool]:
     """The steps a store has, per set, and whether they are recorded (False: a store from before
     named migrations, read from its `meta.schema_version`; or an empty store)."""
-    if store._table_exists(MIGRATIONS.name):
+    if store.table_exists(MIGRATIONS.name):
         done: dict[str, set[str]] = {}
-        for set_name, name in store._run(f"SELECT migration_set, name FROM {MIGRATIONS.name}"):
+        for set_name, name in store.run(f"SELECT migration_set, name FROM {MIGRATIONS.name}"):
             done.setdefault(set_name, set()).add(name)
         known = {(s.name, n) for s in SETS for n in s.steps}
-        unknown = sorted(f"{s}/{n}" for s, names in done.items() for n in names if (s, n) not in known)
+        retired = {(s.name, n) for s in SETS for n in s.retired}
+        unknown = sorted(f"{s}/{n}" for s, names in done.items() for n in names if (s, n) not in known | retired)
         if unknown:
             raise StorageError(f"{store.location} has migrations this clawrecall does not know "
                                f"({', '.join(unknown)}): upgrade clawrecall")
-        return done, True
-    if not store._table_exists(META.name):
+        return {s: {n for n in names if (s, n) not in retired} for s, names in done.items()}, True
+    if not store.table_exists(META.name):
         return {}, False
-    rows = store._run(f"SELECT value FROM meta WHERE key = {store.dialect.p}", ("schema_version",))
+    rows = store.run(f"SELECT value FROM meta WHERE key = {store.dialect.p}", ("schema_version",))
     if not rows:
         return {}, False
     number = int(rows[0][0])
-    if rows[0][0] == REFUSED_BY_OLD_RELEASES and store._table_exists(MIGRATIONS.name):
+    if rows[0][0] == REFUSED_BY_OLD_RELEASES and store.table_exists(MIGRATIONS.name):
         return applied(store)  # another process migrated between the two reads: its record is committed now
     if number not in store.legacy_versions:
         raise StorageError(f"{store.location} has schema version {number}, newer than this clawrecall: upgrade clawrecall")
     return {CORE.name: set(store.legacy_versions[number])}, False
 
 
-def version(store: Store) -> int:
+def version(store: Migrating) -> int:
     """How many steps a store has (all sets): `latest()` when it is up to date."""
     return sum(len(names) for names in applied(store)[0].values())
 
 
-def pending(store: Store, done: dict[str, set[str]] | None = None) -> list[Step]:
+def pending(store: Migrating, done: dict[str, set[str]] | None = None) -> list[Step]:
     """The steps `migrate` would apply, in order, with their SQL for this backend."""
     if done is None:
         done = applied(store)[0]
-    steps = store._steps()
+    steps = store.migration_steps()
     out: list[Step] = []
     for s in SETS:
         have = done.get(s.name, set())
         if not have:
             create = [sql for table in s.tables for sql in store.dialect.create_table(table)]
-            before, after = store._extras(s.name)
+            before, after = store.migration_extras(s.name)
             out.append(Step(s.name, s.steps[0], (*before, *create, *after)))
             out.extend(Step(s.name, name, ()) for name in s.steps[1:])
         else:
@@ -139,7 +159,7 @@ def pending(store: Store, done: dict[str, set[str]] | None = None) -> list[Step]
     return out
 
 
-def migrate(store: Store) -> list[str]:
+def migrate(store: Migrating) -> list[str]:
     """Apply pending steps in one transaction, under the backend's schema lock, so several
     processes opening one store at once migrate it once. Returns the labels applied."""
     done, _ = applied(store)
@@ -148,9 +168,9 @@ def migrate(store: Store) -> list[str]:
     return _apply(store)
 
 
-def _apply(store: Store) -> list[str]:
+def _apply(store: Migrating) -> list[str]:
     with store.transaction():
-        store._lock_schema()
+        store.lock_schema()
         done, recorded = applied(store)  # again, under the lock
         todo = pending(store, done)
         d = store.dialect
@@ -158,15 +178,15 @@ def _apply(store: Store) -> list[str]:
         record = f"INSERT INTO {MIGRATIONS.name} (migration_set, name, applied_at) VALUES ({d.marks(3)})"
         if not recorded:
             for sql in d.create_table(MIGRATIONS):
-                store._run(sql)
+                store.run(sql)
             for set_name, names in done.items():  # what an older release applied
                 for name in sorted(names, key=CORE.steps.index):
-                    store._run(record, (set_name, name, now))
+                    store.run(record, (set_name, name, now))
         for step in todo:
             for sql in step.statements:
-                store._run(sql)
-            store._run(record, (step.migration_set, step.name, now))
-        store._run(
+                store.run(sql)
+            store.run(record, (step.migration_set, step.name, now))
+        store.run(
             f"INSERT INTO meta (key, value) VALUES ('schema_version', {d.p}) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (REFUSED_BY_OLD_RELEASES,),

@@ -151,7 +151,7 @@ def read_changes(store: PostgresStore, scopes: dict[str, Snapshot | None],
     names = list(scopes)
     found = {scope: Changes([], [], scopes[scope] is None, Snapshot(0, 0, ())) for scope in names}
     now, pruned = Snapshot(0, 0, ()), None
-    for row in store._run(" UNION ALL ".join(branches), params, binary=True):
+    for row in store.run(" UNION ALL ".join(branches), params, binary=True):
         if row[0] == 0:
             found[names[row[1]]].rows.append(row[2:])
         elif row[0] == 1:
@@ -184,7 +184,7 @@ def forget_departures(store: PostgresStore, scope: str) -> None:
     """In an erasure's transaction: the departures that name the erased scope go (theirs, and those
     of older deletes there), and the transaction is noted as the last that removed departures, so
     every process reads the scopes it held before it whole once."""
-    store._run("""WITH gone AS (
+    store.run("""WITH gone AS (
             DELETE FROM memory_departures WHERE scope = %s OR wxid = pg_current_xact_id() RETURNING wxid
         )
         INSERT INTO meta (key, value) SELECT 'departures_pruned', pg_current_xact_id()::text
@@ -214,7 +214,7 @@ class ScopeGate:
     def rows(self, scope: str) -> int:
         when, rows = self._sizes.get(scope, (-_RECOUNT_S, 0))
         if time.monotonic() - when >= _RECOUNT_S:
-            rows = int(self._store._run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
+            rows = int(self._store.run("SELECT count(*) FROM memories WHERE scope = %s", (scope,))[0][0])
             self._sizes[scope] = (time.monotonic(), rows)
         return rows
 

@@ -315,7 +315,7 @@ class ScopeText:
         missing = [t for t in terms if t not in self._lexemes]
         if missing:
             cfg = self._store.ts_config
-            rows = self._store._run(f"SELECT t, to_tsquery('{cfg}', t)::text FROM unnest(%s::text[]) t", (missing,))
+            rows = self._store.run(f"SELECT t, to_tsquery('{cfg}', t)::text FROM unnest(%s::text[]) t", (missing,))
             for term, query in rows:
                 match = re.fullmatch(r"'((?:[^']|'')*)'", query)
                 self._lexemes[term] = "" if not query else (_unescape(match.group(1)) if match else None)
@@ -396,7 +396,7 @@ def _rank(held: list[_Scope], lexemes: list[str], filters: Filters, k: int) -> l
         n += int(hit.sum())
     if n == 0:
         return []
-    df = [sum(len(each[i][0]) for each in found if each[i] is not None) for i in range(len(lexemes))]
+    df = [sum(len(m[0]) for each in found if (m := each[i]) is not None) for i in range(len(lexemes))]
     weight = [math.log(1 + n / max(d, 1)) for d in df]
     out: list[tuple[float, int, str]] = []
     for part, each, hit in zip(held, found, hit_masks):

@@ -103,7 +103,8 @@ class ScopeVectors:
         for scope in asked:
             self._gate.holding(scope)
         found = read_changes(self._store, asked, _SELECT)
-        if again := {scope: None for scope, changes in found.items() if changes.stale}:
+        again: dict[str, Snapshot | None] = {scope: None for scope, changes in found.items() if changes.stale}
+        if again:
             found.update(read_changes(self._store, again, _SELECT))  # departures it needed were pruned
         for scope, changes in found.items():
             self._apply(index, scope, changes)

@@ -100,23 +100,9 @@ _NO_REVISIONS = [
 
 
 def _core_after_tables(ts_config: str) -> list[str]:
-    """What installing the core set makes after its tables: the tsvector's trigger, the change feed, the
-    text indexes, and seed 000's SQL-level API for users who query the database directly."""
-    return [
-        *_fts_trigger(ts_config, "CREATE"),
-        *CHANGE_FEED,
-        *_TEXT_INDEXES,
-        _search_memories("CREATE"),
-        # The conversation tables arrive with conversation tracking; until then they count 0.
-        """CREATE VIEW conversation_stats AS SELECT
-            (SELECT count(*) FROM memories WHERE deleted_at IS NULL) AS total_memories,
-            0::bigint AS total_requests,
-            0::bigint AS total_responses,
-            0::bigint AS total_reasoning,
-            0::bigint AS total_files,
-            0::bigint AS total_chunks,
-            (SELECT count(DISTINCT user_id) FROM memories) AS unique_users""",
-    ]
+    """What installing the core set makes after its tables: the tsvector's trigger, the change feed and
+    the text indexes."""
+    return [*_fts_trigger(ts_config, "CREATE"), *CHANGE_FEED, *_TEXT_INDEXES]
 
 
 def _hnsw_index(dims: int | str, cfg: PostgresConfig) -> str:
@@ -132,31 +118,6 @@ def pgvector_too_old(version: str) -> str | None:
     needed = ".".join(map(str, PGVECTOR_NEEDED))
     return (f"pgvector {needed} or later is needed, the database has {version} (install the newer package, "
             "then ALTER EXTENSION vector UPDATE)")
-
-
-def _search_memories(create: str) -> str:
-    """Seed 000's vector search for SQL users: it takes a `vector` (what a client sends) and compares
-    it in the stored half precision."""
-    return f"""{create} FUNCTION search_memories(
-            query_embedding vector,
-            p_user_id TEXT DEFAULT NULL,
-            p_memory_type TEXT DEFAULT NULL,
-            p_limit INTEGER DEFAULT 10,
-            p_threshold REAL DEFAULT 0.3
-        ) RETURNS TABLE (id UUID, content TEXT, memory_type TEXT, importance REAL, confidence REAL,
-                         metadata JSONB, created_at TIMESTAMPTZ, similarity REAL)
-        LANGUAGE sql STABLE AS $$
-            SELECT m.id, m.content, m.category, m.importance, m.confidence, m.metadata, m.created_at,
-                   (1 - (m.embedding <=> query_embedding::halfvec))::REAL
-            FROM memories m
-            WHERE m.deleted_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-              AND m.embedding IS NOT NULL
-              AND (p_user_id IS NULL OR m.user_id = p_user_id)
-              AND (p_memory_type IS NULL OR m.category = p_memory_type)
-              AND (1 - (m.embedding <=> query_embedding::halfvec)) >= p_threshold
-            ORDER BY m.embedding <=> query_embedding::halfvec
-            LIMIT p_limit
-        $$"""
 
 
 def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
@@ -210,10 +171,13 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
                     EXECUTE replace('{_hnsw_index("DIMS", cfg)}', 'DIMS', dims::int::text);
                 END IF;
             END $$""",
-            _search_memories("CREATE OR REPLACE"),
         ],
-        "row-revisions": [],  # memories.rev and its index, which change-feed, the next step, drops again
         "change-feed": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *_NO_REVISIONS, *CHANGE_FEED],
+        # an SQL search of every user's rows, past the scope check, shaped after another system's API
+        "drop-sql-api": [
+            "DROP FUNCTION IF EXISTS search_memories(vector, text, text, integer, real)",
+            "DROP VIEW IF EXISTS conversation_stats",
+        ],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
@@ -291,7 +255,7 @@ class PostgresStore(Store):
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
                 configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
             )
-            version = self._run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            version = self.run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             if version and (old := pgvector_too_old(version[0][0])) is not None:
                 self._pool.close()
                 raise StorageError(f"cannot open PostgreSQL database {self.location}: {old}")
@@ -397,7 +361,7 @@ class PostgresStore(Store):
         with self.pinned():
             return fn()
 
-    def _run(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple]:
+    def run(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple]:
         """`binary`: results in PostgreSQL's binary format (vectors: 0.5 ms for 20 where text took 2.7)."""
         with self._connection() as conn:
             try:
@@ -406,29 +370,29 @@ class PostgresStore(Store):
                 raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
             return cur.fetchall() if cur.description else []
 
-    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection() as conn:
             conn.cursor().executemany(sql, rows)
 
-    def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._connection() as conn:
             return conn.execute(sql, params).rowcount
 
-    def _lock_schema(self) -> None:
-        self._run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    def lock_schema(self) -> None:
+        self.run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
-    def _steps(self) -> dict[str, list[str]]:
+    def migration_steps(self) -> dict[str, list[str]]:
         return _steps(self.config, self.ts_config)
 
-    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+    def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         if migration_set != CORE.name:
             return [], []
         return _EXTENSIONS, _core_after_tables(self.ts_config)
 
-    def _table_exists(self, name: str) -> bool:
+    def table_exists(self, name: str) -> bool:
         # A plain query on pg_class sees what committed before this statement; to_regclass() may
         # answer from a catalog snapshot older than the migration lock we just waited for.
-        return self._run(
+        return self.run(
             "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))",
             (name,),
@@ -437,9 +401,9 @@ class PostgresStore(Store):
     def integrity_problems(self) -> list[str]:
         """Cheap sanity checks (the server guards its own pages): the extensions every search needs,
         and no index of `memories` left invalid by a failed build."""
-        present = {r[0] for r in self._run("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")}
+        present = {r[0] for r in self.run("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")}
         problems = [f"extension {name} is missing" for name in ("vector", "pg_trgm") if name not in present]
-        invalid = self._run(
+        invalid = self.run(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'memories'::regclass AND NOT (i.indisvalid AND i.indisready) ORDER BY c.relname"
         )
@@ -454,7 +418,7 @@ class PostgresStore(Store):
             if self._may_change_schema():
                 # Before any row lock: two first writers, each holding its new rows and waiting for
                 # the other's schema lock to create the index, would deadlock.
-                self._lock_schema()
+                self.lock_schema()
             with conn.cursor().copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for i, record in enumerate(records):
@@ -482,14 +446,14 @@ class PostgresStore(Store):
         """A hard delete leaves departures (pg_changes.py); those a day old go with it."""
         with self.transaction():
             super().remove(ids)
-            self._run(PRUNE_DEPARTURES)
+            self.run(PRUNE_DEPARTURES)
 
     def erased(self, scope: str | None = None) -> None:
         if scope is not None:
             forget_departures(self, scope)
 
     def _size_bytes(self) -> int | None:
-        return self._run("SELECT pg_total_relation_size('memories')")[0][0]
+        return self.run("SELECT pg_total_relation_size('memories')")[0][0]
 
     def is_conflict(self, exc: BaseException) -> bool:
         return getattr(exc, "sqlstate", None) == "23505"  # unique_violation
@@ -510,15 +474,15 @@ class PostgresStore(Store):
     def _ensure_vector_index(self) -> None:
         """Record the dimensions when the first vectors arrive, and create the HNSW index unless deferred."""
         if self._vector_dims() is None:
-            rows = self._run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+            rows = self.run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
             if not rows:
                 return
-            self._lock_schema()
+            self.lock_schema()
             self.set_meta("vector_dims", str(rows[0][0]))
             self._dims = rows[0][0]
         if self._indexed or self._deferring:
             return
-        if self._table_exists("idx_memories_embedding"):
+        if self.table_exists("idx_memories_embedding"):
             self._indexed = True
         elif self.get_meta(_INDEX_DEFERRED) is None:  # else another process's bulk load builds it when done
             self._create_vector_index()
@@ -527,22 +491,22 @@ class PostgresStore(Store):
         dims = self._vector_dims()
         if dims is None:
             return
-        self._lock_schema()
-        self._run(f"SET LOCAL maintenance_work_mem = '{self.config.maintenance_work_mem}'")
-        self._run(_hnsw_index(dims, self.config))
+        self.lock_schema()
+        self.run(f"SET LOCAL maintenance_work_mem = '{self.config.maintenance_work_mem}'")
+        self.run(_hnsw_index(dims, self.config))
         self._indexed = True
 
     def lock_writes(self) -> None:
         """The schema lock first, as an insert that may create the index takes it before its rows."""
-        self._lock_schema()
-        self._run("LOCK TABLE memories IN EXCLUSIVE MODE")
+        self.lock_schema()
+        self.run("LOCK TABLE memories IN EXCLUSIVE MODE")
 
     def swap_staged_vectors(self, target: str, model: str) -> int:
         """The HNSW index goes first (it is built over the old dimensions, and rebuilding it beats
         updating its graph row by row); `build_vector_index` makes it again after COMMIT."""
-        self._run("DROP INDEX IF EXISTS idx_memories_embedding")
+        self.run("DROP INDEX IF EXISTS idx_memories_embedding")
         changed = super().swap_staged_vectors(target, model)
-        rows = self._run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
+        rows = self.run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
         if rows:
             self.set_meta("vector_dims", str(rows[0][0]))
         self._dims = None
@@ -550,13 +514,13 @@ class PostgresStore(Store):
         return changed
 
     def has_vector_index(self) -> bool:
-        return self._run("SELECT to_regclass('idx_memories_embedding') IS NOT NULL")[0][0]
+        return self.run("SELECT to_regclass('idx_memories_embedding') IS NOT NULL")[0][0]
 
     def drop_vector_index(self) -> None:
         with self.transaction():
-            self._lock_schema()
-            self._run("DROP INDEX IF EXISTS idx_memories_embedding")
-            self._run("DELETE FROM meta WHERE key = 'vector_dims'")
+            self.lock_schema()
+            self.run("DROP INDEX IF EXISTS idx_memories_embedding")
+            self.run("DELETE FROM meta WHERE key = 'vector_dims'")
         self._dims = None
         self._indexed = False
 
@@ -570,8 +534,8 @@ class PostgresStore(Store):
         while True:
             try:
                 with self.transaction():
-                    self._lock_schema()
-                    self._run("DELETE FROM meta WHERE key = %s", (_INDEX_DEFERRED,))
+                    self.lock_schema()
+                    self.run("DELETE FROM meta WHERE key = %s", (_INDEX_DEFERRED,))
                     self._indexed = False  # whatever this process believed: another one may have dropped it
                     self._ensure_vector_index()
                     if not self._indexed:  # a deferral still open in this process: build it all the same
@@ -580,7 +544,7 @@ class PostgresStore(Store):
             except self._psycopg.errors.DataException:
                 self._dims = None
                 dims = self._vector_dims()
-                current = dims is not None and self._run(
+                current = dims is not None and self.run(
                     "SELECT EXISTS (SELECT 1 FROM memories WHERE embedding IS NOT NULL AND vector_dims(embedding) <> %s)",
                     (dims,))[0][0]
                 if current or _monotonic() > deadline:
@@ -598,10 +562,10 @@ class PostgresStore(Store):
         `build_vector_index()` (`clawrecall index build`) finishes the job.
         """
         with self.transaction():
-            self._lock_schema()
+            self.lock_schema()
             self.set_meta(_INDEX_DEFERRED, "1")
             if rebuild:
-                self._run("DROP INDEX IF EXISTS idx_memories_embedding")
+                self.run("DROP INDEX IF EXISTS idx_memories_embedding")
         self._indexed = False
         self._deferring += 1
         try:
@@ -621,7 +585,7 @@ class PostgresStore(Store):
         """Build the index, and give the planner statistics of the new rows (its scope estimates
         decide between an exact read and HNSW) before autovacuum would."""
         self.build_vector_index()
-        self._run("ANALYZE memories")
+        self.run("ANALYZE memories")
         self._plans.clear()
 
     # -- candidate legs ----------------------------------------------------------------------------
@@ -629,7 +593,7 @@ class PostgresStore(Store):
         if not ids:
             return {}
         these, params = self.dialect.one_of("id", ids, "uuid")
-        rows = self._run(f"SELECT id, embedding FROM memories WHERE {these} AND embedding IS NOT NULL", params, binary=True)
+        rows = self.run(f"SELECT id, embedding FROM memories WHERE {these} AND embedding IS NOT NULL", params, binary=True)
         from_vector = self.dialect.from_db["vector"]
         return {str(r[0]): from_vector(r[1]) for r in rows}
 
@@ -685,13 +649,13 @@ class PostgresStore(Store):
             # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
             # every filtered row is compared, and the top k are exact
             sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
-            return [self._hits(self._run(sql, (vector(q), *params, k))) for q in queries]
+            return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
         with self.transaction():
             # ef_search covers the pool we want; iterative scans so filters never starve the list
-            self._run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
-            self._run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            self.run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
+            self.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
             sql = f"{candidates} ORDER BY d LIMIT %s"
-            return [self._hits(self._run(sql, (vector(q), *params, k))) for q in queries]
+            return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
 
     @staticmethod
     def _hits(rows: list[tuple]) -> list[Candidate]:
@@ -708,7 +672,7 @@ class PostgresStore(Store):
         now = _monotonic()
         if (known := self._plans.get(key)) is not None and now - known[0] < _PLAN_TTL_S:
             return known[1]
-        plan = self._run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
+        plan = self.run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
         plan = json.loads(plan) if isinstance(plan, str) else plan
         few = plan[0]["Plan"]["Plan Rows"] <= limit
         if len(self._plans) >= _PLANS_KEPT:
@@ -737,7 +701,7 @@ class PostgresStore(Store):
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
-        rows = self._run(
+        rows = self.run(
             f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS any_term, {each}) "
             f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
             f"(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.any_term AND {where}) h) r "
@@ -760,8 +724,8 @@ class PostgresStore(Store):
         if len(text) >= 3:
             where, params = self._scoped_where(filters, "ARRAY['trgm:' || m.scope]", "trgm:")
             with self.transaction():
-                self._run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
-                rows = self._run(
+                self.run("SET LOCAL pg_trgm.word_similarity_threshold = 0.3")
+                rows = self.run(
                     f"SELECT m.id, word_similarity(%s, m.content) AS s FROM memories m "
                     f"WHERE %s <%% m.content AND {where} ORDER BY s DESC, m.seq LIMIT %s",
                     (text, text, *params, k),

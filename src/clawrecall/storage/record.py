@@ -8,88 +8,27 @@ these tables hold what only the record has (role, order, tokens, segment, file).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Protocol, Sequence
 
 from ..models import FileRecord, Message, Segment
 from .base import chunks
-from .dialect import RowMap
-from .schema import FILES, MESSAGES, SEGMENTS, Table
-
-if TYPE_CHECKING:
-    from .sql import Store
-
-M = TypeVar("M", bound=BaseModel)
+from .executor import Executor, TableRows
+from .schema import FILES, MESSAGES, SEGMENTS
 
 
-class _Table(Generic[M]):
-    """Insert, replace and read whole rows of one declared table as models."""
+class MessageStore(Executor, Protocol):
+    """What messages need of the store besides statements: their `memories` rows removed with them."""
 
-    table: Table
-    model: type[M]
-
-    def __init__(self, store: Store):
-        self._store = store
-        self._map = RowMap(store.dialect, self.table)
-        self._select = f"SELECT {', '.join(f't.{c}' for c in self._map.fields)} FROM {self.table.name} t"
-
-    def insert(self, rows: Sequence[M]) -> None:
-        s = self._store
-        with s.transaction():
-            s._run_many(
-                f"INSERT INTO {self.table.name} ({self._map.columns}) VALUES ({s.dialect.marks(len(self._map.fields))})",
-                (self._map.row(r) for r in rows),
-            )
-
-    def replace(self, row: M) -> None:
-        """Every column of the row with this id."""
-        s, p = self._store, self._store.dialect.p
-        assignments = ", ".join(f"{c} = {p}" for c in self._map.fields[1:])
-        with s.transaction():
-            s._run(f"UPDATE {self.table.name} SET {assignments} WHERE id = {p}", (*self._map.row(row)[1:], row.id))
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[M]:
-        """Rows selected as `self._select` + `sql`."""
-        return [self._map.read(self.model, r) for r in self._store._run(f"{self._select} {sql}", params)]
-
-    def get(self, row_id: str, *, for_update: bool = False) -> M | None:
-        d = self._store.dialect
-        rows = self._read(f"WHERE t.id = {d.p}{d.for_update if for_update else ''}", (row_id,))
-        return rows[0] if rows else None
-
-    def _in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        if not values:
-            return "1 = 0", []
-        return self._store.dialect.one_of(f"t.{column}", values, self.table.column(column).type)
-
-    def _ids_where(self, column: str, values: Sequence[Any]) -> list[str]:
-        """Ids of the rows whose `column` is one of `values`, 500 values a query."""
-        out: list[str] = []
-        for chunk in chunks(values):
-            where, params = self._in(column, chunk)
-            out += [str(r[0]) for r in self._store._run(f"SELECT t.id FROM {self.table.name} t WHERE {where}", params)]
-        return out
-
-    def _in_scopes(self, scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
-        """Rows of these scopes; `None` (the administrator's reads) is every scope."""
-        return self._in("scope", scopes) if scopes is not None else ("1 = 1", [])
-
-    def owned(self, column: str, owner: str, scope: str) -> list[M]:
-        """One person's rows, in a table with owner columns (segments, files): those it owns (`column` is
-        user_id or agent_id), and any in its scope."""
-        if column not in ("user_id", "agent_id"):
-            raise ValueError(f"not an owner column: {column}")
-        p = self._store.dialect.p
-        return self._read(f"WHERE t.{column} = {p} OR t.scope = {p}", (owner, scope))
+    def remove(self, ids: list[str]) -> None: ...
 
 
-class Messages(_Table[Message]):
+class Messages(TableRows[Message]):
     table = MESSAGES
     model = Message
 
-    def __init__(self, store: Store):
+    def __init__(self, store: MessageStore):
         super().__init__(store)
+        self._remove_memories = store.remove
         # a message with its text and owner, from its `memories` row
         self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
                         "FROM messages t JOIN memories m ON m.id = t.id")
@@ -99,7 +38,7 @@ class Messages(_Table[Message]):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Message]:
         n = len(self._map.fields)
         out = []
-        for row in self._store._run(f"{self._select} {sql}", params):
+        for row in self._store.run(f"{self._select} {sql}", params):
             fields = self._map.read(dict, row[:n])
             out.append(Message(**fields, content=row[n], user_id=row[n + 1], agent_id=row[n + 2]))
         return out
@@ -108,7 +47,7 @@ class Messages(_Table[Message]):
         p = self._store.dialect.p
         found: set[str] = set()
         for chunk in chunks(keys):
-            rows = self._store._run(
+            rows = self._store.run(
                 f"SELECT dedup_key FROM messages WHERE scope = {p} AND session_id = {p} "
                 f"AND dedup_key IN ({self._store.dialect.marks(len(chunk))})",
                 (scope, session_id, *chunk),
@@ -147,7 +86,7 @@ class Messages(_Table[Message]):
     def ended_before(self, cutoff: datetime, limit: int) -> list[str]:
         """Ids of messages whose segment closed before `cutoff` (the open segment's are kept whole)."""
         d = self._store.dialect
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT t.id FROM messages t JOIN segments s ON s.id = t.segment_id "
             f"WHERE s.closed_at IS NOT NULL AND s.closed_at < {d.p} LIMIT {d.p}",
             (d.ts(cutoff), limit),
@@ -158,19 +97,19 @@ class Messages(_Table[Message]):
         """Messages and their `memories` rows."""
         s = self._store
         with s.transaction():
-            s._run_many(f"DELETE FROM messages WHERE id = {s.dialect.p}", [(i,) for i in ids])
-            s.remove(list(ids))
+            s.run_many(f"DELETE FROM messages WHERE id = {s.dialect.p}", [(i,) for i in ids])
+            self._remove_memories(list(ids))
 
     def move(self, ids: Sequence[str], segment_id: str) -> None:
         s, p = self._store, self._store.dialect.p
         with s.transaction():
-            s._run_many(f"UPDATE messages SET segment_id = {p} WHERE id = {p}", [(segment_id, i) for i in ids])
+            s.run_many(f"UPDATE messages SET segment_id = {p} WHERE id = {p}", [(segment_id, i) for i in ids])
 
     def sessions(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[dict[str, Any]]:
         """One row per conversation (scope and session), the latest first."""
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(
+        rows = self._store.run(
             "SELECT t.scope, t.session_id, min(m.user_id), min(m.agent_id), min(t.channel), count(*), "
             "min(t.created_at), max(t.created_at) FROM messages t JOIN memories m ON m.id = t.id "
             f"WHERE {where} GROUP BY t.scope, t.session_id ORDER BY max(t.created_at) DESC, t.session_id "
@@ -189,7 +128,7 @@ class Messages(_Table[Message]):
         tokens, segments and files."""
         column = {"user": "m.user_id", "agent": "m.agent_id", "session": "t.session_id"}[by]
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT {column}, t.role, count(*), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) "
             f"FROM messages t JOIN memories m ON m.id = t.id WHERE {where} "
             f"GROUP BY {column}, t.role ORDER BY {column}, t.role",
@@ -205,7 +144,7 @@ class Messages(_Table[Message]):
         return list(groups.values())
 
 
-class Segments(_Table[Segment]):
+class Segments(TableRows[Segment]):
     table = SEGMENTS
     model = Segment
 
@@ -225,7 +164,7 @@ class Segments(_Table[Segment]):
     def last_end(self, scope: str, session_id: str) -> datetime | None:
         """When the session last ended (its latest segment closed by `session_end`)."""
         d = self._store.dialect
-        rows = self._store._run(
+        rows = self._store.run(
             f"SELECT max(closed_at) FROM segments WHERE scope = {d.p} AND session_id = {d.p} AND close_reason = 'session_end'",
             (scope, session_id),
         )
@@ -240,12 +179,12 @@ class Segments(_Table[Segment]):
     def delete(self, ids: Sequence[str]) -> None:
         s = self._store
         with s.transaction():
-            s._run_many(f"DELETE FROM segments WHERE id = {s.dialect.p}", [(i,) for i in ids])
+            s.run_many(f"DELETE FROM segments WHERE id = {s.dialect.p}", [(i,) for i in ids])
 
     def scopes_of(self, scopes: Sequence[str] | None, session_id: str) -> list[str]:
         """The scopes, of these, holding a conversation of this session id."""
         where, params = self._in_scopes(scopes)
-        rows = self._store._run(f"SELECT DISTINCT t.scope FROM segments t WHERE {where} AND t.session_id = "
+        rows = self._store.run(f"SELECT DISTINCT t.scope FROM segments t WHERE {where} AND t.session_id = "
                                 f"{self._store.dialect.p} ORDER BY t.scope", (*params, session_id))
         return [r[0] for r in rows]
 
@@ -261,7 +200,7 @@ class Segments(_Table[Segment]):
                           f"{d.for_update if for_update else ''}", (*params, limit, offset))
 
 
-class Files(_Table[FileRecord]):
+class Files(TableRows[FileRecord]):
     table = FILES
     model = FileRecord
 
@@ -278,5 +217,5 @@ class Files(_Table[FileRecord]):
     def delete(self, file_id: str) -> None:
         s = self._store
         with s.transaction():
-            s._run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
+            s.run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
 

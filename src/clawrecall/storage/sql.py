@@ -1,13 +1,14 @@
 """The store: one class every backend extends, holding all the SQL they share (records,
 history, startup entries, metadata, migrations).
 
-A backend supplies a connection (`_run`, `_run_many`, `transaction`), its `Dialect` (parameter
+A backend supplies a connection (`run`, `run_many`, `rowcount`, `transaction`: the `Executor` the table modules take), its `Dialect` (parameter
 mark, types, value adapters), the SQL of its migration steps, and its candidate legs. Shared SQL
 is composed with the dialect's parameter mark and sent to the driver as written.
 """
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -100,28 +101,28 @@ class Store(ABC):
         is sound. `clawrecall doctor` runs it: a damaged store can still answer `stats` correctly."""
 
     @abstractmethod
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Execute one statement (joining the current transaction if any); rows for a query, else []."""
 
     @abstractmethod
-    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+    def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
     @abstractmethod
-    def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+    def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int: ...
 
     @abstractmethod
-    def _lock_schema(self) -> None:
+    def lock_schema(self) -> None:
         """Inside the migration transaction: keep other processes from migrating at the same time."""
 
     @abstractmethod
-    def _table_exists(self, name: str) -> bool: ...
+    def table_exists(self, name: str) -> bool: ...
 
     @abstractmethod
-    def _steps(self) -> dict[str, list[str]]:
+    def migration_steps(self) -> dict[str, list[str]]:
         """This backend's SQL for each migration step it has work for (see `migrations.py`)."""
 
     @abstractmethod
-    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+    def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         """What installing a migration set runs before and after creating its declared tables
         (extensions; full-text tables, triggers, functions)."""
 
@@ -167,7 +168,7 @@ class Store(ABC):
         store (both 0 when every vector is the store's model's)."""
         p = self.dialect.p
         dims_of = self.dialect.vector_dims.format("embedding")
-        other_model, other_dims = self._run(
+        other_model, other_dims = self.run(
             f"SELECT (SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND embedding_model <> {p}), "
             f"(SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND {dims_of} <> {p})",
             (model, dims),
@@ -196,13 +197,13 @@ class Store(ABC):
 
     # -- metadata -----------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        rows = self._run(f"SELECT value FROM meta WHERE key = {self.dialect.p}", (key,))
+        rows = self.run(f"SELECT value FROM meta WHERE key = {self.dialect.p}", (key,))
         return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
         p = self.dialect.p
         with self.transaction():
-            self._run(
+            self.run(
                 f"INSERT INTO meta (key, value) VALUES ({p}, {p}) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
@@ -214,7 +215,7 @@ class Store(ABC):
         # generators: each row is bound and dropped, not kept (a batch's lists kept the garbage collector busy)
         rows = ((*to_row(r), None if vectors is None else vector(vectors[i])) for i, r in enumerate(records))
         with self.transaction():
-            self._run_many(
+            self.run_many(
                 f"INSERT INTO memories ({self._memories.columns}, embedding) "
                 f"VALUES ({d.marks(len(self._memories.fields) + 1)})",
                 rows,
@@ -234,24 +235,24 @@ class Store(ABC):
             assignments += f", embedding = {p}"
             params.append(self.dialect.to_db["vector"](vector))
         with self.transaction():
-            self._run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
+            self.run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
 
     def unembedded(self, limit: int) -> list[tuple[str, str]]:
         """(id, text to embed) of rows written without a vector (messages, chunks), oldest first: the
         content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self._run(f"SELECT id, content, keys FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
+        rows = self.run(f"SELECT id, content, keys FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
                          (limit,))
         return [(str(r[0]), embedded_text(r[1], r[2])) for r in rows]
 
     def count_unembedded(self) -> int:
-        return int(self._run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
+        return int(self.run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
 
     def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str, confirm: Callable[[], None] | None = None) -> None:
         """Give rows written without a vector theirs (a row that got one meanwhile keeps it); `confirm`
         runs after, in the transaction, and may refuse the change by raising."""
         p, vector = self.dialect.p, self.dialect.to_db["vector"]
         with self.transaction():  # rows in id order, as `remove` takes them: two writers may wait, never deadlock
-            self._run_many(
+            self.run_many(
                 f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
                 sorted(((vector(v), model, i) for i, v in zip(ids, vectors)), key=lambda row: row[2]),
             )
@@ -267,7 +268,7 @@ class Store(ABC):
         """Hard delete: the row, its vector and its index entries are gone."""
         with self.transaction():
             for chunk in chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
-                self._run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+                self.run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
                 self.staged.remove(chunk)
             self.erased()
 
@@ -281,7 +282,7 @@ class Store(ABC):
         ts = self.dialect.ts(when)
         with self.transaction():
             for chunk in chunks(ids):
-                self._run(
+                self.run(
                     f"UPDATE memories SET deleted_at = {self.dialect.p}, updated_at = {self.dialect.p} "
                     f"WHERE id IN ({self.dialect.marks(len(chunk))}) AND deleted_at IS NULL",
                     (ts, ts, *chunk),
@@ -290,7 +291,7 @@ class Store(ABC):
     def add_history(self, entries: list[HistoryDraft]) -> None:
         drafts = self._history_drafts
         with self.transaction():
-            self._run_many(
+            self.run_many(
                 f"INSERT INTO history ({drafts.columns}) VALUES ({self.dialect.marks(len(drafts.fields))})",
                 (drafts.row(e) for e in entries),
             )
@@ -299,30 +300,30 @@ class Store(ABC):
         """Blank the before/after of every history row of these memories (GDPR forget)."""
         with self.transaction():
             for chunk in chunks(ids):
-                self._run(
+                self.run(
                     f"UPDATE history SET before = NULL, after = NULL WHERE memory_id IN ({self.dialect.marks(len(chunk))})",
                     chunk,
                 )
 
     def history_actors(self) -> list[str]:
         """Every distinct actor history names (a few per user and agent)."""
-        return [r[0] for r in self._run("SELECT DISTINCT actor FROM history WHERE actor IS NOT NULL")]
+        return [r[0] for r in self.run("SELECT DISTINCT actor FROM history WHERE actor IS NOT NULL")]
 
     def count_history_by_actor(self, actors: list[str]) -> int:
         if not actors:
             return 0
-        return self._run(f"SELECT count(*) FROM history WHERE actor IN ({self.dialect.marks(len(actors))})", actors)[0][0]
+        return self.run(f"SELECT count(*) FROM history WHERE actor IN ({self.dialect.marks(len(actors))})", actors)[0][0]
 
     def rename_history_actor(self, old: str, new: str) -> int:
         """Name another actor on every history row of `old`; how many rows."""
         p = self.dialect.p
         with self.transaction():
-            return self._rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
+            return self.rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
 
     def count_history(self, ids: list[str]) -> int:
         """History rows of these memories."""
         return sum(
-            self._run(f"SELECT count(*) FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})", chunk)[0][0]
+            self.run(f"SELECT count(*) FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})", chunk)[0][0]
             for chunk in chunks(ids)
         )
 
@@ -334,7 +335,7 @@ class Store(ABC):
         out: dict[str, MemoryRecord] = {}
         for chunk in chunks(ids):
             where, params = self.dialect.one_of("m.id", chunk, "uuid")
-            for row in self._run(f"SELECT {self._memory_columns} FROM memories m WHERE {where}", params):
+            for row in self.run(f"SELECT {self._memory_columns} FROM memories m WHERE {where}", params):
                 record = self._record(row)
                 out[record.id] = record
         return out
@@ -352,7 +353,7 @@ class Store(ABC):
         patterns = ["%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for w in words]
         contains = [rf"m.content LIKE {p} ESCAPE '\'"] * len(words)
         count = " + ".join(f"(CASE WHEN {c} THEN 1 ELSE 0 END)" for c in contains)
-        rows = self._run(
+        rows = self.run(
             f"SELECT m.id, {count} AS n FROM memories m WHERE ({' OR '.join(contains)}) AND {where} "
             f"ORDER BY n DESC, m.created_at DESC LIMIT {p}",
             (*patterns, *patterns, *params, k),
@@ -367,14 +368,14 @@ class Store(ABC):
         """Inside a write transaction: the record as stored now, which no other writer can change
         before COMMIT. An update applies its changes to this, not to what it read before."""
         d = self.dialect
-        rows = self._run(f"SELECT {self._memory_columns} FROM memories m WHERE m.id = {d.p}{d.for_update}", (memory_id,))
+        rows = self.run(f"SELECT {self._memory_columns} FROM memories m WHERE m.id = {d.p}{d.for_update}", (memory_id,))
         return self._record(rows[0]) if rows else None
 
     def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]:
         lo, hi = prefix_bounds(prefix)
         p = self.dialect.p
         where, params = self.where(filters, "m")
-        rows = self._run(
+        rows = self.run(
             f"SELECT m.id FROM memories m WHERE m.id BETWEEN {p} AND {p} AND {where} ORDER BY m.id LIMIT {p}",
             (lo, hi, *params, limit),
         )
@@ -385,7 +386,7 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         by = {"newest": f"m.created_at DESC, m.{oc} DESC", "oldest": f"m.created_at ASC, m.{oc} ASC",
               "updated": f"m.updated_at DESC, m.{oc} DESC"}[order]
-        rows = self._run(f"SELECT {self._memory_columns} FROM memories m WHERE {where} ORDER BY {by} LIMIT {p} OFFSET {p}",
+        rows = self.run(f"SELECT {self._memory_columns} FROM memories m WHERE {where} ORDER BY {by} LIMIT {p} OFFSET {p}",
                          (*params, limit, offset))
         return [self._record(r) for r in rows]
 
@@ -395,7 +396,7 @@ class Store(ABC):
         where, params = self.where(filters, "m")
         last = 0
         while True:
-            rows = self._run(
+            rows = self.run(
                 f"SELECT m.{oc}, {self._memory_columns}, m.embedding FROM memories m WHERE m.{oc} > {p} AND {where} "
                 f"ORDER BY m.{oc} LIMIT {p}",
                 (last, *params, batch),
@@ -406,30 +407,30 @@ class Store(ABC):
                 yield self._record(row[1:-1]), from_vector(row[-1])
             last = rows[-1][0]
 
-    def ids(self, filters: Filters) -> list[str]:
+    def ids(self, filters: Filters) -> builtins.list[str]:
         """The ids of every memory that passes `filters`, oldest first."""
         where, params = self.where(filters, "m")
-        return [str(r[0]) for r in self._run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
+        return [str(r[0]) for r in self.run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
 
-    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> list[Owned]:
+    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> builtins.list[Owned]:
         """Every row of one kind of one person, deleted and expired ones included: those it owns
         (`column` is user_id or agent_id) in any scope, and any in its own scope."""
         if column not in ("user_id", "agent_id"):
             raise ValueError(f"not an owner column: {column}")
         p = self.dialect.p
-        rows = self._run(f"SELECT id, scope, user_id, agent_id FROM memories WHERE ({column} = {p} OR scope = {p}) "
+        rows = self.run(f"SELECT id, scope, user_id, agent_id FROM memories WHERE ({column} = {p} OR scope = {p}) "
                          f"AND kind = {p}", (owner, scope, kind))
         return [Owned(str(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def count(self, filters: Filters) -> int:
         where, params = self.where(filters, "m")
-        return self._run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
+        return self.run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
 
-    def latest_sessions(self, filters: Filters, *, limit: int) -> list[tuple[str, str | None]]:
+    def latest_sessions(self, filters: Filters, *, limit: int) -> builtins.list[tuple[str, str | None]]:
         """The conversations (scope, session) of the rows these filters pass, the one with the newest row first
         (a session of `None`: rows of no session)."""
         where, params = self.where(filters, "m")
-        rows = self._run(f"SELECT m.scope, m.session_id FROM memories m WHERE {where} GROUP BY m.scope, m.session_id "
+        rows = self.run(f"SELECT m.scope, m.session_id FROM memories m WHERE {where} GROUP BY m.scope, m.session_id "
                          f"ORDER BY max(m.created_at) DESC, m.scope, m.session_id LIMIT {self.dialect.p}", (*params, limit))
         return [(r[0], r[1]) for r in rows]
 
@@ -438,7 +439,7 @@ class Store(ABC):
         The totals are memories'; `by_kind` counts the live rows of every kind."""
         d = self.dialect
         now = d.ts(utcnow())
-        users, oldest, newest = self._run(
+        users, oldest, newest = self.run(
             "SELECT (SELECT count(DISTINCT user_id) FROM memories), (SELECT min(created_at) FROM memories), "
             "(SELECT max(created_at) FROM memories)",
         )[0]
@@ -448,9 +449,9 @@ class Store(ABC):
         grouped: dict[str, dict[tuple[str, str], int]] = {}
         gone: dict[str, dict[str, int]] = {}
         for column in ("category", "scope"):
-            counts = {(k, v): n for k, v, n in self._run(f"SELECT kind, {column}, count(*) FROM memories GROUP BY kind, {column}")}
+            counts = {(k, v): n for k, v, n in self.run(f"SELECT kind, {column}, count(*) FROM memories GROUP BY kind, {column}")}
             for name, (condition, params) in inactive.items():  # few rows: counted here, so no planner can trade the index for a sort
-                for kind, value in self._run(f"SELECT kind, {column} FROM memories WHERE {condition}", params):
+                for kind, value in self.run(f"SELECT kind, {column} FROM memories WHERE {condition}", params):
                     counts[(kind, value)] -= 1
                     if column == "category":
                         gone.setdefault(name, {}).setdefault(kind, 0)
@@ -484,29 +485,29 @@ class Store(ABC):
         """Whether `exc` is a unique-key violation (another writer stored the same row first)."""
         return False
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
-        rows = self._run(
+    def history(self, memory_id: str) -> builtins.list[HistoryEntry]:
+        rows = self.run(
             f"SELECT {self._history.columns} FROM history WHERE memory_id = {self.dialect.p} ORDER BY id", (memory_id,),
         )
         return [self._history.read(HistoryEntry, r) for r in rows]
 
-    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> builtins.list[str]:
         """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""
         lo, hi = prefix_bounds(prefix)
         p = self.dialect.p
-        rows = self._run(
+        rows = self.run(
             f"SELECT DISTINCT memory_id FROM history WHERE memory_id BETWEEN {p} AND {p} ORDER BY memory_id LIMIT {p}",
             (lo, hi, limit),
         )
         return [str(r[0]) for r in rows]
 
-    def purgeable(self, deleted_before: datetime) -> list[str]:
+    def purgeable(self, deleted_before: datetime) -> builtins.list[str]:
         d = self.dialect
-        rows = self._run(f"SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= {d.p}",
+        rows = self.run(f"SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= {d.p}",
                          (d.ts(deleted_before),))
         return [str(r[0]) for r in rows]
 
-    def session_neighbors(self, ids: list[str], filters: Filters) -> dict[str, list[str]]:
+    def session_neighbors(self, ids: builtins.list[str], filters: Filters) -> dict[str, builtins.list[str]]:
         """For each memory, the turns just before and after it in its scope and session that pass
         `filters`: two index seeks per memory on (session_id, created_at), whatever the session's length."""
         where, params = self.where(filters, "m")
@@ -517,7 +518,7 @@ class Store(ABC):
         out: dict[str, list[str]] = {}
         for chunk in chunks(ids):
             hits, ids_params = self.dialect.one_of("h.id", chunk, "uuid")
-            rows = self._run(
+            rows = self.run(
                 f"SELECT h.id, (SELECT m.id FROM memories m WHERE {same} AND {before} AND {where} "
                 f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
                 f"(SELECT m.id FROM memories m WHERE {same} AND {after} AND {where} "
@@ -531,7 +532,7 @@ class Store(ABC):
 
     def _index_candidates(
         self, index: VectorIndex, query: np.ndarray, filters: Filters, k: int, *, widen: bool = True
-    ) -> list[Candidate] | None:
+    ) -> builtins.list[Candidate] | None:
         """The k nearest rows of an in-memory index that pass `filters`. Filters the index does not carry
         are checked in SQL on its 4k nearest; with `widen`, on 16k, 64k… until k survive or all were seen
         (past the rows a large scope's nearest clusters hold, the index reads them all), else None when
@@ -549,48 +550,48 @@ class Store(ABC):
                 return None
             want *= 4
 
-    def _filter_ids(self, ids: list[str], filters: Filters) -> set[str]:
+    def _filter_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
         """The subset of `ids` that pass `filters` (for legs that filter part of the way themselves)."""
         where, params = self.where(filters, "m")
         out: set[str] = set()
         for chunk in chunks(ids):
             these, ids_params = self.dialect.one_of("m.id", chunk, "uuid")
-            rows = self._run(f"SELECT m.id FROM memories m WHERE {these} AND {where}", (*ids_params, *params))
+            rows = self.run(f"SELECT m.id FROM memories m WHERE {these} AND {where}", (*ids_params, *params))
             out.update(str(r[0]) for r in rows)
         return out
 
     # -- startup identity ------------------------------------------------------------------
-    def startup_entries(self, scopes: list[str] | None) -> list[StartupEntry]:
+    def startup_entries(self, scopes: builtins.list[str] | None) -> builtins.list[StartupEntry]:
         """Entries of these scopes (all when None), by priority then key."""
         where = "1 = 1" if scopes is None else f"scope IN ({self.dialect.marks(len(scopes))})"
-        rows = self._run(f"SELECT {self._startup.columns} FROM startup WHERE {where} ORDER BY priority, key", scopes or [])
+        rows = self.run(f"SELECT {self._startup.columns} FROM startup WHERE {where} ORDER BY priority, key", scopes or [])
         return [self._startup.read(StartupEntry, r) for r in rows]
 
     def put_startup(self, entry: StartupEntry) -> None:
         fields = self._startup.fields
         updates = ", ".join(f"{c} = excluded.{c}" for c in fields if c not in STARTUP.key)
         with self.transaction():
-            self._run(
+            self.run(
                 f"INSERT INTO startup ({self._startup.columns}) VALUES ({self.dialect.marks(len(fields))}) "
                 f"ON CONFLICT ({', '.join(STARTUP.key)}) DO UPDATE SET {updates}",
                 self._startup.row(entry),
             )
 
     def startup_count(self, scope: str) -> int:
-        return self._run(f"SELECT count(*) FROM startup WHERE scope = {self.dialect.p}", (scope,))[0][0]
+        return self.run(f"SELECT count(*) FROM startup WHERE scope = {self.dialect.p}", (scope,))[0][0]
 
     def delete_startup_scope(self, scope: str) -> int:
         """Remove every startup entry of a scope; how many there were."""
         with self.transaction():
-            return self._rowcount(f"DELETE FROM startup WHERE scope = {self.dialect.p}", (scope,))
+            return self.rowcount(f"DELETE FROM startup WHERE scope = {self.dialect.p}", (scope,))
 
     def delete_startup(self, scope: str, key: str) -> bool:
         p = self.dialect.p
         with self.transaction():
-            return self._rowcount(f"DELETE FROM startup WHERE scope = {p} AND key = {p}", (scope, key)) > 0
+            return self.rowcount(f"DELETE FROM startup WHERE scope = {p} AND key = {p}", (scope, key)) > 0
 
     # -- filters ------------------------------------------------------------------------------
-    def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
+    def where(self, f: Filters, alias: str) -> tuple[str, builtins.list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
         return where(f, self.dialect, alias)
 

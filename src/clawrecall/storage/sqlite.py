@@ -295,15 +295,15 @@ class SQLiteStore(Store):
             except sqlite3.DatabaseError as exc:
                 raise self._damaged(exc) from None
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._locked() as conn:
             return conn.execute(sql, params).fetchall()
 
-    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._locked() as conn:
             conn.executemany(sql, rows)
 
-    def _rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._locked() as conn:
             return conn.execute(sql, params).rowcount
 
@@ -340,13 +340,13 @@ class SQLiteStore(Store):
             return exc
         return StorageError(f"SQLite database {self.path} is damaged: {exc} (`clawrecall doctor` checks it)")
 
-    def _lock_schema(self) -> None:
+    def lock_schema(self) -> None:
         """BEGIN IMMEDIATE already holds the write lock: no other process can migrate meanwhile."""
 
-    def _steps(self) -> dict[str, list[str]]:
+    def migration_steps(self) -> dict[str, list[str]]:
         return _STEPS
 
-    def _extras(self, migration_set: str) -> tuple[list[str], list[str]]:
+    def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
 
     def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
@@ -383,8 +383,8 @@ class SQLiteStore(Store):
         index = self._index
         return 0 if index is None else index.rows(scopes)
 
-    def _table_exists(self, name: str) -> bool:
-        return bool(self._run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
+    def table_exists(self, name: str) -> bool:
+        return bool(self.run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -432,7 +432,7 @@ class SQLiteStore(Store):
         with self.transaction():
             super().remove(ids)
             for table in ("memories_fts", "memories_trgm"):
-                self._run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                self.run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def erased(self, scope: str | None = None) -> None:
         self._erased = True
@@ -468,10 +468,10 @@ class SQLiteStore(Store):
         merged them (~0.1 ms a memory at 100k; ~0.01 ms in one statement)."""
         count = len(records)
         for sql in _INDEX_NEW_ROWS:
-            self._run(sql, (count,))
-        lo, hi = self._run("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")[0]
+            self.run(sql, (count,))
+        lo, hi = self.run("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")[0]
         if hi is not None and hi - lo > 2 * _CHANGES_KEEP:  # readers further behind reload the index
-            self._run("DELETE FROM changes WHERE seq <= ?", (hi - _CHANGES_KEEP,))
+            self.run("DELETE FROM changes WHERE seq <= ?", (hi - _CHANGES_KEEP,))
         index = self._index
         if (index is not None and vectors is not None and count and vectors.shape[1] == index.dims
                 and index.last_seq == hi - count):
@@ -554,12 +554,12 @@ class SQLiteStore(Store):
         # the scope column only filters: it must not add to the ranking
         rank = f"bm25({table}, 1.0, 1.0, 1.0, 0.0)" if table == "memories_fts" else f"bm25({table})"
         best = f"SELECT rowid AS r, -{rank} AS s FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?"
-        rows = self._run(
+        rows = self.run(
             f"SELECT m.id, t.s FROM ({best}) t JOIN memories m ON m.rowid = t.r WHERE {where} ORDER BY t.s DESC LIMIT ?",
             (match, _FTS_WIDEN * k, *params, k),
         )
         if len(rows) < k:  # a match beyond the best may pass; with fewer matches than those, this is cheap
-            rows = self._run(
+            rows = self.run(
                 f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
                 f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
                 (every_match or match, *params, k),

@@ -14,19 +14,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import StorageError
 from ..models import embedded_text
+from .executor import Executor
 from .schema import STAGED_VECTORS
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from .sql import Store
 
 TARGET_KEY = "reembed_target"
 _T = STAGED_VECTORS.name
 
 
 class StagedVectors:
-    def __init__(self, store: Store):
+    def __init__(self, store: Executor):
         self._store = store
 
     def target(self) -> str | None:
@@ -38,7 +37,7 @@ class StagedVectors:
         s = self._store
         with s.transaction():
             if s.get_meta(TARGET_KEY) != target:
-                s._run(f"DELETE FROM {_T}")
+                s.run(f"DELETE FROM {_T}")
                 s.set_meta(TARGET_KEY, target)
 
     def pending(self, after: int, limit: int | None) -> list[tuple[int, str, str, Any]]:
@@ -46,7 +45,7 @@ class StagedVectors:
         order without a current staged vector: never staged, or changed since."""
         s = self._store
         p, oc = s.dialect.p, s.dialect.order_column
-        rows = s._run(
+        rows = s.run(
             f"SELECT m.{oc}, m.id, m.content, m.updated_at, m.keys FROM memories m "
             f"LEFT JOIN {_T} s ON s.id = m.id AND s.updated_at = m.updated_at "
             f"WHERE s.id IS NULL AND m.{oc} > {p} ORDER BY m.{oc}" + (f" LIMIT {int(limit)}" if limit is not None else ""),
@@ -60,7 +59,7 @@ class StagedVectors:
         p, vector = s.dialect.p, s.dialect.to_db["vector"]
         with s.transaction():
             self._still(target)
-            s._run_many(
+            s.run_many(
                 f"INSERT INTO {_T} (id, updated_at, embedding) VALUES ({p}, {p}, {p}) "
                 "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, embedding = excluded.embedding",
                 sorted(((r[1], r[3], vector(v)) for r, v in zip(rows, vectors)), key=lambda row: row[0]),
@@ -68,7 +67,7 @@ class StagedVectors:
 
     def count(self) -> int:
         """Rows whose staged vector is current."""
-        return int(self._store._run(
+        return int(self._store.run(
             f"SELECT count(*) FROM {_T} s JOIN memories m ON m.id = s.id AND m.updated_at = s.updated_at"
         )[0][0])
 
@@ -76,7 +75,7 @@ class StagedVectors:
         """Staged rows of a re-embedding that began and has not finished, current or not."""
         if self.target() is None:  # rows left by a swap that committed (a crash before `clear`): nothing under way
             return 0
-        return int(self._store._run(f"SELECT count(*) FROM {_T}")[0][0])
+        return int(self._store.run(f"SELECT count(*) FROM {_T}")[0][0])
 
     def _still(self, target: str) -> None:
         """In a write transaction: the staging is still this run's (another run may have finished it, or begun for another model)."""
@@ -91,20 +90,20 @@ class StagedVectors:
         s = self._store
         p = s.dialect.p
         self._still(target)
-        changed = s._rowcount(
+        changed = s.rowcount(
             f"UPDATE memories SET embedding = (SELECT s.embedding FROM {_T} s WHERE s.id = memories.id), "
             f"embedding_model = {p} WHERE id IN (SELECT id FROM {_T})",
             (model,),
         )
-        s._run(f"DELETE FROM meta WHERE key = {p}", (TARGET_KEY,))
+        s.run(f"DELETE FROM meta WHERE key = {p}", (TARGET_KEY,))
         return changed
 
     def clear(self) -> None:
         s = self._store
         with s.transaction():
-            s._run(f"DELETE FROM {_T}")
-            s._run(f"DELETE FROM meta WHERE key = {s.dialect.p}", (TARGET_KEY,))
+            s.run(f"DELETE FROM {_T}")
+            s.run(f"DELETE FROM meta WHERE key = {s.dialect.p}", (TARGET_KEY,))
 
     def remove(self, ids: list[str]) -> None:
         """In a hard delete: a staged vector is made from the row's text and goes with it."""
-        self._store._run(f"DELETE FROM {_T} WHERE id IN ({self._store.dialect.marks(len(ids))})", ids)
+        self._store.run(f"DELETE FROM {_T} WHERE id IN ({self._store.dialect.marks(len(ids))})", ids)

@@ -103,7 +103,7 @@ def without_words(query: str, words: set[str]) -> str:
     """The query less `words` ("Alice's" goes with "alice"); the query itself if only stopwords would remain."""
     if not words:
         return query
-    kept = _TOKEN.sub(lambda m: "" if _WORD.match(m.group()).group().lower() in words else m.group(), query)
+    kept = _TOKEN.sub(lambda m: "" if _WORD.findall(m.group())[0].lower() in words else m.group(), query)
     kept = " ".join(kept.split())
     return kept if any(w.lower() not in STOPWORDS for w in _WORD.findall(kept)) else query
 

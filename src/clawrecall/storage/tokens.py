@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
-
 from .dialect import RowMap
+from .executor import Executor
 from .schema import API_TOKENS
 
-if TYPE_CHECKING:
-    from .sql import Store
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,7 @@ class TokenRow:
 class ApiTokens:
     """`store.api_tokens`: the token table's reads and writes."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Executor):
         self._store = store
         self._map = RowMap(store.dialect, API_TOKENS)
         self._select = f"SELECT {self._map.columns} FROM api_tokens"
@@ -41,23 +38,23 @@ class ApiTokens:
         """Store a token; an id stored already is left as it is (adopting old token files is idempotent)."""
         s = self._store
         with s.transaction():
-            s._run(f"INSERT INTO api_tokens ({self._map.columns}) VALUES ({s.dialect.marks(len(self._map.fields))}) "
+            s.run(f"INSERT INTO api_tokens ({self._map.columns}) VALUES ({s.dialect.marks(len(self._map.fields))}) "
                    "ON CONFLICT (id) DO NOTHING", self._map.row(token))
 
     def all(self, *, include_revoked: bool) -> list[TokenRow]:
         """Every token (active ones unless `include_revoked`), oldest first."""
         where = "" if include_revoked else " WHERE revoked_at IS NULL"
-        return [self._map.read(TokenRow, r) for r in self._store._run(f"{self._select}{where} ORDER BY created_at, id")]
+        return [self._map.read(TokenRow, r) for r in self._store.run(f"{self._select}{where} ORDER BY created_at, id")]
 
     def get(self, token_id: str, *, active_only: bool) -> TokenRow | None:
         active = " AND revoked_at IS NULL" if active_only else ""
-        rows = self._store._run(f"{self._select} WHERE id = {self._store.dialect.p}{active}", (token_id,))
+        rows = self._store.run(f"{self._select} WHERE id = {self._store.dialect.p}{active}", (token_id,))
         return self._map.read(TokenRow, rows[0]) if rows else None
 
     def revoke(self, token_id: str, at: datetime) -> None:
         s, p = self._store, self._store.dialect.p
         with s.transaction():
-            s._run(f"UPDATE api_tokens SET revoked_at = {p} WHERE id = {p} AND revoked_at IS NULL", (s.dialect.ts(at), token_id))
+            s.run(f"UPDATE api_tokens SET revoked_at = {p} WHERE id = {p} AND revoked_at IS NULL", (s.dialect.ts(at), token_id))
 
     def any_active(self) -> bool:
-        return bool(self._store._run("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"))
+        return bool(self._store.run("SELECT 1 FROM api_tokens WHERE revoked_at IS NULL LIMIT 1"))

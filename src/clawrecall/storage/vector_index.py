@@ -321,7 +321,7 @@ class VectorIndex:
                     continue
                 sims, slots = part.similarities(query, tests, k, self.exact_rows)
                 top = np.argpartition(-sims, k - 1)[:k] if sims.size > k else np.arange(sims.size)
-                found.extend((float(sims[i]), part.ids[i if slots is None else slots[i]])  # type: ignore[misc]
+                found.extend((float(sims[i]), part.ids[i if slots is None else slots[i]])
                              for i in top if sims[i] != -np.inf)
             found.sort(key=lambda x: -x[0])
             return [(memory_id, score) for score, memory_id in found[:k]]
@@ -382,7 +382,7 @@ class VectorIndex:
                     self._swap(scope, part, new, slots[in_order], placed, lists)
         except _Stopped:
             pass
-        except Exception as exc:  # noqa: BLE001 - searches go on reading the scope whole; say why once
+        except Exception as exc:  # searches go on reading the scope whole; say why once
             log.warning("the vector index could not cluster %s (it is read whole): %s", scope, exc)
             part.unclusterable = True
         finally:
@@ -390,7 +390,7 @@ class VectorIndex:
                 part.touched = None
 
     def _swap(self, scope: str, part: _Partition, new: _Partition, order: np.ndarray,
-              placed: dict[str, tuple[str, int]], lists: _Lists) -> None:
+              placed: dict[str | None, tuple[str, int]], lists: _Lists) -> None:
         """Under the lock: `new` (the snapshot's rows, `order` their slots in `part`) takes the rows
         written since from `part`, and replaces it."""
         n = len(order)
@@ -399,7 +399,7 @@ class VectorIndex:
         touched[list(part.touched or ())] = True
         dead = np.flatnonzero(touched[order])  # written since: not where the snapshot put them
         for i in dead:
-            placed.pop(new.ids[i], None)  # type: ignore[arg-type]
+            placed.pop(new.ids[i], None)
             new.ids[i] = None
         new.alive[dead] = False
         snapshot = np.zeros(part.size, dtype=bool)
@@ -512,7 +512,7 @@ def _nearest(
         sims[:, ~live] = -np.inf
         for i, b in enumerate(np.argmax(sims, axis=1)):
             if sims[i, b] >= min_score:
-                out[i] = (part.ids[b], float(sims[i, b]))  # type: ignore[assignment]
+                out[i] = (part.ids[b], float(sims[i, b]))
         return out
     bound = _bounds(queries, basis) @ part.bounds[:n].T
     floor = min_score - _SLACK
@@ -523,5 +523,5 @@ def _nearest(
             sims = part.mat[rows] @ queries[q]
             b = int(np.argmax(sims))
             if sims[b] >= min_score:
-                out[q] = (part.ids[rows[b]], float(sims[b]))  # type: ignore[assignment]
+                out[q] = (part.ids[rows[b]], float(sims[b]))
     return out

@@ -9,7 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..hooks.recall import RECALLED_ROLES, label, via
+from ..hooks.recall import label, via
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
@@ -60,10 +60,10 @@ class RecallDetails(TypedDict):
 )
 def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     # what recall draws on (memories, earlier sessions' messages, files), as the recall hook does; a
-    # category is a memory's
-    sources = ["memory"] if args.type is not None else mem.config.hooks.recall.sources
-    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type, sources=sources,
-                      exclude_session=caller.session_id, message_roles=RECALLED_ROLES,
+    # category is a memory's, and narrows the search to memories
+    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type,
+                      sources=None if args.type is not None else mem.config.hooks.recall.sources,
+                      exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
                       as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
     if not hits:
         return ToolResult("No relevant memories." + keywords_only(hits), {"count": 0, "memories": [], **degraded(hits)})
@@ -76,9 +76,9 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
 
 def _entry(hit: SearchHit) -> RecalledEntry:
     """A hit's entry, with its source and, for a message or file chunk, where it came from."""
-    out: RecalledEntry = {**entry(hit.memory, hit.score)}  # type: ignore[typeddict-item]
-    if hit.source != "memory":
-        out["source"] = hit.source
+    out: RecalledEntry = {**entry(hit.memory, hit.score)}
+    if hit.memory.kind != "memory":
+        out["source"] = hit.memory.kind
         out["origin"] = hit.origin
     if hit.discussed is not None:
         out["discussed"] = hit.discussed.model_dump(mode="json")
@@ -176,7 +176,7 @@ class Candidates(TypedDict):
     otherwise the candidates are listed and nothing is erased; call again with the chosen memoryId.""",
 )
 def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
-    if (args.memoryId or "").strip():
+    if args.memoryId is not None and args.memoryId.strip():
         try:
             record = mem.get(args.memoryId.strip(), caller=caller)
         except NotFoundError:
@@ -184,8 +184,9 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         return _forget(mem, caller, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
-    hits = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0)
-    hits = [h for h in hits if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
+    found = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0,
+                       sources=["memory"])  # what was said and files are not erased one by one
+    hits = [h for h in found if h.similarity is None or h.score >= FORGET_CANDIDATE_RELEVANCE]
     if not hits:
         return ToolResult("No matching memory found.", {"action": "not_found", "found": 0})
     if _confident(hits):

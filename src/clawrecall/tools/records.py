@@ -2,18 +2,20 @@
 memory_delete (soft, always reversible) and memory_undelete.
 
 memory_search's result mirrors OpenClaw memory-core's `MemorySearchResult` (as ShadowDB's does),
-so a runtime can show our hits where it shows its own.
+so a runtime can show our hits where it shows its own: what was said in earlier conversations is
+its `sessions` source, a memory or a file's chunk its `memory` source.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 from typing_extensions import NotRequired, TypedDict
 
 from ..engine import MAX_CONTENT_CHARS, Memory
 from ..errors import ValidationError
+from ..hooks.recall import label
 from ..models import MemoryRecord
 from ..scopes import Caller
 from .base import Effects, OptionalFloat01, OptionalStr, OptionalStrList, ToolArgs, ToolResult, tool
@@ -32,10 +34,18 @@ class SearchArgs(ToolArgs):
     category: OptionalStr = Field(None, description="Only records of this category.")
     tags: OptionalStrList = Field(None, description="Only records with at least one of these tags.")
     asOf: OptionalStr = Field(None, description="An ISO date or time: search what was true then (default: now).")
+    sources: Annotated[
+        list[Literal["memory", "message", "chunk"]] | None,
+        WithJsonSchema({"type": "array", "items": {"enum": ["memory", "message", "chunk"]}, "minItems": 1}),
+    ] = Field(
+        None, description="Only these: memory (stored memories), message (what was said in earlier conversations), "
+        "chunk (ingested files). Default: all three, as the memories shown before a turn are found.",
+    )
 
 
 class SearchResult(TypedDict):
-    """OpenClaw memory-core's `MemorySearchResult` (hence `startLine`/`endLine`), with our id, age and category."""
+    """OpenClaw memory-core's `MemorySearchResult` (hence `startLine`/`endLine`; `source` is `sessions` for what was
+    said in a conversation), with our id, age, category, and `kind` and `label` as recalled lines name them."""
 
     id: str
     path: str
@@ -43,10 +53,13 @@ class SearchResult(TypedDict):
     endLine: int
     score: float
     snippet: str
-    source: Literal["memory"]
+    source: Literal["memory", "sessions"]
     citation: str
     age: str
     category: str
+    kind: Literal["memory", "message", "chunk"]
+    label: str  # a memory's category, who said a message ("user said"), or "file"
+    origin: NotRequired[dict[str, Any] | None]  # a message's or chunk's: its session, segment, file
     discussed: NotRequired[dict[str, Any]]  # a fact's occurrences: count, first_at, last_at
 
 
@@ -62,27 +75,34 @@ class SearchDetails(TypedDict):
 @tool(
     label="Memory Search",
     details=SearchDetails,
-    description="""Search long-term memory by meaning, keywords and fuzzy spelling at once. Returns ranked snippets,
-    each with its id, path, score and age; read a whole record with memory_get. Use it before answering questions
-    about prior work, decisions, dates, people, preferences or to-dos.""",
+    description="""Search long-term memory by meaning, keywords and fuzzy spelling at once: stored memories, what was
+    said in earlier conversations and ingested files. Returns ranked snippets, each with its id, path, score, age and
+    source; read a whole record with memory_get. Use it before answering questions about prior work, decisions,
+    dates, people, preferences or to-dos.""",
 )
 def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
+    # what recall searches, unless narrowed; the current conversation's messages are in the prompt already
     hits = mem.search(
         args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore,
+        sources=args.sources, exclude_session=caller.session_id,
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
     )
     provider, model, _ = mem.configured_fingerprint()
-    results: list[SearchResult] = [
-        {
+    results: list[SearchResult] = []
+    for h in hits:
+        result: SearchResult = {
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
-            "snippet": h.content[:SNIPPET_CHARS], "source": "memory", "citation": f"{PROVIDER}:memories#{h.id}",
-            "age": h.age, "category": h.memory.category,
-            **({"discussed": h.discussed.model_dump(mode="json")} if h.discussed is not None else {}),
+            "snippet": h.content[:SNIPPET_CHARS], "source": "sessions" if h.source == "message" else "memory",
+            "citation": f"{PROVIDER}:memories#{h.id}", "age": h.age, "category": h.memory.category,
+            "kind": h.source, "label": label(h),  # type: ignore[typeddict-item]  # a hit's source is a kind
         }
-        for h in hits
-    ]
-    text = (untrusted([line(n, h.memory, h.score, discussed=h.discussed) for n, h in enumerate(hits, 1)]) if hits
-            else "No relevant records.") + keywords_only(hits)
+        if h.source != "memory":
+            result["origin"] = h.origin
+        if h.discussed is not None:
+            result["discussed"] = h.discussed.model_dump(mode="json")
+        results.append(result)
+    text = (untrusted([line(n, h.memory, h.score, label=label(h), discussed=h.discussed) for n, h in enumerate(hits, 1)])
+            if hits else "No relevant records.") + keywords_only(hits)
     details: SearchDetails = {
         "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
         "citations": "auto", **degraded(hits),  # type: ignore[typeddict-item]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..hooks.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, sanitize_for_context
+from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, sanitize_for_context
 from ..models import Discussed, MemoryRecord, SearchHits
 
 LINE_CHARS = 300

@@ -1,0 +1,1 @@
+"""What other systems hold, brought into clawrecall: their configuration (`importers.config`)."""
