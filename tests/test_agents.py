@@ -225,3 +225,13 @@ def test_a_conversation_with_one_agent_is_not_another_agents_to_read(db_target):
             "My blood test came back fine"]
         assert not mem.search(query, caller=bob, sources=["message"], min_score=0)
         assert "blood test" not in str(before_prompt_build(mem, {"prompt": "How was my blood test?"}, bob))
+        # nor through the record's own reads: its sessions, a session by id, segments, export
+        assert [c["session_id"] for c in mem.conversations.sessions(caller=dj)] == ["s-dj"]
+        assert mem.conversations.sessions(caller=bob) == []
+        with pytest.raises(NotFoundError):
+            mem.conversations.show("s-dj", caller=bob)
+        with pytest.raises(NotFoundError):
+            mem.conversations.segments(caller=bob, session_id="s-dj")
+        exported = io.StringIO()
+        assert mem.conversations.export(exported, caller=bob) == 0 and "blood" not in exported.getvalue()
+        assert [m.content for m in mem.conversations.show("s-dj", caller=Caller("alice"))] == ["My blood test came back fine"]
