@@ -191,6 +191,18 @@ def test_memory_search_mirrors_memory_core_results(mem: Memory):
 
 
 
+def test_memory_search_narrowed_to_messages_reads_only_what_was_said(mem: Memory):
+    """Naming `sources` narrows what the tool searches, never widens the roles: a model asking for messages
+    gets what users and assistants said, not reasoning or tool output."""
+    earlier = Caller("alice", "main", "s0")
+    mem.conversations.log([
+        {"role": "user", "content": "The zephyrine valve leaks on the north pump."},
+        {"role": "toolResult", "content": "zephyrine valve sensor log: pressure 4.2 bar"},
+    ], caller=earlier)
+    found = call(mem, ALICE, "memory_search", query="zephyrine valve", sources=["message"]).details["results"]
+    assert [r["snippet"] for r in found] == ["The zephyrine valve leaks on the north pump."]
+
+
 def test_memory_search_says_when_nothing_is_relevant(tmp_path):
     with Memory.open(tmp_path / "memory.db") as fresh:
         fresh.add("Alice prefers dark mode in every code editor", user_id="alice", category="preference")
@@ -362,3 +374,12 @@ def test_memory_text_reaches_a_model_only_inside_markers_it_cannot_close(tmp_pat
     for marker in ("[END UNTRUSTED DATA]", "[UNTRUSTED DATA", "</relevant-memories", "\u202e", "\u200b", "\uff1c", "&lt;"):
         assert marker not in body
     assert len([ln for ln in body.strip().splitlines() if ln[:1].isdigit()]) == len(FORGERIES)
+
+
+def test_memory_forget_by_a_message_id_says_not_found_and_erases_nothing(mem: Memory):
+    """memory_get opens a recorded message by its id; memory_forget erases memories only, and says so."""
+    mem.conversations.log([{"role": "user", "content": "My locker code is 4417."}], caller=Caller("alice", "main", "s0"))
+    [said] = mem.conversations.show("s0", caller=ALICE)
+    result = call(mem, ALICE, "memory_forget", memoryId=said.id)
+    assert result.details == {"action": "not_found", "found": 0}
+    assert mem.conversations.show("s0", caller=ALICE)[0].content == "My locker code is 4417."

@@ -9,7 +9,7 @@ from typing import Iterator
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..models import KINDS, EmbeddingFingerprint, ReembedState
+from ..models import STORED_KINDS, EmbeddingFingerprint, ReembedState
 from ..scopes import Caller
 from ..storage import Filters, Store
 from ._embedding import Embedding, Progress
@@ -40,7 +40,7 @@ class Maintenance:
         return len(ids)
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-        """Re-embed every row (memories, messages, file chunks; deleted and awaiting ones too) with the
+        """Re-embed every row (memories, messages, file chunks, long messages' windows; deleted and awaiting ones too) with the
         configured model and adopt it as the store's model. Returns how many rows it re-embedded.
 
         The new vectors are staged (`storage/staging.py`) and swapped in with the new fingerprint in
@@ -54,7 +54,7 @@ class Maintenance:
         target = embedder.fingerprint.model_dump_json()
         staged = self.store.staged
         staged.begin(target)
-        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=KINDS))
+        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=STORED_KINDS))
         done = staged.count()
         if progress:
             progress(done, total)

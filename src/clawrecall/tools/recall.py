@@ -77,8 +77,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
 def _entry(hit: SearchHit) -> RecalledEntry:
     """A hit's entry, with its source and, for a message or file chunk, where it came from."""
     out: RecalledEntry = {**entry(hit.memory, hit.score)}
-    if hit.memory.kind != "memory":
-        out["source"] = hit.memory.kind
+    if hit.source != "memory":
+        out["source"] = hit.source
         out["origin"] = hit.origin
     if hit.discussed is not None:
         out["discussed"] = hit.discussed.model_dump(mode="json")
@@ -180,6 +180,8 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         try:
             record = mem.get(args.memoryId.strip(), caller=caller)
         except NotFoundError:
+            record = None
+        if record is None or record.kind != "memory":  # a recorded message or a file's chunk is not erased one by one
             return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
         return _forget(mem, caller, record.id)
     assert args.query is not None

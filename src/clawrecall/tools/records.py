@@ -84,7 +84,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
     # what recall searches, unless narrowed; the current conversation's messages are in the prompt already
     hits = mem.search(
         args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore,
-        sources=args.sources, exclude_session=caller.session_id,
+        sources=args.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
     )
     provider, model, _ = mem.configured_fingerprint()
@@ -94,7 +94,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
             "snippet": h.content[:SNIPPET_CHARS], "source": "sessions" if h.source == "message" else "memory",
             "citation": f"{PROVIDER}:memories#{h.id}", "age": h.age, "category": h.memory.category,
-            "kind": h.source, "label": label(h),  # type: ignore[typeddict-item]  # a hit's source is a kind
+            "kind": h.source, "label": label(h),
         }
         if h.source != "memory":
             result["origin"] = h.origin
