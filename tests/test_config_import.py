@@ -175,6 +175,10 @@ def test_memento_local_openclaw_json(tmp_path):
     t = translate({"extractionModel": "ollama/qwen2.5:7b"}, "memento-local")
     assert t.config == {"llm": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "qwen2.5:7b"}}
     assert "not a `provider/model`" in translate({"extractionModel": "claude"}, "memento-local").untranslated[0].reason
+    # the household: the level every agent's new memories get, and whether agents read each other's shared ones
+    t = translate({"visibility": {"defaultLevel": "private"}, "recall": {"crossAgentRecall": False}}, "memento-local")
+    assert t.config == {"extraction": {"visibility": {"default": "private"}}, "access": {"agents": {"*": {"master": False}}}}
+    assert build_config(t.config, {}).access.agent("drjones").master is False
 
 
 def test_a_value_clawrecall_refuses_is_listed_under_their_key_and_the_rest_loads():

@@ -76,6 +76,34 @@ def test_install_keeps_comments_and_layout_and_adds_only_our_entries(tmp_path):
     assert _install(path, "slot", config={"serverUrl": "http://127.0.0.1:9000", "user": "alice"}) == []  # idempotent
 
 
+def test_every_agent_of_the_roster_gets_the_plugins_tools_and_is_named(tmp_path):
+    """An agent's own tool policy would hide the plugin's tools from it: an allowlist names the plugin,
+    the minimal profile gets alsoAllow (OpenClaw refuses both in one policy); the roster is reported."""
+    from clawrecall.openclaw.install import roster
+
+    path = tmp_path / "openclaw.json"
+    path.write_text(textwrap.dedent("""\
+        {
+          agents: {
+            list: [
+              { id: "main" },
+              { id: "drjones", tools: { allow: ["read"] } }, // the doctor reads only
+              { id: "bob", tools: { profile: "minimal" } },
+            ],
+          },
+        }
+        """))
+    changes = _install(path)
+    data = json5.loads(path.read_text())
+    assert [a.get("tools") for a in data["agents"]["list"]] == [
+        None, {"allow": ["read", "clawrecall"]}, {"profile": "minimal", "alsoAllow": ["clawrecall"]}]
+    assert {"agents.list.1.tools.allow", "agents.list.2.tools.alsoAllow"} <= {c.path for c in changes}
+    assert "// the doctor reads only" in path.read_text()
+    assert _install(path) == []  # idempotent
+    assert roster(path) == ["main", "drjones", "bob"]
+    assert roster(tmp_path / "missing.json") == ["main"]
+
+
 def test_switching_mode_changes_only_the_mode_and_memory_core(tmp_path):
     path = tmp_path / "openclaw.json"
     path.write_text(HAND_WRITTEN)

@@ -179,6 +179,9 @@ class RetrievalConfig(_Section):
     message_roles: list[Literal["user", "assistant", "reasoning", "tool_call", "tool_result", "system"]] = Field(
         default=["user", "assistant"], min_length=1
     )
+    # an agent's search multiplies another agent's shared memory (the master knowledge base) by this,
+    # so its own memories and its user's words lead at equal relevance; memento-local: 0.5 (docs/agents.md)
+    master_weight: float = Field(default=0.8, ge=0, le=1)
 
 
 class WritesConfig(_Section):
@@ -463,11 +466,28 @@ class ScopeAccess(_Section):
         return members
 
 
+class AgentAccess(_Section):
+    """One agent of a household (docs/agents.md): the level of its new memories (memento-local's
+    `visibility.defaultLevel` and `rules`, by category; unset: `extraction.visibility`'s), and whether
+    it reads the master knowledge base, the other agents' shared memories (memento-local's
+    `crossAgentRecall`)."""
+
+    visibility: Literal["private", "shared", "secret"] | None = None
+    rules: dict[str, Literal["private", "shared", "secret"]] = Field(default_factory=dict)
+    master: bool = True
+
+
 class AccessConfig(_Section):
     """Who may use the shared scopes (docs/security.md): `scopes` maps `global`, `project:<id>` or
-    `custom:<name>` to its members. `global` is read by everyone, so it takes `write` only."""
+    `custom:<name>` to its members. `global` is read by everyone, so it takes `write` only. `agents`
+    maps an agent id (or `*`, every agent not named) to its household settings (docs/agents.md)."""
 
     scopes: dict[str, ScopeAccess] = Field(default_factory=dict)
+    agents: dict[str, AgentAccess] = Field(default_factory=dict)
+
+    def agent(self, agent_id: str | None) -> AgentAccess:
+        """The settings of an agent: its own, else `*`'s, else the defaults."""
+        return self.agents.get(agent_id or "") or self.agents.get(ALL) or _NO_AGENT
 
     @field_validator("scopes")
     @classmethod
@@ -479,6 +499,9 @@ class AccessConfig(_Section):
             if scope == "global" and members.read:
                 raise ValueError("global is read by every caller: give its members as write, or narrow a token's scopes")
         return scopes
+
+
+_NO_AGENT = AgentAccess()
 
 
 class Config(_Section):
@@ -515,6 +538,9 @@ class Config(_Section):
             raise ValueError("categories must include 'other', the category of a memory that names none")
         if unknown := sorted(set(self.extraction.visibility.rules) - set(self.categories)):
             raise ValueError(f"extraction.visibility.rules name categories that are not in categories: {', '.join(unknown)}")
+        for agent, settings in self.access.agents.items():
+            if unknown := sorted(set(settings.rules) - set(self.categories)):
+                raise ValueError(f"access.agents.{agent}.rules name categories that are not in categories: {', '.join(unknown)}")
         return self
 
 
@@ -668,14 +694,18 @@ def _config_variables(env: Mapping[str, str]) -> Iterator[tuple[str, list[str], 
 
 
 def _annotation_at(parts: list[str]) -> Any:
-    """The type of the config key a path of names leads to; None when it leads to no key."""
+    """The type of the config key a path of names leads to (a name after a mapping is one of its keys,
+    `access.agents.*.master`); None when it leads to no key."""
     model: type[BaseModel] | None = Config
-    annotation = None
+    annotation: Any = None
     for part in parts:
-        field = model.model_fields.get(part) if model is not None else None
-        if field is None:
-            return None
-        annotation = field.annotation
+        if get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+        else:
+            field = model.model_fields.get(part) if model is not None else None
+            if field is None:
+                return None
+            annotation = field.annotation
         model = _model_of(annotation)
     return annotation
 

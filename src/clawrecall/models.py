@@ -30,7 +30,7 @@ DEFAULT_CATEGORIES: tuple[str, ...] = (
 
 
 class Visibility(str, Enum):
-    """Who may see a memory across agents (stored now; enforced with multi-agent support)."""
+    """Who may see a memory across agents: its own agent alone, every agent of its scope, or its own agent when it asks (docs/agents.md)."""
 
     private = "private"
     shared = "shared"

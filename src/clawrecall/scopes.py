@@ -150,12 +150,28 @@ class Grant(Protocol):
     def write(self) -> Sequence[str]: ...
 
 
+class AgentSettings(Protocol):
+    """One agent's household settings (`config.AgentAccess`)."""
+
+    @property
+    def visibility(self) -> str | None: ...
+
+    @property
+    def rules(self) -> Mapping[str, str]: ...
+
+    @property
+    def master(self) -> bool: ...
+
+
 class AccessPolicy(Protocol):
     """The store's access policy (`config.AccessConfig`, declared with the rest of the config): the
-    members of each shared scope. A protocol, so the config may validate scopes with this module."""
+    members of each shared scope, and each agent's household settings. A protocol, so the config may
+    validate scopes with this module."""
 
     @property
     def scopes(self) -> Mapping[str, Grant]: ...
+
+    def agent(self, agent_id: str | None) -> AgentSettings: ...
 
 
 class Stored(Protocol):
@@ -169,6 +185,13 @@ class Stored(Protocol):
 
     @property
     def agent_id(self) -> str | None: ...
+
+
+class Leveled(Stored, Protocol):
+    """A stored memory with its level (`private`, `shared`, `secret`), for the household rule."""
+
+    @property
+    def visibility(self) -> str: ...
 
 
 def as_caller(caller: Caller | None, user_id: str | None, agent_id: str | None) -> Caller:
@@ -282,6 +305,47 @@ def read_scopes(caller: Caller, scope: str | list[str] | None, *, access: Access
         validate_scope(name)
         _require(caller, name, access, write=False)
     return names
+
+
+def household(caller: Caller, *, access: AccessPolicy, secrets: bool = False) -> dict[str, object]:
+    """The household rule of a read on the caller's behalf (`Filters` fields; docs/agents.md): an
+    agent sees its own memories, those no agent wrote and the other agents' shared ones (the master
+    knowledge base, unless `access.agents` turns it off), never another agent's private or secret
+    ones; a secret only when asked for (`secrets`), and only by its own agent (a caller that is no
+    agent, a person or the administrator: every secret of its scopes)."""
+    return {"household": True, "reader_agent": caller.agent_id, "master": access.agent(caller.agent_id).master,
+            "secrets": secrets}
+
+
+def sees(agent_id: str | None, memory: Leveled) -> bool:
+    """Whether an agent's reads (`household`, without secrets) include a stored memory of its scope:
+    what deduplication may match a new memory against, so a duplicate never names another agent's
+    private memory."""
+    if memory.visibility == "secret":
+        return memory.agent_id == agent_id
+    return agent_id is None or memory.agent_id in (None, agent_id) or memory.visibility == "shared"
+
+
+def new_visibility(caller: Caller, agent_id: str | None, category: str, given: str | None, *, access: AccessPolicy,
+                   default: str, rules: Mapping[str, str]) -> str:
+    """The level of a new memory: the one given, else its agent's rule for the category or default
+    level (`access.agents`), else the store's (`default`, `rules`: extraction.visibility)."""
+    if given is not None:
+        return given
+    settings = access.agent(agent_id if agent_id is not None else caller.agent_id)
+    return settings.rules.get(category) or rules.get(category) or settings.visibility or default
+
+
+def check_visibility_change(caller: Caller, memory: Leveled, level: str) -> None:
+    """Who changes a memory's level: its own agent, or a caller acting for no agent (a person, the
+    administrator). An agent may make a memory stricter (private, secret) but never make a secret
+    readable again: a model told to leak a credential cannot do it by changing its level."""
+    if caller.agent_id is None:
+        return
+    if memory.agent_id not in (None, caller.agent_id):
+        raise ScopeError(f"the visibility of agent {memory.agent_id!r}'s memory is not {_who(caller)}'s to change")
+    if memory.visibility == "secret" and level != "secret":
+        raise ScopeError("an agent may not make a secret readable: ask the user to change it (clawrecall update --visibility)")
 
 
 def _default_reads(caller: Caller, access: AccessPolicy) -> list[str]:

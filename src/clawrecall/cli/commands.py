@@ -304,6 +304,7 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @click.option("--explain", is_flag=True, help="Show how each score was reached.")
 @click.option("--sources", metavar="LIST", help="Only these, comma-separated: memory, message (what users and "
               "assistants said), chunk (files) [default: retrieval.sources, all three; memory with --category or --tag].")
+@click.option("--secrets", is_flag=True, help="Find the caller's own secret memories too (docs/agents.md).")
 @rows_format_options
 @pass_state
 def search(state: State, query: str, fmt: out.Format, sources: str | None, **params: Any) -> None:
@@ -478,6 +479,7 @@ def history(state: State, memory_id: str, fmt: out.Format, caller: Caller) -> No
 @click.command()
 @scope_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE (default: stdout).")
+@click.option("--secrets", is_flag=True, help="Export the caller's secret memories too (docs/agents.md).")
 @json_option
 @pass_state
 def export(state: State, output: str | None, as_json: bool, **filters: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..openclaw.install import MODES, Change, install_entries, record_provenance
+from ..openclaw.install import MODES, Change, install_entries, record_provenance, roster
 from . import output as out
 from .commands import group_json_option, json_option
 
@@ -76,6 +76,8 @@ def install(mode: str, dry_run: bool, config_path: Path | None, server_url: str 
     verb = "would change" if dry_run else "changed"
     lines = [f"{target}: {verb} {len(changes)} setting(s)" if changes else f"{target}: already set up, nothing to change"]
     lines += [f"  {c.describe()}" for c in changes]
+    data["agents"] = roster(target)  # each its own memories, all one master knowledge base per user
+    lines.append(f"Agents: {', '.join(data['agents'])}; each recalls and writes as itself (docs/agents.md).")
     if not dry_run:
         if not as_json:
             click.echo("Recording the plugin's folder with OpenClaw (`openclaw plugins install --link`)…", err=True)

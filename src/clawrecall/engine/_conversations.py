@@ -373,7 +373,7 @@ class Conversations:
         """The conversations the caller may read, the latest first."""
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        return self.store.messages.sessions(self._reads(caller, scope), limit=limit, offset=offset)
+        return self.store.messages.sessions(self._reads(caller, scope), limit=limit, offset=offset, agent=caller.agent_id)
 
     def show(self, session_id: str, *, caller: Caller, scope: str | None = None, limit: int = 1000,
              offset: int = 0) -> list[Message]:
@@ -381,7 +381,8 @@ class Conversations:
         _session_id(session_id)
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        found = self.store.messages.in_session(self._reads(caller, scope), session_id, limit=limit, offset=offset)
+        found = self.store.messages.in_session(self._reads(caller, scope), session_id, limit=limit, offset=offset,
+                                               agent=caller.agent_id)
         if not found and offset == 0:
             raise NotFoundError(f"no conversation with session id {session_id!r}")
         return found
@@ -395,7 +396,8 @@ class Conversations:
             _session_id(session_id)
         check_int(limit, "limit", 1, 10_000)
         check_int(offset, "offset", 0, 1_000_000_000)
-        found = self.store.segments.find(self._reads(caller, scope), session_id, limit=limit, offset=offset)
+        found = self.store.segments.find(self._reads(caller, scope), session_id, limit=limit, offset=offset,
+                                         agent=caller.agent_id)
         if session_id is not None and not found and offset == 0:
             raise NotFoundError(f"no conversation with session id {session_id!r}")
         return found
@@ -409,11 +411,12 @@ class Conversations:
             self.show(session_id, caller=caller, scope=scope, limit=1)
             conversations = [(where, session_id) for where in self.store.segments.scopes_of(reads, session_id)]
         else:
-            conversations = [(c["scope"], c["session_id"]) for c in self.store.messages.sessions(reads, limit=1_000_000, offset=0)]
+            conversations = [(c["scope"], c["session_id"])
+                             for c in self.store.messages.sessions(reads, limit=1_000_000, offset=0, agent=caller.agent_id)]
         n = 0
         for where, session in conversations:
             offset = 0
-            while batch := self.store.messages.in_session([where], session, limit=1000, offset=offset):
+            while batch := self.store.messages.in_session([where], session, limit=1000, offset=offset, agent=caller.agent_id):
                 for m in batch:
                     out.write(json.dumps(m.model_dump(mode="json", exclude={"dedup_key"}), ensure_ascii=False) + "\n")
                 n += len(batch)

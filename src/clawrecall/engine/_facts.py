@@ -20,7 +20,7 @@ from ..extraction.decide import Decision, decide
 from ..extraction.schema import ExtractedFact, Extraction, fact_categories
 from ..conversations.text import detect_category, keepable, strip_envelope
 from ..models import MemoryRecord, Message, Occurrence, Segment, Visibility, embedded_text
-from ..scopes import Caller, validate_scope
+from ..scopes import Caller, household, validate_scope
 from ..storage import Filters, Store
 from ._embedding import Embedding
 from ._validate import new_ids, require_writes
@@ -69,13 +69,15 @@ class Facts:
         cfg = self.config.extraction
         return self.active and segment.closed_at is not None and segment.turn_count >= cfg.min_turns
 
-    def known(self, scope: str, segment_text: str, limit: int) -> list[MemoryRecord]:
-        """The current facts of `scope` most like the segment, through the one search pipeline; never
-        secret ones (they are shown to a model), nor summaries. `EmbeddingError` when the provider fails."""
+    def known(self, scope: str, segment_text: str, limit: int, agent_id: str | None = None) -> list[MemoryRecord]:
+        """The current facts of `scope` most like the segment that its agent sees (scopes.household),
+        through the one search pipeline; never secret ones (they are shown to a model), nor summaries.
+        `EmbeddingError` when the provider fails."""
         validate_scope(scope)
         if limit <= 0 or not segment_text.strip():
             return []
-        filters = Filters(scopes=[scope], categories=fact_categories(self.config.categories))
+        filters = Filters(scopes=[scope], categories=fact_categories(self.config.categories),
+                          **household(Caller(agent_id=agent_id), access=self.config.access))  # type: ignore[arg-type]
         # the end of a long segment: what it came to is what the model is asked about
         hits = self._pipeline().search(segment_text[-4000:], filters, limit=min(2 * limit, 1000), diverse=False,
                                        min_score=0.0)
@@ -88,7 +90,7 @@ class Facts:
         `extraction.known_facts` known facts most like them."""
         messages = self.store.messages.in_segment(segment.id) if messages is None else messages
         text = "\n".join(m.content for m in messages if m.role in prompts.ROLES)
-        known = self.known(segment.scope, text, self.config.extraction.known_facts)
+        known = self.known(segment.scope, text, self.config.extraction.known_facts, segment.agent_id)
         return prompts.build(segment, messages, known, categories=self.config.categories, config=self.config.extraction)
 
     # -- after it ---------------------------------------------------------------------------------
@@ -185,7 +187,7 @@ class Facts:
         if not facts:
             return ApplyResult()
         text = "\n".join(m.content for m in shown)
-        known = self.known(segment.scope, text, self.config.extraction.known_facts)
+        known = self.known(segment.scope, text, self.config.extraction.known_facts, segment.agent_id)
         extraction = Extraction(facts=facts, summary=None)
         near = self._near([f.text for f in facts], known, list(range(len(facts))))
         decisions = decide(extraction, shown, known, config=self.config.extraction, near=near)

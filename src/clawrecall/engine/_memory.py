@@ -456,6 +456,7 @@ class Memory:
         exclude_session: str | None = None,
         message_roles: Sequence[str] | None = None,
         as_of: datetime | None = None,
+        secrets: bool = False,
     ) -> SearchHits:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
@@ -476,6 +477,9 @@ class Memory:
         Only current memories are searched (not those another has superseded); `as_of` searches what was
         true then. A time in the query ("yesterday", "in May", "v květnu", "в мае")
         lifts what was said or became true in that time (docs/time.md).
+
+        An agent finds its own memories, those no agent wrote and the other agents' shared ones;
+        `secrets=True` adds its own secrets (docs/agents.md).
 
         When the embedding provider fails, a hybrid search runs on its keyword legs and the hits say why
         (`hits.without_vectors`); their scores are then ranking scores. A `vector` search fails."""
@@ -499,7 +503,7 @@ class Memory:
             session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
             exclude_session=exclude_session,
             exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
-            message_roles=message_roles, as_of=as_of,
+            message_roles=message_roles, as_of=as_of, secrets=secrets,
         )
         query, started = query.strip()[:4000], time.perf_counter()
         hits = self.pipeline.search(query, filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
@@ -541,6 +545,7 @@ class Memory:
         order: str = "newest",
         as_of: datetime | None = None,
         include_superseded: bool = False,
+        secrets: bool = False,
     ) -> list[MemoryRecord]:
         """Memories without searching, newest first; deleted, expired and superseded ones only when asked for.
 
@@ -555,7 +560,7 @@ class Memory:
             caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
             session_id=session_id, since=since, until=until, include_deleted=include_deleted, only_deleted=only_deleted,
             include_expired=include_expired, source_type=source_type, source_id=source_id, as_of=as_of,
-            include_superseded=include_superseded,
+            include_superseded=include_superseded, secrets=secrets,
         )
         return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 
@@ -609,10 +614,12 @@ class Memory:
     # -- JSONL import / export ---------------------------------------------------------------
     def export_jsonl(
         self, out: IO[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | builtins.list[str] | None = None, include_deleted: bool = True,
+        scope: str | builtins.list[str] | None = None, include_deleted: bool = True, secrets: bool = False,
     ) -> int:
-        """Write one JSON object per memory, with every field, oldest first."""
-        return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted)
+        """Write one JSON object per memory, with every field, oldest first; secret memories only with
+        `secrets=True` (the caller's own; the administrator's: all)."""
+        return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted,
+                                           secrets=secrets)
 
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,

@@ -10,7 +10,7 @@ from typing import Sequence, get_args
 from ..config import AccessConfig, RetrievalConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
 from ..models import KINDS, MemoryRecord, Role
-from ..scopes import Caller, read_scopes
+from ..scopes import Caller, household, read_scopes
 from ..storage import Filters, Store
 from ._validate import check_category, check_text, check_when
 
@@ -25,8 +25,10 @@ def read_filters(
     source_id: str | Sequence[str] | None = None, sources: Sequence[str] | None = None,
     exclude_session: str | None = None, exclude_since: datetime | None = None,
     message_roles: Sequence[str] | None = None, as_of: datetime | None = None, include_superseded: bool = False,
+    secrets: bool = False,
 ) -> Filters:
-    """A read's checked filters, in the scopes the caller may read (`categories`, `access`: the configured ones)."""
+    """A read's checked filters, in the scopes the caller may read and the rows of them it sees
+    (`categories`, `access`: the configured ones; `secrets`: its own secrets too, asked for)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
     for c in wanted or []:
         check_category(c, categories)
@@ -45,6 +47,7 @@ def read_filters(
         until=check_when(until, "until") if until is not None else None,
         include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         as_of=check_when(as_of, "as_of") if as_of is not None else None, include_superseded=include_superseded,
+        **household(caller, access=access, secrets=secrets),  # type: ignore[arg-type]
     )
 
 
@@ -90,7 +93,8 @@ def resolve(
     store: Store, memory_id: str, caller: Caller, scope: str | list[str] | None, access: AccessConfig,
     kinds: tuple[str, ...] = ("memory",),
 ) -> MemoryRecord:
-    """Id or unique prefix → record of one of `kinds`, in the scopes the caller reads. Other scopes' memories
+    """Id or unique prefix → record of one of `kinds`, in the scopes and rows the caller reads (its own
+    secrets too: an id is an explicit request). Other scopes' memories, and other agents' private ones,
     are "not found"."""
     if not isinstance(memory_id, str):
         raise ValidationError(f"memory id must be a string, got {type(memory_id).__name__}")
@@ -98,7 +102,8 @@ def resolve(
         raise ValidationError(f"invalid memory id {memory_id!r}: give the id or at least 8 of its first hex characters")
     prefix = memory_id.strip().lower()
     filters = Filters(scopes=read_scopes(caller, scope, access=access), include_deleted=True, include_expired=True,
-                      include_superseded=True, kinds=kinds)
+                      include_superseded=True, kinds=kinds,
+                      **household(caller, access=access, secrets=True))  # type: ignore[arg-type]
     matches = store.ids_with_prefix(prefix, filters)
     if not matches:
         raise NotFoundError(f"no memory with id {memory_id!r}")

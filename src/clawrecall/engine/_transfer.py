@@ -29,10 +29,12 @@ class Transfer:
         self.config = config
         self.writes = writes
 
-    def export_jsonl(self, out: IO[str], caller: Caller, scope: str | list[str] | None, *, include_deleted: bool) -> int:
+    def export_jsonl(
+        self, out: IO[str], caller: Caller, scope: str | list[str] | None, *, include_deleted: bool, secrets: bool,
+    ) -> int:
         filters = read_filters(
             caller, scope, self.config.categories, access=self.config.access, include_deleted=include_deleted,
-            include_expired=True, include_superseded=True,
+            include_expired=True, include_superseded=True, secrets=secrets,
         )
         n = 0
         for record, _ in self.store.iter_all(filters):

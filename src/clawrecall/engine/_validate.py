@@ -20,7 +20,7 @@ from ..config import Config
 from ..conversations.text import MAX_CONTENT_CHARS, check_text
 from ..errors import ScopeError, ValidationError, WritesDisabledError, pydantic_message
 from ..models import MemoryRecord, NewMemory, Visibility
-from ..scopes import MAX_ID_CHARS, Caller, new_memory_owner
+from ..scopes import MAX_ID_CHARS, Caller, new_memory_owner, new_visibility
 
 MAX_METADATA_CHARS = 100_000  # as JSON: room for any annotation, not for a second copy of a document
 MAX_METADATA_DEPTH = 64  # objects and arrays inside each other: far under what JSON encoders stop at (255)
@@ -65,6 +65,7 @@ def _build_record(
         if value is not None:
             check_field(value, name)
     scope, uid, aid = new_memory_owner(caller, new.user_id, new.agent_id, new.scope, access=config.access)
+    category = check_category("other" if new.category is None else new.category, config.categories)
     created = check_when(new.created_at, "created_at") if new.created_at else now
     valid_from = check_when(new.valid_from, "valid_from") if new.valid_from else created
     valid_to = check_when(new.valid_to, "valid_to") if new.valid_to else None
@@ -74,7 +75,7 @@ def _build_record(
         id=check_new_id(new.id) if new.id else fresh_id,
         content=content,
         title=new.title,
-        category=check_category("other" if new.category is None else new.category, config.categories),
+        category=category,
         tags=check_tags(new.tags),
         importance=0.7 if new.importance is None else new.importance,
         confidence=1.0 if new.confidence is None else new.confidence,
@@ -82,7 +83,8 @@ def _build_record(
         user_id=uid,
         agent_id=aid,
         session_id=session_id,
-        visibility=new.visibility or Visibility.shared,
+        visibility=new_visibility(caller, aid, category, new.visibility, access=config.access,
+                                  default=config.extraction.visibility.default, rules=config.extraction.visibility.rules),
         source_type=new.source_type,
         source_id=new.source_id,
         metadata=check_metadata(new.metadata) if new.metadata else {},

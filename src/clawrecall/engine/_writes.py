@@ -18,7 +18,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import AddResult, MemoryRecord, NewMemory, Visibility
-from ..scopes import Caller, check_change, may_erase
+from ..scopes import Caller, check_change, check_visibility_change, may_erase, sees
 from ..storage import Filters, HistoryDraft, Store
 from ..storage.text import lexically_close
 from ._embedding import Embedding, Progress
@@ -196,7 +196,8 @@ class Writes:
             group = vectors[rows]
             stored = self.store.nearest(group, scope, threshold)
             texts = self.store.fetch([hit.id for hit in stored if hit is not None])
-            stored = [hit if hit is not None and hit.id in texts and lexically_close(records[row].content, texts[hit.id].content)
+            stored = [hit if hit is not None and hit.id in texts and sees(records[row].agent_id, texts[hit.id])
+                      and lexically_close(records[row].content, texts[hit.id].content)
                       else None for row, hit in zip(rows, stored)]
             kept = np.array([hit is None for hit in stored])  # final for every item not close to an earlier one
             for start in range(0, len(rows), _DEDUP_BLOCK):
@@ -225,6 +226,8 @@ class Writes:
         old = resolve(self.store, memory_id, caller, scope, self.config.access)
         check_change(caller, old, access=self.config.access)
         changes = self._changes(fields)
+        if "visibility" in changes:
+            check_visibility_change(caller, old, changes["visibility"])
         requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
         if not requested:
             return old
@@ -269,6 +272,8 @@ class Writes:
         (`close_and_open` writes it): what `supersede` and a batch of extracted updates share."""
         old = resolve(self.store, memory_id, caller, scope, self.config.access)
         check_change(caller, old, access=self.config.access)
+        if fields.get("visibility") is not None:
+            check_visibility_change(caller, old, fields["visibility"])
         now = utcnow()
         start = now if valid_from is None else check_when(valid_from, "valid_from")
         if start > now:

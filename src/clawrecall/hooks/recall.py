@@ -19,7 +19,7 @@ from ..errors import NotFoundError
 from ..conversations.text import (
     RECALL_CLOSE, RECALL_OPEN, discussed_text, percent, sanitize_for_context, strip_envelope, untrusted,
 )
-from ..models import SearchHit
+from ..models import MemoryRecord, SearchHit
 from ..retrieval.noise import is_small_talk
 from ..scopes import Caller, may_write
 from ..storage.text import words
@@ -97,7 +97,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         return _answer(skipped="error")
 
     floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
-    chosen, lines = _select(hits, cfg, session, floor)
+    chosen, lines = _select(hits, cfg, session, floor, caller, mem.config.retrieval.master_weight)
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -113,6 +113,14 @@ def label(hit: SearchHit) -> str:
     if hit.memory.kind == "message":
         return f"{hit.memory.source_id} said"
     return "file" if hit.memory.kind == "chunk" else hit.memory.category
+
+
+def via(record: MemoryRecord, caller: Caller) -> str:
+    """" [via drjones]" after a line the reading agent has from another agent's shared memory (the
+    master knowledge base), so the model knows whose word it is; nothing for its own."""
+    if caller.agent_id is None or record.agent_id in (None, caller.agent_id):
+        return ""
+    return f" [via {sanitize_for_context(record.agent_id, 40)}]"
 
 
 def end_segment(mem: "Memory", caller: Caller) -> None:
@@ -143,7 +151,8 @@ def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
 
 
 def _select(
-    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None, floor: float
+    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None, floor: float, caller: Caller,
+    master_weight: float,
 ) -> tuple[list[SearchHit], list[str]]:
     """Best hits first, within the item, total and per-item budgets, each a line worth its place: relevant
     by its own score (an assistant's reply by a higher one), telling something (not small talk, not a
@@ -159,7 +168,9 @@ def _select(
     lines: list[str] = []
     said: list[set[str]] = []
     used = 0
-    for hit in sorted(hits, key=own_score, reverse=True):  # stable: equal scores keep the search's order
+    # stable: equal scores keep the search's order; another agent's shared memory after the agent's own
+    # (retrieval.master_weight, as the search ranks it)
+    for hit in sorted(hits, key=lambda h: own_score(h) * (master_weight if via(h.memory, caller) else 1.0), reverse=True):
         if len(chosen) == cfg.max_items:
             break
         last = session.injected.get(hit.id) if session is not None else None
@@ -173,7 +184,7 @@ def _select(
         if any(_overlap(text, other) >= cfg.near_duplicate for other in said):
             continue
         when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
-        line = (f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} "
+        line = (f"- [{label(hit)}]{via(hit.memory, caller)} {sanitize_for_context(hit.content, cfg.per_item_max_chars)} "
                 f"({percent(score)}, {when})")
         cost = len(line) + (1 if lines else 0)
         if used + cost > cfg.max_chars:

@@ -578,8 +578,8 @@ MEMENTO = System(
         _to("recall.maxFacts", "hooks.recall.max_items"),
         _to("recall.maxContextChars", "hooks.recall.max_chars"),
         _to("recall.minQueryLength", "hooks.recall.min_length"),
-        _none("recall.crossAgentRecall", "agents share through shared scopes (`access.scopes`); a memory's "
-              "visibility says whether it may cross agents"),
+        _to("recall.crossAgentRecall", "access.agents.*.master", "every agent reads the other agents' shared "
+            "memories (the master knowledge base), or none does; per agent: `access.agents.<id>.master`"),
     ),
 )
 

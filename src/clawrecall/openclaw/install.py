@@ -78,7 +78,7 @@ def mask(value: Any) -> Any:
 
 def planned_settings(
     data: dict[str, Any], mode: Mode, plugin_dir: Path, plugin_config: dict[str, Any]
-) -> tuple[list[tuple[tuple[str, ...], Any]], list[tuple[tuple[str, ...], str]]]:
+) -> tuple[list[tuple[tuple[str, ...], Any]], list[tuple[tuple[str | int, ...], str]]]:
     """(values to set, list elements to add) for this config and mode."""
     if mode not in MODES:
         raise ValidationError(f"mode is beside or slot, not {mode!r}")
@@ -91,14 +91,39 @@ def planned_settings(
         *(((*entry, "config", key), value) for key, value in plugin_config.items()),
         (("plugins", "entries", "memory-core", "enabled"), mode == "beside"),
     ]
-    adds: list[tuple[tuple[str, ...], str]] = [(("plugins", "load", "paths"), str(plugin_dir))]
+    adds: list[tuple[tuple[str | int, ...], str]] = [(("plugins", "load", "paths"), str(plugin_dir))]
     plugins = given if isinstance(given := data.get("plugins"), dict) else {}
     if plugins.get("allow"):  # an allowlist loads only what it names
         adds.append((("plugins", "allow"), PLUGIN_ID))
-    tools = given if isinstance(given := data.get("tools"), dict) else {}
-    if tools.get("allow") or tools.get("profile") == "minimal":  # these hide plugin tools
-        adds.append((("tools", "alsoAllow"), PLUGIN_ID))
+    adds += _tool_allowance(data, ())
+    # every agent of the roster: its own tool policy may hide the plugin's tools from it
+    agents = given.get("list") if isinstance(given := data.get("agents"), dict) else None
+    for n, agent in enumerate(agents if isinstance(agents, list) else []):
+        if isinstance(agent, dict):
+            adds += _tool_allowance(agent, ("agents", "list", n))
     return sets, adds
+
+
+def roster(config_path: Path) -> list[str]:
+    """The ids of the agents `openclaw.json` lists (`agents.list[].id`), else OpenClaw's default `main`:
+    each recalls and writes as itself (the plugin sends its `agentId`; docs/agents.md)."""
+    path = Path(config_path)
+    data = Json5Document(path.read_text(encoding="utf-8"), str(path)).data if path.exists() else {}
+    agents = given.get("list") if isinstance(given := data.get("agents"), dict) else None
+    ids = [a["id"] for a in agents if isinstance(a, dict) and isinstance(a.get("id"), str)] if isinstance(agents, list) else []
+    return ids or ["main"]
+
+
+def _tool_allowance(holder: dict[str, Any], at: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What lets the plugin's tools through a tool policy (`tools` of the config or of one agent): an
+    allowlist names the plugin; the minimal profile, which hides plugin tools, gets `alsoAllow`
+    (OpenClaw refuses a policy with both)."""
+    tools = given if isinstance(given := holder.get("tools"), dict) else {}
+    if tools.get("allow"):
+        return [((*at, "tools", "allow"), PLUGIN_ID)]
+    if tools.get("profile") == "minimal":
+        return [((*at, "tools", "alsoAllow"), PLUGIN_ID)]
+    return []
 
 
 def install_entries(
@@ -227,22 +252,29 @@ class Json5Document:
                 return pair.value
         return None
 
-    def _walk(self, keys: tuple[str, ...]) -> tuple[Any, int, Any]:
-        """(deepest object node on the way, how many keys it covers, the node at the full path or None)."""
+    def _walk(self, keys: tuple[str | int, ...]) -> tuple[Any, int, Any]:
+        """(deepest object node on the way, how many keys it covers, the node at the full path or None);
+        an int key is a list's index (`agents.list.1`)."""
         node, value = self.model, self.data
         for depth, key in enumerate(keys):
-            child = self._member(node, key) if type(node).__name__ == "JSONObject" else None
+            if isinstance(key, int):
+                child = node.values[key] if type(node).__name__ == "JSONArray" and key < len(node.values) else None
+            else:
+                child = self._member(node, key) if type(node).__name__ == "JSONObject" else None
             if child is None:
                 return node, depth, None
-            if not isinstance(value.get(key), (dict, list)) and depth < len(keys) - 1:
-                raise ValidationError(f"{self.name}: {'.'.join(keys[: depth + 1])} is not an object")
+            if not isinstance(value[key], (dict, list)) and depth < len(keys) - 1:
+                raise ValidationError(f"{self.name}: {_dotted(keys[: depth + 1])} is not an object")
             node, value = child, value[key]
         return node, len(keys), node
 
-    def _value(self, keys: tuple[str, ...]) -> Any:
+    def _value(self, keys: tuple[str | int, ...]) -> Any:
         value: Any = self.data
         for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(key, int):
+                value = value[key] if isinstance(value, list) and key < len(value) else None
+            else:
+                value = value.get(key) if isinstance(value, dict) else None
         return value
 
     def _indent_of(self, offset: int) -> str:
@@ -255,12 +287,12 @@ class Json5Document:
         self._parse()
 
     # -- edits -------------------------------------------------------------------------------
-    def set(self, keys: tuple[str, ...], value: Any) -> Change | None:
+    def set(self, keys: tuple[str | int, ...], value: Any) -> Change | None:
         old = self._value(keys)
         if old == value and type(old) is type(value):
             return None
         parent, depth, node = self._walk(keys)
-        dotted = ".".join(keys)
+        dotted = _dotted(keys)
         if node is not None:
             if type(node).__name__ in ("JSONObject", "JSONArray"):
                 raise ValidationError(f"{self.name}: {dotted} is an object or list, not a value")
@@ -272,12 +304,12 @@ class Json5Document:
         self._insert_member(parent, keys[depth], nested)
         return Change(dotted, None, value)
 
-    def append(self, keys: tuple[str, ...], item: str) -> Change | None:
+    def append(self, keys: tuple[str | int, ...], item: str) -> Change | None:
         current = self._value(keys)
         if isinstance(current, list) and item in current:
             return None
         parent, depth, node = self._walk(keys)
-        dotted = ".".join(keys)
+        dotted = _dotted(keys)
         if node is None:
             nested: Any = [item]
             for key in reversed(keys[depth + 1:]):
@@ -297,8 +329,10 @@ class Json5Document:
             self._splice(close, close, json.dumps(item))
         return Change(dotted, None, item, append=True)
 
-    def _insert_member(self, obj: Any, key: str, value: Any) -> None:
+    def _insert_member(self, obj: Any, key: str | int, value: Any) -> None:
         """Add `key: value` as the last member of `obj`, in the object's own layout."""
+        if isinstance(key, int):  # the list changed under the edit: an index is never added
+            raise ValidationError(f"{self.name}: no item {key} where one was read")
         close = self._end(obj) - 1  # the closing brace
         pairs = obj.key_value_pairs
         closing_indent = self._indent_of(close)
@@ -322,6 +356,10 @@ class Json5Document:
             self._splice(close, close, f"\n{member_indent}{member}{comma}\n{closing_indent}")
         else:
             self._splice(close, close, f"{' ' if pairs else ''}{member}{comma}{' ' if pairs else ''}")
+
+
+def _dotted(keys: tuple[str | int, ...]) -> str:
+    return ".".join(map(str, keys))
 
 
 def _render(value: Any, indent: str) -> str:

@@ -2,7 +2,7 @@
 
     candidate legs (vector, bm25, trigram; each over-fetching)
       → fusion (weighted min-max scores, or RRF) → session neighbours → rerank (optional) → recency boost
-      → time named in the query → importance weight → recurrence weight → source weight → length normalisation → time decay → noise filter → MMR diversity
+      → time named in the query → importance weight → recurrence weight → source weight → master weight → length normalisation → time decay → noise filter → MMR diversity
       → absolute score (relevance.py) → minimum score → limit
 
 Only the candidate legs touch the store; every later stage is a pure function of the
@@ -123,6 +123,8 @@ class RetrievalPipeline:
             items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
+            if filters.reader_agent is not None:
+                items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
             # a long message found by one of its windows matched by that window's length, not by bulk
             parts = {i: len(w.content) for i, w in self.store.fetch(list(via.values())).items()} if via else {}
             items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
@@ -488,6 +490,16 @@ def apply_source_weights(items: list[Scored], weights: Mapping[Source, float]) -
         if factor != 1.0:
             item.steps["source"] = factor
             item.score *= factor
+    return items
+
+
+def apply_master(items: list[Scored], agent: str, *, weight: float) -> list[Scored]:
+    """× `weight` for another agent's shared memory (the master knowledge base): an agent's own
+    memories, and its user's own words, rank before what another agent learnt (docs/agents.md)."""
+    for item in items:
+        if item.memory.agent_id not in (None, agent):
+            item.steps["master"] = weight
+            item.score *= weight
     return items
 
 

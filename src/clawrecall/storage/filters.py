@@ -43,6 +43,11 @@ class Filters:
     message_roles: tuple[str, ...] | None = None  # only messages of these roles (a message row's source_id)
     as_of: datetime | None = None  # what was true at this time (valid time), instead of what is true now
     include_superseded: bool = False  # every version of a fact, not only the current one (reads by id, maintenance)
+    # the household rule (docs/agents.md), set by `scopes.household` for a read on a caller's behalf:
+    household: bool = False
+    reader_agent: str | None = None  # the agent reading: another agent's private memories are not its
+    master: bool = True  # it reads the other agents' shared memories (the master knowledge base)
+    secrets: bool = False  # secrets too (asked for): an agent's own, a person's or the administrator's all
 
 
 class Columns(Protocol):
@@ -140,6 +145,44 @@ class Valid(Rule):
         def test(rows: Columns) -> np.ndarray:
             start = rows["valid_from"]
             return (np.where(np.isnan(start), rows["created_at"], start) <= at) & ~(rows["valid_to"] <= at)
+
+        return test
+
+
+class Household(Rule):
+    """What a reader sees of the rows of its scopes, by their visibility and author. An agent reads its
+    own rows, the rows no agent wrote (its user's own words, imports) and, unless told not to, the
+    other agents' shared memories and file chunks, never their messages (a conversation is its
+    agent's, whatever level the row had when it was stored); a secret only when asked for, and then
+    only its own. A reader that is no agent (a person, the administrator) sees every row of its
+    scopes, secrets when asked for."""
+
+    columns = ("visibility", "agent_id", "kind")
+
+    def applies(self, f: Filters) -> bool:
+        return f.household
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        if f.reader_agent is None:
+            return ("1 = 1" if f.secrets else f"{a}.visibility <> 'secret'"), []
+        secret = f"({a}.visibility <> 'secret' OR {a}.agent_id = {d.p})" if f.secrets else f"{a}.visibility <> 'secret'"
+        shared = f"({a}.visibility = 'shared' AND {a}.kind <> 'message') OR " if f.master else ""
+        return (f"({shared}{a}.agent_id IS NULL OR {a}.agent_id = {d.p}) AND {secret}",
+                [f.reader_agent, *([f.reader_agent] if f.secrets else [])])
+
+    def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
+        import numpy as np
+
+        def test(rows: Columns) -> np.ndarray:
+            level, agent = rows["visibility"], rows["agent_id"]
+            secret = np.isin(level, rows.codes("visibility", ["secret"]))
+            if f.reader_agent is None:
+                return np.ones_like(secret) if f.secrets else ~secret
+            own = np.isin(agent, rows.codes("agent_id", [f.reader_agent]))
+            seen = own | np.isin(agent, rows.codes("agent_id", [None]))  # type: ignore[list-item]
+            if f.master:
+                seen |= np.isin(level, rows.codes("visibility", ["shared"])) & ~np.isin(rows["kind"], rows.codes("kind", ["message"]))
+            return seen & (~secret | own) if f.secrets else seen & ~secret
 
         return test
 
@@ -250,6 +293,7 @@ RULES: tuple[Rule, ...] = (
     Deleted(),
     NotExpired(),
     Valid(),
+    Household(),
     SCOPE,
     OneOf("kind", "kinds"),
     OneOf("category", "categories"),

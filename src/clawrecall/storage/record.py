@@ -62,9 +62,12 @@ class Messages(TableRows[Message]):
             out.update((m.id, m) for m in self._read(f"WHERE {where}", params))
         return out
 
-    def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int) -> list[Message]:
+    def in_session(self, scopes: Sequence[str] | None, session_id: str, *, limit: int, offset: int,
+                   agent: str | None = None) -> list[Message]:
+        """`agent`: only the messages of that agent's conversations (or of none's): docs/agents.md."""
         p = self._store.dialect.p
         where, params = self._in_scopes(scopes)
+        where, params = _of_agent(where, params, "m", agent, p)
         return self._read(f"WHERE {where} AND t.session_id = {p} ORDER BY {self._order} LIMIT {p} OFFSET {p}",
                           (*params, session_id, limit, offset))
 
@@ -105,10 +108,12 @@ class Messages(TableRows[Message]):
         with s.transaction():
             s.run_many(f"UPDATE messages SET segment_id = {p} WHERE id = {p}", [(segment_id, i) for i in ids])
 
-    def sessions(self, scopes: Sequence[str] | None, *, limit: int, offset: int) -> list[dict[str, Any]]:
-        """One row per conversation (scope and session), the latest first."""
+    def sessions(self, scopes: Sequence[str] | None, *, limit: int, offset: int,
+                 agent: str | None = None) -> list[dict[str, Any]]:
+        """One row per conversation (scope and session), the latest first; `agent`: its own only."""
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
+        where, params = _of_agent(where, params, "m", agent, d.p)
         rows = self._store.run(
             "SELECT t.scope, t.session_id, min(m.user_id), min(m.agent_id), min(t.channel), count(*), "
             "min(t.created_at), max(t.created_at) FROM messages t JOIN memories m ON m.id = t.id "
@@ -189,10 +194,12 @@ class Segments(TableRows[Segment]):
         return [r[0] for r in rows]
 
     def find(self, scopes: Sequence[str] | None, session_id: str | None, *, limit: int, offset: int,
-             for_update: bool = False) -> list[Segment]:
-        """`for_update`: locked until the transaction ends (PostgreSQL), as `open_for` locks one."""
+             for_update: bool = False, agent: str | None = None) -> list[Segment]:
+        """`for_update`: locked until the transaction ends (PostgreSQL), as `open_for` locks one; `agent`:
+        that agent's segments only (and those of no agent)."""
         d = self._store.dialect
         where, params = self._in_scopes(scopes)
+        where, params = _of_agent(where, params, "t", agent, d.p)
         if session_id is not None:
             where += f" AND t.session_id = {d.p}"
             params.append(session_id)
@@ -219,3 +226,9 @@ class Files(TableRows[FileRecord]):
         with s.transaction():
             s.run(f"DELETE FROM files WHERE id = {s.dialect.p}", (file_id,))
 
+
+def _of_agent(where: str, params: list[Any], alias: str, agent: str | None, p: str) -> tuple[str, list[Any]]:
+    """A conversation is its agent's (docs/agents.md): with `agent`, rows of another agent are left out."""
+    if agent is None:
+        return where, params
+    return f"{where} AND ({alias}.agent_id IS NULL OR {alias}.agent_id = {p})", [*params, agent]

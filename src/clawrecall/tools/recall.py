@@ -9,7 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..hooks.recall import label
+from ..hooks.recall import label, via
 from ..models import KINDS, SearchHit
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
@@ -68,8 +68,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
     if not hits:
         return ToolResult("No relevant memories." + keywords_only(hits), {"count": 0, "memories": [], **degraded(hits)})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
-        [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h), discussed=h.discussed)
-         for n, h in enumerate(hits, 1)]
+        [line(n, h.memory, h.score, label=None if h.source == "memory" else label(h), discussed=h.discussed,
+              via=via(h.memory, caller)) for n, h in enumerate(hits, 1)]
     ) + keywords_only(hits)
     return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits], **degraded(hits)})
 

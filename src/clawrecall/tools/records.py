@@ -152,6 +152,9 @@ class WriteArgs(ToolArgs):
     title: OptionalStr = Field(None, description="A short human-readable label.")
     tags: list[str] = Field(default_factory=list, description="Searchable tags.")
     importance: OptionalFloat01 = Field(None, description="How much it matters, 0 to 1 (default 0.7).")
+    visibility: Literal["private", "shared", "secret"] | None = Field(
+        None, description="private: only you; shared: every agent of this user (the master knowledge base); "
+                          "secret: credentials, health, money (never shown to other agents, nor to you unless you ask). Default: your configured level.")
 
 
 class Done(TypedDict):
@@ -172,7 +175,8 @@ class Done(TypedDict):
 def memory_write(mem: Memory, caller: Caller, args: WriteArgs) -> ToolResult:
     result = mem.add(
         args.content, caller=caller, category=args.category,
-        title=args.title, tags=args.tags, importance=args.importance, dedup=False,  # seed 001: no dedup on write
+        title=args.title, tags=args.tags, importance=args.importance, visibility=args.visibility,
+        dedup=False,  # seed 001: no dedup on write
         source_type="tool", source_id="memory_write",
     )
     assert result.memory is not None
@@ -185,6 +189,8 @@ class UpdateArgs(IdArgs):
     category: OptionalStr = Field(None, description="New category.")
     tags: OptionalStrList = Field(None, description="New tags; they replace the old ones.")
     importance: OptionalFloat01 = Field(None, description="New importance, 0 to 1.")
+    visibility: Literal["private", "shared", "secret"] | None = Field(
+        None, description="New visibility; you may make a record private or secret, never make a secret readable again.")
 
 
 @tool(
@@ -198,7 +204,7 @@ class UpdateArgs(IdArgs):
 def memory_update(mem: Memory, caller: Caller, args: UpdateArgs) -> ToolResult:
     changes = args.model_dump(exclude={"id"}, exclude_none=True)
     if not changes:
-        raise ValidationError("memory_update: nothing to update; give content, title, category, tags or importance")
+        raise ValidationError("memory_update: nothing to update; give content, title, category, tags, importance or visibility")
     record = mem.update(args.id, caller=caller, **changes)
     return _done(record, "updated", f"Updated {record.id[:8]}.")
 

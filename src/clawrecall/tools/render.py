@@ -34,13 +34,13 @@ def plural(n: int, one: str, many: str) -> str:
 
 
 def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str | None = None,
-         discussed: Discussed | None = None) -> str:
+         discussed: Discussed | None = None, via: str = "") -> str:
     """`1. [preference] User prefers dark mode (85%, 3d ago, discussed 3 times, first on 2026-03-02, last on 2026-03-16, id 1a2b3c4d)`."""
     facts = ([percent(score)] if score is not None else []) + [record.age]
     facts += [discussed_text(discussed)] if discussed is not None else []
     facts.append(f"id {record.id[:8]}")
     deleted = " [deleted]" if record.is_deleted else ""
-    return f"{n}. [{label or record.category}]{deleted} {shown(record.content, LINE_CHARS)} ({', '.join(facts)})"
+    return f"{n}. [{label or record.category}]{via}{deleted} {shown(record.content, LINE_CHARS)} ({', '.join(facts)})"
 
 
 def shown(content: str, limit: int) -> str:
