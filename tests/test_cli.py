@@ -517,7 +517,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     db = tmp_path / "doctor.db"
     memory_id = add(db, "Frank deploys on Tuesdays")
     report = run_json(db, "doctor")
-    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 8
+    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 9
 
     script = tmp_path / "embed.py"
     script.write_text(textwrap.dedent("""
@@ -538,7 +538,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert report["ok"] is False and statuses == {
         "config": "ok", "database": "ok", "integrity": "ok", "embedding": "ok", "fingerprint": "fail", "vectors": "ok",
         "llm": "ok",
-        "jobs": "ok"}
+        "jobs": "ok", "upkeep": "ok"}
     assert "reembed" in next(c["detail"] for c in report["checks"] if c["name"] == "fingerprint")
     assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
 
@@ -579,7 +579,7 @@ def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("nonsense = 1\n")
     report = run_json(tmp_path / "x.db", "--config", str(config), "doctor", code=1)
-    assert [c["status"] for c in report["checks"]] == ["fail"] + ["skip"] * 7
+    assert [c["status"] for c in report["checks"]] == ["fail"] + ["skip"] * 8
 
 
 def test_doctor_fails_on_a_damaged_store(damaged_db: Path) -> None:

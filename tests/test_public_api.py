@@ -10,11 +10,11 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "Config", "ConfigError",
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
-    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "ReembedState",
+    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "PurgeRun", "ReembedState",
     "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",

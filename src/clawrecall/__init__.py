@@ -39,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    BackupSummary,
     Discussed,
     EmbeddingFingerprint,
     FileRecord,
@@ -50,6 +51,7 @@ from .models import (
     Message,
     NewMemory,
     Occurrence,
+    PurgeRun,
     ReembedState,
     SearchHit,
     SearchHits,
@@ -63,11 +65,11 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "Config", "ConfigError",
     "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
     "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
     "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "Memory", "MemoryRecord", "Message",
-    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "ReembedState",
+    "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "PurgeRun", "ReembedState",
     "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",

@@ -31,6 +31,7 @@ from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
 from ..scopes import Caller
+from ..storage import Store, open_store
 from . import output as out
 
 if TYPE_CHECKING:
@@ -51,6 +52,15 @@ class State:
         mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds, create=creates)
         click.get_current_context().call_on_close(mem.close)
         return mem
+
+    def open_store(self, *, migrate: bool = True, creates: bool = False) -> Store:
+        """The store alone, without the engine (no model, no scopes): for commands about the store as a
+        whole (`migrate`, `backup`, `restore`)."""
+        cfg = load_config(self.config)
+        target = self.db or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
+        store = open_store(target, migrate=migrate, postgres=cfg.postgres, sqlite=cfg.sqlite, create=creates)
+        click.get_current_context().call_on_close(store.close)
+        return store
 
 
 pass_state = click.make_pass_decorator(State)
@@ -617,6 +627,7 @@ class Doctor:
         self.check("vectors", self.vectors, mem, sound)
         self.check("llm", self.llm, mem)
         self.check("jobs", self.jobs, mem)
+        self.check("upkeep", self.upkeep, mem)
         return self.checks
 
     def check(self, name: str, probe: Callable[..., tuple[Any, ...]], *needs: Any, **extra: Any) -> Any:
@@ -692,6 +703,19 @@ class Doctor:
         if stored is None:
             return state, "no vectors stored yet", False
         return state, f"every vector is from {stored}", False
+
+    def upkeep(self, mem: Memory) -> tuple[bool, str]:
+        """When memories were last purged, and the scheduled backups (docs/backups.md)."""
+        last = mem.last_purge()
+        every = mem.config.writes.purge_every_hours
+        purge = ("never purged" if last is None else
+                 f"last purge {age_string(last.at)} ({out.plural(last.purged, 'memory', 'memories')} erased)")
+        schedule = f"the server purges every {every:g} h" if every else "the server does not purge (writes.purge_every_hours = 0)"
+        backups = mem.config.backups
+        saved = mem.saved_backups()
+        kept = ("scheduled backups off (backups.dir unset)" if not backups.dir else
+                f"{out.plural(len(saved), 'backup')} in {backups.dir}" + (f", newest {saved[-1].name}" if saved else ""))
+        return True, f"{purge}; {schedule}; {kept}"
 
     def llm(self, mem: Memory) -> tuple[bool, str, bool]:
         """The LLM extraction asks, asked one word now: a warning when it does not answer (jobs wait, nothing is lost)."""
