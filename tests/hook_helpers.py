@@ -1,8 +1,10 @@
-"""What the hook tests share: a caller as an agent runtime identifies it, and chat messages."""
+"""What the hook tests share: a caller as an agent runtime identifies it, chat messages, and writes held back."""
 
 from __future__ import annotations
 
-from clawrecall import Caller
+import threading
+
+from clawrecall import Caller, Memory
 
 
 def ctx(user_id="alice", agent_id="main", session_id="s1"):
@@ -15,3 +17,9 @@ def user(text):
 
 def assistant(text):
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def slow_adds(mem: Memory, gate: threading.Event) -> None:
+    """Make this store's writes wait for `gate` (at most 10 s; our own object, wrapped)."""
+    real = mem.add
+    mem.add = lambda *a, **k: (gate.wait(10), real(*a, **k))[1]

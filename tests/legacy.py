@@ -24,6 +24,8 @@ def load(target: str, version: str) -> None:
 
         name = "legacy-v1-postgres.sql" if version == "v1" else "legacy-v5.sql"
         with psycopg.connect(target, autocommit=True) as conn:  # one script, no parameters: sent as it is
+            assert conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None, \
+                "an old store goes into an empty database: mark the test `empty_db`"
             conn.execute((FIXTURES / name).read_text())
     elif version == "v1":
         conn = sqlite3.connect(target)

@@ -154,6 +154,9 @@ def crash_round(target: str, workdir: Path, round_: int, ack: Acknowledged, *, s
             client.start()
         wait_s = rng.uniform(min_s, max_s)
         time.sleep(wait_s)
+        deadline = time.monotonic() + 60  # and once each stream has been answered (a loaded machine starts them late)
+        while min(ack.counts.values()) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(running.process.pid, signal.SIGKILL)
         running.process.wait()
         stop.set()

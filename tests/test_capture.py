@@ -5,11 +5,10 @@ the `agent_end` hook writing in the background to a real SQLite store.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
-from hook_helpers import ctx, user, assistant
+from hook_helpers import assistant, ctx, slow_adds, user
 
 from clawrecall import Caller, Memory
 from clawrecall.config import CaptureHookConfig
@@ -256,26 +255,16 @@ def test_detect_category(text, category):
 # -- agent_end ----------------------------------------------------------------------------------------
 
 
-def slow_adds(mem, delay):
-    """Wrap `mem.add` (our own object) so a write visibly takes `delay` seconds."""
-    real = mem.add
-
-    def add(*args, **kwargs):
-        time.sleep(delay)
-        return real(*args, **kwargs)
-
-    mem.add = add
-
-
 def test_agent_end_answers_before_the_write(mem):
-    mem.add("warm up the model", user_id="warmup")
-    slow_adds(mem, 0.3)
-    started = time.perf_counter()
-    out = agent_end(mem, {"messages": [user("Remember that my locker code is 4711")], "success": True}, ctx())
-    assert time.perf_counter() - started < 0.2  # the write alone sleeps 0.3 s
-    assert out == {"recorded": 1, "queued": 1, "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}],
-                   "skipped": None}
-    assert stored(mem) == []
+    gate = threading.Event()
+    slow_adds(mem, gate)  # an answer that waited for the write would come after it, the row stored
+    try:
+        out = agent_end(mem, {"messages": [user("Remember that my locker code is 4711")], "success": True}, ctx())
+        assert out == {"recorded": 1, "queued": 1, "skipped": None,
+                       "candidates": [{"text": "Remember that my locker code is 4711", "category": "fact"}]}
+        assert stored(mem) == []
+    finally:
+        gate.set()
     assert mem.runtime.drain(10)
     [record] = mem.list(user_id="alice")
     assert record.content == "Remember that my locker code is 4711"

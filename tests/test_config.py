@@ -150,5 +150,5 @@ def test_the_recall_hooks_old_similarity_gate_loads_with_a_warning(tmp_path, cap
     path.write_text("[hooks.recall]\nmin_similarity = 0.3\nmax_items = 4\n")
     with caplog.at_level("WARNING", logger="clawrecall.config"):
         cfg = load_config(path)
-    assert cfg.hooks.recall.max_items == 4 and cfg.hooks.recall.min_score == 0.15
+    assert cfg.hooks.recall.max_items == 4 and cfg.hooks.recall.min_score == 0.3  # the default: the old key sets nothing
     assert any("min_similarity is no longer used" in r.message for r in caplog.records)

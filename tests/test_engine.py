@@ -1016,6 +1016,7 @@ def test_a_startup_entry_is_deleted_from_where_set_put_it_by_default(mem):
     assert mem.startup.list() == []
 
 
+@pytest.mark.empty_db
 def test_old_schema_is_migrated_forward_on_open(db_target):
     load(db_target, "v1")
     store = open_store(db_target, migrate=False)

@@ -151,7 +151,7 @@ def test_erasing_thousands_of_memories_is_one_statement_per_table(db_target):
         counts = mem.erase(user_id="carol")
         took = time.perf_counter() - started
         assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0}
-        assert took < 5, f"erasing 2,000 memories took {took:.2f} s"
+        assert took < 60, f"erasing 2,000 memories took {took:.2f} s"  # not one a memory: that took 12 minutes
         assert mem.count(include_deleted=True) == 1
 
 

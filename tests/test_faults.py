@@ -70,7 +70,7 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
                      lambda: client.post("/batch", json={"texts": ["a", "b"]})):
             started = time.monotonic()
             answer = call()
-            assert time.monotonic() - started < 10, fault
+            assert time.monotonic() - started < 30, fault  # refused within seconds (bounded retries), not held
             assert answer.status_code == 503 and answer.json()["error"]["code"] == "embedding_error", (fault, answer.text)
             assert why in answer.json()["error"]["message"] and "Bearer k" not in answer.text, fault
         assert [m for m in memories(client) if "badge" not in m and "Rex" not in m] == ["Alice's cat is called Miso"]

@@ -113,42 +113,49 @@ def test_the_configured_mode_is_the_one_used(llm_stub, mode):
     assert json.dumps(SCHEMA) in body["messages"][-1]["content"]
 
 
+@pytest.fixture
+def waits(monkeypatch):
+    """The clients' waits between attempts and for the rate limit, recorded instead of slept."""
+    from clawrecall.llm import base
+
+    slept: list[float] = []
+    monkeypatch.setattr(base, "_sleep", slept.append)
+    return slept
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_server_that_does_not_answer_in_time_is_asked_again_then_reported_unavailable(llm_stub, provider):
+def test_a_server_that_does_not_answer_in_time_is_asked_again_then_reported_unavailable(llm_stub, provider, waits):
     llm_stub.default = {"delay": 3, "text": "too late"}
     llm = make(llm_stub, provider, timeout_s=0.3, max_retries=2)
-    started = time.monotonic()
     with pytest.raises(LLMUnavailableError, match=r"unavailable \(after 3 attempts\): no answer within 0.3s") as caught:
         llm.complete(ASK)
-    assert 0.9 <= time.monotonic() - started < 2.5
     assert len(llm_stub.requests) == 3 and caught.value.retry_after is None
+    assert len(waits) == 2 and all(0 <= w <= 0.04 for w in waits)  # backoff with full jitter, the server named none
     assert caught.value.status == 503 and caught.value.code == "llm_unavailable"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_429_waits_as_long_as_retry_after_says(llm_stub, provider):
+def test_a_429_waits_as_long_as_retry_after_says(llm_stub, provider, waits):
     llm_stub.script += [{"status": 429, "headers": {"Retry-After": "1"}}, {"json": {"facts": []}}]
-    started = time.monotonic()
     assert make(llm_stub, provider).complete(ASK, schema=SCHEMA).text == '{"facts": []}'
-    assert 1.0 <= time.monotonic() - started < 1.8 and len(llm_stub.requests) == 2
+    assert waits == [1.0] and len(llm_stub.requests) == 2
 
 
-def test_retry_after_as_an_http_date_is_honoured(llm_stub):
-    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=2), usegmt=True)
+def test_retry_after_as_an_http_date_is_honoured(llm_stub, waits):
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
     llm_stub.script += [{"status": 503, "headers": {"Retry-After": when}}, {"text": "ok"}]
-    started = time.monotonic()
     make(llm_stub, "openai").complete(ASK)
-    assert 1.0 <= time.monotonic() - started < 2.8  # the date has whole seconds
+    [wait] = waits
+    assert 20 <= wait <= 30  # the date has whole seconds
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_long_retry_after_is_capped_and_reported_when_the_retries_are_spent(llm_stub, provider):
+def test_a_long_retry_after_is_capped_and_reported_when_the_retries_are_spent(llm_stub, provider, waits):
     llm_stub.default = {"status": 429, "headers": {"Retry-After": "120"}, "message": "rate limited"}
     llm = make(llm_stub, provider, max_retries=2, max_retry_after_s=0.2)
-    started = time.monotonic()
     with pytest.raises(LLMUnavailableError, match="after 3 attempts.*HTTP 429.*rate limited") as caught:
         llm.complete(ASK)
-    assert 0.4 <= time.monotonic() - started < 1.5
+    assert waits == [0.2, 0.2]
     assert caught.value.retry_after == 120.0  # what the server asked for, for whoever reschedules the work
 
 
@@ -231,8 +238,23 @@ def test_the_rate_limit_spaces_requests_across_threads(llm_stub):
         thread.start()
     for thread in threads:
         thread.join()
-    elapsed = time.monotonic() - started
-    assert len(llm_stub.requests) == 25 and 1.4 <= elapsed < 3.0  # 10 at once, then 15 at 0.1 s each
+    assert len(llm_stub.requests) == 25 and time.monotonic() - started >= 1.4  # 10 at once, then 15 at 0.1 s each
+
+
+def test_the_rate_limit_lets_a_seconds_worth_through_at_once_then_spaces_them(monkeypatch, waits):
+    from clawrecall.llm import base
+
+    now = [100.0]
+    monkeypatch.setattr(base, "_monotonic", lambda: now[-1])
+    monkeypatch.setattr(base, "_sleep", lambda s: (waits.append(s), now.append(now[-1] + s)))
+    bucket = base.TokenBucket(8.0)  # waits of 1/8 s: exact in binary, as the clock's sums
+    for _ in range(11):
+        bucket.take()
+    assert waits == [0.125, 0.125, 0.125]
+    now.append(now[-1] + 60)  # a quiet minute refills one second's worth, no more
+    for _ in range(9):
+        bucket.take()
+    assert waits == [0.125] * 4
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
 from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, KNOWLEDGE, REEMBED, latest
+
+pytestmark = pytest.mark.empty_db  # each test writes an old store into its database
 
 
 def test_status_dry_run_apply(db_target):
@@ -48,9 +51,9 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 12
+    assert status["schema_version"] == latest() - 13
     assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors",
-                                 "core/change-feed", "core/drop-sql-api", "conversations/initial", "conversations/segment-summary",
+                                 "core/change-feed", "core/drop-sql-api", "core/message-windows", "conversations/initial", "conversations/segment-summary",
                                  "jobs/initial", "knowledge/initial", "reembed/initial", "reembed/half-precision-staging"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()

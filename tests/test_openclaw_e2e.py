@@ -78,7 +78,7 @@ def _get(server_url: str, token: str, path: str, **search: Any) -> Any:
     return body["results"] if search else body
 
 
-def _wait_for(predicate, timeout_s: float = 20.0):
+def _wait_for(predicate, timeout_s: float = 60.0):
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()

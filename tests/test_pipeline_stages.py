@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
 from clawrecall.models import MemoryRecord
-from clawrecall.retrieval.noise import is_noise
+from clawrecall.retrieval.noise import NOISE_READ, is_noise, is_small_talk, noise_read
 from clawrecall.retrieval.pipeline import (
     Scored,
     apply_importance,
@@ -19,11 +20,12 @@ from clawrecall.retrieval.pipeline import (
     apply_rerank,
     apply_time_decay,
     fuse,
+    trigram_rescore,
 )
 from clawrecall.storage import Candidate
 from clawrecall.config import RelevanceConfig
 from clawrecall.retrieval.relevance import apply_relevance
-from clawrecall.storage.text import common_words, keyword_coverage, keywords, trigrams, without_words
+from clawrecall.storage.text import COVERAGE_READ, common_words, keyword_coverage, keywords, trigrams, without_words
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -107,6 +109,9 @@ def test_importance_weight():
 def test_length_norm_penalises_long_texts_with_floor():
     items = apply_length_norm(scored((rec("s", "x" * 400), 1.0), (rec("l", "x" * 1000), 1.0), (rec("h", "x" * 10**6), 1.0)), anchor=500)
     assert [s.score for s in items] == pytest.approx([1.0, 1 / 1.5, 0.3])
+    # a long message found by one of its windows counts that window's length
+    items = apply_length_norm(scored((rec("m", "x" * 10**6), 1.0), (rec("n", "x" * 10**6), 1.0)), anchor=500, matched={"m": 1000})
+    assert [s.score for s in items] == pytest.approx([1 / 1.5, 0.3])
 
 
 def test_time_decay_spares_timeless_categories():
@@ -193,6 +198,48 @@ def test_noise(text):
 @pytest.mark.parametrize("text", ["Hey Mel! I went to the support group yesterday", "User prefers dark mode", "Vegan", "我爱咖啡", "咖啡"])
 def test_not_noise(text):
     assert not is_noise(text)
+
+
+# a pasted log of about a megabyte: every stage reads a bounded part of it
+_LOG = "INFO worker 7 flushed segment to disk without errors\n" * 20_000
+
+
+def test_noise_reads_a_bounded_head_of_a_long_text():
+    assert len(_LOG) > 1_000_000 and len(noise_read(_LOG)) == NOISE_READ + 1  # the head and the mark that ends it
+    assert noise_read(_LOG[:NOISE_READ]) == _LOG[:NOISE_READ].strip()  # a text that fits is read whole, as before
+    assert is_noise("Do you remember what I said about the deploy?\n" + _LOG)  # how a turn starts still counts
+    assert not is_noise(_LOG + "Do you remember what I said about the deploy?")  # its last line does not
+    # a cut text is not "a greeting and nothing else" because its head is one
+    assert not is_noise("hello" + " " * (2 * NOISE_READ) + "here is the stack trace")
+    assert is_small_talk("Great, thanks!") and not is_small_talk(_LOG)
+
+
+def test_noise_needles_cover_every_pattern():
+    """The substring test before the patterns passes every text a pattern matches: one example of each
+    pattern, in other cases, passes it and is noise; texts without any needle are not searched."""
+    from clawrecall.retrieval import noise
+
+    examples = ["I DON'T have any records", "im not sure about that", "I don't recall it", "i dont remember",
+                "It looks like I don't", "I wasn't able to find it", "No relevant memories found", "i don't have access to x",
+                "So do you remember me", "Can You Recall that", "did I mention my dog", "Have I told you", "What did I say",
+                "你还记得吗", "你记不记得", "还记得那天吗", "我之前说过", "Hello!!", "Fresh session started", "new session here",
+                "HEARTBEAT_OK", "query -> none", "The user asked for X: unknown", "there is no explicit solution"]
+    assert len(examples) == len(noise._PATTERNS)
+    for pattern, text in zip(noise._PATTERNS, examples):
+        assert re.search(pattern, text, re.IGNORECASE), (pattern, text)
+        assert is_noise(text), text
+
+
+def test_coverage_and_trigram_rescore_read_a_bounded_head():
+    tail = " deployment rollback"
+    words = keywords("deployment rollback")
+    assert keyword_coverage(words, "deployment rollback") == 1.0
+    assert keyword_coverage(words, _LOG + tail) == 0.0  # past COVERAGE_READ: not read
+    assert keyword_coverage(words, _LOG[: COVERAGE_READ - len(tail)] + tail) == 1.0  # within it: read
+    hits = trigram_rescore("rollback", [rec("far", _LOG + tail), rec("near", tail + _LOG)])
+    assert [c.id for c in hits] == ["near"]
+    assert "zebra" in common_words(["zebra " + _LOG] * 3, 0.5)
+    assert "zebra" not in common_words([_LOG + " zebra"] * 3, 0.5)  # the tail's word is not read
 
 
 def test_query_analysis():

@@ -89,7 +89,9 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
     alice = Caller("alice")
     with Memory.open(db_target) as mem:
         mem.conversations.log([{"role": "user", "content": "what does the garden need?"},
-                               {"role": "assistant", "content": "water every morning"}], caller=alice, session_id="s1")
+                               {"role": "assistant", "content": "water every morning"},
+                               {"role": "assistant", "content": "The beds need mulch in spring. " * 200}],  # windows too
+                              caller=alice, session_id="s1")
         mem.files.ingest(notes, caller=alice)
         mem.backfill()
         mem.delete(mem.list(limit=1)[0].id)  # deleted rows are re-embedded too: they can be undeleted
@@ -97,7 +99,7 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
         mem.store.run("UPDATE memories SET embedding = NULL, embedding_model = NULL WHERE kind = 'message'")
         total = mem.store.run("SELECT count(*) FROM memories")[0][0]
         kinds = {k for (k,) in mem.store.run("SELECT DISTINCT kind FROM memories")}
-    assert kinds == {"memory", "message", "chunk"} and total > 20
+    assert kinds == {"memory", "message", "chunk", "window"} and total > 20
 
     reported: list[tuple[int, int]] = []
     old = Memory.open(db_target)  # a process on the old model, open across the swap

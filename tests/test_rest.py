@@ -6,6 +6,7 @@ trusted service. Memories are seeded over HTTP as each of them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -90,30 +91,29 @@ def test_health_is_public_and_answers_like_the_e5_server(server):
     assert health["provider"] == "hash" and health["store"]["backend"] == "sqlite" and health["writes"] is True
 
 
-def test_responses_do_not_wait_for_a_delayed_ack(server):
+def test_connections_to_the_server_send_without_waiting_for_a_delayed_ack():
     """Nagle off on the server's connections: with it on, the body of each response on a kept-alive
-    connection waited ~40 ms for the client's delayed ACK of the headers, sent in a write of their own."""
-    host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    latencies = []
-    with socket.create_connection((host, int(port)), timeout=10) as conn:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for _ in range(7):
-            started = time.perf_counter()
-            conn.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            data = b""
-            while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _content_length(data):
-                chunk = conn.recv(65536)
-                if not chunk:
-                    pytest.fail(f"the server closed the connection after {data!r}")
-                data += chunk
-            latencies.append(time.perf_counter() - started)
-    assert data.startswith(b"HTTP/1.1 200")
-    assert sorted(latencies)[3] < 0.025, latencies
+    connection waited ~40 ms for the client's delayed ACK of the headers, sent in a write of their own.
+    asyncio turns Nagle off only on connections accepted from a socket that says it is TCP, as
+    `listen` (what `serve` hands uvicorn) makes it."""
+    from clawrecall.server.app import listen
 
+    async def accept_one() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
-def _content_length(data: bytes) -> int:
-    head = data.partition(b"\r\n\r\n")[0].decode().lower().splitlines()
-    return int(next(line.split(":", 1)[1] for line in head if line.startswith("content-length:")))
+        def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        sock = listen("127.0.0.1", 0)
+        async with await asyncio.start_server(connected, sock=sock):
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            try:
+                return await asyncio.wait_for(accepted, 30)
+            finally:
+                writer.close()
+
+    assert asyncio.run(accept_one()) != 0
 
 
 def test_serve_says_where_it_listens_in_one_line_for_people(server):
@@ -123,7 +123,7 @@ def test_serve_says_where_it_listens_in_one_line_for_people(server):
 
 def test_logs_are_json_lines(server, alice, seeded):
     alice.get("/v1/stats", headers={"X-Clawrecall-Session": "log-check"})
-    deadline = time.monotonic() + 5  # the access line is written once the response is sent
+    deadline = time.monotonic() + 30  # the access line is written once the response is sent
     while not any(r.get("path") == "/v1/stats" for r in server.records()) and time.monotonic() < deadline:
         time.sleep(0.05)
     records = server.records()

@@ -8,19 +8,13 @@ import time
 
 import pytest
 
-from hook_helpers import ctx, user
+from hook_helpers import ctx, slow_adds, user
 
 from clawrecall import Memory, ShuttingDownError
 from clawrecall.hooks import agent_end, startup_context
 from clawrecall.runtime import Runtime, WorkQueue
 
 LOCKER = {"messages": [user("Remember that my locker code is 4711")]}
-
-
-def slow_adds(mem: Memory, gate: threading.Event) -> None:
-    """Make this store's writes wait for `gate` (our own object, wrapped)."""
-    real = mem.add
-    mem.add = lambda *a, **k: (gate.wait(10), real(*a, **k))[1]
 
 
 def contents(mem: Memory) -> list[str]:

@@ -152,6 +152,7 @@ def test_a_time_in_the_query_lifts_what_was_said_then(mem):
     assert ru and ru[0].id == recent and "when" in ru[0].explain
 
 
+@pytest.mark.empty_db
 def test_a_store_of_the_last_release_gets_validity_and_its_memories_are_current_from_their_creation(db_target):
     """The migration adds columns only: old rows are valid from their `created_at` and still true."""
     from legacy import load

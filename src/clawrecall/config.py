@@ -277,11 +277,18 @@ class RecallHookConfig(_Section):
     per_item_max_chars: int = Field(default=180, ge=10)
     min_repeat_turns: int = Field(default=8, ge=0)
     timeout_ms: int = Field(default=2000, ge=1)
-    # the absolute score a memory needs to be injected unasked, on the scale of `retrieval.min_score`
-    # (which it replaces when set): stricter than a search's, since it lands in every prompt. 0.15 is
-    # a cosine of 0.2 with the default calibration, the gate this hook has always had.
-    min_score: float | None = Field(default=0.15, ge=0, le=1)
+    # the absolute score a line needs by itself (not lent by a session neighbour) to be injected unasked,
+    # on the scale of `retrieval.min_score` (which it replaces when set): stricter than a search's, since
+    # it lands in every prompt. 0.3 (a cosine of about 0.32 with the default calibration) kept every
+    # needed English fact of bench/agent_loop.py's tuning set and no unrelated line (docs/benchmarks/agent-loop.md)
+    min_score: float | None = Field(default=0.3, ge=0, le=1)
+    # an assistant's earlier reply needs this much: it mostly restates what the user said, or is its own
+    # small talk ("Anything else I can help with?"), which no threshold near `min_score` keeps out
+    assistant_min_score: float = Field(default=0.8, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
+    # a line sharing at least this share of its words with a line already in the block is left out
+    # (a captured fact and the message it came from; a fact said twice)
+    near_duplicate: float = Field(default=0.8, gt=0, le=1)
     # what recall draws on, when it should differ from every search's `retrieval.sources` (the default:
     # the same, so what recall shows every search door finds)
     sources: list[Literal["memory", "message", "chunk"]] | None = Field(default=None, min_length=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -77,9 +77,13 @@ class PurgeRun(BaseModel):
     purged: int
 
 
-#: what a stored row is: a memory, a conversation message, or a chunk of an ingested file
-Kind = Literal["memory", "message", "chunk"]
+#: what a stored row is: a memory, a conversation message, or a chunk of an ingested file (`KINDS`, what reads
+#: name); or a window of a long message, which no read returns (`conversations/windows.py`)
+Kind = Literal["memory", "message", "chunk", "window"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
+#: what a search finds and names a hit by: a window's hit is its message
+Source = Literal["memory", "message", "chunk"]
+STORED_KINDS: tuple[str, ...] = (*KINDS, "window")  # every row: what whole-store work (re-embedding) counts
 
 
 def embedded_text(content: str, keys: str | None) -> str:
@@ -165,9 +169,9 @@ class SearchHit(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def source(self) -> str:
-        """memory, message or chunk."""
-        return self.memory.kind
+    def source(self) -> Source:
+        """memory, message or chunk (a window's hit is reported as its message)."""
+        return cast(Source, self.memory.kind)
 
     @property
     def id(self) -> str:

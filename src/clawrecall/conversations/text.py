@@ -360,3 +360,8 @@ def discussed_text(d: Discussed) -> str:
     `discussed 3 times, first on 2026-03-02, last on 2026-03-16`."""
     first, last = d.first_at.date().isoformat(), d.last_at.date().isoformat()
     return f"discussed on {first}" if d.count == 1 else f"discussed {d.count} times, first on {first}, last on {last}"
+
+
+def percent(score: float) -> str:
+    """An absolute score (an estimated probability) as every door shows it: `85%`."""
+    return f"{score * 100:.0f}%"

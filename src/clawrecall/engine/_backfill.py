@@ -1,5 +1,6 @@
 """Vectors for rows written without one: messages and file chunks are stored at once and embedded here,
-off the request path (nova-memory's embedding queue). The rows are the queue: whatever a crash
+off the request path (nova-memory's embedding queue); a message longer than the model's window gets its
+windows here too (`conversations/windows.py`). The rows are the queue: whatever a crash
 interrupts is embedded at the next start. Keyword search finds the rows meanwhile."""
 
 from __future__ import annotations
@@ -9,9 +10,13 @@ import threading
 import time
 from typing import Callable
 
+from ..conversations.windows import windows
+from ..files import Tokens, tokens_for
+from ..models import MemoryRecord
 from ..runtime import Runtime
 from ..storage import Store
 from ._embedding import Embedding
+from ._validate import new_ids
 
 log = logging.getLogger("clawrecall.backfill")
 
@@ -31,6 +36,7 @@ class Backfill:
         self._running = threading.Lock()  # one run at a time in this process: the same rows are not embedded twice
         self._scheduled = False
         self._failed_at: float | None = None
+        self._tokens: Tokens | None = None
 
     def kick(self) -> None:
         """Schedule a run unless one is waiting to start (a running one picks up rows written meanwhile)."""
@@ -65,13 +71,35 @@ class Backfill:
             rows = self.store.unembedded(BATCH if limit is None else min(BATCH, limit - done))
             if not rows:
                 break
-            ids = [i for i, _ in rows]
-            vectors = self.embedding.passages([text for _, text in rows])
-            self.store.set_vectors(ids, vectors, self.embedding.model_name, self.embedding.confirm_unchanged)
+            ids = [i for i, _, _ in rows]
+            cut = {i: parts for i, text, kind in rows if kind == "message" and (parts := self._windows(text))}
+            windows = self._window_records(cut)
+            vectors = self.embedding.passages([text for _, text, _ in rows] + [w.content for w in windows])
+            # the windows first: a crash before the message's vector leaves it to be cut again, not half done
+            if cut:
+                self.store.put_windows(windows, vectors[len(rows):], list(cut))
+            self.store.set_vectors(ids, vectors[: len(rows)], self.embedding.model_name, self.embedding.confirm_unchanged)
             done += len(rows)
             for listener in self.listeners:
                 listener(ids)
         return done
+
+    def _windows(self, text: str) -> list[str]:
+        if self._tokens is None:  # the model's tokenizer, loaded at the first message that may need it
+            self._tokens = tokens_for(self.embedding.config.embedding)
+        return windows(text, self._tokens, self.embedding.config.files.overlap)
+
+    def _window_records(self, cut: dict[str, list[str]]) -> list[MemoryRecord]:
+        """The windows' rows: each in its message's scope, owned as it is, with no session (a window is no turn)."""
+        messages = self.store.fetch(list(cut)) if cut else {}
+        return [
+            MemoryRecord(id=window_id, content=text, kind="window", source_id=message.id, scope=message.scope,
+                         user_id=message.user_id, agent_id=message.agent_id, importance=message.importance,
+                         created_at=message.created_at, updated_at=message.created_at, metadata={"window": n},
+                         embedding_model=self.embedding.model_name)
+            for message_id, parts in cut.items() if (message := messages.get(message_id)) is not None
+            for n, (window_id, text) in enumerate(zip(new_ids(len(parts)), parts), start=2)
+        ]
 
     def pending(self) -> int:
         return self.store.count_unembedded()

@@ -11,7 +11,7 @@ from typing import Iterator
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..models import KINDS, BackupSummary, EmbeddingFingerprint, PurgeRun, ReembedState
+from ..models import STORED_KINDS, BackupSummary, EmbeddingFingerprint, PurgeRun, ReembedState
 from ..scopes import Caller
 from ..storage import Filters, Store
 from ..storage.backup import backup
@@ -77,7 +77,7 @@ class Maintenance:
         return [] if folder is None else sorted(Path(folder).expanduser().glob("clawrecall-*.tar.gz"))
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-        """Re-embed every row (memories, messages, file chunks; deleted and awaiting ones too) with the
+        """Re-embed every row (memories, messages, file chunks, long messages' windows; deleted and awaiting ones too) with the
         configured model and adopt it as the store's model. Returns how many rows it re-embedded.
 
         The new vectors are staged (`storage/staging.py`) and swapped in with the new fingerprint in
@@ -91,7 +91,7 @@ class Maintenance:
         target = embedder.fingerprint.model_dump_json()
         staged = self.store.staged
         staged.begin(target)
-        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=KINDS))
+        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=STORED_KINDS))
         done = staged.count()
         if progress:
             progress(done, total)

@@ -44,6 +44,11 @@ _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)\s*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
+def text_lines(text: str) -> list[Line]:
+    """A text that is no file (a conversation message, read as Markdown: headings, fences, paragraphs) as lines."""
+    return _markdown_lines(text.splitlines())
+
+
 def file_type(path: str | PurePath) -> FileType | None:
     """The kind of file its name says, or None for a kind that is not read."""
     name = PurePath(path).name.lower()

@@ -15,12 +15,15 @@ from typing_extensions import TypedDict
 
 from ..config import RecallHookConfig
 from ..errors import NotFoundError
-from ..models import SearchHit
-from ..scopes import Caller, may_write
-from .context import message_text, read_scope, request_messages, request_str, session_key
 from ..conversations.text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, sanitize_for_context, strip_envelope,
+    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, percent, sanitize_for_context,
+    strip_envelope,
 )
+from ..models import SearchHit
+from ..retrieval.noise import is_small_talk
+from ..scopes import Caller, may_write
+from ..storage.text import words
+from .context import message_text, read_scope, request_messages, request_str, session_key
 from .text import skip_reason
 
 if TYPE_CHECKING:
@@ -66,16 +69,18 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     if session is not None:
         session.turn += 1
     query = _query(prompt, messages)
-    reason = skip_reason(query, cfg.min_length)
+    reason = skip_reason(query, cfg.min_length) or ("small_talk" if is_small_talk(query) else None)
     if reason is not None:
         return _answer(skipped=reason)
 
     # room for hits the budgets or the no-repeat rule drop, without widening every leg's pool
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
+    # explained, for each hit's own score (a session neighbour may lend it a better one)
     future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
         sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
+        explain=True,
     )
     assert future is not None  # the queue has no bound
     try:
@@ -91,7 +96,8 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         log.warning("recall ran without vectors (%s); nothing injected", hits.without_vectors)
         return _answer(skipped="error")
 
-    chosen, lines = _select(hits, cfg, session)
+    floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
+    chosen, lines = _select(hits, cfg, session, floor)
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -99,7 +105,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
             session.injected[hit.id] = session.turn
         session.injected = {i: t for i, t in session.injected.items() if session.turn - t < cfg.min_repeat_turns}
     block = "\n".join([RECALL_OPEN, RECALL_HEADER, *lines, RECALL_FOOTER, RECALL_CLOSE])
-    return _answer(block, [{"id": h.id, "score": round(h.score, 4)} for h in chosen])
+    return _answer(block, [{"id": h.id, "score": round(own_score(h), 4)} for h in chosen])
 
 
 def label(hit: SearchHit) -> str:
@@ -137,27 +143,61 @@ def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
 
 
 def _select(
-    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None
+    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None, floor: float
 ) -> tuple[list[SearchHit], list[str]]:
-    """Best hits first, within the item, total and per-item budgets, skipping memories injected lately."""
+    """Best hits first, within the item, total and per-item budgets, each a line worth its place: relevant
+    by its own score (an assistant's reply by a higher one), telling something (not small talk, not a
+    question), not a near-copy of a line already chosen, not injected lately.
+
+    A session neighbour shares the score of the hit it is next to (relevance.py): a search lists it as
+    that hit's context, but unasked, "Anything else?" after the fact it follows is not worth a line, nor
+    worth that fact's score. So lines are chosen, ordered and labelled by their own absolute score:
+    what a search gives the same text for the same question when it is not lent one. An assistant's
+    reply mostly restates the user or is its own boilerplate.
+    """
     chosen: list[SearchHit] = []
     lines: list[str] = []
+    said: list[set[str]] = []
     used = 0
-    for hit in hits:
+    for hit in sorted(hits, key=own_score, reverse=True):  # stable: equal scores keep the search's order
         if len(chosen) == cfg.max_items:
             break
         last = session.injected.get(hit.id) if session is not None else None
         if session is not None and last is not None and session.turn - last < cfg.min_repeat_turns:
             continue
+        score = own_score(hit)
+        reply = hit.memory.kind == "message" and hit.memory.source_id == "assistant"
+        if score < (max(floor, cfg.assistant_min_score) if reply else floor) or _tells_nothing(hit.content):
+            continue
+        text = set(words(hit.content))
+        if any(_overlap(text, other) >= cfg.near_duplicate for other in said):
+            continue
         when = hit.age if hit.discussed is None else f"{hit.age}, {discussed_text(hit.discussed)}"
-        line = f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} ({when})"
+        line = (f"- [{label(hit)}] {sanitize_for_context(hit.content, cfg.per_item_max_chars)} "
+                f"({percent(score)}, {when})")
         cost = len(line) + (1 if lines else 0)
         if used + cost > cfg.max_chars:
             continue
         chosen.append(hit)
         lines.append(line)
+        said.append(text)
         used += cost
     return chosen, lines
+
+
+def own_score(hit: SearchHit) -> float:
+    """A hit's absolute score by itself: not the one a session neighbour lent it (an explained hit says)."""
+    return ((hit.explain or {}).get("relevance") or {}).get("own", hit.score)
+
+
+def _tells_nothing(text: str) -> bool:
+    """Small talk ("Thanks, that's all"), or a question: it asks what a line should tell."""
+    return is_small_talk(text) or text.rstrip().endswith(("?", "？"))
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    """The share of words two lines have in common (Jaccard): 1.0 for the same words in any order."""
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _answer(

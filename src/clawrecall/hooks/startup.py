@@ -31,11 +31,12 @@ if TYPE_CHECKING:
 SEPARATOR = "\n\n"
 # Same key in several scopes: the caller's own scope wins over a shared one.
 _SCOPE_RANK = {"global": 0, "project": 1, "custom": 1, "agent": 2, "user": 3}
+_monotonic = time.monotonic  # the `ttl_s` clock
 
 
 @dataclass
 class _Session:
-    injected_at: float | None = None  # time.monotonic() of the last injection
+    injected_at: float | None = None  # _monotonic() of the last injection
     digest: str | None = None
 
 
@@ -69,7 +70,7 @@ def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -
         session = mem.runtime.sessions("startup", _Session).get(key, reset=messages == [])
         reason = _due(cfg, session, digest)
         if reason is not None:
-            session.injected_at, session.digest = time.monotonic(), digest
+            session.injected_at, session.digest = _monotonic(), digest
     if reason is None:
         body, keys = assemble([e for e in entries if e.reinforce], model_budget(cfg, model))
         reason = "reinforce" if keys else None
@@ -87,7 +88,7 @@ def _due(cfg: StartupHookConfig, session: _Session, digest: str) -> str | None:
     if cfg.mode == "digest":
         if session.digest != digest:
             return "changed"
-        if time.monotonic() - session.injected_at >= cfg.ttl_s:
+        if _monotonic() - session.injected_at >= cfg.ttl_s:
             return "ttl_expired"
     return None
 

@@ -28,6 +28,7 @@ BACKOFF_BASE_S = 1.0  # the first backoff's ceiling when the server names no wai
 BACKOFF_MAX_S = 30.0
 _MAX_DETAIL = 300
 NO_KEY = "unused"  # what a local server that checks no key is sent (each SDK insists on one)
+_monotonic, _sleep = time.monotonic, time.sleep  # the rate limit's and the retries' clock
 
 
 @dataclass(frozen=True)
@@ -56,21 +57,21 @@ class TokenBucket:
         self.rate = rate
         self.capacity = max(1.0, rate)
         self._tokens = self.capacity
-        self._stamp = time.monotonic()
+        self._stamp = _monotonic()
         self._lock = threading.Lock()
 
     def take(self) -> None:
         """Block until a request may start."""
         while True:
             with self._lock:
-                now = time.monotonic()
+                now = _monotonic()
                 self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
                 self._stamp = now
                 if self._tokens >= 1.0:
                     self._tokens -= 1.0
                     return
                 wait = (1.0 - self._tokens) / self.rate
-            time.sleep(wait)
+            _sleep(wait)
 
 
 class LLM(ABC):
@@ -130,7 +131,7 @@ class LLM(ABC):
                     ) from None
                 wait = self._wait(attempt, failed.retry_after)
                 log.warning("%s: %s; attempt %d of %d in %.1fs", self.name, self._text(failed.cause), attempt + 2, attempts, wait)
-                time.sleep(wait)
+                _sleep(wait)
                 continue
             log.debug("%s answered: %d tokens in, %d out", self.name, completion.input_tokens, completion.output_tokens)
             if completion.refusal is not None or completion.finish_reason == "content_filter":

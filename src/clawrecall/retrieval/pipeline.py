@@ -18,16 +18,16 @@ import math
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, cast
 
 import numpy as np
 
 from .._time import age_days, age_string, utcnow
 from ..config import RelevanceConfig, RetrievalConfig
 from ..errors import EmbeddingError
-from ..models import Discussed, Kind, MemoryRecord, SearchHit, SearchHits
+from ..models import Discussed, MemoryRecord, Source, SearchHit, SearchHits
 from ..storage import Candidate, Filters, Store
-from ..storage.text import common_words, has_cjk, trigrams, without_words
+from ..storage.text import COVERAGE_READ, common_words, has_cjk, trigrams, without_words
 from .noise import is_noise, is_small_talk
 from .relevance import apply_relevance
 from .rerank import Reranker
@@ -96,6 +96,7 @@ class RetrievalPipeline:
         # the vector leg's "no match" when it returns every row (`fuse`): MiniLM's 0 on this model's scale
         vector_floor = self.cosine_for(0.0) if embedded and cfg.fusion == "weighted" else 0.0
         found = {"vector": self.store.vector_candidates(embedded[vector_query], filters, pool)} if embedded else {}
+        via = {c.id: c.via for c in found.get("vector", []) if c.via is not None}  # long messages found by a window
         keyword_found, records = keyword_legs()
         found |= keyword_found
         legs = {name: found[name] for name in wanted if name in found}
@@ -122,7 +123,10 @@ class RetrievalPipeline:
             items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
-            items = apply_length_norm(items, anchor=cfg.length_norm_anchor)
+            # a long message found by one of its windows matched by that window's length, not by bulk
+            parts = {i: len(w.content) for i, w in self.store.fetch(list(via.values())).items()} if via else {}
+            items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
+                                      matched={i: parts[w] for i, w in via.items() if w in parts})
             items = apply_time_decay(
                 items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
             )
@@ -133,7 +137,7 @@ class RetrievalPipeline:
             uncalibrated = self._uncalibrated(embedded, calibration)
             mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
             # the head's vectors serve MMR and the absolute score; a search that needs neither reads none
-            vectors = self.store.vectors([s.memory.id for s in items]) if items and (mmr or not uncalibrated) else {}
+            vectors = head_vectors(self.store, [s.memory.id for s in items], via) if items and (mmr or not uncalibrated) else {}
             if mmr and cfg.mmr_threshold is not None:
                 items = apply_mmr(items, vectors, threshold=cfg.mmr_threshold, limit=limit)
             items = apply_relevance(items, query, None if uncalibrated else embedded[query], vectors,
@@ -255,6 +259,17 @@ class RetrievalPipeline:
         return without_words(query, cached[1])
 
 
+def head_vectors(store: Store, ids: list[str], via: dict[str, str]) -> dict[str, np.ndarray]:
+    """The hits' vectors; a long message found by one of its windows has that window's: the absolute score
+    and MMR judge the part of it that matched (its own vector holds only its start)."""
+    windows = [via[i] for i in ids if i in via]
+    vectors = store.vectors(ids + windows)
+    for i in ids:
+        if i in via and via[i] in vectors:
+            vectors[i] = vectors.pop(via[i])
+    return vectors
+
+
 def hit_origins(store: Store, records: list[MemoryRecord]) -> dict[str, dict[str, Any]]:
     """Where each message and file chunk came from: a message's session, role and time; a chunk's file
     and lines or pages. Memories have none."""
@@ -358,13 +373,14 @@ def fuse(
 
 
 def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candidate]:
-    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains."""
+    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains in
+    its first `COVERAGE_READ` characters (what keyword coverage reads: a long turn costs what a short one does)."""
     grams = trigrams(query)
     if not grams:
         return []
     scored = []
     for record in records:
-        text = record.content.lower()
+        text = record.content[:COVERAGE_READ].lower()
         share = sum(g in text for g in grams) / len(grams)
         if share > 0:
             scored.append(Candidate(record.id, share))
@@ -465,22 +481,24 @@ def apply_recurrence(items: list[Scored], discussed: dict[str, tuple[int, Any, A
     return items
 
 
-def apply_source_weights(items: list[Scored], weights: Mapping[Kind, float]) -> list[Scored]:
+def apply_source_weights(items: list[Scored], weights: Mapping[Source, float]) -> list[Scored]:
     """× the weight of the hit's source (memory, message, file chunk) in a search over several."""
     for item in items:
-        factor = weights.get(item.memory.kind, 1.0)
+        factor = weights.get(cast(Source, item.memory.kind), 1.0)
         if factor != 1.0:
             item.steps["source"] = factor
             item.score *= factor
     return items
 
 
-def apply_length_norm(items: list[Scored], *, anchor: int) -> list[Scored]:
-    """Long memories match many queries by bulk alone: × 1/(1 + 0.5·log2(len/anchor)), floor 0.3."""
+def apply_length_norm(items: list[Scored], *, anchor: int, matched: dict[str, int] | None = None) -> list[Scored]:
+    """Long memories match many queries by bulk alone: × 1/(1 + 0.5·log2(len/anchor)), floor 0.3. `matched`:
+    the length that counts for a hit found by a part of it (a long message's window), not by all of it."""
     if anchor <= 0:
         return items
+    matched = matched or {}
     for item in items:
-        ratio = max(len(item.memory.content) / anchor, 1.0)
+        ratio = max(matched.get(item.memory.id, len(item.memory.content)) / anchor, 1.0)
         factor = max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio)))
         if factor != 1.0:
             item.steps["length"] = factor

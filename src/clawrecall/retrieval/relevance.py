@@ -56,6 +56,7 @@ def apply_relevance(
     for item in items:
         next_to = by_id.get(item.steps.get("neighbor_of", ""))
         if next_to is not None and next_to.relevance > item.relevance:
+            item.steps["relevance"]["own"] = round(item.relevance, 6)  # what the hit scores by itself
             item.relevance = next_to.relevance
             item.steps["relevance"]["from_neighbor"] = next_to.memory.id
     return items

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,6 +18,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import httpx
+
+
+_LISTENING = re.compile(r"^clawrecall serving .* at (http://\S+) \(", re.MULTILINE)
 
 
 @dataclass
@@ -45,18 +49,19 @@ def spawn_server(
     db: str | Path, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, log_path: Path | None = None,
     timeout_s: float = 90.0,
 ) -> Iterator[ServerProcess]:
-    """`clawrecall --db DB serve --port P ARGS…`, yielded once `/health` reports the model loaded; stopped on exit.
+    """`clawrecall --db DB serve --port 0 ARGS…`, yielded once `/health` reports the model loaded; stopped on exit.
 
-    The server's output goes to `log_path` (default: `DB.serve.log` beside the database).
+    The server binds a port the system chooses and says which in its log (a port chosen here and
+    bound there could be taken in between by a server another process starts). Its output goes to
+    `log_path` (default: `DB.serve.log` beside the database).
     """
-    port = free_port()
     log_path = log_path or Path(f"{db}.serve.log")
-    command = [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "serve", "--port", str(port), *args]
+    command = [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "serve", "--port", "0", *args]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
-    server = ServerProcess(f"http://127.0.0.1:{port}", process, log_path)
+    server = ServerProcess("", process, log_path)
     try:
         _wait_ready(server, timeout_s)
         yield server
@@ -69,13 +74,25 @@ def spawn_server(
             process.wait()
 
 
+def _bound_url(server: ServerProcess) -> str:
+    """The URL the server says it listens at (its line for people, or its `serving` log record), once written."""
+    if said := _LISTENING.search(server.log()):
+        return said.group(1)
+    for record in server.records():
+        if record.get("msg") == "serving" and "port" in record:
+            host = record["host"]
+            return f"http://{f'[{host}]' if ':' in host else host}:{record['port']}"
+    return ""
+
+
 def _wait_ready(server: ServerProcess, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"clawrecall serve exited with {server.process.returncode}:\n{server.log()}")
+        server.url = server.url or _bound_url(server)
         try:
-            if httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "ok":
+            if server.url and httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "ok":
                 return
         except (httpx.HTTPError, ValueError):
             pass

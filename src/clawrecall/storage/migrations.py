@@ -56,6 +56,7 @@ CORE = MigrationSet(
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
         "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope (pg_changes.py)
         "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
+        "message-windows",  # memories.kind 'window': a long message's parts, embedded; its long messages embedded again
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
@@ -215,6 +216,18 @@ RECORD_KINDS = [
     # of the session and scope indexes on PostgreSQL: 70 ms a search at 100k messages)
     "DROP INDEX idx_memories_session",
     "CREATE INDEX idx_memories_session ON memories (session_id, scope, created_at) WHERE session_id IS NOT NULL",
+]
+
+
+#: the message-windows step after each backend has let the kind check take windows: their index, and every
+#: message that may be longer than the embedding model's window back in the backfill's queue, which cuts it
+#: into windows (`windows.py`; a text of at most `MAY_EXCEED` characters fits every model's window)
+MAY_EXCEED = 256
+OLD_KIND_CHECK = "kind IN ('memory', 'message', 'chunk')"
+MESSAGE_WINDOWS = [
+    "CREATE INDEX idx_memories_windows ON memories (source_id) WHERE kind = 'window'",
+    "UPDATE memories SET embedding = NULL, embedding_model = NULL "
+    f"WHERE kind = 'message' AND embedding IS NOT NULL AND length(content) > {MAY_EXCEED}",
 ]
 
 

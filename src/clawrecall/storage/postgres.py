@@ -35,11 +35,11 @@ from ..models import MemoryRecord
 from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .migrations import CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
 from .pg_changes import CHANGE_FEED, PRUNE_DEPARTURES, forget_departures
 from .pg_text import ScopeText
 from .pg_vectors import ScopeVectors
-from .schema import HISTORY, MEMORIES
+from .schema import HISTORY, KIND_CHECK, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
 from .text import keywords
 
@@ -178,6 +178,11 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "drop-sql-api": [
             "DROP FUNCTION IF EXISTS search_memories(vector, text, text, integer, real)",
             "DROP VIEW IF EXISTS conversation_stats",
+        ],
+        "message-windows": [
+            "ALTER TABLE memories DROP CONSTRAINT memories_kind_check",
+            f"ALTER TABLE memories ADD CONSTRAINT memories_kind_check CHECK ({KIND_CHECK})",
+            *MESSAGE_WINDOWS,
         ],
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
@@ -615,7 +620,7 @@ class PostgresStore(Store):
         from_vector = self.dialect.from_db["vector"]
         return {str(r[0]): from_vector(r[1]) for r in rows}
 
-    def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
+    def _vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         return self._vector_search([query], filters, k)[0]
 
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:

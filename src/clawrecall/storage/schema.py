@@ -58,6 +58,8 @@ def _unit(name: str) -> str:
     return f"{name} >= 0 AND {name} <= 1"
 
 
+KIND_CHECK = "kind IN ('memory', 'message', 'chunk', 'window')"
+
 META = Table("meta", (Column("key", "text", False), Column("value", "text", False)), key=("key",))
 
 MEMORIES = Table(
@@ -86,8 +88,10 @@ MEMORIES = Table(
         Column("embedding", "vector", field=False),
         Column("fts", "tsvector", only="postgres"),  # kept by a trigger (postgres.py)
         # what the row is: a memory, a conversation message or a file chunk (`record.py`). All three
-        # are searched by one pipeline, through one scope check; reads name the kinds they want.
-        Column("kind", "text", False, default="memory", check="kind IN ('memory', 'message', 'chunk')"),
+        # are searched by one pipeline, through one scope check; reads name the kinds they want. A
+        # `window` is never read as itself: a part of a message too long for the embedding model, its
+        # `source_id` the message's id, whose vector finds the message (`windows.py`)
+        Column("kind", "text", False, default="memory", check=KIND_CHECK),
         # when it is true (docs/time.md): from `valid_from` (NULL: from `created_at`, so old rows need no
         # rewrite) until `valid_to` (NULL: still true), when the memory `superseded_by` replaced it
         Column("valid_from", "time"),
@@ -111,6 +115,8 @@ MEMORIES = Table(
         Index("idx_memories_session", "session_id, scope, created_at", where="session_id IS NOT NULL"),
         # rows written before their vector (messages, chunks, a write while the provider was down)
         Index("idx_memories_unembedded", "created_at", where="embedding IS NULL"),
+        # a message's windows, found by its id (search, removal)
+        Index("idx_memories_windows", "source_id", where="kind = 'window'"),
     ),
 )
 

@@ -134,9 +134,62 @@ class Store(ABC):
     @abstractmethod
     def vectors(self, ids: list[str]) -> dict[str, np.ndarray]: ...
 
-    @abstractmethod
     def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
-        """Nearest memories by cosine similarity (score = cosine)."""
+        """Nearest memories by cosine similarity (score = cosine). A search of messages also searches the
+        windows of the long ones in the same scopes (`conversations/windows.py`): a message found by a
+        window scores that window's cosine, if it is its best, and names it (`Candidate.via`)."""
+        with self.pinned():  # one pooled connection for the whole leg (PostgreSQL)
+            found = self._vector_candidates(query, filters, k)
+            if "message" not in filters.kinds or not self._has_windows(filters.scopes):
+                return found
+            parts = self._vector_candidates(query, Filters(scopes=filters.scopes, kinds=("window",)), k)
+            of = self._window_messages([c.id for c in parts], filters)
+        best = {c.id: c for c in found}
+        for part in parts:
+            message = of.get(part.id)
+            if message is not None and (message not in best or part.score > best[message].score):
+                best[message] = Candidate(message, part.score, via=part.id)
+        return sorted(best.values(), key=lambda c: c.score, reverse=True)[:k]
+
+    @abstractmethod
+    def _vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
+        """The backend's nearest rows of the kinds `filters` name."""
+
+    def _has_windows(self, scopes: list[str] | None) -> bool:
+        """Whether any of these scopes holds a window: one index seek (kind, scope)."""
+        where = "" if scopes is None else f" AND scope IN ({self.dialect.marks(len(scopes))})"
+        return bool(self.run(f"SELECT 1 FROM memories WHERE kind = 'window'{where} LIMIT 1", scopes or []))
+
+    def _window_messages(self, ids: list[str], filters: Filters) -> dict[str, str]:
+        """The message each of these windows (ids the window search gave) is part of, if it passes `filters`:
+        a message's session, role, times and deletion are its own row's, checked on it (one statement)."""
+        where, params = self.where(filters, "m")
+        out: dict[str, str] = {}
+        for chunk in chunks(ids):
+            these, ids_params = self.dialect.one_of("w.id", chunk, "uuid")
+            out.update((str(r[0]), str(r[1])) for r in self.run(
+                f"SELECT w.id, m.id FROM memories w JOIN memories m ON m.id = CAST(w.source_id AS {self.dialect.types['uuid']}) "
+                f"WHERE {these} AND {where}", (*ids_params, *params)))  # no kind test: SQLite would scan every window
+        return out
+
+    def put_windows(self, windows: list[MemoryRecord], vectors: np.ndarray, messages: list[str]) -> None:
+        """The windows of these messages, with their vectors, in place of any they had."""
+        with self.transaction():
+            self._remove_windows(messages)
+            if windows:
+                self.insert(windows, vectors)
+
+    def _remove_windows(self, messages: list[str]) -> list[str]:
+        """In a transaction: delete the windows of these rows; their ids (a backend drops what it keeps of them)."""
+        gone: list[str] = []
+        for chunk in chunks(sorted(messages)):
+            marks = self.dialect.marks(len(chunk))
+            ids = [str(r[0]) for r in self.run(
+                f"SELECT id FROM memories WHERE source_id IN ({marks}) AND kind = 'window'", chunk)]
+            if ids:
+                self.run(f"DELETE FROM memories WHERE source_id IN ({marks}) AND kind = 'window'", chunk)
+                gone += ids
+        return gone
 
     @abstractmethod
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
@@ -242,12 +295,12 @@ class Store(ABC):
         with self.transaction():
             self.run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
 
-    def unembedded(self, limit: int) -> list[tuple[str, str]]:
-        """(id, text to embed) of rows written without a vector (messages, chunks), oldest first: the
+    def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
+        """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
         content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self.run(f"SELECT id, content, keys FROM memories WHERE embedding IS NULL ORDER BY created_at LIMIT {self.dialect.p}",
-                         (limit,))
-        return [(str(r[0]), embedded_text(r[1], r[2])) for r in rows]
+        rows = self.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL ORDER BY created_at "
+                         f"LIMIT {self.dialect.p}", (limit,))
+        return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
 
     def count_unembedded(self) -> int:
         return int(self.run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
@@ -270,10 +323,13 @@ class Store(ABC):
         """Backends hook work on vectors given to stored rows (the first ones: an index to create)."""
 
     def remove(self, ids: list[str]) -> None:
-        """Hard delete: the row, its vector and its index entries are gone."""
+        """Hard delete: the row, its windows, their vectors and index entries are gone."""
         with self.transaction():
+            windows = self._remove_windows(ids)
             for chunk in chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
                 self.run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+                self.staged.remove(chunk)
+            for chunk in chunks(windows):
                 self.staged.remove(chunk)
             self.erased()
 
@@ -475,7 +531,7 @@ class Store(ABC):
         return StoreStats(
             total=by_kind.get("memory", 0) + deleted + expired, deleted=deleted, expired=expired,
             by_category=memories_by("category"), by_scope=memories_by("scope"),
-            by_kind={k: n for k, n in sorted(by_kind.items()) if n}, users=users,
+            by_kind={k: n for k, n in sorted(by_kind.items()) if n and k != "window"}, users=users,  # a window is part of a message
             oldest=from_ts(oldest), newest=from_ts(newest), size_bytes=self._size_bytes(),
         )
 

@@ -22,7 +22,10 @@ from .base import Candidate
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
-from .migrations import CORE, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .migrations import (
+    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity,
+)
+from .schema import KIND_CHECK
 from .sql import Store, dimensions_differ
 from .text import fts_or_query, keywords, trigrams
 
@@ -163,6 +166,16 @@ _STEPS: dict[str, list[str]] = {
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
+    # SQLite cannot alter a CHECK constraint: its text in the schema is rewritten, as SQLite's documentation
+    # allows for a change that leaves every stored row valid; RESET reloads this connection's schema and the
+    # CREATE INDEX that follows changes the schema cookie, so every other connection reloads it too
+    "message-windows": [
+        "PRAGMA writable_schema = ON",
+        f"UPDATE sqlite_master SET sql = replace(sql, \"{OLD_KIND_CHECK}\", \"{KIND_CHECK}\") "
+        "WHERE type = 'table' AND name = 'memories'",
+        "PRAGMA writable_schema = RESET",
+        *MESSAGE_WINDOWS,
+    ],
     "segment-summary": SEGMENT_SUMMARY,
     "validity": validity("TEXT", "TEXT"),
     # every row's keys are NULL, so its indexed text is unchanged: no rebuild
@@ -528,7 +541,7 @@ class SQLiteStore(Store):
         found = {i: index.vector(i) for i in ids}
         return {i: v for i, v in found.items() if v is not None}
 
-    def vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
+    def _vector_candidates(self, query: np.ndarray, filters: Filters, k: int) -> list[Candidate]:
         index = self._fresh_index()
         if index is None:
             return []

@@ -77,8 +77,8 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
 def _entry(hit: SearchHit) -> RecalledEntry:
     """A hit's entry, with its source and, for a message or file chunk, where it came from."""
     out: RecalledEntry = {**entry(hit.memory, hit.score)}
-    if hit.memory.kind != "memory":
-        out["source"] = hit.memory.kind
+    if hit.source != "memory":
+        out["source"] = hit.source
         out["origin"] = hit.origin
     if hit.discussed is not None:
         out["discussed"] = hit.discussed.model_dump(mode="json")

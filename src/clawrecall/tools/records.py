@@ -94,7 +94,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
             "id": h.id, "path": memory_path(h.memory), "startLine": 1, "endLine": 1, "score": round(h.score, 4),
             "snippet": h.content[:SNIPPET_CHARS], "source": "sessions" if h.source == "message" else "memory",
             "citation": f"{PROVIDER}:memories#{h.id}", "age": h.age, "category": h.memory.category,
-            "kind": h.source, "label": label(h),  # type: ignore[typeddict-item]  # a hit's source is a kind
+            "kind": h.source, "label": label(h),
         }
         if h.source != "memory":
             result["origin"] = h.origin

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, sanitize_for_context
+from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, percent, sanitize_for_context
 from ..models import Discussed, MemoryRecord, SearchHits
 
 LINE_CHARS = 300
@@ -30,10 +30,6 @@ def short(text: str, limit: int) -> str:
 
 def plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
-
-
-def percent(score: float) -> str:
-    return f"{score * 100:.0f}%"
 
 
 def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str | None = None,

@@ -1,0 +1,104 @@
+"""A message longer than the embedding model's window: embedded as overlapping windows by the backfill
+(and again by a re-embedding, `test_reembed.py`), found by any of them, shown as one message. Both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from clawrecall import Memory
+from clawrecall.scopes import Caller
+from clawrecall.storage.migrations import MESSAGE_WINDOWS
+
+ALICE = Caller("alice", "main", "s1")
+FILLER = ("We compared the staging and production clusters, node by node, and wrote down every setting that "
+          "differed between them, including the kernel parameters and the container runtime flags.\n\n")
+TAIL = "Finally: the vault cron job rotates the billing database password every Tuesday at 04:00 UTC."
+LONG = "Here is the full migration report.\n\n" + FILLER * 30 + TAIL
+
+
+def windows_of(mem: Memory, message_id: str) -> list[tuple]:
+    return mem.store.run(
+        "SELECT id, content, embedding IS NOT NULL FROM memories WHERE kind = 'window' AND source_id = "
+        f"{mem.store.dialect.p}", (message_id,))
+
+
+def found_by_window(mem: Memory, hits: list, message_id: str):
+    """The message's hit, ranked first by the vector leg with a cosine its own vector does not reach."""
+    [hit] = [h for h in hits if h.memory.id == message_id]
+    own = float(mem.store.vectors([message_id])[message_id] @ mem._embedding.queries([TAIL])[0])
+    assert hit.explain["legs"]["vector"]["rank"] == 1 and hit.explain["legs"]["vector"]["score"] > own + 0.1
+    return hit
+
+
+def log_long(mem: Memory) -> str:
+    mem.conversations.log([{"role": "user", "content": "How did the migration go?"},
+                           {"role": "assistant", "content": LONG}], caller=ALICE)
+    mem.backfill()
+    assert mem.runtime.drain(30) and mem.store.count_unembedded() == 0
+    return mem.conversations.show("s1", caller=ALICE)[1].id
+
+
+def test_a_long_message_is_embedded_as_windows_and_found_as_one_message(mem):
+    message_id = log_long(mem)
+    windows = windows_of(mem, message_id)
+    assert len(windows) >= 2 and all(embedded for _, _, embedded in windows)
+    assert any(text.endswith(TAIL) for _, text, _ in windows)
+    assert all(len(text) < len(LONG) / 2 for _, text, _ in windows)
+    # found by its last window, reported as the message: once, whole, with its origin
+    hits = mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", explain=True)
+    hit = found_by_window(mem, hits, message_id)
+    assert hit.memory.kind == "message" and hit.content == LONG and hit.origin["role"] == "assistant"
+    assert len(hits) == 2 and {h.memory.kind for h in hits} == {"message"}
+    # the record shows one message; no read returns a window
+    assert [m.content for m in mem.conversations.show("s1", caller=ALICE)] == ["How did the migration go?", LONG]
+    every = mem.search("staging production cluster", caller=ALICE, sources=["memory", "message", "chunk"], limit=50)
+    assert {h.memory.kind for h in every} == {"message"}
+    assert mem.stats().by_kind == {"message": 2}
+    # a filter of the message's own (its session, its time) holds for what its windows find
+    assert mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", session_id="s2") == []
+    later = mem.conversations.show("s1", caller=ALICE)[1].created_at + __import__("datetime").timedelta(seconds=1)
+    assert mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", since=later) == []
+    # another user finds nothing of it
+    assert mem.search(TAIL, caller=Caller("bob"), sources=["message"], mode="vector") == []
+
+
+def test_a_removed_message_takes_its_windows_with_it(mem):
+    message_id = log_long(mem)
+    assert windows_of(mem, message_id)
+    mem.conversations.delete("s1", caller=ALICE)
+    assert windows_of(mem, message_id) == []
+    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0
+
+
+def test_long_messages_embedded_before_windows_get_them_from_the_backfill(mem):
+    """What the message-windows migration does to a store of the release before: its long messages go back
+    to the backfill's queue, which embeds them again with their windows."""
+    message_id = log_long(mem)
+    mem.store.run("DELETE FROM memories WHERE kind = 'window'")  # a store from before windows
+    assert windows_of(mem, message_id) == [] and mem.store.count_unembedded() == 0
+    with mem.store.transaction():
+        mem.store.run(MESSAGE_WINDOWS[1])  # the migration's own statement
+    assert mem.store.count_unembedded() == 1  # the long message; the short question keeps its vector
+    mem.backfill()
+    assert len(windows_of(mem, message_id)) >= 2 and mem.store.count_unembedded() == 0
+    found_by_window(mem, mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", explain=True), message_id)
+
+
+@pytest.mark.model
+def test_the_last_paragraph_of_a_long_answer_is_found_by_meaning(db_target):
+    """all-MiniLM-L6-v2 reads 256 tokens: without windows the vector of a long answer holds only its start."""
+    with Memory.open(db_target) as mem:
+        topics = ["the garden irrigation schedule", "the family trip to Lisbon", "learning the cello",
+                  "the kitchen renovation budget", "training for a half marathon"]
+        for n, topic in enumerate(topics):
+            body = f"Let me summarise what we discussed about {topic}.\n\n" + (
+                f"There are several things to keep in mind about {topic}, and each deserves a careful look.\n\n" * 25)
+            ending = TAIL if n == 2 else f"In short, {topic} is on track."
+            mem.conversations.log([{"role": "assistant", "content": body + ending}], caller=ALICE,
+                                  session_id=f"s{n}")
+        mem.backfill()
+        target = mem.conversations.show("s2", caller=ALICE)[0].id
+        question = "when is the billing database password rotated?"
+        assert mem.search(question, caller=ALICE, sources=["message"], mode="vector", limit=1)[0].memory.id == target
+        [hit] = mem.search(question, caller=ALICE, sources=["message"], limit=1)
+        assert hit.memory.id == target and hit.score >= 0.15  # what the recall hook injects: its gate
