@@ -30,6 +30,8 @@ from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
 from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
+from ..importers.data import run as run_import
+from ..importers.sources import DATA_SOURCES
 from ..scopes import Caller
 from ..storage import Store, open_store
 from . import output as out
@@ -506,6 +508,9 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 
 @click.command("import")
 @click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+@click.option("--from", "system", type=click.Choice(sorted(DATA_SOURCES)), default=None,
+              help="SOURCE is this system's store, not JSONL: its records are mapped and imported, each once "
+              "(docs/importing.md).")
 @caller_options
 @click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
@@ -515,10 +520,20 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
-def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bool, defer_index: bool, as_json: bool,
-                    caller: Caller) -> None:
+def import_memories(state: State, source: TextIO, system: str | None, on_duplicate: str, dry_run: bool, defer_index: bool,
+                    as_json: bool, caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
-    lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing."""
+    lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
+
+    With --from, SOURCE is another system's store (memento-local: its SQLite file)."""
+    if system is not None:
+        source.close()
+        mem = state.open(embeds=True, creates=not dry_run)
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar:
+            summary = run_import(mem, system, DATA_SOURCES[system], source.name, caller=caller, dry_run=dry_run,
+                                 progress=bar)
+        out.respond(as_json, summary, _system_import_text(summary))
+        return
     try:
         lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
     except UnicodeDecodeError as exc:
@@ -782,6 +797,14 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
         lines.append("Near-duplicates are stored with --on-duplicate keep.")
     if result["dry_run"]:
         lines.append("Nothing was written (dry run).")
+    return "\n".join(lines)
+
+
+def _system_import_text(s: dict[str, Any]) -> str:
+    lines = [f"{'Would import' if s['dry_run'] else 'Imported'} {out.memories(s['imported'])} from {s['system']} "
+             f"{s['source']} ({s['already_there']} already there, {len(s['skipped'])} rows left out or changed)"]
+    lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
+    lines += [f"  left out: {d['table']}.{d['id']}: {d['reason']}" for d in s["skipped"]]
     return "\n".join(lines)
 
 
