@@ -92,3 +92,23 @@ def test_the_one_scope_check_applies_the_allow_list():
     assert Caller("alice", scopes=["user:alice"]).scopes == ("user:alice",)  # hashable, like the rest of a Caller
     with pytest.raises(ValidationError, match="invalid user_id"):
         Caller("alice\x00")
+
+
+@pytest.mark.parametrize("forged, why", [
+    ("alice\u200b", "invisible"),  # a zero-width space
+    ("ali\u202ece", "invisible"),  # a bidi override
+    ("\u3164alice", "NFKC"),  # a Hangul filler
+    ("\u0441arol", "mixes scripts"),  # a Cyrillic с before Latin letters
+    ("ｃarol", "NFKC"),  # fullwidth
+    ("ali\u0301ce", "NFKC"),  # a combining accent: one letter written two ways
+])
+def test_an_id_that_could_pass_for_another_is_refused_at_every_door(forged, why):
+    """Two users whose ids display the same would be told apart by nothing a person reads: refused where a
+    caller is built (engine, CLI, tokens, the service headers), with the reason."""
+    from clawrecall.auth import identity
+
+    for make in (lambda: Caller(forged), lambda: Caller(None, forged), lambda: identity(forged, None, None)):
+        with pytest.raises(ValidationError, match=why):
+            make()
+    for fine in ("alice", "José", "Ирина", "山田たろう", "Taro山田", "telegram:123", "user.name@example.org"):
+        assert Caller(fine).user_id == fine

@@ -389,3 +389,34 @@ def test_full_queue_drops_instead_of_blocking(mem, monkeypatch):
     gate.set()
     assert mem.runtime.drain(30)
     assert stored(mem) == ["Remember that my locker code is 4711"]
+
+
+BAD_TIMES = [float("nan"), 1e300, 99999999999999999999, "yesterday", True, {}]
+
+
+@pytest.mark.parametrize("when", BAD_TIMES, ids=repr)
+def test_a_message_of_the_turn_with_an_invalid_timestamp_is_refused_as_the_log_refuses_it(tmp_path, when):
+    """The hook and `POST /v1/conversations/messages` share one check of a message: the user's words are
+    never acknowledged (`recorded: 1`) and then dropped."""
+    from fastapi.testclient import TestClient
+
+    from clawrecall.auth import TokenStore
+    from clawrecall.server import create_app
+
+    bad = {**user("Remember that my locker code is 4711"), "timestamp": when}
+    with Memory.open(tmp_path / "m.db") as mem:
+        with pytest.raises(ValidationError, match="a message of this turn: timestamp"):
+            agent_end(mem, {"messages": [bad]}, ctx())
+        earlier = agent_end(mem, {"messages": [bad, assistant("ok"), user("Remember my badge is 42")]}, ctx())
+        assert earlier["recorded"] == 2  # a message of an earlier turn is left out, not refused again
+        if not isinstance(when, float) or when == when:  # JSON has no NaN (refused when parsed)
+            tokens = TokenStore.for_memory(mem)
+            client = TestClient(create_app(mem, tokens=tokens), base_url="http://127.0.0.1:8765")
+            who = {"Authorization": f"Bearer {tokens.create(user_id='bob')[1]}", "X-Clawrecall-Session": "s2"}
+            for route, body in (("/v1/hooks/agent_end", {"messages": [bad]}),
+                                ("/v1/conversations/messages", {"messages": [bad]})):
+                answer = client.post(route, json=body, headers=who)
+                assert answer.status_code == 400 and "timestamp" in answer.json()["error"]["message"], answer.text
+            assert mem.conversations.sessions(caller=Caller("bob")) == []
+            tokens.close()
+        assert mem.runtime.drain(30)

@@ -678,3 +678,16 @@ def test_explain_says_how_each_absolute_score_was_made(store: Path) -> None:
     assert "→ relevance: cosine " in hybrid and ", coverage " in hybrid
     keywords = run(store, "search", "Kubernetes", "--mode", "bm25", "--explain").stdout
     assert "relevance: the ranking score (a keyword-only search has no query vector)" in keywords
+
+
+def test_forget_names_a_recorded_message_for_what_it_is(tmp_path):
+    """`forget` takes a memory's id; a recorded message's id is refused before any confirmation, saying how
+    it is erased."""
+    from clawrecall import Caller, Memory
+
+    db = tmp_path / "m.db"
+    with Memory.open(db) as mem:
+        mem.conversations.log([{"role": "user", "content": "My locker code is 4417."}], caller=Caller("alice", "main", "s0"))
+        [said] = mem.conversations.show("s0", caller=Caller("alice", "main", "s0"))
+    result = RUNNER.invoke(cli, ["--db", str(db), "forget", said.id, "--user", "alice"], input="y\n")
+    assert result.exit_code != 0 and "recorded message" in result.output and "Erase" not in result.output

@@ -16,11 +16,12 @@ from clawrecall import Caller, Memory, NotFoundError, ScopeError, ValidationErro
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
 from clawrecall.config import EmbeddingConfig
-from clawrecall.files import chunk, read, tokens_for
+from clawrecall.files import Limits, chunk, read, tokens_for
 from clawrecall.files.tokens import Tokens
 from clawrecall.server import create_app
 
 ADMIN = Caller()
+LIMITS = Limits(max_chars=1_000_000, max_pages=100, max_seconds=60)
 ALICE = Caller("alice")
 BOB = Caller("bob")
 
@@ -129,7 +130,7 @@ def test_a_chunk_never_exceeds_the_local_models_window_and_cut_passages_overlap(
     assert tokens.exact and tokens.window == 254  # all-MiniLM-L6-v2: 256 less [CLS] and [SEP]
     words = [f"w{n}" for n in range(3000)]
     text = "\n".join(" ".join(words[i : i + 10]) for i in range(0, 3000, 10)).encode()
-    chunks = chunk(read(text, "text", "t.txt"), tokens, 0.15)
+    chunks = chunk(read(text, "text", "t.txt", LIMITS), tokens, 0.15)
     assert len(chunks) > 5
     for c in chunks:
         assert len(tokens.tokenizer.encode(c.text).ids) <= 256  # with the special tokens: the model's window
@@ -141,7 +142,7 @@ def test_a_chunk_never_exceeds_the_local_models_window_and_cut_passages_overlap(
 
 def test_a_line_longer_than_a_chunk_is_cut_into_pieces(tmp_path):
     tokens = Tokens(window=20)  # no tokenizer: characters / 4
-    chunks = chunk(read(b"x" * 1000 + b"\nend", "text", "long.txt"), tokens, 0.15)
+    chunks = chunk(read(b"x" * 1000 + b"\nend", "text", "long.txt", LIMITS), tokens, 0.15)
     assert all(c.tokens <= 20 for c in chunks)
     assert "".join(c.text for c in chunks if c.last == 1).count("x") >= 1000
     assert chunks[-1].last == 2 and chunks[-1].text.endswith("end")
@@ -395,3 +396,194 @@ def test_a_file_may_name_the_message_it_came_with(mem, tmp_path):
         mem.files.ingest(tmp_path / "a.md", caller=BOB, message_id=said["ids"][0])
     made = mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id=said["ids"][0])
     assert mem.files.get(made["file_id"], caller=ALICE).message_id == said["ids"][0]
+
+
+# -- a hostile client --------------------------------------------------------------------------
+def test_a_symlink_swapped_in_between_the_check_and_the_open_is_not_followed(db_target, tmp_path, monkeypatch):
+    """The race: the path is checked (resolved under the root), then replaced by a symlink to a file outside
+    before it is opened. The swap is made deterministic by doing it from inside the check."""
+    import clawrecall.engine._files as engine_files
+
+    root, outside = tmp_path / "shared", tmp_path / "private"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe vault passphrase is walrus-hexagon.\n")
+    real_type = engine_files.file_type
+
+    def swap(name: str, path: Path, to: Path):
+        def file_type(p):  # called once the path was checked, before the file is opened
+            moved = tmp_path / f"{name}.link"
+            moved.symlink_to(to)
+            if path.is_dir():
+                path.rename(tmp_path / f"{name}.aside")
+            os.replace(moved, path)  # an atomic rename, as an attacker's loop does
+            return real_type(p)
+        return file_type
+
+    with Memory.open(db_target, files={"roots": [str(root)]}) as mem:
+        for name, path, to in (("file", root / "note.md", outside / "secret.md"), ("dir", root / "sub", outside)):
+            if name == "file":
+                path.write_text("# Note\n\nAn innocent note.\n")
+            else:
+                (path / "secret.md").write_text("# decoy\n\nA decoy.\n")
+            monkeypatch.setattr(engine_files, "file_type", swap(name, path, to))
+            target = path if name == "file" else path / "secret.md"
+            with pytest.raises(ValidationError, match="changed while it was being read"):
+                mem.files.ingest(target, caller=ALICE, within_roots=True)
+            monkeypatch.setattr(engine_files, "file_type", real_type)
+        assert mem.search("walrus-hexagon vault passphrase", caller=ALICE, sources=["chunk"]) == []
+        assert mem.files.list(caller=ALICE) == []
+
+
+def test_a_hard_link_to_a_file_outside_the_roots_is_refused(db_target, tmp_path):
+    root, outside = tmp_path / "shared", tmp_path / "private"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe vault passphrase is walrus-hexagon.\n")
+    os.link(outside / "secret.md", root / "innocent.md")
+    with Memory.open(db_target, files={"roots": [str(root)]}) as mem:
+        with pytest.raises(ValidationError, match="other hard links"):
+            mem.files.ingest(root / "innocent.md", caller=ALICE, within_roots=True)
+        assert mem.files.list(caller=ALICE) == []
+        assert mem.files.ingest(root / "innocent.md", caller=ALICE)["action"] == "created"  # the local user may
+
+
+def test_a_file_name_is_never_looked_up_on_the_servers_filesystem(tmp_path, monkeypatch):
+    """`~user`, a symlink loop in the server's working directory, a relative path: "not found", never a 500."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    (root / "deploy.md").write_text(MARKDOWN)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.chdir(tmp_path)
+    with Memory.open(tmp_path / "rest.db", files={"roots": [str(root)]}) as mem:
+        tokens = TokenStore.for_memory(mem)
+        alice = {"Authorization": f"Bearer {tokens.create(user_id='alice')[1]}"}
+        client = TestClient(create_app(mem, tokens=tokens), base_url="http://127.0.0.1:8765",
+                            raise_server_exceptions=False)
+        made = client.post("/v1/files", json={"path": str(root / "deploy.md")}, headers=alice).json()
+        for name in ("~", "~nosuchuser", "~root", "loop", "~nosuchuser%2Fx.md", "deploy.md"):
+            for method in (client.get, client.delete):
+                answer = method(f"/v1/files/{name}", headers=alice)
+                assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found", (name, answer.text)
+        for path in ("~nosuchuser/x.md", "~/x.md", "loop"):
+            answer = client.post("/v1/files", json={"path": path}, headers=alice)
+            assert answer.status_code == 400 and "not an absolute path" in answer.json()["error"]["message"]
+        assert client.get(f"/v1/files/{made['file_id']}", headers=alice).status_code == 200
+        tokens.close()
+    with Memory.open(tmp_path / "rest.db") as mem:  # the local user: `~` is theirs, failures are "not found"
+        for name in ("~nosuchuser", "loop"):
+            with pytest.raises(NotFoundError):
+                mem.files.remove(name, caller=ALICE)
+            with pytest.raises(NotFoundError):
+                mem.files.ingest(name, caller=ALICE)
+    removed = CliRunner().invoke(cli, ["--db", str(tmp_path / "rest.db"), "files", "remove", "~nosuchuser"])
+    assert removed.exit_code == 1 and "Traceback" not in removed.output
+    assert "no ingested file '~nosuchuser'" in removed.stderr
+
+
+def pdf_bomb(pages: int, repeats: int) -> bytes:
+    """A small PDF whose pages all draw one compressed content stream showing `repeats` lines of text."""
+    import io
+    import zlib
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DictionaryObject, NameObject, StreamObject
+
+    writer = PdfWriter()
+    font = writer._add_object(DictionaryObject({
+        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+        NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    stream = StreamObject()
+    stream._data = zlib.compress(("BT /F1 12 Tf 72 720 Td " + "(walrus hexagon lorem) Tj T* " * repeats + "ET").encode(), 9)
+    stream[NameObject("/Filter")] = NameObject("/FlateDecode")
+    content = writer._add_object(stream)
+    for _ in range(pages):
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Contents")] = content
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_a_small_pdf_that_unfolds_into_much_text_is_refused_at_the_limits(db_target, tmp_path):
+    """Bytes do not bound the work: ten pages drawing one compressed stream. The text, the pages and the
+    time are bounded (`files.max_text_chars`, `max_pages`, `max_seconds`), and nothing of the file is stored."""
+    from clawrecall.files.readers import pdf_pages
+
+    bomb = pdf_bomb(pages=10, repeats=3000)
+    assert len(bomb) < 3000
+    (tmp_path / "bomb.pdf").write_bytes(bomb)
+    with Memory.open(db_target, files={"max_text_chars": 100_000}) as mem:
+        with pytest.raises(ValidationError, match=r"more than 100000 characters of text \(files.max_text_chars\)"):
+            mem.files.ingest(tmp_path / "bomb.pdf", caller=ALICE)
+        assert mem.files.list(caller=ALICE) == [] and mem.count(caller=ALICE) == 0
+    with Memory.open(db_target, files={"max_pages": 9}) as mem:
+        with pytest.raises(ValidationError, match=r"has 10 pages; the limit is 9 \(files.max_pages\)"):
+            mem.files.ingest(tmp_path / "bomb.pdf", caller=ALICE)
+    ticks = iter(range(1_000_000))  # a clock that moves one second each time it is read
+    with pytest.raises(ValidationError, match=r"takes longer than 5 s to read \(files.max_seconds\)"):
+        pdf_pages(bomb, "bomb.pdf", Limits(max_chars=10**9, max_pages=100, max_seconds=5, clock=lambda: next(ticks)))
+    pages = pdf_pages(bomb, "bomb.pdf", Limits(max_chars=10**9, max_pages=100, max_seconds=5, clock=lambda: 0.0))
+    assert len(pages) == 10 and pages[0].count("walrus hexagon lorem") == 3000  # within the limits: read whole
+
+
+def test_a_server_reads_files_on_its_own_bounded_queue_not_on_the_request_threads(tmp_path, monkeypatch):
+    """More ingests than the server has request threads, each stuck in reading: `files.workers` (1) read at a
+    time, the others wait without a thread, and a search is still answered meanwhile."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import clawrecall.engine._files as engine_files
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    (root / "a.md").write_text("# Notes\n\nOtters hold hands while they sleep.\n")
+    release, entered = threading.Event(), threading.Semaphore(0)
+    running, most = [0], [0]
+    real_read = engine_files.read
+
+    def stuck_read(*args):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        entered.release()
+        release.wait(60)
+        running[0] -= 1
+        return real_read(*args)
+
+    monkeypatch.setattr(engine_files, "read", stuck_read)
+    with Memory.open(tmp_path / "rest.db", files={"roots": [str(root)]}) as mem:
+        mem.add("Alice's locker code is 7731", user_id="alice")
+        tokens = TokenStore.for_memory(mem)
+        alice = {"Authorization": f"Bearer {tokens.create(user_id='alice')[1]}"}
+        with TestClient(create_app(mem, tokens=tokens), base_url="http://127.0.0.1:8765") as client, \
+                ThreadPoolExecutor(48) as pool:
+            posts = [pool.submit(client.post, "/v1/files", json={"path": str(root / "a.md")}, headers=alice)
+                     for _ in range(45)]  # more than the 40 request threads
+            assert entered.acquire(timeout=60)  # one is reading
+            found = pool.submit(client.post, "/v1/search", json={"query": "locker code"}, headers=alice).result(60)
+            assert found.status_code == 200 and "7731" in found.text
+            release.set()
+            assert {p.result(60).json()["action"] for p in posts} == {"created", "unchanged"}
+        assert most[0] == 1
+        tokens.close()
+
+
+def test_roots_may_be_per_user_or_agent(db_target, tmp_path):
+    """`{user}` and `{agent}` in a root make it each caller's own: bob cannot have alice's folder read, and an id
+    that is no plain folder name (`..`) names no folder at all."""
+    shared = tmp_path / "attachments"
+    for who in ("alice", "bob"):
+        (shared / who).mkdir(parents=True)
+        (shared / who / "notes.md").write_text(f"# {who}\n\nThe notes of {who}.\n")
+    (tmp_path / "top.md").write_text("# Top\n\nNot in anyone's folder.\n")
+    (shared / "main").mkdir()
+    (shared / "main" / "agent.md").write_text("# Agent\n\nThe agent's own notes.\n")
+    roots = [str(shared / "{user}"), str(shared / "{agent}")]
+    with Memory.open(db_target, files={"roots": roots}) as mem:
+        assert mem.files.ingest(shared / "alice" / "notes.md", caller=ALICE, within_roots=True)["action"] == "created"
+        assert mem.files.ingest(shared / "main" / "agent.md", caller=Caller(None, "main"), within_roots=True)
+        for caller, path in ((BOB, shared / "alice" / "notes.md"), (Caller(".."), tmp_path / "top.md"),
+                             (Caller(None, "main"), shared / "alice" / "notes.md"), (ADMIN, shared / "bob" / "notes.md")):
+            with pytest.raises(ValidationError, match="outside the folders"):
+                mem.files.ingest(path, caller=caller, within_roots=True)

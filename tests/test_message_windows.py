@@ -102,3 +102,30 @@ def test_the_last_paragraph_of_a_long_answer_is_found_by_meaning(db_target):
         assert mem.search(question, caller=ALICE, sources=["message"], mode="vector", limit=1)[0].memory.id == target
         [hit] = mem.search(question, caller=ALICE, sources=["message"], limit=1)
         assert hit.memory.id == target and hit.score >= 0.15  # what the recall hook injects: its gate
+
+
+def test_a_message_erased_while_its_windows_are_embedded_leaves_no_window(mem, monkeypatch):
+    """The backfill embeds a long message's windows for seconds; an erasure meanwhile removes the message,
+    and the windows, written after it, must not outlive it (nothing would find them to remove)."""
+    passages = mem._embedding.passages
+    erased: list[dict] = []
+
+    def erase_midway(texts):
+        if not erased:
+            erased.append(mem.erase(user_id="alice"))
+        return passages(texts)
+
+    monkeypatch.setattr(mem._embedding, "passages", erase_midway)
+    mem.conversations.log([{"role": "assistant", "content": LONG}], caller=ALICE)
+    mem.backfill()
+    assert mem.runtime.drain(30)
+    assert erased and erased[0]["messages"] == 1
+    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0
+
+
+def test_an_erasure_removes_windows_whose_message_is_gone(mem):
+    message_id = log_long(mem)
+    mem.store.run(f"DELETE FROM memories WHERE id = {mem.store.dialect.p}", (message_id,))  # as a crash could leave
+    assert windows_of(mem, message_id)
+    mem.erase(user_id="alice")
+    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from hook_helpers import untrusted_parts
 
 from openclaw_harness import PLUGIN_DIR, OpenClaw, OpenClawUnavailable, ensure_openclaw
 from openclaw_stub_model import StubModel, message_text
@@ -168,14 +169,14 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         requests = model.take()
         first = "\n".join(_user_texts(requests[0]))
         block = first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
-        assert "oolong" in block and "[UNTRUSTED DATA" in block and "[END UNTRUSTED DATA]" in block
+        assert "oolong" in untrusted_parts(block)[1]
         results = _tool_texts(requests)
         assert len(results) == (2 if mode == "slot" else 1)
         assert all("oolong" in r for r in results), results
         if mode == "slot":
-            marked = results[1].split("\n")  # core's JSON, between the untrusted-data markers
-            assert marked[0].startswith("[UNTRUSTED DATA") and marked[-1] == "[END UNTRUSTED DATA]"
-            assert json.loads("\n".join(marked[1:-1]))["results"][0]["path"].startswith("clawrecall/")
+            before, marked, after = untrusted_parts(results[1])  # core's JSON, between the untrusted-data markers
+            assert before == after == ""
+            assert json.loads(marked)["results"][0]["path"].startswith("clawrecall/")
 
         # the record holds each message of the session once, though OpenClaw sent the first turn twice
         record = _get(server.url, token, "/v1/conversations/agent:main:explicit:s1")["messages"]

@@ -19,7 +19,6 @@ import pytest
 
 from clawrecall import Caller, ConfigError, Memory, StorageError
 from clawrecall.storage import Filters
-from clawrecall.storage import pg_changes, pg_vectors
 from clawrecall.storage.migrations import latest
 from conftest import _admin, with_database
 
@@ -623,9 +622,8 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
 
 
 def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_index(pg_url):
-    """A database made before half precision (`vector` columns, an HNSW index over `vector`, no row
-    revisions) gets halfvec columns, the HNSW index made again over them and used, every row a revision,
-    and its staged vectors kept."""
+    """A database made before half precision (`vector` columns, an HNSW index over `vector`) gets halfvec
+    columns, the HNSW index made again over them and used, and its staged vectors kept."""
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(40, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -635,19 +633,12 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         mem.store.staged.stage("another model", mem.store.staged.pending(0, 1), vectors[:1])
     with psycopg.connect(pg_url, autocommit=True) as conn:  # as an older release left it
         conn.execute("DROP INDEX idx_memories_embedding")
-        conn.execute("DROP TRIGGER memories_deleted ON memories")
-        conn.execute("DROP TRIGGER memories_moved ON memories")
-        conn.execute("DROP TRIGGER memories_written ON memories")
-        conn.execute("DROP TRIGGER memories_truncated ON memories")
-        conn.execute("DROP FUNCTION memories_departed(), memories_written(), memories_truncated()")
-        conn.execute("DROP TABLE memory_departures")
-        conn.execute("ALTER TABLE memories DROP COLUMN wxid")
         conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector USING embedding::vector")
         conn.execute("ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE vector USING embedding::vector")
         conn.execute("CREATE INDEX idx_memories_embedding ON memories USING hnsw ((embedding::vector(384)) vector_cosine_ops)")
         conn.execute("DELETE FROM meta WHERE key = 'vector_dims'")  # taken from a row when the meta lacks it
         conn.execute("DELETE FROM migrations WHERE name IN ('half-precision-vectors', 'row-revisions', "
-                     "'change-feed', 'half-precision-staging')")
+                     "'change-feed', 'no-change-feed', 'half-precision-staging')")
     with Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"exact_search_rows": 0}) as mem:
         types = dict(mem.store.run("SELECT attrelid::regclass::text, format_type(atttypid, atttypmod) FROM pg_attribute "
                                     "WHERE attname = 'embedding' AND attrelid IN ('memories'::regclass, 'staged_vectors'::regclass)"))
@@ -657,24 +648,11 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         assert not mem.store.reads_exactly(Filters())  # through the rebuilt HNSW index
         assert [c.id for c in mem.store.vector_candidates(vectors[3], Filters(), 5)][0] == ids[3]
         assert mem.store.staged.count() == 1 and mem.store.staged.target() == "another model"
-        # the revisions came and went (the change feed replaced them), and the writers came without rewriting the
-        # table: the rows have none until their next write
-        assert mem.store.run("SELECT count(*) FILTER (WHERE wxid IS NULL), count(*) FROM memories")[0] == (40, 40)
-        assert not mem.store.run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'rev' "
-                                  "AND NOT attisdropped")
-        mem.update(ids[5], importance=0.9)
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:  # read exactly, from held vectors
-        assert mem.store.run("SELECT wxid IS NOT NULL FROM memories WHERE id = %s", (ids[5],))[0][0]
+        assert not mem.store.run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass "
+                                  "AND attname IN ('rev', 'wxid') AND NOT attisdropped")
         [scope] = [r[0] for r in mem.store.run("SELECT DISTINCT scope FROM memories")]
-        assert _ids(mem.store.vector_candidates(vectors[5], Filters(scopes=[scope]), 1)) == [ids[5]]
-        mem.delete(ids[5])  # another revision, and a row the held vectors must leave out
+        mem.delete(ids[5])
         assert ids[5] not in _ids(mem.store.vector_candidates(vectors[5], Filters(scopes=[scope]), 5))
-        assert mem.store._held_vectors._index.rows([scope]) == 40  # the deleted one too: the filters leave it out
-        for _ in range(2):  # held words: the rows without a writer are read with the whole scope
-            assert _ids(mem.store.text_candidates("row 7", Filters(scopes=[scope]), 3))[0] == ids[7]
-        mem.update(ids[7], content="changed")
-        assert ids[7] not in _ids(mem.store.text_candidates("row 7", Filters(scopes=[scope]), 40))
-        assert len(mem.store._held_text._held[scope].slots) == 40
 
 
 @pytest.mark.parametrize("version, too_old", [("0.8.0", False), ("0.8.2", False), ("0.10.1", False), ("1.0", False),
@@ -699,7 +677,7 @@ def test_opening_a_database_whose_pgvector_is_too_old_is_a_clear_error(pg_url, m
         Memory.open(pg_url)
 
 
-# -- the vectors of scopes read exactly, held in memory (pg_vectors.py) ---------------------------------
+# -- every search reads the database ---------------------------------------------------------------
 
 def _unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     v = rng.normal(size=(n, 384)).astype(np.float32)
@@ -710,32 +688,9 @@ def _ids(found: list) -> list[str]:
     return [c.id for c in found]
 
 
-def test_held_vectors_find_what_the_sql_read_finds(pg_url):
-    """For filters the in-memory index applies and for those checked in SQL after it: the same rows
-    in the same order as the exact SQL read, with the same cosines."""
-    rng = np.random.default_rng(11)
-    vectors = _unit_rows(rng, 300)
-    items = [{"content": f"fact {i}", "category": ("fact", "preference", "decision")[i % 3], "tags": [f"t{i % 4}"],
-              "session_id": f"s{i % 5}", "user_id": ("alice", "bob", "carol")[i % 3]} for i in range(300)]
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as held, \
-            Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 0}) as plain:
-        ids = [r.id for r in held.add_many(items, embeddings=vectors, dedup=False)]
-        held.delete(ids[3], user_id="alice")  # deleted rows are left out by both
-        queries = _unit_rows(rng, 8)
-        for filters in (Filters(scopes=["user:alice"]), Filters(scopes=["user:alice", "user:bob"], categories=["fact"]),
-                        Filters(scopes=["user:bob"], tags=["t1"]), Filters(scopes=["user:carol"], session_id="s2"),
-                        Filters(scopes=["user:alice"], include_deleted=True), Filters(scopes=["user:nobody"])):
-            for q in queries:
-                a, b = held.store.vector_candidates(q, filters, 20), plain.store.vector_candidates(q, filters, 20)
-                assert _ids(a) == _ids(b), filters
-                assert np.allclose([c.score for c in a], [c.score for c in b], atol=1e-5)
-        assert held.store._held_vectors._index is not None and plain.store._held_vectors._index is None
-        assert ids[3] not in _ids(held.store.vector_candidates(vectors[3], Filters(scopes=["user:alice"]), 5))
-
-
-def test_held_vectors_see_every_write_of_another_process(pg_url):
+def test_a_search_sees_every_write_of_another_store_at_once(pg_url):
     """Another store on the database (as another process) inserts, changes a vector, deletes, erases, and
-    commits a transaction that took its revision before a later one committed: each search sees it."""
+    commits a transaction begun before a later one committed: the next search sees each (nothing is held)."""
     rng = np.random.default_rng(12)
     base = _unit_rows(rng, 50)
     query = _unit_rows(rng, 1)[0]
@@ -746,7 +701,7 @@ def test_held_vectors_see_every_write_of_another_process(pg_url):
         writer.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(50)], embeddings=base, dedup=False)
         top = lambda: _ids(reader.store.vector_candidates(query, scope, 3))  # noqa: E731
         before = top()
-        assert top() == before and "user:alice" in reader.store._held_vectors._held  # held from the second search
+        assert top() == before
 
         [near] = writer.add_many([{"content": "near", "user_id": "alice"}], embeddings=query[None, :], dedup=False)
         assert top()[0] == near.id  # an insert
@@ -769,106 +724,9 @@ def test_held_vectors_see_every_write_of_another_process(pg_url):
             [early] = other.add_many([{"content": "early", "user_id": "alice"}], embeddings=(early_vector / np.linalg.norm(early_vector))[None, :], dedup=False)
             assert top()[0] == early.id and late.id not in top()
         assert top()[:2] == [late.id, early.id]
-        assert reader.store._held_vectors._index.vector(late.id) is not None
 
 
-def test_held_vectors_leave_the_oldest_scope_for_a_new_one_and_a_scope_too_large_is_read_in_sql(pg_url):
-    rng = np.random.default_rng(13)
-    vectors = _unit_rows(rng, 90)
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem, \
-            Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 0}) as plain:
-        held = mem.store._held_vectors
-        mem.add_many([{"content": f"row {i}", "user_id": ("alice", "bob", "carol")[i % 3]} for i in range(90)],
-                     embeddings=vectors, dedup=False)
-        q = _unit_rows(rng, 1)[0]
-        for _ in range(2):
-            mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 10)
-        one = held._index.nbytes()  # what a scope of 30 rows takes, as allocated
-        held.max_mb = 2.5 * one / 1_000_000  # room for two scopes
-        for user in ("alice", "bob", "alice", "carol"):
-            f = Filters(scopes=[f"user:{user}"])
-            for _ in range(2):  # held from the second search
-                assert _ids(mem.store.vector_candidates(q, f, 10)) == _ids(plain.store.vector_candidates(q, f, 10))
-            assert list(held._held)[-1] == f"user:{user}" and held._index.nbytes() <= held.max_mb * 1_000_000
-        assert set(held._held) == {"user:alice", "user:carol"}  # bob's, searched least recently, made room
-        every = Filters(scopes=["user:alice", "user:bob", "user:carol"])  # 90 rows: more than it may hold
-        assert _ids(mem.store.vector_candidates(q, every, 10)) == _ids(plain.store.vector_candidates(q, every, 10))
-        assert held.candidates([q], every, 10) is None
-        twice = Filters(scopes=["user:alice", "user:alice"])
-        assert _ids(mem.store.vector_candidates(q, twice, 10)) == _ids(plain.store.vector_candidates(q, twice, 10))
-        assert len(set(_ids(held.candidates([q], twice, 10)[0]))) == 10  # each row once
-
-
-def test_held_vectors_read_only_what_a_write_added_and_follow_a_row_that_moves_or_loses_its_vector(pg_url, monkeypatch):
-    rng = np.random.default_rng(15)
-    vectors = _unit_rows(rng, 30)
-    q = _unit_rows(rng, 1)[0]
-    alice, bob = Filters(scopes=["user:alice"]), Filters(scopes=["user:bob"])
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as reader, \
-            Memory.open(pg_url, embedding={"provider": "hash"}) as writer:
-        writer.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(30)], embeddings=vectors, dedup=False)
-        for _ in range(2):
-            reader.store.vector_candidates(q, alice, 5)
-        held = reader.store._held_vectors
-        assert "user:alice" in held._held
-        read = []
-        monkeypatch.setattr(pg_vectors, "read_changes", lambda *a: read.append(pg_changes.read_changes(*a)) or read[-1])
-        [near] = writer.add_many([{"content": "near", "user_id": "alice"}], embeddings=q[None, :], dedup=False)
-        writer.update(near.id, importance=0.9, user_id="alice")  # written again, its vector kept
-        assert _ids(reader.store.vector_candidates(q, alice, 1)) == [near.id]
-        assert [(c.whole, [r[0] for r in c.rows]) for found in read for c in found.values()] == [(False, [near.id])]
-        monkeypatch.undo()
-
-        writer.store.run("UPDATE memories SET scope = 'user:bob' WHERE id = %s", (near.id,))
-        assert near.id not in _ids(reader.store.vector_candidates(q, alice, 5))
-        assert _ids(reader.store.vector_candidates(q, bob, 1)) == [near.id]
-        writer.store.run("UPDATE memories SET scope = 'user:alice' WHERE id = %s", (near.id,))
-        assert _ids(reader.store.vector_candidates(q, alice, 1)) == [near.id]  # back, though bob's scope is not searched
-        writer.store.run("UPDATE memories SET embedding = NULL WHERE id = %s", (near.id,))
-        assert near.id not in _ids(reader.store.vector_candidates(q, alice, 31))
-
-
-def test_held_vectors_are_not_fooled_by_a_late_commit_a_delete_and_an_update_that_keep_the_count_and_sum(pg_url):
-    """A transaction takes revision r and commits after two later rows were held; one of those is erased and the
-    other updated so that the count and the revision sum are what was held: the squares tell them apart."""
-    rng = np.random.default_rng(16)
-    q = _unit_rows(rng, 1)[0]
-    scope = Filters(scopes=["user:alice"])
-    near = lambda w: (q * w + _unit_rows(rng, 1)[0] * (1 - w))[None, :]  # noqa: E731
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as reader, \
-            Memory.open(pg_url, embedding={"provider": "hash"}) as writer, \
-            Memory.open(pg_url, embedding={"provider": "hash"}) as other:
-        writer.add_many([{"content": "first", "user_id": "alice"}], embeddings=near(0.1), dedup=False)
-        with writer.store.transaction():
-            [c] = writer.add_many([{"content": "c", "user_id": "alice"}], embeddings=near(0.9), dedup=False)
-            [b] = other.add_many([{"content": "b", "user_id": "alice"}], embeddings=near(0.8), dedup=False)
-            [a] = other.add_many([{"content": "a", "user_id": "alice"}], embeddings=near(0.7), dedup=False)
-            for _ in range(2):
-                assert set(_ids(reader.store.vector_candidates(q, scope, 5))) >= {a.id, b.id}
-            assert all(reader.store._held_vectors._index.vector(x.id) is not None for x in (a, b))
-            other.store.run("DELETE FROM memories WHERE id = %s", (a.id,))
-            other.delete(b.id, user_id="alice")  # b's new revision is a's + 1 when nothing else took one
-        found = _ids(reader.store.vector_candidates(q, scope, 5))
-        assert found[0] == c.id and a.id not in found and b.id not in found
-def test_a_scope_is_held_from_its_second_search_in_a_process(pg_url, monkeypatch):
-    """A one-off command searches once: it reads the scope in SQL rather than all its rows to hold them."""
-    rng = np.random.default_rng(17)
-    vectors = _unit_rows(rng, 20)
-    q = _unit_rows(rng, 1)[0]
-    with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
-        mem.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(20)], embeddings=vectors, dedup=False)
-        held = mem.store._held_vectors
-        first = _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5))
-        assert held._index is None and "user:alice" in held._gate._seen
-        assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
-        assert held._index.rows(["user:alice"]) == 20
-        read = []
-        monkeypatch.setattr(pg_vectors, "read_changes", lambda *a: read.append(pg_changes.read_changes(*a)) or read[-1])
-        assert _ids(mem.store.vector_candidates(q, Filters(scopes=["user:alice"]), 5)) == first
-        assert [(c.whole, c.rows, c.departed) for found in read for c in found.values()] == [(False, [], [])]  # nothing new
-
-
-def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of_them(pg_url):
+def test_a_search_inside_a_transaction_reads_its_own_writes(pg_url):
     rng = np.random.default_rng(14)
     vectors = _unit_rows(rng, 20)
     scope = Filters(scopes=["user:alice"])
@@ -883,7 +741,6 @@ def test_a_search_inside_a_transaction_reads_its_own_writes_and_holds_nothing_of
                 raise RuntimeError("roll back")
         found = mem.store.vector_candidates(q, scope, 50)
         assert len(found) == 20 and new.id not in _ids(found)
-        assert mem.store._held_vectors._index.vector(new.id) is None
 
 
 def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_the_old_vectors(pg_url):
@@ -916,22 +773,3 @@ def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_
         with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 384"):
             store.build_vector_index()
         assert time.monotonic() - started < 30 and not store.has_vector_index()  # not the 60 s wait for transactions
-
-
-def test_held_vectors_read_nothing_for_scopes_that_do_not_fit_together(pg_url):
-    """Each of three scopes fits alone, the three together do not: a search naming all three reads none of
-    them to hold (it reads in SQL), rather than holding them all and then finding them over the budget."""
-    rng = np.random.default_rng(19)
-    vectors = _unit_rows(rng, 90)
-    every = Filters(scopes=["user:alice", "user:bob", "user:carol"])
-    with Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 1}) as mem, \
-            Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"vector_cache_mb": 0}) as plain:
-        mem.add_many([{"content": f"row {i}", "user_id": ("alice", "bob", "carol")[i % 3]} for i in range(90)],
-                     embeddings=vectors, dedup=False)
-        held = mem.store._held_vectors
-        held.max_mb = 75 * (384 * 4 + pg_vectors._ROW_BYTES) / 1_000_000  # room for 75 rows: two scopes, not three
-        q = _unit_rows(rng, 1)[0]
-        for _ in range(3):
-            assert _ids(mem.store.vector_candidates(q, every, 10)) == _ids(plain.store.vector_candidates(q, every, 10))
-        assert held._index is None or held._index.rows(every.scopes) == 0
-        assert not held._held

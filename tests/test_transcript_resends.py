@@ -101,3 +101,30 @@ def test_a_copy_stamped_long_before_the_first_is_not_taken_for_it(db_target):
     with _open(db_target) as mem:
         agent_end(mem, _turn(("user", "ok", 3_600_000)), alice)
         assert agent_end(mem, _turn(("user", "ok", 0)), alice)["recorded"] == 1
+
+
+def test_messages_with_their_own_ids_sent_out_of_order_are_both_kept(db_target):
+    """A message a provider's id names is known by it: an earlier "yes" logged after a later one (a client's
+    retry, an import newest first) is a message of its own, not a copy sent again."""
+    alice = Caller("alice", "main", "chat")
+    with _open(db_target) as mem:
+        later = {"id": "msg-2", "role": "user", "content": "yes", "timestamp": T0 + 120_000}
+        earlier = {"id": "msg-1", "role": "user", "content": "yes", "timestamp": T0}
+        assert mem.conversations.log([later], caller=alice)["stored"] == 1
+        assert mem.conversations.log([earlier], caller=alice)["stored"] == 1
+        assert [m.content for m in mem.conversations.show("chat", caller=alice)] == ["yes", "yes"]
+
+
+def test_a_copy_from_a_clock_ahead_of_the_servers_is_still_known(db_target):
+    """A stamp later than now is stored as now; its copy sent again (stamped earlier, still ahead of the
+    server) is compared with what was stored, not with what was sent."""
+    import time
+
+    alice = Caller("alice", "main", "chat")
+    ahead = int(time.time() * 1000) + 3_600_000  # an hour ahead of the server
+    with _open(db_target) as mem:
+        assert agent_end(mem, _turn(("user", "Remember that my bike is red.", ahead + 4_000)), alice)["recorded"] == 1
+        assert agent_end(mem, _turn(("user", "Remember that my bike is red.", ahead),
+                                    ("assistant", "Noted.", ahead + 5_000)), alice)["recorded"] == 1
+        assert [m.content for m in mem.conversations.show("chat", caller=alice)] == [
+            "Remember that my bike is red.", "Noted."]

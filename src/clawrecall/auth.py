@@ -230,6 +230,7 @@ def identity(user_id: str | None, agent_id: str | None, session_id: str | None) 
     for kind, value in (("user", user_id), ("agent", agent_id)):
         if value:
             validate_scope(f"{kind}:{value}")
+    Caller(user_id or None, agent_id or None)  # an id that could pass for another is refused
     if session_id and (len(session_id) > MAX_ID_CHARS or not session_id.strip()):
         raise ValidationError(f"a session id is 1 to {MAX_ID_CHARS} characters")
     return {"user_id": user_id or None, "agent_id": agent_id or None, "session_id": session_id or None}

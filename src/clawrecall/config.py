@@ -247,10 +247,6 @@ class PostgresConfig(_Section):
     maintenance_work_mem: str = Field(default="1GB", pattern=r"^[1-9][0-9]*\s*(kB|MB|GB|TB)$")
     # Filters that leave at most this many rows read them exactly (recall 1.0) instead of through HNSW.
     exact_search_rows: int = Field(default=50_000, ge=0, le=10_000_000)
-    # Memory each process may give the vectors of the scopes it reads exactly (storage/pg_vectors.py); 0: none.
-    vector_cache_mb: int = Field(default=512, ge=0, le=1_000_000)
-    # Memory each process may give the words of the scopes it searches (storage/pg_text.py); 0: none.
-    text_cache_mb: int = Field(default=256, ge=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _ef_construction_covers_m(self) -> "PostgresConfig":
@@ -396,6 +392,13 @@ class FilesConfig(_Section):
     # Python API read any file the user running them can: they are that user already.
     roots: list[str] = Field(default_factory=list)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    # what reading one file may cost, whatever its size in bytes (a small PDF can hold millions of characters):
+    # its text, its pages, and the seconds its reading takes; past one, the file is refused
+    max_text_chars: int = Field(default=2_000_000, ge=1)
+    max_pages: int = Field(default=2000, ge=1)
+    max_seconds: float = Field(default=60.0, gt=0)
+    # files a server reads at once (on their own threads, not the request threads); more wait their turn
+    workers: int = Field(default=1, ge=1, le=64)
     types: list[Literal["markdown", "text", "code", "pdf"]] = Field(
         default=["markdown", "text", "code", "pdf"], min_length=1
     )

@@ -21,6 +21,7 @@ A token's allow-list narrows every rule: its holder touches no scope outside the
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Protocol, Sequence
@@ -36,6 +37,31 @@ MAX_ID_CHARS = 200
 _SCOPE = re.compile(rf"^(global|(user|agent|project|custom):[^\s{_FORBIDDEN}:][^\s{_FORBIDDEN}]{{0,{MAX_ID_CHARS - 1}}})$")
 ALL = "*"
 _ID = re.compile(rf"^[^{_FORBIDDEN}]{{1,{MAX_ID_CHARS}}}$")
+
+
+# scripts that one name may mix (Japanese, Chinese, Korean writing, each with Latin), as Unicode's "highly
+# restrictive" profile (UTS #39) allows; any other script stands alone
+_EAST_ASIAN = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")  # Hangul fillers: letters that show nothing
+
+
+@lru_cache(maxsize=4096)
+def _lookalike_problem(ident: str) -> str | None:
+    """Why an id could display as another one (None: it cannot, by these rules): it is not in NFKC form
+    (fullwidth `ａｌｉｃｅ`), holds an invisible character (a zero-width space, a bidi control, a Hangul
+    filler) or mixes scripts (a Cyrillic `с` in a Latin name)."""
+    if (normal := unicodedata.normalize("NFKC", ident)) != ident:
+        return f"it is not in Unicode NFKC form (use {_show(normal)})"
+    scripts = set()
+    for ch in ident:
+        category = unicodedata.category(ch)
+        if category in ("Cf", "Co", "Cn", "Zl", "Zp") or ch in _BLANK_LETTERS:
+            return f"it holds an invisible or unassigned character (U+{ord(ch):04X})"
+        if category.startswith("L"):
+            scripts.add(unicodedata.name(ch, "UNKNOWN").split(" ")[0])
+    if len(scripts - _EAST_ASIAN - {"LATIN"}) + bool(scripts & (_EAST_ASIAN | {"LATIN"})) > 1:
+        return f"it mixes scripts ({', '.join(sorted(s.lower() for s in scripts))})"
+    return None
 
 
 def validate_scope(scope: str) -> str:
@@ -76,6 +102,8 @@ class Caller:
                 raise ValidationError(
                     f"invalid {name} {_show(value)}: ids are strings of 1–{MAX_ID_CHARS} characters without control characters"
                 )
+            if value is not None and (problem := _lookalike_problem(value)) is not None:
+                raise ValidationError(f"invalid {name} {_show(value)}: {problem}, so it could pass for another id")
         if self.session_id is not None and not isinstance(self.session_id, str):
             raise ValidationError(f"session_id must be a string, got {type(self.session_id).__name__}")
         if self.scopes is not None and not isinstance(self.scopes, tuple):

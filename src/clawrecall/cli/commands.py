@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from .._time import age_string, parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
-from ..errors import ClawrecallError, EmbeddingMismatchError, StorageError
+from ..errors import ClawrecallError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
@@ -425,6 +425,9 @@ def forget(state: State, memory_id: str, yes: bool, as_json: bool, caller: Calle
     """Erase a memory for good (content, vector, and the content kept in its history), as for a GDPR request."""
     mem = state.open(embeds=False)
     record = mem.get(memory_id, caller=caller)
+    if record.kind != "memory":  # a message or a file's chunk goes with its conversation or file
+        raise NotFoundError(f"no memory {memory_id!r}: it is a recorded {record.kind}, erased with its "
+                            f"{'file (files remove)' if record.kind == 'chunk' else 'conversation (conversations delete)'}")
     confirm(f"Erase {record.id} ({out.truncate(record.content, 60)}) for good?", yes)
     forgotten = mem.forget(record.id, caller=caller)
     out.respond(

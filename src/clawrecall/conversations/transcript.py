@@ -85,6 +85,12 @@ def entries(messages: Any, *, skip_bad: bool = False) -> tuple[list[Entry], int]
     return out, skipped
 
 
+def check_message(message: Any) -> None:
+    """Refuse a message the record could not store (its role, text or timestamp), as `entries` would:
+    the one check of a message, for every door that takes one."""
+    if not isinstance(message, Mapping):
+        raise ValidationError("a message must be an object with role and content")
+    _message_entries(message, 0)
 def resent(fresh: Sequence[Entry], stored: Sequence[tuple[str, str, str, datetime]]) -> set[int]:
     """Which of `fresh` (entries whose key the record lacks, in order) are messages of `stored` sent again with
     another time stamp. `stored`: (dedup key, role, text, time) of the session's messages stamped from the

@@ -15,6 +15,7 @@ import json
 import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
 
@@ -105,7 +106,7 @@ class Conversations:
                 if e.dedup_key not in seen:
                     seen.add(e.dedup_key)
                     fresh.append(e)
-            fresh = self._not_resent(fresh, known, scope, session)
+            fresh = self._not_resent(fresh, known, scope, session, now)
             if not fresh:
                 return LogResult(stored=0, skipped=len(items), ids=[], segment_id=None)
             segment = self.store.segments.open_for(scope, session)
@@ -161,17 +162,23 @@ class Conversations:
         return LogResult(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
                          segment_id=segment.id if segment is not None else None)
 
-    def _not_resent(self, fresh: list[Entry], known: set[str], scope: str, session: str) -> list[Entry]:
-        """`fresh` without the messages the record holds under another time stamp (`transcript.resent`)."""
-        stamps = [e.created_at for e in fresh if e.created_at is not None]
-        if not stamps:
+    def _not_resent(self, fresh: list[Entry], known: set[str], scope: str, session: str, now: datetime) -> list[Entry]:
+        """`fresh` without the messages the record holds under another time stamp (`transcript.resent`). Only
+        messages without a provider's id are compared: one with an id is known by it, so two equal messages
+        sent out of order (a client's retry, an import newest first) are both kept. A stamp ahead of now (a
+        client's clock ahead of ours) was stored as now, so its copy is compared with the last
+        `RESTAMPED_WITHIN` before now."""
+        candidates = [(i, e if e.created_at <= now else replace(e, created_at=now - RESTAMPED_WITHIN))
+                      for i, e in enumerate(fresh) if e.provider_id is None and e.created_at is not None]
+        if not candidates:
             return fresh
+        stamps = [e.created_at for _, e in candidates if e.created_at is not None]
         stored = [
             (m.dedup_key, m.role, m.content, m.created_at)
             for m in self.store.messages.stamped_between(scope, session, min(stamps), max(stamps) + RESTAMPED_WITHIN)
-            if m.dedup_key not in known  # matched by its own key in this transcript
+            if m.dedup_key not in known and m.provider_id is None  # matched by its own key, or known by its id
         ]
-        again = resent(fresh, stored)
+        again = {candidates[n][0] for n in resent([e for _, e in candidates], stored)}
         return [e for i, e in enumerate(fresh) if i not in again]
 
     # -- segments ------------------------------------------------------------------------------

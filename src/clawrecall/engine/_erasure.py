@@ -135,6 +135,8 @@ def _messages(e: Erasing) -> int:
     ids = e.owned_ids("message")
     if not e.dry_run and ids:
         e.store.messages.delete(ids)
+    if not e.dry_run and (left := e.owned_ids("window")):  # a message's windows go with it; these outlived theirs
+        e.store.remove(left)
     return len(ids)
 
 

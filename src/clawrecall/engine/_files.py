@@ -8,12 +8,16 @@ when its content changed, and does nothing when it did not.
 
 The file is read with this process's rights. A server's client must not make it read anything it
 can (`/etc/passwd`, a key): the doors that serve others pass `within_roots=True`, which refuses
-every path that does not resolve, symlinks followed, under a folder of `files.roots`.
+every path that does not resolve, symlinks followed, under a folder of `files.roots`. The file is
+then opened by walking down from the root's own descriptor without following any link, so a
+symlink swapped in after the check is refused, not followed; a file with other hard links is
+refused too (one of them may be outside the roots). What is checked is what is read.
 """
 
 from __future__ import annotations
 
 import builtins
+import errno
 import hashlib
 import os
 import re
@@ -24,7 +28,7 @@ from typing import Any
 from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
-from ..files import FILE_TYPES, FileType, chunk, file_type, read, tokens_for
+from ..files import FILE_TYPES, FileType, Limits, chunk, file_type, read, tokens_for
 from ..models import FileRecord, MemoryRecord
 from ..scopes import Caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
@@ -61,8 +65,8 @@ class Files:
         if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
             raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
         scope = write_scope(caller, None, access=self.config.access)
-        target, kind = self._check_path(path, within_roots)
-        data = self._read(target)
+        target, kind, root = self._check_path(path, caller if within_roots else None)
+        data = self._read(target, root)
         digest = hashlib.sha256(data).hexdigest()
         known = self.store.files.at(scope, str(target))
         if known is not None and known.content_hash == digest:
@@ -73,7 +77,8 @@ class Files:
             if said is None or (scopes is not None and said.scope not in scopes):
                 raise NotFoundError(f"no message with id {message_id!r}")
         cfg = self.config.files
-        chunks = chunk(read(data, kind, target.name), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
+        limits = Limits(cfg.max_text_chars, cfg.max_pages, cfg.max_seconds)
+        chunks = chunk(read(data, kind, target.name, limits), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
         if not chunks:
             raise ValidationError(f"{target} has no text to index")
         for attempt in (1, 2):
@@ -125,8 +130,11 @@ class Files:
         check_int(offset, "offset", 0, _ALL)
         return self.store.files.find(read_scopes(caller, None, access=self.config.access), limit=limit, offset=offset)
 
-    def get(self, path_or_id: str, *, caller: Caller) -> FileRecord:
-        """An ingested file by its id (or 8+ first characters of it) or by its path, in the caller's scopes."""
+    def get(self, path_or_id: str, *, caller: Caller, within_roots: bool = False) -> FileRecord:
+        """An ingested file by its id (or 8+ first characters of it) or by its path, in the caller's scopes.
+
+        `within_roots` (a server's client): the path is matched as written (made absolute lexically),
+        never looked up on this machine's filesystem (`~user`, symlinks)."""
         if not isinstance(path_or_id, str) or not path_or_id.strip():
             raise ValidationError("give a file's id or path")
         check_text(path_or_id, "file")
@@ -138,18 +146,18 @@ class Files:
                 return found[0]
             if len(found) > 1:
                 raise ValidationError(f"{wanted!r} is the start of {len(found)} file ids: give more of it")
-        path = str(Path(wanted).expanduser().resolve())
+        path = os.path.normpath(wanted) if within_roots else _local_path(wanted)
         own = write_scope(caller, None, access=self.config.access)
         for scope in [own] + [s for s in scopes or [] if s != own]:
             if (file := self.store.files.at(scope, path)) is not None:
                 return file
         raise NotFoundError(f"no ingested file {wanted!r}")
 
-    def remove(self, path_or_id: str, *, caller: Caller) -> FileRecord:
+    def remove(self, path_or_id: str, *, caller: Caller, within_roots: bool = False) -> FileRecord:
         """Forget an ingested file: its chunks (text, vectors, index entries) and its row are gone. Erased as a
         memory is: by who ingested it, or with write access to its scope (a shared file is not any reader's)."""
         require_writes(self.config)
-        file = self.get(path_or_id, caller=caller)
+        file = self.get(path_or_id, caller=caller, within_roots=within_roots)
         check_change(caller, file, access=self.config.access, erase=True)
         with self.store.transaction():
             self.writes.unrecord(self._chunk_ids(file))
@@ -162,23 +170,26 @@ class Files:
         return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
-    def _check_path(self, path: str | os.PathLike[str], within_roots: bool) -> tuple[Path, FileType]:
-        """The resolved path (symlinks followed) and its type, after the type, root and kind checks."""
+    def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, FileType, Path | None]:
+        """The resolved path (symlinks followed), its type and the root it is under, after the type, root and
+        kind checks. `client`: a server's caller, limited to its roots; None: the local user, who reads any path."""
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValidationError("give the path of a file to ingest")
         check_text(str(path), "path")
-        given = Path(path).expanduser()
-        if within_roots and not given.is_absolute():
+        given = Path(path)
+        if client is not None and not given.is_absolute():  # `~` too: a client's `~root` is not this machine's business
             raise ValidationError(f"{str(path)!r} is not an absolute path")
         try:
-            target = given.resolve()
-        except (OSError, RuntimeError):  # a symlink loop, no permission
+            target = (given if client is not None else given.expanduser()).resolve()
+        except (OSError, RuntimeError):  # a symlink loop, no permission, `~nosuchuser`
             raise NotFoundError(f"no readable file at {str(path)!r}") from None
-        if within_roots:  # before looking at the file: outside the roots, whether it exists is no one's business
-            roots = [Path(r).expanduser().resolve() for r in self.config.files.roots]
-            if not roots:
+        root = None
+        if client is not None:  # before looking at the file: outside the roots, whether it exists is no one's business
+            roots = self._roots(client)
+            if not self.config.files.roots:
                 raise ValidationError("this server reads no files: files.roots is empty (configure the folders it may read)")
-            if not any(target.is_relative_to(root) for root in roots):
+            root = next((r for r in roots if target.is_relative_to(r)), None)
+            if root is None:
                 raise ValidationError(f"{str(path)!r} is outside the folders this server may read (files.roots)")
         if not target.exists():
             raise NotFoundError(f"no readable file at {str(path)!r}")
@@ -192,25 +203,74 @@ class Files:
                 f"cannot ingest {what}: the types read are {', '.join(t for t in FILE_TYPES if t in allowed)} "
                 "(Markdown .md, text .txt, source code such as .py or .js, PDF .pdf)"
             )
-        return target, kind
+        return target, kind, root
 
-    def _read(self, target: Path) -> bytes:
-        """The file's bytes, if it is a regular file within the size limit (a FIFO or device is refused, not read)."""
+    def _roots(self, caller: Caller) -> builtins.list[Path]:
+        """`files.roots` as they apply to this caller: `{user}` and `{agent}` in a root stand for its ids. A root
+        naming an id the caller lacks, or one that is no plain folder name (`..`, a `/`), is not among its roots."""
+        out = []
+        for root in self.config.files.roots:
+            for key, value in (("{user}", caller.user_id), ("{agent}", caller.agent_id)):
+                if key in root:
+                    plain = value is not None and value not in (".", "..") and "/" not in value and os.sep not in value
+                    root = root.replace(key, value) if value is not None and plain else ""
+            if root:
+                out.append(Path(root).expanduser().resolve())
+        return out
+
+    def _read(self, target: Path, root: Path | None) -> bytes:
+        """The file's bytes, if it is a regular file within the size limit (a FIFO or device is refused, not read).
+        Under a root: the file the check saw, or an error (`_open_under`)."""
         limit = self.config.files.max_bytes
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            fd = os.open(target, flags) if root is None else _open_under(root, target.relative_to(root).parts, flags)
         except OSError as exc:
             raise NotFoundError(f"cannot read {target}: {exc.strerror}") from None
         with os.fdopen(fd, "rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise ValidationError(f"{target} is not a regular file")
+            if root is not None and info.st_nlink != 1:
+                raise ValidationError(f"{target} has other hard links (one may be outside files.roots): a server reads "
+                                      "only files with one name")
             if info.st_size > limit:
                 raise ValidationError(f"{target} is {info.st_size} bytes; the limit is {limit} (files.max_bytes)")
             data = fh.read(limit + 1)
         if len(data) > limit:  # it grew since
             raise ValidationError(f"{target} is over {limit} bytes (files.max_bytes)")
         return data
+
+
+def _open_under(root: Path, parts: tuple[str, ...], flags: int) -> int:
+    """A descriptor of `root/parts…` opened one name at a time from the root's own descriptor, following no
+    symlink: one swapped in since the path was resolved is refused (ELOOP, ENOTDIR), not followed out of the root."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for n, name in enumerate(parts):
+            last = n == len(parts) - 1
+            try:
+                inner = os.open(name, (flags if last else os.O_RDONLY | os.O_DIRECTORY) | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise ValidationError(f"{root.joinpath(*parts)} changed while it was being read (a symbolic link "
+                                          "swapped in is not followed)") from None
+                raise
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _local_path(given: str) -> str:
+    """A path named by the local user (the CLI, the Python API): `~` expanded and resolved; as written when
+    that fails (`~nosuchuser`, a symlink loop), so the lookup answers "not found"."""
+    try:
+        return str(Path(given).expanduser().resolve())
+    except (OSError, RuntimeError):
+        return os.path.abspath(given)
 
 
 def _result(action: str, file: FileRecord) -> IngestResult:

@@ -11,7 +11,7 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
 from ..models import NewMemory
-from ..scopes import Caller
+from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
 from ._reads import read_filters
@@ -45,8 +45,8 @@ class Transfer:
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
         progress: Progress | None, chunk: int,
     ) -> dict[str, Any]:
-        """Every line is validated before anything is written. A line whose id is stored is skipped,
-        and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
+        """Every line is validated before anything is written. A line whose id is stored is skipped (by a
+        memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
         so running an import again adds nothing. Returns the counts and, per line left out, why."""
         require_writes(self.config)
         if on_duplicate not in ("skip", "keep"):
@@ -73,7 +73,7 @@ class Transfer:
                     raise ValidationError(f"line {n}: id {record.id} repeats line {seen[record.id]}")
                 seen[record.id] = n
                 item.id = record.id
-        existing = set(self.store.fetch(list(seen)))
+        existing = self._held([item for _, item in items_by_line if item.id], caller)
         left_out = [_stored(n, item.id) for n, item in items_by_line if item.id and item.id in existing]
         todo = [(n, item) for n, item in items_by_line if not (item.id and item.id in existing)]
         created = 0
@@ -81,7 +81,7 @@ class Transfer:
         size = max(len(todo), 1) if dry_run else chunk  # a dry run compares every line with every other, as one batch
         for start in range(0, len(todo), size):
             part = todo[start : start + size]
-            if stored := self.store.fetch([i.id for _, i in part if i.id]):  # by another import running beside this one
+            if stored := self._held([i for _, i in part if i.id], caller):  # by another import running beside this one
                 left_out += [_stored(n, i.id) for n, i in part if i.id in stored]
                 part = [(n, i) for n, i in part if i.id not in stored]
             results = self.writes.add_many(
@@ -104,6 +104,17 @@ class Transfer:
             "skipped": sum(d["reason"] == "id_exists" for d in left_out),
             "dry_run": dry_run, "left_out": left_out,
         }
+
+    def _held(self, items: list[NewMemory], caller: Caller) -> set[str]:
+        """The items' ids that a memory the caller may read holds. An id another caller's memory holds is
+        dropped from its item (a new one is given): whether it is stored is none of this caller's business,
+        and every other door answers "not found" for it."""
+        stored = self.store.fetch([i.id for i in items if i.id])
+        readable = read_scopes(caller, None, access=self.config.access)
+        for item in items:
+            if item.id in stored and readable is not None and stored[item.id].scope not in readable:
+                item.id = None
+        return {i.id for i in items if i.id in stored}
 
 
 def _stored(line: int, memory_id: str | None) -> dict[str, Any]:

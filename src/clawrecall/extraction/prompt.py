@@ -13,7 +13,7 @@ from datetime import datetime
 
 from .._time import as_utc
 from ..config import ExtractionConfig
-from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context
+from ..conversations.text import sanitize_for_context, untrusted
 from ..models import MemoryRecord, Message, Segment, Visibility
 from .schema import fact_categories
 
@@ -65,15 +65,14 @@ def build(segment: Segment, messages: list[Message], known: list[MemoryRecord], 
     facts = [f for f in known if f.visibility != Visibility.secret][: config.known_facts]
     cats = fact_categories(categories)
     system = _SYSTEM.format(categories=", ".join(cats), example="fact" if "fact" in cats else cats[0])
-    lines = [RECALL_HEADER, f"Segment date: {_day(segment.started_at)}"]
+    lines = [f"Segment date: {_day(segment.started_at)}"]
     if facts:
         lines.append("Known facts:")
         lines += [f"F{n} [{f.category}] {sanitize_for_context(f.content, KNOWN_CHARS)}" for n, f in enumerate(facts, 1)]
     lines.append("Messages:" if not cut else f"Messages (the first {cut} of this segment are left out for length):")
     budget = config.max_segment_chars
     lines += [f"[{n}] {_minute(m.created_at)} {m.role}: {sanitize_for_context(m.content, budget)}" for n, m in enumerate(shown, 1)]
-    lines.append(RECALL_FOOTER)
-    chat = [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+    chat = [{"role": "system", "content": system}, {"role": "user", "content": untrusted(lines)}]
     return Prompt(chat, shown, facts, cut)
 
 

@@ -3,7 +3,7 @@ does (`tokens.py`) and cutting the text into overlapping chunks that keep their 
 (`chunking.py`). `mem.files` (engine/_files.py) stores the chunks."""
 
 from .chunking import Chunk, chunk
-from .readers import FILE_TYPES, FileType, file_type, read, text_lines
+from .readers import FILE_TYPES, FileType, Limits, file_type, read, text_lines
 from .tokens import Tokens, tokens_for
 
-__all__ = ["FILE_TYPES", "Chunk", "FileType", "Tokens", "chunk", "file_type", "read", "text_lines", "tokens_for"]
+__all__ = ["FILE_TYPES", "Chunk", "FileType", "Limits", "Tokens", "chunk", "file_type", "read", "text_lines", "tokens_for"]

@@ -4,15 +4,26 @@ The type comes from the name (the extension, or a few well-known names such as `
 from guessing at the content: a file of an unknown kind is refused, not indexed as noise. Text must
 be UTF-8 (a BOM is dropped); a NUL byte means binary. PDF text is extracted with pypdf; a PDF
 without text (a scan) is refused, since there is nothing to search.
+
+A file's bytes do not bound the work of reading it: a 14 KB PDF whose pages all draw one huge
+compressed content stream makes millions of characters and minutes of parsing. `Limits` bound the
+text, the pages and the time; a PDF is read in a child process, killed at the time limit, so the
+parse holds neither this process's interpreter lock nor its memory.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
+import os
 import re
-from pathlib import PurePath
-from typing import Literal, get_args
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any, Callable, Literal, get_args
 
 from ..errors import ValidationError
 from .chunking import PARAGRAPH, SECTION, Line
@@ -55,11 +66,25 @@ def file_type(path: str | PurePath) -> FileType | None:
     return _BY_NAME.get(name) or _BY_EXTENSION.get(PurePath(name).suffix)
 
 
-def read(data: bytes, kind: FileType, name: str) -> list[Line]:
+@dataclass(frozen=True)
+class Limits:
+    """What reading one file may cost (`files.max_text_chars`, `max_pages`, `max_seconds`); past one, the
+    file is refused with an error naming it, and nothing of it is stored."""
+
+    max_chars: int
+    max_pages: int
+    max_seconds: float
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+
+def read(data: bytes, kind: FileType, name: str, limits: Limits) -> list[Line]:
     """The file's lines, each with its line number (its page for a PDF) and where a chunk may start."""
     if kind == "pdf":
-        return _pdf_lines(data, name)
-    lines = _text(data, name).splitlines()
+        return _pdf_lines(_pdf_pages_apart(data, name, limits), name)
+    text = _text(data, name)
+    if len(text) > limits.max_chars:
+        raise _too_much_text(name, limits)
+    lines = text.splitlines()
     if kind == "markdown":
         return _markdown_lines(lines)
     return _plain_lines(lines, sections=kind == "code")
@@ -108,20 +133,81 @@ def _markdown_lines(lines: list[str]) -> list[Line]:
     return [Line(text, i + 1, start) for i, (text, start) in enumerate(zip(lines, starts))]
 
 
-def _pdf_lines(data: bytes, name: str) -> list[Line]:
-    """Each page's text, line by line; a page starts a paragraph (a paragraph often runs on)."""
+class _Over(Exception):
+    """Raised inside pypdf's text visitor to stop a page's extraction at a limit."""
+
+
+def pdf_pages(data: bytes, name: str, limits: Limits) -> list[str]:
+    """Each page's text, within the limits: the clock is read before each page and as its text comes."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
+
+    deadline = limits.clock() + limits.max_seconds
+    pages: list[str] = []
+    total = 0
+
+    def visit(text: str, *_: object) -> None:  # pypdf calls it per piece of text it shows
+        nonlocal total
+        total += len(text)
+        if total > limits.max_chars or limits.clock() > deadline:
+            raise _Over
 
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ValidationError(f"{name} is an encrypted PDF: decrypt it first")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        if len(reader.pages) > limits.max_pages:
+            raise ValidationError(f"{name} has {len(reader.pages)} pages; the limit is {limits.max_pages} (files.max_pages)")
+        for page in reader.pages:
+            if limits.clock() > deadline:
+                raise _Over
+            pages.append(page.extract_text(visitor_text=visit) or "")
+    except _Over:
+        raise (_too_much_text(name, limits) if total > limits.max_chars else _too_slow(name, limits)) from None
     except ValidationError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
         raise ValidationError(f"{name} is not a readable PDF: {exc}") from None
+    if sum(map(len, pages)) > limits.max_chars:  # the visitor does not see every character extract_text adds
+        raise _too_much_text(name, limits)
+    return pages
+
+
+def _pdf_pages_apart(data: bytes, name: str, limits: Limits) -> list[str]:
+    """`pdf_pages` in a child process, killed when the time limit has passed (parsing a page's content runs
+    before any text is seen, so the child's own clock cannot stop it)."""
+    args = json.dumps({"name": name, "max_chars": limits.max_chars, "max_pages": limits.max_pages,
+                       "max_seconds": limits.max_seconds})
+    try:
+        done = subprocess.run([sys.executable, "-c", "from clawrecall.files.readers import _child; _child()", args],
+                              input=data, capture_output=True, env=_CHILD_ENV,
+                              timeout=limits.max_seconds * 1.1 + 5)  # the child's start and its answer, beside the parse
+    except subprocess.TimeoutExpired:
+        raise _too_slow(name, limits) from None
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        raise ValidationError(f"{name} could not be read: the PDF reader stopped ({done.stderr.decode()[-300:].strip()})") from None
+    if "error" in answer:
+        raise ValidationError(answer["error"])
+    return answer["pages"]
+
+
+# the child imports this package from where this process did, whatever its sys.path was made of
+_CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)}
+
+
+def _too_much_text(name: str, limits: Limits) -> ValidationError:
+    return ValidationError(f"{name} holds more than {limits.max_chars} characters of text (files.max_text_chars)")
+
+
+def _too_slow(name: str, limits: Limits) -> ValidationError:
+    return ValidationError(f"{name} takes longer than {limits.max_seconds:g} s to read (files.max_seconds)")
+
+
+def _pdf_lines(pages: list[str], name: str) -> list[Line]:
+    """Each page's text, line by line; a page starts a paragraph (a paragraph often runs on)."""
     out: list[Line] = []
     for number, text in enumerate(pages, start=1):
         lines = text.replace("\x00", "").splitlines()
@@ -130,3 +216,14 @@ def _pdf_lines(data: bytes, name: str) -> list[Line]:
     if not any(line.text.strip() for line in out):
         raise ValidationError(f"{name} has no text to index (a scanned PDF? text in images is not recognised)")
     return out
+
+
+def _child() -> None:
+    """The child of `_pdf_pages_apart`: the PDF on stdin, the limits as JSON in argv, its pages as JSON on stdout."""
+    given = json.loads(sys.argv[1])
+    result: dict[str, Any]
+    try:
+        result = {"pages": pdf_pages(sys.stdin.buffer.read(), given.pop("name"), Limits(**given))}
+    except ValidationError as exc:
+        result = {"error": str(exc)}
+    sys.stdout.write(json.dumps(result))

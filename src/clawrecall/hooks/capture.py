@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 
 from ..config import CaptureHookConfig
 from ..conversations.text import check_text, detect_category, keepable, strip_envelope
-from ..conversations.transcript import role_of
+from ..conversations.transcript import check_message
 from ..errors import ValidationError
 from ..scopes import Caller, may_write
 from .context import message_text, request_messages, request_str
@@ -60,7 +60,7 @@ def agent_end(mem: "Memory", request: Mapping[str, Any], caller: Caller) -> Capt
 
     for message in _current_turn(messages):  # the finished turn must be one the store can keep
         try:
-            role_of(message)
+            check_message(message)
         except ValidationError as exc:
             raise ValidationError(f"a message of this turn: {exc}") from None
         check_text(message_text(message), "a message of this turn")

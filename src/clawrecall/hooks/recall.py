@@ -16,8 +16,7 @@ from typing_extensions import TypedDict
 from ..config import RecallHookConfig
 from ..errors import NotFoundError
 from ..conversations.text import (
-    RECALL_CLOSE, RECALL_FOOTER, RECALL_HEADER, RECALL_OPEN, discussed_text, percent, sanitize_for_context,
-    strip_envelope,
+    RECALL_CLOSE, RECALL_OPEN, discussed_text, percent, sanitize_for_context, strip_envelope, untrusted,
 )
 from ..models import SearchHit
 from ..retrieval.noise import is_small_talk
@@ -69,7 +68,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     if session is not None:
         session.turn += 1
     query = _query(prompt, messages)
-    reason = skip_reason(query, cfg.min_length) or ("small_talk" if is_small_talk(query) else None)
+    reason = skip_reason(query, cfg.min_length)
     if reason is not None:
         return _answer(skipped=reason)
 
@@ -104,7 +103,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         for hit in chosen:
             session.injected[hit.id] = session.turn
         session.injected = {i: t for i, t in session.injected.items() if session.turn - t < cfg.min_repeat_turns}
-    block = "\n".join([RECALL_OPEN, RECALL_HEADER, *lines, RECALL_FOOTER, RECALL_CLOSE])
+    block = "\n".join([RECALL_OPEN, untrusted(lines), RECALL_CLOSE])
     return _answer(block, [{"id": h.id, "score": round(own_score(h), 4)} for h in chosen])
 
 

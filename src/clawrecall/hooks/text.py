@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..conversations.text import GREETING, strip_envelope
+from ..retrieval.noise import is_small_talk
 from ..storage.text import has_cjk
 
 # -- adaptive retrieval (seed 002) ---------------------------------------------------------------
@@ -68,6 +69,8 @@ def skip_reason(text: str, min_length: int | None = None) -> str | None:
     floor = min_length if min_length is not None else (6 if has_cjk(query) else 15)
     if len(query) < floor and "?" not in query and "？" not in query:
         return "too_short"
+    if is_small_talk(query):  # pleasantries ask nothing of memory; a question about the past is forced above
+        return "small_talk"
     return None
 
 

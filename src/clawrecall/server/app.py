@@ -41,7 +41,7 @@ from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
 from .logs import configure_logging
 from .mcp import mcp_http
-from .middleware import AccessLog, Authenticate, BodyLimit
+from .middleware import AccessLog, Authenticate, BodyLimit, FiniteJson
 from .openapi import describe, error_schema, errors, operation_id
 from .tool_routes import tool_router
 from .warmup import ModelWarmup
@@ -158,6 +158,7 @@ def create_app(
 
     # no GET: a stateless server sends nothing unasked, so the event stream GET opens would never close
     app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["POST", "DELETE"]))
+    app.add_middleware(FiniteJson)
     app.add_middleware(Authenticate, authenticator=Authenticator(tokens, allow_anonymous=allow_anonymous))
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(AccessLog)

@@ -2,11 +2,14 @@
 
 The server reads the file with its own rights, so a client may name only paths under `files.roots`
 (empty by default: the route refuses every path until an operator names the folders). The file
-goes to the caller's own scope; search its chunks with `sources: ["chunk"]`.
+goes to the caller's own scope; search its chunks with `sources: ["chunk"]`. Files are read on a queue
+of `files.workers` threads of their own: a request waiting for its turn holds no request thread, so
+ingesting never takes the threads searches are answered on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -53,8 +56,11 @@ class FileRemoved(BaseModel):
 
 @router.post("", summary="Ingest a file under the server's files.roots (again: replaced if changed, else nothing)",
              responses={**FIND, **errors(WritesDisabledError)})
-def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Ingested:
-    return Ingested(**mem.files.ingest(body.path, caller=ctx, message_id=body.message_id, within_roots=True))
+async def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Ingested:
+    queue = mem.runtime.queue("files", threads=mem.config.files.workers)
+    future = queue.submit(mem.files.ingest, body.path, caller=ctx, message_id=body.message_id, within_roots=True)
+    assert future is not None  # the queue has no bound: a waiting request is an await, not a thread
+    return Ingested(**await asyncio.wrap_future(future))
 
 
 @router.get("", summary="The ingested files the caller may read, by path", responses=errors(ValidationError, ScopeError))
@@ -67,11 +73,11 @@ def list_files(
 
 @router.get("/{file_id}", summary="One ingested file", responses=FIND)
 def get_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRecord:
-    return mem.files.get(file_id, caller=ctx)
+    return mem.files.get(file_id, caller=ctx, within_roots=True)
 
 
 @router.delete("/{file_id}", summary="Remove an ingested file: its chunks and its record",
                responses={**FIND, **errors(WritesDisabledError)})
 def remove_file(file_id: str, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> FileRemoved:
-    file = mem.files.remove(file_id, caller=ctx)
+    file = mem.files.remove(file_id, caller=ctx, within_roots=True)
     return FileRemoved(removed=file.id, path=file.path, chunks=file.chunk_count)

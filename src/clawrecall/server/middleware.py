@@ -1,7 +1,9 @@
-"""ASGI middleware around every route, the MCP endpoint included: access log, body size limit, authentication."""
+"""ASGI middleware around every route, the MCP endpoint included: access log, body size limit, authentication,
+JSON without NaN or Infinity."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -9,7 +11,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth import Authenticator
-from ..errors import ClawrecallError, PayloadTooLargeError
+from ..errors import ClawrecallError, PayloadTooLargeError, ValidationError
 from .errors import error_response
 
 access_log = logging.getLogger("clawrecall.access")
@@ -121,3 +123,41 @@ class Authenticate:
             return await error_response(exc)(scope, receive, send)
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
+
+
+class FiniteJson:
+    """400 for a JSON body holding `NaN`, `Infinity` or `-Infinity`: Python's parser reads them though JSON has
+    no such numbers, and a NaN compares false with every bound a later check sets. Only a body that spells
+    one of them is parsed here (the route parses it again); its bytes are replayed to the app."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        messages: list[Message] = []
+        while True:  # within BodyLimit: a body over the limit raises here
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+        body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+        if (b"NaN" in body or b"Infinity" in body) and _non_finite(body):
+            error = ValidationError("the JSON body holds NaN or Infinity, which JSON has no numbers for")
+            return await error_response(error)(scope, receive, send)
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _non_finite(body: bytes) -> bool:
+    """Whether the body parses as JSON only with a NaN or an Infinity in it (a string that says one is fine)."""
+    found: list[str] = []
+    try:
+        json.loads(body, parse_constant=found.append)
+    except ValueError:  # not JSON at all: the route answers that
+        pass
+    return bool(found)

@@ -54,9 +54,10 @@ CORE = MigrationSet(
         "validity",  # memories.valid_from, valid_to, superseded_by, supersedes: facts that stay true until superseded
         "fact-keys",  # memories.keys, indexed with the content: a message is found by the facts it gave
         "half-precision-vectors",  # PostgreSQL: memories.embedding as halfvec (SQLite keeps float32)
-        "change-feed",  # PostgreSQL: memories.wxid and memory_departures for what changed in a scope (pg_changes.py)
+        "change-feed",  # PostgreSQL: memories.rev dropped (it made a change feed, which no-change-feed drops again)
         "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
         "message-windows",  # memories.kind 'window': a long message's parts, embedded; its long messages embedded again
+        "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),

@@ -3,15 +3,14 @@ pg_trgm for the fuzzy leg; everything else is the shared SQL of `sql.py`.
 
 Connections come from a psycopg pool that checks each connection before lending it, so a
 server restart costs the in-flight call (a clear `StorageError`) and nothing after it.
-Nothing is cached between calls except the vector dimensions (re-read when a query's differ,
-as after a `reembed` by another process), for a minute, whether a filter's vector search reads
-exactly or through HNSW, and the vectors of scopes read exactly, checked against the database at
-every search (`pg_vectors.py`), so several processes on one database see each other's writes at once.
+No row is kept between calls: every search reads the database, so several servers on one database,
+or on a read replica, answer as the database does, by construction. Cached are only the vector
+dimensions (re-read when a query's differ, as after a `reembed` by another process) and, for a
+minute, the planner's answer to whether a filter's vector search reads exactly or through HNSW.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
-exactly instead, which is both faster and complete there, from this process's memory where
-`postgres.vector_cache_mb` allows. Bulk loads can defer the index (`deferred_vector_index`) and
+exactly instead, which is both faster and complete there. Bulk loads can defer the index (`deferred_vector_index`) and
 build it once at the end.
 """
 
@@ -36,9 +35,6 @@ from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
-from .pg_changes import CHANGE_FEED, PRUNE_DEPARTURES, forget_departures
-from .pg_text import ScopeText
-from .pg_vectors import ScopeVectors
 from .schema import HISTORY, KIND_CHECK, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
 from .text import keywords
@@ -52,6 +48,7 @@ _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
 _PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
 _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
 _PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
+_RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
 _monotonic = time.monotonic  # `_few_rows`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
@@ -91,19 +88,31 @@ def _fts_trigger(ts_config: str, verb: str) -> list[str]:
     ]
 
 
-# the revisions go, if the store had them: the change feed says what changed without them (the column's
-# index and sequence go with it)
+# the revisions go, if the store had them (the column's index and sequence go with it)
 _NO_REVISIONS = [
     "DROP TRIGGER IF EXISTS memories_rev ON memories",
     "DROP FUNCTION IF EXISTS memories_rev_next()",
     "ALTER TABLE memories DROP COLUMN IF EXISTS rev",
 ]
+# what a process once held of a scope was kept in step by a change feed (each row's writing transaction,
+# triggers, the ids that left a scope); servers hold no rows now, and it goes, if the store had it
+_NO_CHANGE_FEED = [
+    "DROP TRIGGER IF EXISTS memories_written ON memories",
+    "DROP TRIGGER IF EXISTS memories_deleted ON memories",
+    "DROP TRIGGER IF EXISTS memories_moved ON memories",
+    "DROP TRIGGER IF EXISTS memories_truncated ON memories",
+    "DROP FUNCTION IF EXISTS memories_written()",
+    "DROP FUNCTION IF EXISTS memories_departed()",
+    "DROP FUNCTION IF EXISTS memories_truncated()",
+    "DROP TABLE IF EXISTS memory_departures",
+    "ALTER TABLE memories DROP COLUMN IF EXISTS wxid",  # its index goes with it
+    "DELETE FROM meta WHERE key = 'departures_pruned'",
+]
 
 
 def _core_after_tables(ts_config: str) -> list[str]:
-    """What installing the core set makes after its tables: the tsvector's trigger, the change feed and
-    the text indexes."""
-    return [*_fts_trigger(ts_config, "CREATE"), *CHANGE_FEED, *_TEXT_INDEXES]
+    """What installing the core set makes after its tables: the tsvector's trigger and the text indexes."""
+    return [*_fts_trigger(ts_config, "CREATE"), *_TEXT_INDEXES]
 
 
 def _hnsw_index(dims: int | str, cfg: PostgresConfig) -> str:
@@ -173,7 +182,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
                 END IF;
             END $$""",
         ],
-        "change-feed": [f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'", *_NO_REVISIONS, *CHANGE_FEED],
+        "change-feed": _NO_REVISIONS,  # and the feed it made, which no-change-feed drops again
         # an SQL search of every user's rows, past the scope check, shaped after another system's API
         "drop-sql-api": [
             "DROP FUNCTION IF EXISTS search_memories(vector, text, text, integer, real)",
@@ -184,6 +193,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
             f"ALTER TABLE memories ADD CONSTRAINT memories_kind_check CHECK ({KIND_CHECK})",
             *MESSAGE_WINDOWS,
         ],
+        "no-change-feed": _NO_CHANGE_FEED,
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
     }
 
@@ -249,8 +259,6 @@ class PostgresStore(Store):
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
         self._deferring = 0  # deferred_vector_index() blocks open in this process
         self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
-        self._held_vectors = ScopeVectors(self, cfg.vector_cache_mb)  # scopes read exactly, from memory
-        self._held_text = ScopeText(self, cfg.text_cache_mb)  # the words of scopes searched, from memory
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
         self._closed = False
@@ -465,16 +473,6 @@ class PostgresStore(Store):
             with self.transaction():  # its own, after the vectors' commit: an index built holding their rows could deadlock
                 self._ensure_vector_index()
 
-    def remove(self, ids: list[str]) -> None:
-        """A hard delete leaves departures (pg_changes.py); those a day old go with it."""
-        with self.transaction():
-            super().remove(ids)
-            self.run(PRUNE_DEPARTURES)
-
-    def erased(self, scope: str | None = None) -> None:
-        if scope is not None:
-            forget_departures(self, scope)
-
     def _size_bytes(self) -> int | None:
         return self.run("SELECT pg_total_relation_size('memories')")[0][0]
 
@@ -663,12 +661,6 @@ class PostgresStore(Store):
     ) -> list[list[Candidate]]:
         vector = self.dialect.to_db["vector"]
         if self._few_rows(candidates, params):
-            # from the vectors this process holds (pg_vectors.py), checked first; not inside a transaction,
-            # whose own writes they would take in before it commits
-            if not getattr(self._local, "in_transaction", False):
-                held = self._held_vectors.candidates(queries, filters, k)
-                if held is not None:
-                    return held
             # OFFSET 0 keeps the subquery whole, so `ORDER BY d` cannot become an HNSW scan:
             # every filtered row is compared, and the top k are exact
             sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
@@ -707,15 +699,15 @@ class PostgresStore(Store):
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         """Matches of any keyword, ranked BM25-like: each keyword's `ts_rank` (term frequency, length
-        normalised) weighted by its inverse document frequency among the matches, so a rare word
-        counts for more than one that most matches share (plain `ts_rank` weighs them alike)."""
+        normalised) weighted by its inverse document frequency among the ranked rows, so a rare word
+        counts for more than one that most of them share (plain `ts_rank` weighs them alike).
+
+        Up to `_RANKED` matches (by the planner's estimate) are all ranked. Beyond, ranking every
+        match of a common word would read them all (27,000 rows of one user's 120,000: 60 ms), so the
+        ranked rows are those that match a rarer word (`_ranked`), and k of the others."""
         terms = keywords(query)
         if not terms:
             return []
-        if not getattr(self._local, "in_transaction", False):  # the same ranking from memory (pg_text.py)
-            held = self._held_text.candidates(terms, filters, k)
-            if held is not None:
-                return held
         where, params = self._scoped_where(filters, "ARRAY[m.scope]", "")
         cfg = self.ts_config
         each = ", ".join(f"to_tsquery('{cfg}', %s) AS t{i}" for i in range(len(terms)))
@@ -724,14 +716,50 @@ class PostgresStore(Store):
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
-        rows = self.run(
-            f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS any_term, {each}) "
-            f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
-            f"(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.any_term AND {where}) h) r "
-            "ORDER BY s DESC, seq LIMIT %s",
-            (" | ".join(terms), *terms, *params, k),
-        )
+        rows_of = "(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.{} AND {} LIMIT %s)"
+        with self.pinned():
+            ranked, most = self._ranked(terms, where, params)
+            # when pruned, also up to k rows of the other matches: the leg still fills its k when the rarer
+            # words have fewer rows (else the pipeline would run the trigram leg over the whole scope)
+            rows = self.run(
+                f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS ranked, to_tsquery('{cfg}', %s) AS other, {each}) "
+                f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
+                f"({rows_of.format('ranked', where)} UNION ALL "
+                f"{rows_of.format('other', where + ' AND NOT m.fts @@ q.ranked')}) h) r "
+                "ORDER BY s DESC, seq LIMIT %s",
+                (ranked, " | ".join(terms), *terms, *params, most, *params, 0 if most is None else k, k),
+            )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
+
+    def _ranked(self, terms: list[str], where: str, params: list[Any]) -> tuple[str, int | None]:
+        """Which matches the keyword leg ranks: a tsquery and at most how many rows (None: all).
+
+        The planner estimates each word's matches under the filters (one EXPLAIN). When they add up to
+        `_RANKED` or fewer, every match is ranked. Otherwise the words are taken rarest first while their
+        matches stay within `_RANKED`, and the rows ranked are those that have one of these rarer words;
+        a row that has only common words is not ranked. With no rarer word, the rows that have two of the
+        common words are ranked (a query of one word: that word's). The rows ranked still get every word's
+        score, and at most `_RANKED` of them are read, in the order the index yields them (table order)
+        when the planner's estimate fell short."""
+        any_word = " | ".join(terms)
+        one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('{self.ts_config}', %s) AND {where}"
+        plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join([one] * len(terms)),
+                         [p for t in terms for p in (t, *params)])[0][0]
+        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+        rows = [p["Plan Rows"] for p in plan["Plans"]] if len(terms) > 1 else [plan["Plan Rows"]]
+        if sum(rows) <= _RANKED:
+            return any_word, None
+        rare, common, total = [], [], 0.0
+        for n, term in sorted(zip(rows, terms)):
+            if total + n <= _RANKED:
+                rare.append(term)
+                total += n
+            else:
+                common.append(term)
+        if rare:
+            return " | ".join(rare), _RANKED
+        pairs = [f"({a} & {b})" for i, a in enumerate(common) for b in common[i + 1:]]
+        return " | ".join(pairs) or common[0], _RANKED
 
     def _scoped_where(self, filters: Filters, indexed: str, prefix: str) -> tuple[str, list[Any]]:
         """The filters, plus the scopes in the form a text index holds them (see migration 5)."""

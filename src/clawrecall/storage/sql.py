@@ -173,11 +173,23 @@ class Store(ABC):
         return out
 
     def put_windows(self, windows: list[MemoryRecord], vectors: np.ndarray, messages: list[str]) -> None:
-        """The windows of these messages, with their vectors, in place of any they had."""
+        """The windows of these messages, with their vectors, in place of any they had. Only of messages still
+        stored (locked until the windows are in, on PostgreSQL): one deleted or erased while its windows were
+        embedded leaves none, where nothing would find them to remove."""
         with self.transaction():
             self._remove_windows(messages)
-            if windows:
-                self.insert(windows, vectors)
+            live = self._live_messages(messages)
+            keep = [n for n, w in enumerate(windows) if w.source_id in live]
+            if keep:
+                self.insert([windows[n] for n in keep], vectors[keep])
+
+    def _live_messages(self, ids: list[str]) -> set[str]:
+        live: set[str] = set()
+        for chunk in chunks(sorted(ids)):
+            these, params = self.dialect.one_of("id", chunk, "uuid")
+            live.update(str(r[0]) for r in self.run(
+                f"SELECT id FROM memories WHERE {these} AND kind = 'message'{self.dialect.for_update}", params))
+        return live
 
     def _remove_windows(self, messages: list[str]) -> list[str]:
         """In a transaction: delete the windows of these rows; their ids (a backend drops what it keeps of them)."""
@@ -335,8 +347,7 @@ class Store(ABC):
 
     def erased(self, scope: str | None = None) -> None:
         """In a write transaction that removed personal data (`scope`: a person's, erased whole): a backend
-        that keeps copies of written pages (SQLite's WAL) drops them after COMMIT; one that keeps what
-        left a scope (PostgreSQL's departures) forgets the erased scope's."""
+        that keeps copies of written pages (SQLite's WAL) drops them after COMMIT."""
 
     def mark_deleted(self, ids: list[str], when: datetime) -> None:
         """Soft-delete these memories (those not deleted yet) at `when`."""

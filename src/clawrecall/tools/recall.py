@@ -180,6 +180,8 @@ def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
         try:
             record = mem.get(args.memoryId.strip(), caller=caller)
         except NotFoundError:
+            record = None
+        if record is None or record.kind != "memory":  # a recorded message or a file's chunk is not erased one by one
             return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
         return _forget(mem, caller, record.id)
     assert args.query is not None

@@ -84,7 +84,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
     # what recall searches, unless narrowed; the current conversation's messages are in the prompt already
     hits = mem.search(
         args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore,
-        sources=args.sources, exclude_session=caller.session_id,
+        sources=args.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
     )
     provider, model, _ = mem.configured_fingerprint()

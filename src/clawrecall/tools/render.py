@@ -2,7 +2,7 @@
 
 Texts carry score and age (seed 001: "the agent sees this and decides if it matters") and the
 short id a follow-up call (get, update, forget) needs. Memory text reaches a model only inside
-the untrusted-data markers the recall block uses, sanitised so that it cannot close them.
+the untrusted-data markers the recall block uses (`untrusted`: their code is drawn per block), sanitised too.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 from pydantic_core import to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..conversations.text import RECALL_FOOTER, RECALL_HEADER, discussed_text, percent, sanitize_for_context
+from ..conversations.text import discussed_text, percent, sanitize_for_context
+from ..conversations.text import untrusted as untrusted  # the tools take it from here, with the rest of how memories are shown
 from ..models import Discussed, MemoryRecord, SearchHits
 
 LINE_CHARS = 300
@@ -45,11 +46,6 @@ def line(n: int, record: MemoryRecord, score: float | None = None, *, label: str
 def shown(content: str, limit: int) -> str:
     """A memory's text as a model may see it: one sanitised line, at most `limit` characters."""
     return sanitize_for_context(content, limit)
-
-
-def untrusted(lines: list[str]) -> str:
-    """Lines that hold memory text, between the untrusted-data markers."""
-    return "\n".join([RECALL_HEADER, *lines, RECALL_FOOTER])
 
 
 def degraded(hits: SearchHits) -> dict[str, str]:
