@@ -517,7 +517,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     db = tmp_path / "doctor.db"
     memory_id = add(db, "Frank deploys on Tuesdays")
     report = run_json(db, "doctor")
-    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 8
+    assert report["ok"] is True and [c["status"] for c in report["checks"]] == ["ok"] * 9
 
     script = tmp_path / "embed.py"
     script.write_text(textwrap.dedent("""
@@ -538,7 +538,7 @@ def test_doctor_and_model_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert report["ok"] is False and statuses == {
         "config": "ok", "database": "ok", "integrity": "ok", "embedding": "ok", "fingerprint": "fail", "vectors": "ok",
         "llm": "ok",
-        "jobs": "ok"}
+        "jobs": "ok", "upkeep": "ok"}
     assert "reembed" in next(c["detail"] for c in report["checks"] if c["name"] == "fingerprint")
     assert "[fail]" in run(db, "--config", str(config), "doctor", code=1).stdout
 
@@ -579,7 +579,7 @@ def test_doctor_reports_a_broken_config(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("nonsense = 1\n")
     report = run_json(tmp_path / "x.db", "--config", str(config), "doctor", code=1)
-    assert [c["status"] for c in report["checks"]] == ["fail"] + ["skip"] * 7
+    assert [c["status"] for c in report["checks"]] == ["fail"] + ["skip"] * 8
 
 
 def test_doctor_fails_on_a_damaged_store(damaged_db: Path) -> None:
@@ -617,7 +617,7 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["config", "import", str(shadowdb), "--from", "shadowdb", "--write", str(tmp_path / "translated.toml")],
         ["insight", "searches"], ["insight", "popular"], ["insight", "unanswered"], ["insight", "recalled"],
         ["insight", "never-recalled"], ["insight", "recalls", memory_id[:8]], ["insight", "why", memory_id[:8]],
-        ["insight", "coverage"],
+        ["insight", "coverage"], ["backup", str(tmp_path / "all.tar")],
     ]
     seen = set()
     for step in steps:
@@ -626,6 +626,8 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         seen.add(step[0])
     for line in run(db, "export", "--json").stdout.splitlines():
         json.loads(line)
+    json.loads(run(tmp_path / "restored.db", "restore", str(tmp_path / "all.tar"), "--json").stdout)
+    seen.add("restore")
     assert [json.loads(line)["content"] for line in run(db, "conversations", "export").stdout.splitlines()] == [
         "Grace moved the review to the afternoon"
     ]

@@ -195,6 +195,7 @@ def test_the_sweep_purges_memories_soft_deleted_longer_ago_than_their_retention(
     mem.delete(kept.id, user_id="alice")
     assert mem.sweep()["memories_purged"] == 0 and mem.count(user_id="alice", include_deleted=True) == 1
     mem.config.writes.retention_days = 0
+    mem.config.writes.purge_every_hours = 1e-9  # due again at once (the schedule: test_backup.py)
     assert mem.sweep()["memories_purged"] == 1 and mem.count(user_id="alice", include_deleted=True) == 0
 
 

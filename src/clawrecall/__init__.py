@@ -39,6 +39,7 @@ from .errors import (
 )
 from .models import (
     AddResult,
+    BackupSummary,
     Coverage,
     Discussed,
     EmbeddingFingerprint,
@@ -54,6 +55,7 @@ from .models import (
     NewMemory,
     Occurrence,
     Provenance,
+    PurgeRun,
     QueryCount,
     Recall,
     RecallCount,
@@ -70,12 +72,14 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "Caller", "ClawrecallError", "Config", "ConfigError", "Coverage",
-    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "FileRecord",
-    "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats",
-    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch", "Memory",
-    "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError",
-    "Provenance", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "Config",
+    "ConfigError", "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError",
+    "FileRecord", "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError",
+    "JobStats", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch",
+    "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
+    "PermanentJobError", "Provenance", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
+    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry",
+    "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -186,10 +186,22 @@ class RetrievalConfig(_Section):
 
 class WritesConfig(_Section):
     enabled: bool = True
+    # memories soft-deleted, or expired, longer ago than this are erased by `purge` and by the server
     retention_days: float = Field(default=30.0, ge=0)
+    # how often `clawrecall serve` purges them (ShadowDB's automatic purge); 0: only `clawrecall purge` does
+    purge_every_hours: float = Field(default=1.0, ge=0)
     # a new memory whose embedding fails (the provider down) is kept without a vector and not
     # deduplicated; keyword search finds it at once and the backfill embeds it later. false: the add fails
     embed_later: bool = True
+
+
+class BackupsConfig(_Section):
+    """memory-lancedb-pro's daily backup: `clawrecall serve` writes one every `every_hours` into `dir`
+    (set it to turn backups on) and keeps the newest `keep` (docs/backups.md)."""
+
+    dir: str | None = None
+    every_hours: float = Field(default=24.0, gt=0)
+    keep: int = Field(default=7, ge=1)
 
 
 class DedupConfig(_Section):
@@ -514,6 +526,7 @@ class Config(_Section):
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     writes: WritesConfig = WritesConfig()
+    backups: BackupsConfig = BackupsConfig()
     dedup: DedupConfig = DedupConfig()
     categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
     hooks: HooksConfig = HooksConfig()

@@ -60,6 +60,23 @@ class ReembedState(BaseModel):
     other_dimensions: int = 0
 
 
+class BackupSummary(BaseModel):
+    """A backup taken or restored (docs/backups.md): its file, the backend and schema it came from, rows per table."""
+
+    path: str
+    backend: str
+    schema_version: int
+    tables: dict[str, int] = Field(default_factory=dict)
+    bytes: int = 0
+
+
+class PurgeRun(BaseModel):
+    """The last purge (`doctor` shows it): when, and how many memories it erased."""
+
+    at: datetime
+    purged: int
+
+
 #: what a stored row is: a memory, a conversation message, or a chunk of an ingested file (`KINDS`, what reads
 #: name); or a window of a long message, which no read returns (`conversations/windows.py`)
 Kind = Literal["memory", "message", "chunk", "window"]

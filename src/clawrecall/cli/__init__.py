@@ -15,6 +15,7 @@ import click
 from .. import __version__
 from ..errors import ClawrecallError
 from ..insight.door import at_door
+from .backup import COMMANDS as BACKUP_COMMANDS
 from .commands import AGENT_COMMANDS, COMMANDS, State
 from .config import config_group
 from .conversations import conversations_group
@@ -117,7 +118,7 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group, config_group, *JOB_COMMANDS, insight_group]:
+                 conversations_group, files_group, config_group, *JOB_COMMANDS, insight_group, *BACKUP_COMMANDS]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

@@ -30,7 +30,10 @@ from ..errors import ClawrecallError, EmbeddingMismatchError, NotFoundError, Sto
 from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
+from ..importers.data import run as run_import
+from ..importers.sources import DATA_SOURCES
 from ..scopes import Caller
+from ..storage import Store, open_store
 from . import output as out
 
 if TYPE_CHECKING:
@@ -51,6 +54,15 @@ class State:
         mem = Memory.open(self.db, config_path=self.config, check_embedding=embeds, create=creates)
         click.get_current_context().call_on_close(mem.close)
         return mem
+
+    def open_store(self, *, migrate: bool = True, creates: bool = False) -> Store:
+        """The store alone, without the engine (no model, no scopes): for commands about the store as a
+        whole (`migrate`, `backup`, `restore`)."""
+        cfg = load_config(self.config)
+        target = self.db or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
+        store = open_store(target, migrate=migrate, postgres=cfg.postgres, sqlite=cfg.sqlite, create=creates)
+        click.get_current_context().call_on_close(store.close)
+        return store
 
 
 pass_state = click.make_pass_decorator(State)
@@ -501,6 +513,9 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 
 @click.command("import")
 @click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+@click.option("--from", "system", type=click.Choice(sorted(DATA_SOURCES)), default=None,
+              help="SOURCE is this system's store, not JSONL: its records are mapped and imported, each once "
+              "(docs/importing.md).")
 @caller_options
 @click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
@@ -510,10 +525,20 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
-def import_memories(state: State, source: TextIO, on_duplicate: str, dry_run: bool, defer_index: bool, as_json: bool,
-                    caller: Caller) -> None:
+def import_memories(state: State, source: TextIO, system: str | None, on_duplicate: str, dry_run: bool, defer_index: bool,
+                    as_json: bool, caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
-    lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing."""
+    lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
+
+    With --from, SOURCE is another system's store (memento-local: its SQLite file)."""
+    if system is not None:
+        source.close()
+        mem = state.open(embeds=True, creates=not dry_run)
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar:
+            summary = run_import(mem, system, DATA_SOURCES[system], source.name, caller=caller, dry_run=dry_run,
+                                 progress=bar)
+        out.respond(as_json, summary, _system_import_text(summary))
+        return
     try:
         lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
     except UnicodeDecodeError as exc:
@@ -622,6 +647,7 @@ class Doctor:
         self.check("vectors", self.vectors, mem, sound)
         self.check("llm", self.llm, mem)
         self.check("jobs", self.jobs, mem)
+        self.check("upkeep", self.upkeep, mem)
         return self.checks
 
     def check(self, name: str, probe: Callable[..., tuple[Any, ...]], *needs: Any, **extra: Any) -> Any:
@@ -698,6 +724,19 @@ class Doctor:
             return state, "no vectors stored yet", False
         return state, f"every vector is from {stored}", False
 
+    def upkeep(self, mem: Memory) -> tuple[bool, str]:
+        """When memories were last purged, and the scheduled backups (docs/backups.md)."""
+        last = mem.last_purge()
+        every = mem.config.writes.purge_every_hours
+        purge = ("never purged" if last is None else
+                 f"last purge {age_string(last.at)} ({out.plural(last.purged, 'memory', 'memories')} erased)")
+        schedule = f"the server purges every {every:g} h" if every else "the server does not purge (writes.purge_every_hours = 0)"
+        backups = mem.config.backups
+        saved = mem.saved_backups()
+        kept = ("scheduled backups off (backups.dir unset)" if not backups.dir else
+                f"{out.plural(len(saved), 'backup')} in {backups.dir}" + (f", newest {saved[-1].name}" if saved else ""))
+        return True, f"{purge}; {schedule}; {kept}"
+
     def llm(self, mem: Memory) -> tuple[bool, str, bool]:
         """The LLM extraction asks, asked one word now: a warning when it does not answer (jobs wait, nothing is lost)."""
         if not mem.facts.active:
@@ -763,6 +802,14 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
         lines.append("Near-duplicates are stored with --on-duplicate keep.")
     if result["dry_run"]:
         lines.append("Nothing was written (dry run).")
+    return "\n".join(lines)
+
+
+def _system_import_text(s: dict[str, Any]) -> str:
+    lines = [f"{'Would import' if s['dry_run'] else 'Imported'} {out.memories(s['imported'])} from {s['system']} "
+             f"{s['source']} ({s['already_there']} already there, {len(s['skipped'])} rows left out or changed)"]
+    lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
+    lines += [f"  left out: {d['table']}.{d['id']}: {d['reason']}" for d in s["skipped"]]
     return "\n".join(lines)
 
 

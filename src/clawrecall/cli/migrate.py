@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import click
 
-from ..config import default_db_path, load_config
-from ..storage import open_store
 from ..storage.migrations import Step, latest
 from . import output as out
 from .commands import State, json_option, pass_state
@@ -22,24 +20,19 @@ from .commands import State, json_option, pass_state
 @pass_state
 def migrate(state: State, action: str, dry_run: bool, as_json: bool) -> None:
     """Show the schema version and pending migration steps, or apply them."""
-    cfg = load_config(state.config)
-    target = state.db or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
-    store = open_store(target, migrate=False, postgres=cfg.postgres, sqlite=cfg.sqlite, create=False)
-    try:
-        current = store.schema_version()
-        pending = store.pending_migrations()
-        applied: list[str] = []
-        if action == "apply" and not dry_run:
-            applied = store.migrate()
-        data = {
-            "backend": store.backend, "location": store.location, "schema_version": store.schema_version(),
-            "latest": latest(), "pending": [step.label for step in store.pending_migrations()], "applied": applied,
-        }
-        if action == "apply" and dry_run:
-            data["sql"] = {step.label: list(step.statements) for step in pending}
-        out.respond(as_json, data, _text(action, dry_run, current, pending, applied))
-    finally:
-        store.close()
+    store = state.open_store(migrate=False)
+    current = store.schema_version()
+    pending = store.pending_migrations()
+    applied: list[str] = []
+    if action == "apply" and not dry_run:
+        applied = store.migrate()
+    data = {
+        "backend": store.backend, "location": store.location, "schema_version": store.schema_version(),
+        "latest": latest(), "pending": [step.label for step in store.pending_migrations()], "applied": applied,
+    }
+    if action == "apply" and dry_run:
+        data["sql"] = {step.label: list(step.statements) for step in pending}
+    out.respond(as_json, data, _text(action, dry_run, current, pending, applied))
 
 
 def _text(action: str, dry_run: bool, current: int, pending: list[Step], applied: list[str]) -> str:

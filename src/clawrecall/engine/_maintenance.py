@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Iterator
 
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..models import STORED_KINDS, EmbeddingFingerprint, ReembedState
+from ..models import STORED_KINDS, BackupSummary, EmbeddingFingerprint, PurgeRun, ReembedState
 from ..scopes import Caller
 from ..storage import Filters, Store
+from ..storage.backup import backup
 from ._embedding import Embedding, Progress
 from ._validate import require_writes
 from ._writes import Writes, actor_of
 
 _PASSES = 3  # passes over the store before the rest is embedded holding the write lock
+_LAST_PURGE = "last_purge"  # meta: the last purge, as PurgeRun JSON
+BACKUP_NAME = "clawrecall-{:%Y%m%dT%H%M%SZ}.tar.gz"  # scheduled backups: names sort as their times
 
 
 class Maintenance:
@@ -34,10 +39,42 @@ class Maintenance:
         days = self.config.writes.retention_days if older_than_days is None else older_than_days
         if not 0 <= days <= 365_000:  # a timedelta cannot reach further back
             raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
-        ids = self.writes.erasable(self.store.purgeable(utcnow() - timedelta(days=days)), caller)
+        now = utcnow()
+        ids = self.writes.erasable(self.store.purgeable(now - timedelta(days=days)), caller)
         if ids:
             self.writes.erase(ids, "purge", actor_of(caller))
+        self.store.set_meta(_LAST_PURGE, PurgeRun(at=now, purged=len(ids)).model_dump_json())
         return len(ids)
+
+    def last_purge(self) -> PurgeRun | None:
+        raw = self.store.get_meta(_LAST_PURGE)
+        return None if raw is None else PurgeRun.model_validate(json.loads(raw))
+
+    def purge_due(self, now: datetime) -> bool:
+        """Whether the server's schedule (`writes.purge_every_hours`; 0: never) calls for a purge now. The
+        last one is read from the store, so a restart neither skips nor repeats one."""
+        every = self.config.writes.purge_every_hours
+        last = self.last_purge()
+        return every > 0 and (last is None or last.at <= now - timedelta(hours=every))
+
+    def scheduled_backup(self, now: datetime) -> BackupSummary | None:
+        """A backup into `backups.dir` when the newest there is `backups.every_hours` old (none when `dir` is
+        unset); then only the newest `backups.keep` stay. The folder is the schedule's memory."""
+        cfg = self.config.backups
+        if cfg.dir is None:
+            return None
+        taken = self.saved_backups()
+        if taken and taken[-1].name > BACKUP_NAME.format(now - timedelta(hours=cfg.every_hours)):
+            return None
+        summary = backup(self.store, Path(cfg.dir).expanduser() / BACKUP_NAME.format(now))
+        for old in self.saved_backups()[: -cfg.keep]:
+            old.unlink()
+        return summary
+
+    def saved_backups(self) -> list[Path]:
+        """The scheduled backups in `backups.dir`, oldest first."""
+        folder = self.config.backups.dir
+        return [] if folder is None else sorted(Path(folder).expanduser().glob("clawrecall-*.tar.gz"))
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
         """Re-embed every row (memories, messages, file chunks, long messages' windows; deleted and awaiting ones too) with the

@@ -18,11 +18,13 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, ReembedState, SearchHits, Stats,
+    KINDS, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
+    Stats,
 )
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
+from ..storage.backup import backup
 from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
@@ -382,6 +384,23 @@ class Memory:
         """Hard-delete memories soft-deleted longer ago than the retention period (default 30 days)."""
         return self._maintenance.purge(as_caller(caller, user_id, agent_id), older_than_days)
 
+    def last_purge(self) -> PurgeRun | None:
+        """When memories were last purged (by `purge` or the server's schedule), and how many; None: never."""
+        return self._maintenance.last_purge()
+
+    def backup(self, path: str | Path, *, progress: Progress | None = None) -> BackupSummary:
+        """The whole store as one file (a tar; `.tar.gz` compresses), consistent while others write;
+        `clawrecall restore` puts it into an empty store of either backend (docs/backups.md)."""
+        return backup(self.store, path, progress)
+
+    def scheduled_backup(self, now: datetime | None = None) -> BackupSummary | None:
+        """The server's daily backup, when `backups.dir` is set and the newest there is old enough."""
+        return self._maintenance.scheduled_backup(now or utcnow())
+
+    def saved_backups(self) -> builtins.list[Path]:
+        """The scheduled backups kept in `backups.dir`, oldest first."""
+        return self._maintenance.saved_backups()
+
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
         """Re-embed every row with the configured model and adopt it as the store's model, in one swap
         once all are done; an interrupted run is resumed. Returns how many rows it re-embedded."""
@@ -415,7 +434,7 @@ class Memory:
         closed = self.conversations.close_due()
         writes = self.config.writes.enabled
         pruned = self.conversations.prune() if writes else {"messages": 0}
-        purged = self._maintenance.purge(Caller()) if writes else 0
+        purged = self._maintenance.purge(Caller()) if writes and self._maintenance.purge_due(utcnow()) else 0
         searches = self.insight.recorder.prune() if writes else 0
         waiting = self._backfill.pending()
         if waiting:

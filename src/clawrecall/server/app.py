@@ -54,6 +54,7 @@ DEFAULT_PORT = 8765  # seed 000's E5 server port, so its clients find the embedd
 DEFAULT_MAX_BODY = 1 << 20
 CAPTURE_DRAIN_S = 10.0
 SWEEP_S = 30.0
+BACKUP_CHECK_S = 600.0  # how often the server looks whether a scheduled backup is due (backups.every_hours)
 
 log = logging.getLogger("clawrecall.server")
 
@@ -103,11 +104,14 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warmup.start()
         sweeps = asyncio.create_task(_sweep_every(mem, SWEEP_S))
+        backups = asyncio.create_task(_backup_every(mem, BACKUP_CHECK_S)) if mem.config.backups.dir else None
         if mem.jobs.handlers:  # a feature that makes jobs (extraction) registered its handlers
             mem.jobs.start_workers()
         async with mcp_sessions.run():
             yield
         sweeps.cancel()
+        if backups is not None:
+            backups.cancel()
         await asyncio.to_thread(mem.jobs.stop_workers)  # each finishes the job it is running
         if not mem.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("background work (capture writes) still running at shutdown")
@@ -176,6 +180,17 @@ async def _sweep_every(mem: Memory, seconds: float) -> None:
             await asyncio.to_thread(mem.sweep)
         except Exception:  # a failed sweep is retried at the next; serving goes on
             log.exception("record sweep failed")
+        await asyncio.sleep(seconds)
+
+
+async def _backup_every(mem: Memory, seconds: float) -> None:
+    """At start and then every `seconds`: the scheduled backup, if one is due (`backups.dir`)."""
+    while True:
+        try:
+            if (taken := await asyncio.to_thread(mem.scheduled_backup)) is not None:
+                log.info("backup written to %s (%d bytes)", taken.path, taken.bytes)
+        except Exception:  # retried at the next look; serving goes on
+            log.exception("scheduled backup failed")
         await asyncio.sleep(seconds)
 
 

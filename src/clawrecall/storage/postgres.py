@@ -17,6 +17,7 @@ build it once at the end.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 import threading
@@ -401,6 +402,23 @@ class PostgresStore(Store):
         if migration_set != CORE.name:
             return [], []
         return _EXTENSIONS, _core_after_tables(self.ts_config)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Callable[[str], Iterator[tuple]]]:
+        """A REPEATABLE READ, READ ONLY transaction: every statement in it sees the same snapshot; rows are
+        streamed by a server-side cursor."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+            names = itertools.count()
+
+            def read(sql: str) -> Iterator[tuple]:
+                with conn.cursor(name=f"clawrecall_snapshot_{next(names)}") as cur:
+                    cur.itersize = 500
+                    cur.execute(sql)
+                    yield from cur
+
+            yield read
 
     def table_exists(self, name: str) -> bool:
         # A plain query on pg_class sees what committed before this statement; to_regclass() may

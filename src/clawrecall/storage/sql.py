@@ -98,6 +98,11 @@ class Store(ABC):
         return done.result
 
     @abstractmethod
+    def snapshot(self) -> AbstractContextManager[Callable[[str], Iterator[tuple]]]:
+        """One consistent read of the whole store while writers go on (a backup): yields `read(sql)`,
+        whose rows all come from the same moment, streamed."""
+
+    @abstractmethod
     def integrity_problems(self) -> list[str]:
         """What the backend's own consistency checks find wrong, one line each; empty when the store
         is sound. `clawrecall doctor` runs it: a damaged store can still answer `stats` correctly."""
@@ -570,10 +575,11 @@ class Store(ABC):
         )
         return [str(r[0]) for r in rows]
 
-    def purgeable(self, deleted_before: datetime) -> builtins.list[str]:
+    def purgeable(self, before: datetime) -> builtins.list[str]:
+        """Memories soft-deleted, or expired, at or before `before`."""
         d = self.dialect
-        rows = self.run(f"SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at <= {d.p}",
-                         (d.ts(deleted_before),))
+        rows = self.run(f"SELECT id FROM memories WHERE (deleted_at IS NOT NULL AND deleted_at <= {d.p}) "
+                        f"OR (expires_at IS NOT NULL AND expires_at <= {d.p})", (d.ts(before), d.ts(before)))
         return [str(r[0]) for r in rows]
 
     def session_neighbors(self, ids: builtins.list[str], filters: Filters) -> dict[str, builtins.list[str]]:

@@ -396,6 +396,28 @@ class SQLiteStore(Store):
         index = self._index
         return 0 if index is None else index.rows(scopes)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Callable[[str], Iterator[tuple]]]:
+        """A connection of its own in a read transaction: under WAL it sees the database as of its first
+        read, whatever is committed meanwhile, and blocks no writer."""
+        try:
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM meta").fetchall()  # the first read fixes the snapshot
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+
+        def read(sql: str) -> Iterator[tuple]:
+            cur = conn.execute(sql)
+            while rows := cur.fetchmany(500):
+                yield from rows
+
+        try:
+            yield read
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+
     def table_exists(self, name: str) -> bool:
         return bool(self.run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
