@@ -42,6 +42,15 @@ HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\
                        '\n[hooks.recall]\nmin_score = 0.15\n')
 
 
+#: the files that take longest (real OpenClaw turns): collected first, so a worker starts them while the
+#: others run the rest, instead of the suite waiting on them at its end
+FIRST = ("test_openclaw_e2e.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(HASH_CONFIG.parent, ignore_errors=True)
 
