@@ -85,7 +85,7 @@ def test_a_repeat_adds_an_occurrence_and_recall_says_how_often_and_when(mem):
     assert [k.id for k in p.known] == [known.id] and d.action == "repeat"
     assert result.repeated == [known.id] and result.created == [] and result.occurrences == 1
     assert [o.sentiment for o in mem.facts.occurrences(known.id, caller=ALICE)] == ["neutral", "reminder"]
-    [hit] = mem.search("functional threshold power", caller=ALICE, min_score=0)
+    [hit] = mem.search("functional threshold power", caller=ALICE, min_score=0, sources=["memory"])
     assert hit.discussed is not None and hit.discussed.count == 2
     assert hit.discussed.first_at.date().isoformat() == "2026-03-02" and hit.discussed.last_at == messages[0].created_at
     assert hit.model_dump(mode="json")["discussed"]["count"] == 2  # REST and MCP return the same object
@@ -124,7 +124,7 @@ def test_an_update_supersedes_the_known_fact_and_as_of_still_sees_the_old_value(
     assert [r.id for r in mem.list(caller=ALICE)] == [new.id]
     assert [r.id for r in mem.list(caller=ALICE, as_of=datetime(2026, 3, 10, tzinfo=timezone.utc))] == [old.id]
     assert [h.action for h in mem.history(old.id, caller=ALICE)] == ["add", "supersede"]
-    [hit] = mem.search("functional threshold power", caller=ALICE, min_score=0)
+    [hit] = mem.search("functional threshold power", caller=ALICE, min_score=0, sources=["memory"])
     assert hit.memory.id == new.id and hit.discussed.count == 1  # the new value was said once
 
 
@@ -265,7 +265,7 @@ def test_rest_search_hits_carry_discussed(mem):
     known = ftp_fact(mem)
     http = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
                       base_url="http://127.0.0.1:8765", headers={"X-Clawrecall-User": "alice"})
-    [hit] = http.post("/v1/search", json={"query": "functional threshold power", "min_score": 0}).json()["results"]
+    [hit] = http.post("/v1/search", json={"query": "functional threshold power", "min_score": 0, "sources": ["memory"]}).json()["results"]
     assert hit["memory"]["id"] == known.id
     assert hit["discussed"] == {"count": 1, "first_at": "2026-03-02T08:00:00Z", "last_at": "2026-03-02T08:00:00Z"}
 

@@ -378,8 +378,8 @@ def test_memory_text_reaches_a_model_only_inside_markers_it_cannot_close(tmp_pat
 
 def test_memory_forget_by_a_message_id_says_not_found_and_erases_nothing(mem: Memory):
     """memory_get opens a recorded message by its id; memory_forget erases memories only, and says so."""
-    mem.conversations.log([{"role": "user", "content": "My locker code is 4417."}], caller=Caller("alice", "main", "s0"))
-    [said] = mem.conversations.show("s0", caller=ALICE)
+    mem.conversations.log([{"role": "user", "content": "My locker code is 4417."}], caller=Caller("alice", "main", "lockers"))
+    [said] = mem.conversations.show("lockers", caller=ALICE)
     result = call(mem, ALICE, "memory_forget", memoryId=said.id)
     assert result.details == {"action": "not_found", "found": 0}
-    assert mem.conversations.show("s0", caller=ALICE)[0].content == "My locker code is 4417."
+    assert [m.content for m in mem.conversations.show("lockers", caller=ALICE)] == ["My locker code is 4417."]
