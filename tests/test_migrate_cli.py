@@ -10,7 +10,7 @@ from legacy import load
 
 from clawrecall.cli import cli
 from clawrecall.storage import open_store
-from clawrecall.storage.migrations import CONVERSATIONS, CORE, JOBS_SET, KNOWLEDGE, REEMBED, latest
+from clawrecall.storage.migrations import CONVERSATIONS, CORE, INSIGHT, JOBS_SET, KNOWLEDGE, REEMBED, latest
 
 pytestmark = pytest.mark.empty_db  # each test writes an old store into its database
 
@@ -21,9 +21,9 @@ def test_status_dry_run_apply(db_target):
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "status", "--json"]).output)
     later = [f"core/{name}" for name in CORE.steps[1:]] + [
         "conversations/initial", "conversations/segment-summary", "jobs/initial", "knowledge/initial", "reembed/initial",
-        "reembed/half-precision-staging"]
+        "reembed/half-precision-staging", "insight/initial"]
     assert status["schema_version"] == 1
-    assert status["latest"] == latest() == sum(len(s.steps) for s in (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED))
+    assert status["latest"] == latest() == sum(len(s.steps) for s in (CORE, CONVERSATIONS, JOBS_SET, KNOWLEDGE, REEMBED, INSIGHT))
     assert sorted(status["pending"]) == sorted(later) and status["applied"] == []
 
     dry = runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--dry-run"])
@@ -51,11 +51,12 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 14
+    assert status["schema_version"] == latest() - 15
     assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors",
                                  "core/change-feed", "core/drop-sql-api", "core/message-windows", "core/no-change-feed",
                                  "conversations/initial", "conversations/segment-summary",
-                                 "jobs/initial", "knowledge/initial", "reembed/initial", "reembed/half-precision-staging"]
+                                 "jobs/initial", "knowledge/initial", "reembed/initial", "reembed/half-precision-staging",
+                                 "insight/initial"]
     applied = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "apply", "--json"]).output)
     assert applied["applied"] == status["pending"] and applied["schema_version"] == latest()
     store = open_store(db_target, migrate=False)

@@ -492,7 +492,7 @@ def test_tokens_of_an_old_per_server_tokens_db_move_into_the_database(pg_url, tm
 
 
 def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_real(pg_url):
-    with Memory.open(pg_url) as mem:
+    with Memory.open(pg_url, insight={"search_log": False}) as mem:  # the log writes later, on a connection of its own
         mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(30)])
         mem.conversations.log([{"role": "user", "content": "tomatoes need sun"}], caller=Caller("alice"), session_id="s1")
         mem.runtime.drain()  # the message's vector is made in the background, on connections of its own

@@ -329,7 +329,9 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | list[str] | None = None,
     ) -> str:
-        """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone."""
+        """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone, and so are
+        the logged searches that found it (written first, so none noted before comes back after)."""
+        self.insight.recorder.flush()
         return self._writes.forget(memory_id, as_caller(caller, user_id, agent_id), scope)
 
     def erase(

@@ -356,7 +356,9 @@ class Writes:
         require_writes(self.config)
         record = resolve(self.store, memory_id, caller, scope, self.config.access)
         check_change(caller, record, access=self.config.access, erase=True)
-        self.erase([record.id], "forget", actor_of(caller))
+        with self.store.transaction():
+            self.erase([record.id], "forget", actor_of(caller))
+            self.store.search_log.forget([record.id])  # a search that found it may spell it in its query
         return record.id
 
     def erase(self, ids: list[str], action: str, actor: str) -> None:

@@ -101,6 +101,18 @@ class SearchLog(TableRows[LoggedSearch]):
             s.run(f"DELETE FROM search_log WHERE at < {d.p}", (d.ts(before),))
         return int(n)
 
+    def forget(self, memory_ids: Sequence[str]) -> None:
+        """In a transaction: remove the searches that found any of these memories, with their hits. A memory
+        erased for good is erased from the log too, and a search that found it may spell it in its query."""
+        s, one_of = self._store, self._store.dialect.one_of
+        for chunk in chunks(memory_ids):
+            where, params = one_of("memory_id", chunk, "uuid")
+            logs = [str(r[0]) for r in s.run(f"SELECT DISTINCT log_id FROM search_hits WHERE {where}", params)]
+            for part in chunks(logs):
+                for table, key in (("search_hits", "log_id"), ("search_log", "id")):
+                    these, ids = one_of(key, part, "uuid")
+                    s.run(f"DELETE FROM {table} WHERE {these}", ids)
+
     def of_person(self, column: str, person: str, scope: str, memory_ids: Sequence[str], *, delete: bool) -> int:
         """A person's searches (made by it, or logged under its scope), with their hits and every hit on its
         memories (`memory_ids`): counted, or removed with `delete`. Returns the searches."""
