@@ -177,13 +177,10 @@ class Candidates(TypedDict):
 )
 def memory_forget(mem: Memory, caller: Caller, args: ForgetArgs) -> ToolResult:
     if args.memoryId is not None and args.memoryId.strip():
-        try:
-            record = mem.get(args.memoryId.strip(), caller=caller)
+        try:  # forget resolves memories only: a recorded message or a file's chunk is not erased one by one
+            return _forget(mem, caller, args.memoryId.strip())
         except NotFoundError:
-            record = None
-        if record is None or record.kind != "memory":  # a recorded message or a file's chunk is not erased one by one
             return ToolResult(f"No memory with id {args.memoryId!r}.", {"action": "not_found", "found": 0})
-        return _forget(mem, caller, record.id)
     assert args.query is not None
     # Not diverse: a copy of the best match must stay in the list, as its runner-up.
     found = mem.search(args.query, caller=caller, limit=FORGET_CANDIDATES, diverse=False, explain=True, min_score=0.0,
