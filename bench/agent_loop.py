@@ -68,7 +68,7 @@ from openclaw_stub_model import message_text  # noqa: E402
 from scale import pct  # noqa: E402
 
 from clawrecall.config import ENV_PREFIX  # noqa: E402
-from clawrecall.conversations.text import RECALL_FOOTER, RECALL_HEADER, sanitize_for_context  # noqa: E402
+from clawrecall.conversations.text import UNTRUSTED, sanitize_for_context  # noqa: E402
 from clawrecall.openclaw.install import install_entries  # noqa: E402
 from clawrecall.server.spawn import spawn_server  # noqa: E402
 
@@ -114,7 +114,8 @@ def block_lines(block: str | None) -> list[dict]:
     """The recalled lines of a `<relevant-memories>` block: label, text, and what follows in parentheses."""
     if not block:
         return []
-    body = block.split(RECALL_HEADER, 1)[-1].split(RECALL_FOOTER, 1)[0]
+    found = re.search(rf"^\[{UNTRUSTED} (\w+) [^\n]*\]$(.*?)^\[END {UNTRUSTED} \1\]$", block, re.M | re.S)
+    body = found.group(2) if found else ""
     lines = []
     for raw in body.strip().splitlines():
         found = LINE.match(raw.strip())
