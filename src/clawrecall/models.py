@@ -91,6 +91,10 @@ def embedded_text(content: str, keys: str | None) -> str:
     return f"{content}\n{keys}" if keys else content
 
 
+#: what a secret's content reads as wherever it is not asked for by its own agent (list, history, the dashboard)
+MASK = "••••••••"
+
+
 class MemoryRecord(BaseModel):
     """One stored memory, as read back from the store (a message or file chunk is one too, of its `kind`)."""
 
@@ -122,6 +126,8 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     # what else it is found by, never shown: the facts a message gave (docs/extraction.md)
     keys: str | None = None
+    # a secret's text, encrypted (docs/agents.md): never shown, never in a dump; `content` is then `MASK`
+    sealed: str | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +149,26 @@ class MemoryRecord(BaseModel):
     def is_current(self) -> bool:
         """Not superseded (or superseded only from a time still to come)."""
         return self.valid_to is None or self.valid_to > utcnow()
+
+
+class SecretsStatus(BaseModel):
+    """Where a store's secret key comes from and what is sealed with it (`clawrecall secrets status`)."""
+
+    source: str | None  # the key file, or the variable or config key that holds the keys; None: no key yet
+    key: str | None  # the fingerprint of the key that seals (never the key)
+    keys: int  # keys that open secrets: more than one while a rotation is under way
+    store_key: str | None  # the fingerprint the store records for its sealing key
+    sealed: int  # secret memories stored encrypted
+    unsealed: int  # secret memories stored before encryption, still to seal
+
+
+class SecretRotation(BaseModel):
+    """What `mem.secrets.rotate()` did: every secret sealed again under `key`."""
+
+    key: str  # the new sealing key's fingerprint
+    resealed: int
+    total: int
+    dropped_keys: int  # old keys removed from the key file once nothing needed them
 
 
 class Discussed(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import time
+from dataclasses import replace
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
+    KINDS, MASK, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
     Stats,
 )
 from ..runtime import Runtime
@@ -36,6 +37,7 @@ from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
+from ._secrets import Secrets
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import chat_turns, check_int, check_share, check_text
@@ -69,7 +71,8 @@ class Memory:
         self.store = store
         self.config = config
         self._embedding = Embedding(store, config)
-        self._writes = Writes(store, config, self._embedding)
+        self.secrets = Secrets(store, config)  # secret memories' keys: rotate, status (docs/agents.md)
+        self._writes = Writes(store, config, self._embedding, self.secrets)
         self._maintenance = Maintenance(store, config, self._embedding, self._writes)
         self._transfer = Transfer(store, config, self._writes)
         self._pipeline: RetrievalPipeline | None = None
@@ -84,13 +87,14 @@ class Memory:
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self.insight = Insight(store, config, self.runtime, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
-        if check_embedding:
-            try:
+        try:
+            if check_embedding:
                 self.check_fingerprint(static_only=True)
-            except BaseException:
-                if opened:
-                    store.close()
-                raise
+            self.secrets.seal_legacy()  # secrets stored before encryption: sealed once, when a key is at hand
+        except BaseException:
+            if opened:
+                store.close()
+            raise
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -527,22 +531,28 @@ class Memory:
             message_roles=message_roles, as_of=as_of, secrets=secrets,
         )
         query, started = query.strip()[:4000], time.perf_counter()
-        hits = self.pipeline.search(query, filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
-                                    min_score=min_score)
-        self.insight.recorder.note(caller, filters.scopes, query, mode, hits, (time.perf_counter() - started) * 1000)
+        hits = self.pipeline.search(query, replace(filters, secrets=False), limit=limit, mode=mode, explain=explain,  # type: ignore[arg-type]
+                                    diverse=diverse, min_score=min_score)
+        if secrets:  # never indexed nor embedded: the caller's own, opened and matched by their words here
+            found = self.secrets.search(query, filters, limit)
+            hits[:] = sorted([*hits, *found], key=lambda h: h.score, reverse=True)[:limit]
+        self.insight.recorder.note(caller, filters.scopes, MASK if secrets else query, mode, hits,
+                                   (time.perf_counter() - started) * 1000)  # a secret search's words may spell one
         return hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
+        scope: str | list[str] | None = None, reveal: bool = True,
     ) -> MemoryRecord:
         """A memory by id or unique id prefix (8+ hex characters), deleted ones included; or any other
         search hit by its id (a recorded message, a file's chunk).
 
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
-        would) and answers "not found" for a memory elsewhere.
+        would) and answers "not found" for a memory elsewhere. A secret the caller may read is shown
+        opened: an id is an explicit request (`reveal=False`: masked, as a list shows it).
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        record = resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        return self.secrets.reveal(record) if reveal else record
 
     def list(
         self,

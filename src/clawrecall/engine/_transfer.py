@@ -37,7 +37,8 @@ class Transfer:
             include_expired=True, include_superseded=True, secrets=secrets,
         )
         n = 0
-        for record, _ in self.store.iter_all(filters):
+        for stored, _ in self.store.iter_all(filters):
+            record = self.writes.secrets.reveal(stored)  # asked for with `secrets`: exported as text, as imported
             # keys are made by extraction from the facts, which the export carries themselves
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind", "keys"}), ensure_ascii=False) + "\n")
             n += 1

@@ -34,7 +34,9 @@ from ..models import MemoryRecord
 from .base import Candidate, HistoryDraft
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .migrations import (
+    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table, validity,
+)
 from .schema import HISTORY, KIND_CHECK, MEMORIES
 from .sql import HISTORY_DRAFT_FIELDS, Store, T, dimensions_differ
 from .text import keywords
@@ -156,6 +158,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "segment-summary": SEGMENT_SUMMARY,
+        "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged
         "fact-keys": [

@@ -9,6 +9,7 @@ is composed with the dialect's parameter mark and sent to the driver as written.
 from __future__ import annotations
 
 import builtins
+import json
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -312,12 +313,12 @@ class Store(ABC):
     def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
         """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
         content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL ORDER BY created_at "
-                         f"LIMIT {self.dialect.p}", (limit,))
+        rows = self.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL AND {_UNSEALED} "
+                         f"ORDER BY created_at LIMIT {self.dialect.p}", (limit,))
         return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
 
     def count_unembedded(self) -> int:
-        return int(self.run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
+        return int(self.run(f"SELECT count(*) FROM memories WHERE embedding IS NULL AND {_UNSEALED}")[0][0])
 
     def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str, confirm: Callable[[], None] | None = None) -> None:
         """Give rows written without a vector theirs (a row that got one meanwhile keeps it); `confirm`
@@ -346,6 +347,54 @@ class Store(ABC):
             for chunk in chunks(windows):
                 self.staged.remove(chunk)
             self.erased()
+
+    def forget_text(self, ids: list[str]) -> None:
+        """In a write transaction that replaced these rows' text by its sealed copy (`sealing.py`): their
+        vectors, made of the text, go, and so does any copy of the old text the backend keeps."""
+        with self.transaction():
+            for chunk in chunks(sorted(ids)):
+                self.run(f"UPDATE memories SET embedding = NULL, embedding_model = NULL "
+                         f"WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+            self._remove_windows(ids)
+            self.erased()
+
+    def mask_history(self, ids: list[str], mask: str) -> None:
+        """Mask the text fields (content, title, keys) every history row of these memories holds: they
+        became secret, and history must not keep what sealing hides."""
+        p = self.dialect.p
+        with self.transaction():
+            for chunk in chunks(ids):
+                rows = self.run(f"SELECT id, before, after FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})",
+                                chunk)
+                for row_id, *values in rows:
+                    masked = [_masked(v, mask) for v in values]
+                    if masked != [_json_text(v) for v in values]:
+                        self.run(f"UPDATE history SET before = {p}, after = {p} WHERE id = {p}", (*masked, row_id))
+
+    def sealed_tokens(self, after: str, limit: int) -> builtins.list[tuple[str, str]]:
+        """(id, sealed text) of the encrypted secrets past id `after`, in id order (a rotation's batches)."""
+        p = self.dialect.p
+        return [(str(r[0]), r[1]) for r in self.run(
+            f"SELECT id, sealed FROM memories WHERE sealed IS NOT NULL AND id > {p} ORDER BY id LIMIT {p}", (after, limit))]
+
+    def reseal(self, rows: builtins.list[tuple[str, str, str]]) -> None:
+        """(id, old sealed text, new one): each row takes the new one unless it changed meanwhile."""
+        p = self.dialect.p
+        with self.transaction():
+            self.run_many(f"UPDATE memories SET sealed = {p} WHERE id = {p} AND sealed = {p}",
+                          [(new, i, old) for i, old, new in rows])
+
+    def count_secrets(self) -> tuple[int, int]:
+        """Secret memories stored encrypted, and those stored in plain text before encryption."""
+        sealed, unsealed = self.run(
+            "SELECT count(sealed), count(*) - count(sealed) FROM memories WHERE visibility = 'secret' AND kind = 'memory'")[0]
+        return int(sealed or 0), int(unsealed or 0)
+
+    def unsealed_secrets(self, limit: int) -> builtins.list[MemoryRecord]:
+        """Secret memories stored in plain text (before encryption), oldest first."""
+        rows = self.run(f"SELECT {self._memory_columns} FROM memories m WHERE m.visibility = 'secret' AND m.kind = 'memory' "
+                        f"AND m.sealed IS NULL ORDER BY m.{self.dialect.order_column} LIMIT {self.dialect.p}", (limit,))
+        return [self._record(r) for r in rows]
 
     def erased(self, scope: str | None = None) -> None:
         """In a write transaction that removed personal data (`scope`: a person's, erased whole): a backend
@@ -669,6 +718,25 @@ class Store(ABC):
     def where(self, f: Filters, alias: str) -> tuple[str, builtins.list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
         return where(f, self.dialect, alias)
+
+
+_UNSEALED = "sealed IS NULL"  # a secret has no vector: none is made of its mask either
+_TEXT_FIELDS = ("content", "title", "keys")
+
+
+def _json_text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _masked(value: Any, mask: str) -> str | None:
+    """A history value (JSON) with its text fields masked."""
+    if value is None:
+        return None
+    data = json.loads(value) if isinstance(value, str) else value
+    if isinstance(data, dict):
+        data = {k: (None if v is None else mask if k == "content" else None) if k in _TEXT_FIELDS else v
+                for k, v in data.items()}
+    return json.dumps(data)
 
 
 def dimensions_differ(stored: int, query: int) -> StorageError:

@@ -23,7 +23,8 @@ from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
 from .migrations import (
-    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity,
+    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
+    validity,
 )
 from .schema import KIND_CHECK
 from .sql import Store, dimensions_differ
@@ -177,6 +178,7 @@ _STEPS: dict[str, list[str]] = {
         *MESSAGE_WINDOWS,
     ],
     "segment-summary": SEGMENT_SUMMARY,
+    "sealed-secrets": SEALED_SECRETS,
     "validity": validity("TEXT", "TEXT"),
     # every row's keys are NULL, so its indexed text is unchanged: no rebuild
     "fact-keys": [
@@ -466,8 +468,17 @@ class SQLiteStore(Store):
         ~0.5 s at 100k memories), and empties the WAL after COMMIT, so no copy of the text is left."""
         with self.transaction():
             super().remove(ids)
-            for table in ("memories_fts", "memories_trgm"):
-                self.run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            self._merge_text_indexes()
+
+    def forget_text(self, ids: list[str]) -> None:
+        """As `remove` does for a row's text: merge the text indexes, so their segments keep no term of it."""
+        with self.transaction():
+            super().forget_text(ids)
+            self._merge_text_indexes()
+
+    def _merge_text_indexes(self) -> None:
+        for table in ("memories_fts", "memories_trgm"):
+            self.run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def erased(self, scope: str | None = None) -> None:
         self._erased = True
