@@ -13,13 +13,14 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SecretKeyError
 
 if TYPE_CHECKING:
-    from cryptography.fernet import MultiFernet
+    from cryptography.fernet import Fernet, MultiFernet
 
 
 def fingerprint(key: bytes) -> str:
@@ -81,19 +82,27 @@ class Keyring:
     def fingerprints(self) -> list[str]:
         return [fingerprint(k) for k in self.keys]
 
-    def _fernet(self, keys: tuple[bytes, ...] | None = None) -> MultiFernet:
+    @cached_property
+    def _all(self) -> MultiFernet:
+        """Seals with the first key, opens with any."""
         from cryptography.fernet import Fernet, MultiFernet
 
-        return MultiFernet([Fernet(k) for k in (keys or self.keys)])
+        return MultiFernet([Fernet(k) for k in self.keys])
+
+    @cached_property
+    def _first(self) -> Fernet:
+        from cryptography.fernet import Fernet
+
+        return Fernet(self.keys[0])
 
     def seal(self, payload: dict[str, Any]) -> str:
-        return self._fernet().encrypt(json.dumps(payload, ensure_ascii=False).encode()).decode()
+        return self._all.encrypt(json.dumps(payload, ensure_ascii=False).encode()).decode()
 
     def open(self, token: str) -> dict[str, Any]:
         from cryptography.fernet import InvalidToken
 
         try:
-            return json.loads(self._fernet().decrypt(token.encode()))
+            return json.loads(self._all.decrypt(token.encode()))
         except InvalidToken:
             raise SecretKeyError(f"a secret memory cannot be opened with the keys of {self.source} "
                                  f"({', '.join(self.fingerprints)}): it was sealed with another key") from None
@@ -103,12 +112,12 @@ class Keyring:
         from cryptography.fernet import InvalidToken
 
         try:
-            self._fernet(self.keys[:1]).decrypt(token.encode())
+            self._first.decrypt(token.encode())
             return None
         except InvalidToken:
             pass
         try:
-            return self._fernet().rotate(token.encode()).decode()
+            return self._all.rotate(token.encode()).decode()
         except InvalidToken:
             raise SecretKeyError(f"a secret memory cannot be opened with the keys of {self.source}: "
                                  "it was sealed with another key") from None

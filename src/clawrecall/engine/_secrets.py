@@ -179,7 +179,7 @@ class Secrets:
         self.store.set_meta(_STORE_KEY, ring.fingerprint)  # new secrets are sealed with the new key from now on
         total = self.store.count_secrets()[0]
         done = resealed = 0
-        after = ""
+        after: str | None = None
         while batch := self.store.sealed_tokens(after, _BATCH):
             moved = [(i, token, new) for i, token in batch if (new := ring.reseal(token)) is not None]
             if moved:

@@ -371,11 +371,13 @@ class Store(ABC):
                     if masked != [_json_text(v) for v in values]:
                         self.run(f"UPDATE history SET before = {p}, after = {p} WHERE id = {p}", (*masked, row_id))
 
-    def sealed_tokens(self, after: str, limit: int) -> builtins.list[tuple[str, str]]:
-        """(id, sealed text) of the encrypted secrets past id `after`, in id order (a rotation's batches)."""
+    def sealed_tokens(self, after: str | None, limit: int) -> builtins.list[tuple[str, str]]:
+        """(id, sealed text) of the encrypted secrets past id `after` (None: from the first), in id order (a rotation's batches)."""
         p = self.dialect.p
+        past = "" if after is None else f" AND id > {p}"
         return [(str(r[0]), r[1]) for r in self.run(
-            f"SELECT id, sealed FROM memories WHERE sealed IS NOT NULL AND id > {p} ORDER BY id LIMIT {p}", (after, limit))]
+            f"SELECT id, sealed FROM memories WHERE sealed IS NOT NULL{past} ORDER BY id LIMIT {p}",
+            (*([] if after is None else [after]), limit))]
 
     def reseal(self, rows: builtins.list[tuple[str, str, str]]) -> None:
         """(id, old sealed text, new one): each row takes the new one unless it changed meanwhile."""
