@@ -48,9 +48,10 @@ def parse_keys(text: str, source: str) -> list[bytes]:
     return keys
 
 
-def write_key_file(path: Path, keys: list[bytes]) -> None:
+def write_key_file(path: Path, keys: list[bytes], *, new: bool = False) -> None:
     """Write the keys (first: the sealing key) readable by this user only, replacing the file at once:
-    a crash leaves the old file or the new one, never half of one."""
+    a crash leaves the old file or the new one, never half of one. `new`: only if there is none (another
+    process that made one first wins: FileExistsError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -61,7 +62,11 @@ def write_key_file(path: Path, keys: list[bytes]) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        if new:
+            os.link(tmp, path)  # atomic, and refused when the file exists
+            tmp.unlink()
+        else:
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

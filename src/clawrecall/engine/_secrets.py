@@ -71,8 +71,11 @@ class Secrets:
             if (recorded := self.store.get_meta(_STORE_KEY)) is not None:
                 raise SecretKeyError(f"{path} is missing: the secrets of {self.store.location} are sealed with key "
                                      f"{recorded}; put that key file back (a new key would not open them)")
-            write_key_file(path, [new_key()])
-            log.info("made a key for secret memories in %s (mode 0600): keep a copy apart from the store", path)
+            try:
+                write_key_file(path, [new_key()], new=True)
+                log.info("made a key for secret memories in %s (mode 0600): keep a copy apart from the store", path)
+            except FileExistsError:  # another process made it meanwhile: that one is the key
+                pass
             stamp = path.stat().st_mtime_ns
         if self._ring is None or stamp != self._stamp:
             self._ring = Keyring(tuple(parse_keys(path.read_text(), str(path))), str(path), path)
@@ -83,9 +86,12 @@ class Secrets:
         """The keyring to seal with: its first key must be the one the store records (or none is recorded yet)."""
         ring = self.keyring(create=True)
         recorded = self.store.get_meta(_STORE_KEY)
-        if recorded is None:
-            self.store.set_meta(_STORE_KEY, ring.fingerprint)
-        elif recorded != ring.fingerprint:
+        if recorded is None:  # the first secret: this key is the store's, unless another process recorded its own first
+            with self.store.transaction():
+                self.store.run(f"INSERT INTO meta (key, value) VALUES ({self.store.dialect.marks(2)}) "
+                               "ON CONFLICT (key) DO NOTHING", (_STORE_KEY, ring.fingerprint))
+            recorded = self.store.get_meta(_STORE_KEY)
+        if recorded != ring.fingerprint:
             raise SecretKeyError(f"the secrets of {self.store.location} are sealed with key {recorded}, but {ring.source} "
                                  f"seals with {ring.fingerprint}: give this process the store's key (first)")
         return ring
