@@ -235,7 +235,7 @@ class Store(ABC):
                 (key, value),
             )
 
-    # -- hooks around the writes of `store.memories` (`memories.MemoryStore`) ---------------
+    # -- the bulk write, and the hooks around the writes of `store.memories` (`memories.MemoryStore`) --
     def copy_in(self, table: Table, fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """Many rows into one table, the fastest way the backend has (joining the current transaction)."""
         with self.transaction():
@@ -258,6 +258,7 @@ class Store(ABC):
         that keeps copies of written pages (SQLite's WAL) drops them after COMMIT."""
 
     def size_bytes(self) -> int | None:
+        """The store's size on disk, where the backend can tell (`store.memories.stats`)."""
         return None
 
     # -- candidate legs ------------------------------------------------------------------
