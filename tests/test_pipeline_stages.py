@@ -251,6 +251,8 @@ def test_shared_stems_set_endings_and_accents_aside():
     assert shared_stems("a night shift", "a nice shirt") == []  # all but the last letter: "shif" is not "shir"
     assert shared_stems("Python 3.12 on port 8080", "Python 3.11 on port 80") == ["python", "port"]  # numbers: whole
     assert shared_stems("deploy", "x" * COVERAGE_READ + " deploy") == []  # past COVERAGE_READ: not read
+    assert shared_stems("我喜欢喝咖啡吗", "我每天早上喝咖啡") == ["我喜欢喝咖啡吗"]  # "咖啡": no word breaks to split at
+    assert shared_stems("我喜欢狗", "我每天早上喝咖啡") == []  # one character in common ("我") is none
 
 
 def test_coverage_and_trigram_rescore_read_a_bounded_head():

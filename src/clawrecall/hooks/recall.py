@@ -153,11 +153,11 @@ def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
 
 
 def _evidence(query: str, embedder: Embedder, min_known: float) -> Callable[[str], bool]:
-    """Whether a line is more than its score says it is: when the embedding model reads both the prompt
-    and the line as a language it knows (`Embedder.known_share`), its score stands alone; otherwise the
-    line must have a word stem of the prompt's (`shared_stems`). The bundled model, trained on English,
-    scores every Czech sentence of a user 0.3–0.75 against every other, so a Czech block chosen by score
-    was four lines in five unrelated; no bar on it, nor on multilingual-e5-small's, separates them."""
+    """What a line needs besides its score: nothing when the embedding model reads both the prompt and
+    the line as a language it knows (`Embedder.known_share`); else a word stem of the prompt's
+    (`shared_stems`). The bundled model, trained on English, scores every Czech sentence of a user
+    0.3–0.75 against every other, so a Czech block chosen by score was four lines in five unrelated; no
+    bar on it, nor on multilingual-e5-small's, separates them."""
 
     def reads(text: str) -> bool:
         share = embedder.known_share(text)

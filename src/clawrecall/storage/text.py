@@ -158,10 +158,19 @@ def shared_stems(query: str, text: str) -> list[str]:
     characters have too, inflection aside: the same word, or two words of which the longer starts with
     all of the shorter but its last letter, four letters at least, accents aside ("barvu" and "barva",
     "dceři" and "dcera"; not "shift" and "shirt", nor "barva" and "Bára"). An ending is what most
-    languages that inflect change; a stemmer per language would do better, and needs the language."""
-    theirs = {fold(w) for w in iter_words(text[:COVERAGE_READ]) if len(w) > 2 and w not in STOPWORDS}
-    ours = dict.fromkeys(fold(w) for w in iter_words(query) if len(w) > 2 and w not in STOPWORDS)
-    return [w for w in ours if any(_same_stem(w, t) for t in theirs)]
+    languages that inflect change; a stemmer per language would do better, and needs the language.
+    Chinese, Japanese and Korean text has no word breaks: a run of it shares a stem when two of its
+    characters in a row are in `text` ("咖啡" in "我每天早上喝咖啡")."""
+    head = text[:COVERAGE_READ]
+    theirs = {fold(w) for w in iter_words(head) if len(w) > 2 and w not in STOPWORDS}
+    found = []
+    for word in dict.fromkeys(fold(w) for w in iter_words(query) if w not in STOPWORDS):
+        if has_cjk(word):
+            if any(word[i : i + 2] in head for i in range(len(word) - 1)):
+                found.append(word)
+        elif len(word) > 2 and any(_same_stem(word, t) for t in theirs):
+            found.append(word)
+    return found
 
 
 def _same_stem(a: str, b: str) -> bool:
