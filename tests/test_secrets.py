@@ -227,7 +227,7 @@ def test_a_key_rotation_cut_short_leaves_every_secret_readable_and_running_it_ag
         status = json.loads(runner.invoke(cli, ["--db", db_target, "secrets", "status", "--json"]).output)
         assert status["keys"] == 1 and status["sealed"] == 6 and status["key"] == status["store_key"]
         assert "qxpin5zz" in mem.get(later, caller=DRJONES).content
-        tokens = [t for _, t in mem.store.sealed_tokens(None, 100)]
+        tokens = [t for _, t in mem.store.memories.sealed_tokens(None, 100)]
         assert len(tokens) == 6
         with pytest.raises(SecretKeyError):  # the old key opens none of them now
             Keyring(tuple(old), "old").open(tokens[0])

@@ -123,7 +123,7 @@ class Secrets:
         words = set(keywords(query))
         if not words:
             return []
-        candidates = self.store.list(replace(filters, only_sealed=True), limit=self.config.secrets.search_limit,
+        candidates = self.store.memories.find(replace(filters, only_sealed=True), limit=self.config.secrets.search_limit,
                                      offset=0, order="newest")
         hits: list[SearchHit] = []
         for record in candidates:
@@ -141,8 +141,8 @@ class Secrets:
     def hide(self, ids: list[str]) -> None:
         """In a write transaction: memories just made secret keep no copy of their text elsewhere (their
         vectors, the text indexes' old terms, history)."""
-        self.store.forget_text(ids)
-        self.store.mask_history(ids, MASK)
+        self.store.memories.forget_text(ids)
+        self.store.history.mask(ids, MASK)
 
     def seal_legacy(self, progress: Progress | None = None) -> int:
         """Seal the secrets stored in plain text before encryption (the sealed-secrets migration noted
@@ -155,11 +155,11 @@ class Secrets:
             log.warning("secret memories stored before encryption stay unsealed until a key is given: %s", exc)
             return 0
         done = 0
-        total = self.store.count_secrets()[1]
-        while batch := self.store.unsealed_secrets(_BATCH):
+        total = self.store.memories.count_secrets()[1]
+        while batch := self.store.memories.unsealed_secrets(_BATCH):
             with self.store.transaction():
                 for record in batch:
-                    self.store.update(self.seal(record), None)
+                    self.store.memories.update(self.seal(record), None)
                 self.hide([r.id for r in batch])
             done += len(batch)
             if progress is not None:
@@ -183,13 +183,13 @@ class Secrets:
             raise SecretKeyError("secrets.key holds one key: put a new key first (CLAWRECALL_SECRETS__KEY=new,old; "
                                  "`clawrecall secrets new-key` prints one), then rotate")
         self.store.set_meta(_STORE_KEY, ring.fingerprint)  # new secrets are sealed with the new key from now on
-        total = self.store.count_secrets()[0]
+        total = self.store.memories.count_secrets()[0]
         done = resealed = 0
         after: str | None = None
-        while batch := self.store.sealed_tokens(after, _BATCH):
+        while batch := self.store.memories.sealed_tokens(after, _BATCH):
             moved = [(i, token, new) for i, token in batch if (new := ring.reseal(token)) is not None]
             if moved:
-                self.store.reseal(moved)
+                self.store.memories.reseal(moved)
             resealed += len(moved)
             done += len(batch)
             after = batch[-1][0]
@@ -203,7 +203,7 @@ class Secrets:
         return SecretRotation(key=ring.fingerprint, resealed=resealed, total=total, dropped_keys=dropped)
 
     def status(self) -> SecretsStatus:
-        sealed, unsealed = self.store.count_secrets()
+        sealed, unsealed = self.store.memories.count_secrets()
         try:
             ring: Keyring | None = self.keyring()
         except SecretKeyError:
