@@ -16,8 +16,8 @@ PUBLIC = [
     "JobStats", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch",
     "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
     "PermanentJobError", "Provenance", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry",
-    "Stats",
+    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus",
+    "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -83,7 +83,8 @@ class Secrets:
         return self._ring
 
     def _sealing(self) -> Keyring:
-        """The keyring to seal with: its first key must be the one the store records (or none is recorded yet)."""
+        """The keyring to seal with: it must hold the key the store records (or none is recorded yet), else what
+        it seals the store's other processes could not open."""
         ring = self.keyring(create=True)
         recorded = self.store.get_meta(_STORE_KEY)
         if recorded is None:  # the first secret: this key is the store's, unless another process recorded its own first
@@ -91,7 +92,7 @@ class Secrets:
                 self.store.run(f"INSERT INTO meta (key, value) VALUES ({self.store.dialect.marks(2)}) "
                                "ON CONFLICT (key) DO NOTHING", (_STORE_KEY, ring.fingerprint))
             recorded = self.store.get_meta(_STORE_KEY)
-        if recorded != ring.fingerprint:
+        if recorded not in ring.fingerprints:  # among them, not first: a rotation under way, whose keys open both
             raise SecretKeyError(f"the secrets of {self.store.location} are sealed with key {recorded}, but {ring.source} "
                                  f"seals with {ring.fingerprint}: give this process the store's key (first)")
         return ring
