@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import memento
+from . import mem0, memento, pgvector, shadowdb
 from .data import Reader
 
-DATA_SOURCES: dict[str, Reader] = {memento.SYSTEM: memento.read}
+DATA_SOURCES: dict[str, Reader] = {m.SYSTEM: m.read for m in (memento, mem0, shadowdb, pgvector)}

@@ -253,7 +253,7 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.location = _redact(url)
+        self.location = redacted_url(url)
         self._local = threading.local()
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
@@ -794,7 +794,7 @@ def _plan_key(param: Any) -> Any:
     return tuple(param) if isinstance(param, list) else param
 
 
-def _redact(url: str) -> str:
+def redacted_url(url: str) -> str:
     """The URL without its password, for messages and `stats`."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
