@@ -551,13 +551,11 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
         return
     if vectors_from or history:
         raise click.UsageError("--vectors-from and --history go with --from SYSTEM")
-    try:
-        with click.open_file(source, "r", encoding="utf-8") as fh:
+    with click.File("r", encoding="utf-8").convert(source, None, click.get_current_context()) as fh:
+        try:
             lines = fh.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
-    except UnicodeDecodeError as exc:
-        raise click.FileError(source, f"not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise click.FileError(source, exc.strerror or str(exc)) from None
+        except UnicodeDecodeError as exc:
+            raise click.FileError(source, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=not dry_run)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
     name = "stdin" if source == "-" else source

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ValidationError
-from ..storage.postgres import redacted_url
 
 
 class Source:
@@ -18,6 +17,8 @@ class Source:
         try:
             import psycopg
             from psycopg.rows import dict_row
+
+            from ..storage.postgres import redacted_url  # with numpy: not for every CLI command
         except ImportError:
             raise ValidationError("reading a PostgreSQL source takes the postgres extra: "
                                   "pip install 'clawrecall[postgres]'") from None
