@@ -371,3 +371,83 @@ def test_a_wrong_source_fails_clearly_and_writes_nothing(db_path, source_pg, tmp
     unknown = CliRunner().invoke(cli, ["--db", db, "import", "--from", "chroma", source_pg])
     assert unknown.exit_code == 2 and "chroma" in unknown.output
     assert not _stored(db)
+
+
+# -- nova-memory ------------------------------------------------------------------------------------
+# the tables as nova-memory's documentation uses them, its embedding table and chat trigger verbatim
+NOVA = """
+CREATE TABLE entities (id SERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL, type VARCHAR(50) NOT NULL,
+  created_at TIMESTAMP DEFAULT NOW());
+CREATE TABLE entity_facts (id SERIAL PRIMARY KEY, entity_id INTEGER REFERENCES entities(id), key VARCHAR(255) NOT NULL,
+  value TEXT NOT NULL, confidence DOUBLE PRECISION DEFAULT 1.0);
+CREATE TABLE events (id SERIAL PRIMARY KEY, date DATE NOT NULL, event TEXT NOT NULL, participants TEXT[]);
+CREATE TABLE lessons (id SERIAL PRIMARY KEY, lesson TEXT NOT NULL, context TEXT, confidence DOUBLE PRECISION);
+CREATE TABLE agent_chat (id SERIAL PRIMARY KEY, sender TEXT, channel TEXT, message TEXT,
+  created_at TIMESTAMP DEFAULT NOW());
+CREATE TABLE memory_embeddings (
+    id SERIAL PRIMARY KEY,
+    source_type VARCHAR(50), -- 'entity_fact', 'event', 'agent_chat', 'lesson'
+    source_id TEXT, -- ID in the source table
+    content TEXT, -- The text that was embedded
+    embedding VECTOR(1536), -- OpenAI embedding (1536 dimensions)
+    metadata JSONB, -- Additional context (confidence, tags, etc.)
+    created_at TIMESTAMP DEFAULT NOW(),
+    updated_at TIMESTAMP DEFAULT NOW()
+);
+CREATE FUNCTION embed_chat_message() RETURNS TRIGGER AS $$
+BEGIN
+    INSERT INTO memory_embeddings (source_type, source_id, content)
+    VALUES ('agent_chat', NEW.id::text, NEW.sender || ' in #' || NEW.channel || ': ' || NEW.message);
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER embed_chat_message_trigger AFTER INSERT ON agent_chat
+    FOR EACH ROW EXECUTE FUNCTION embed_chat_message();
+"""
+
+
+def _nova(url: str) -> None:
+    v1536 = json.dumps([0.02] * 1536)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(NOVA)
+        conn.execute("INSERT INTO entities (name, type) VALUES ('Dana', 'person'), ('Acme', 'organization')")
+        conn.execute("INSERT INTO entity_facts (entity_id, key, value, confidence) VALUES "
+                     "(1, 'favorite_color', 'green', 0.9), (2, 'hq', 'Berlin', 1.0)")
+        conn.execute("INSERT INTO events (date, event, participants) VALUES "
+                     "('2025-07-04', 'Launch party', ARRAY['Dana', 'Sam']), ('2025-08-01', 'Quarterly review', NULL)")
+        conn.execute("INSERT INTO lessons (lesson, context, confidence) VALUES "
+                     "('Confirm time zones before scheduling', 'missed call with Sam', 0.8)")
+        conn.execute("INSERT INTO agent_chat (sender, channel, message) VALUES ('dana', 'general', 'hi all')")
+        # the embedding queue: two rows embedded, the others still waiting (NULL), and one whose row is gone
+        conn.execute("INSERT INTO memory_embeddings (source_type, source_id, content, embedding) VALUES "
+                     "('entity_fact', '1', 'Dana (person) - favorite_color: green', %s), "
+                     "('event', '1', 'On 2025-07-04: Launch party (participants: Dana, Sam)', %s), "
+                     "('lesson', '1', 'Lesson (confidence: 0.8): Confirm time zones before scheduling', NULL), "
+                     "('entity_fact', '99', 'Gone (person) - x: y', NULL)", (v1536, v1536))
+
+
+def test_nova_memory_facts_events_and_lessons_arrive(db_target, source_pg):
+    _nova(source_pg)
+    Memory.open(db_target).close()
+    first = _import(db_target, "nova-memory", source_pg, "--vectors-from", "hashed-word-trigrams")
+    assert first["imported"] == 5 and first["vectors"]["reused"] == 0
+    assert "other dimensions" in first["vectors"]["why"]  # 1536-d, the store's are 384-d
+    assert {(d["table"], d["rows"]) for d in first["skipped"]} == {("agent_chat", 1), ("memory_embeddings", 1)}
+    assert _import(db_target, "nova-memory", source_pg)["imported"] == 0
+
+    got = _stored(db_target)
+    dana = got["entity_facts:1"]
+    assert (dana.content, dana.category, dana.confidence) == ("Dana (person) - favorite_color: green", "person",
+                                                              pytest.approx(0.9))
+    assert dana.metadata["nova"] == {"entity": "Dana", "entity_type": "person", "key": "favorite_color",
+                                     "value": "green"}
+    assert got["entity_facts:2"].category == "entity"
+    launch = got["events:1"]
+    # the text nova-memory embedded for the row, so its vector fits the memory
+    assert launch.content == "On 2025-07-04: Launch party (participants: Dana, Sam)" and launch.category == "experience"
+    assert launch.valid_from.isoformat() == "2025-07-04T00:00:00+00:00"
+    assert got["events:2"].content == "On 2025-08-01: Quarterly review"
+    lesson = got["lessons:1"]
+    assert lesson.content == ("Lesson (confidence: 0.8): Confirm time zones before scheduling "
+                              "Context: missed call with Sam")
+    assert lesson.tags == ["lesson"] and lesson.scope == "global"

@@ -14,7 +14,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from itertools import pairwise
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ValidationError
@@ -146,9 +146,16 @@ def utc(value: Any) -> str | None:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValidationError(f"{value!r} is not a time") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
     raise ValidationError(f"{value!r} is not a time")
+
+
+def unit(value: Any) -> float | None:
+    """A score (importance, confidence) as clawrecall keeps it: 0 to 1."""
+    return None if value is None else min(max(float(value), 0.0), 1.0)
 
 
 def vector(value: Any) -> list[float] | None:

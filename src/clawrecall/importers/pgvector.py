@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .data import Options, Plan, item, utc, vector
+from .data import Options, Plan, item, unit, utc, vector
 from .pgsource import Source
 
 SYSTEM = "openclaw-memory-pgvector"
@@ -53,11 +53,8 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
     return item(
         SYSTEM, "memories", row["id"], row["content"], category=row["memory_type"],
         user_id=None if row["user_id"] == NO_USER else row["user_id"], session_id=row.get("session_id"),
-        importance=_unit(row.get("importance")), confidence=_unit(row.get("confidence")),
+        importance=unit(row.get("importance")), confidence=unit(row.get("confidence")),
         created_at=created, valid_from=created, updated_at=utc(row.get("updated_at")),
         expires_at=utc(row.get("expires_at")), metadata={"pgvector": theirs} if theirs else None,
     )
 
-
-def _unit(value: Any) -> float | None:
-    return None if value is None else float(value)
