@@ -451,3 +451,70 @@ def test_nova_memory_facts_events_and_lessons_arrive(db_target, source_pg):
     assert lesson.content == ("Lesson (confidence: 0.8): Confirm time zones before scheduling "
                               "Context: missed call with Sam")
     assert lesson.tags == ["lesson"] and lesson.scope == "global"
+
+
+# -- memory-lancedb-pro -----------------------------------------------------------------------------
+def _lancedb_pro(folder: Path, dims: int) -> None:
+    """Its `memories` table as its store creates it (a JavaScript number is a float64 column)."""
+    import lancedb
+    import pyarrow as pa
+
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dims)),
+                        ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
+                        ("timestamp", pa.float64()), ("metadata", pa.string())])
+
+    def vec(text: str) -> list[float]:
+        return [float(x) for x in HASH.embed([text], kind="passage")[0]] if dims == HASH.dimensions else [0.5] * dims
+
+    rows = [
+        ("a1", "Prefers tabs over spaces", vec("zebra xylophone quartet"), "preference", "agent:coder", 0.9,
+         1_735_725_600_000, "{}"),
+        ("a2", "Team sync is on Mondays", vec("Team sync is on Mondays"), "fact", "global", 0.7, 1_735_812_000_000,
+         '{"l0_abstract": "sync day"}'),
+        ("a3", "Team sync moved to Tuesdays", vec("Team sync moved to Tuesdays"), "fact", "project:atlas", 0.8,
+         1_738_404_000_000, '{"supersedes": "a2"}'),
+        ("a4", "Lost the thread when the build broke", vec("x"), "cases", "reflection:agent:coder", 0.5,
+         1_738_490_400_000, "{}"),
+        ("a5", "Bob is allergic to nuts", vec("Bob is allergic to nuts"), "entity", "user:bob", 0.7,
+         1_738_576_800_000, "not json"),
+        ("a6", "Old row from before scopes", vec("Old row"), "other", None, 0.7, 1_700_000_000_000, None),
+    ]
+    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+    lancedb.connect(folder).create_table("memories", table)
+
+
+def test_memory_lancedb_pro_table_arrives_with_scopes_and_chains(db_target, tmp_path):
+    folder = tmp_path / "lancedb-pro"
+    _lancedb_pro(folder, HASH.dimensions)
+    Memory.open(db_target).close()
+    first = _import(db_target, "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
+    assert first["imported"] == 6 and first["vectors"]["reused"] == 6
+    assert [(d["id"], d["field"]) for d in first["skipped"]] == [("a5", "metadata")]
+    assert _import(db_target, "memory-lancedb-pro", str(folder))["imported"] == 0
+
+    got = _stored(db_target)
+    tabs = got["memories:a1"]
+    assert (tabs.scope, tabs.agent_id, tabs.category, tabs.importance) == ("agent:coder", "coder", "preference",
+                                                                           pytest.approx(0.9))
+    assert tabs.created_at.isoformat() == "2025-01-01T10:00:00+00:00"
+    monday, tuesday = got["memories:a2"], got["memories:a3"]
+    assert monday.superseded_by == tuesday.id and tuesday.supersedes == monday.id
+    assert monday.valid_to == tuesday.valid_from and tuesday.scope == "project:atlas"
+    assert monday.metadata["lancedb"] == {"l0_abstract": "sync day"}
+    reflection = got["memories:a4"]
+    assert (reflection.scope, reflection.tags, reflection.category) == ("agent:coder", ["reflection"], "other")
+    assert reflection.metadata["lancedb"]["category"] == "cases"
+    bob = got["memories:a5"]
+    assert (bob.scope, bob.user_id, bob.metadata["lancedb"]) == ("user:bob", "bob", {"text": "not json"})
+    assert got["memories:a6"].scope == "global"
+    assert _is_vector_of(_vectors(db_target, [tabs.id])[tabs.id], "zebra xylophone quartet")
+
+
+def test_a_lancedb_folder_of_another_dimension_is_embedded_again_and_a_wrong_one_fails(db_path, tmp_path):
+    folder = tmp_path / "lancedb-pro"
+    _lancedb_pro(folder, 1024)
+    summary = _import(str(db_path), "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
+    assert summary["imported"] == 6 and summary["vectors"]["reused"] == 0
+    assert "not a folder" in _import(str(db_path), "memory-lancedb-pro", str(tmp_path / "nope"), code=1)
+    (tmp_path / "empty").mkdir()
+    assert "has no memories table" in _import(str(db_path), "memory-lancedb-pro", str(tmp_path / "empty"), code=1)

@@ -4,6 +4,7 @@ chats are conversation turns, counted and left out."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .data import Options, Plan, item, unit, utc, vector
@@ -69,7 +70,8 @@ def _fact(row: dict[str, Any]) -> dict[str, Any]:
 
 def _event(row: dict[str, Any]) -> dict[str, Any]:
     when, what = row.get("date") or row.get("event_date"), row.get("event") or row.get("title")
-    text = f"On {when.date() if hasattr(when, 'date') else when}: {what}"
+    day = when.date() if isinstance(when, datetime) else when
+    text = f"On {day}: {what}"
     if row.get("participants"):
         text += f" (participants: {', '.join(row['participants'])})"
     return item(SYSTEM, "events", row["id"], text, category="experience", valid_from=utc(when),
