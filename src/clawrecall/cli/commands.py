@@ -821,11 +821,14 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
 
 def _system_import_text(s: dict[str, Any]) -> str:
     lines = [f"{'Would import' if s['dry_run'] else 'Imported'} {out.memories(s['imported'])} from {s['system']} "
-             f"{s['source']} ({s['already_there']} already there, {len(s['skipped'])} rows left out or changed)"]
+             f"{s['source']} ({s['already_there']} already there, "
+             f"{out.plural(sum(d.get('rows', 1) for d in s['skipped']), 'row')} left out or changed)"]
     if s["startup"]["imported"] or s["startup"]["already_there"]:
         lines.append(f"Startup entries: {s['startup']['imported']} imported, {s['startup']['already_there']} already there")
-    lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded ({s['vectors']['why']})")
-    lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
+    if s["imported"]:  # of the source's memories, not of this run's: said when something is written
+        lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded: {s['vectors']['why']}")
+    if s["dry_run"]:  # what became what: to read before importing (always in --json)
+        lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
     lines += [f"  left out: {d['table']}.{d['id']}: {d['reason']}" if d["id"] is not None else
               f"  left out: {d['table']} ({out.plural(d['rows'], 'row')}): {d['reason']}" for d in s["skipped"]]
     return "\n".join(lines)

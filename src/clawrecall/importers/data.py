@@ -79,17 +79,17 @@ def reusable(plan: Plan, store: EmbeddingFingerprint, vectors_from: str | None) 
     vectors side by side, whose cosines mean nothing together. A source that names no model is
     re-embedded: the dimension alone cannot tell two 768-d models apart."""
     if not plan.vectors:
-        return {}, "the source holds no vectors: every memory is embedded by the store's model"
+        return {}, "the source holds no vectors"
     model = plan.vector_model or vectors_from
     if model is None:
-        return {}, (f"the source does not record the model of its vectors: re-embedded with {store.model} "
-                    "(name the model with --vectors-from to reuse them)")
+        return {}, (f"the source does not record the model of its vectors, so the store's ({store.model}) "
+                    "embeds them; --vectors-from names it, to reuse them")
     if _model_name(model) != _model_name(store.model):
-        return {}, f"made by {model}, the store embeds with {store.model}: re-embedded"
+        return {}, f"made by {model}, while the store embeds with {store.model}"
     kept = {k: v for k, v in plan.vectors.items() if len(v) == store.dimensions}
-    note = f"made by {model}, the store's model: reused"
+    note = f"made by {model}, the store's model"
     if len(kept) < len(plan.vectors):
-        note += f"; {len(plan.vectors) - len(kept)} of other dimensions than the store's {store.dimensions} re-embedded"
+        note += f"; {len(plan.vectors) - len(kept)} of other dimensions than its {store.dimensions} embedded again"
     if len(kept) < len(plan.items):
         note += "; rows without a vector embedded"
     return kept, note
