@@ -493,14 +493,25 @@ def history(state: State, memory_id: str, fmt: out.Format, caller: Caller) -> No
 @scope_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE (default: stdout).")
 @click.option("--secrets", is_flag=True, help="Export the caller's secret memories too (docs/agents.md).")
+@click.option("--journal", metavar="DIR", type=click.Path(file_okay=False), default=None,
+              help="Write the readable journal instead: DIR/<scope>/memory/YYYY-MM-DD.md, one file per scope and day.")
 @json_option
 @pass_state
-def export(state: State, output: str | None, as_json: bool, **filters: Any) -> None:
+def export(state: State, output: str | None, journal: str | None, as_json: bool, **filters: Any) -> None:
     """Write memories as JSONL, every field, in the order they were stored: a backup `import` reads back.
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
+    With --journal, Markdown a person reads and OpenClaw's memory-core indexes (docs/importing.md).
     """
     mem = state.open(embeds=False)
+    if journal is not None:
+        if output is not None:
+            raise click.UsageError("--journal writes a folder of Markdown; --output is for JSONL")
+        written = mem.export_journal(journal, **engine_args(filters))
+        out.respond(as_json, {**written, "journal": journal},
+                    f"Wrote {out.plural(written['files'], 'journal file')} ({out.memories(written['memories'])}) "
+                    f"to {journal}.")
+        return
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:

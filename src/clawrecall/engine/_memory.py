@@ -642,6 +642,15 @@ class Memory:
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted,
                                            secrets=secrets)
 
+    def export_journal(
+        self, folder: str | Path, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | builtins.list[str] | None = None, secrets: bool = False,
+    ) -> dict[str, int]:
+        """Write the readable journal: `<scope>/memory/YYYY-MM-DD.md` under `folder`, one file per scope and
+        day (decisions, preferences, facts, what changed), which OpenClaw's memory-core indexes and
+        `clawrecall openclaw import` reads back. Deleted memories are left out; secret ones unless `secrets`."""
+        return self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
@@ -14,6 +15,7 @@ from ..models import AddResult, NewMemory
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
+from ._journal import journal
 from ._reads import read_filters
 from ._validate import new_ids, new_record, require_writes
 from ._writes import Writes
@@ -45,6 +47,21 @@ class Transfer:
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind", "keys"}), ensure_ascii=False) + "\n")
             n += 1
         return n
+
+    def export_journal(self, folder: Path, caller: Caller, scope: str | list[str] | None, *, secrets: bool) -> dict[str, int]:
+        """Write the journal (`_journal`) of the memories the caller reads under `folder`; files of other
+        days are left as they are. Answers how many files and memories were written."""
+        filters = read_filters(
+            caller, scope, self.config.categories, access=self.config.access, include_deleted=False,
+            include_expired=True, include_superseded=True, secrets=secrets,
+        )
+        records = [record for record, _ in self.store.iter_all(filters)]
+        files = journal(records)
+        for name, text in files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return {"files": len(files), "memories": len(records)}
 
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
