@@ -57,7 +57,7 @@ def _stored(db: str) -> dict[str, object]:
     """The store's memories by their source_id."""
     mem = Memory.open(db)
     ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
-    rows = {r.source_id: r for r in mem.store.fetch(ids).values()}
+    rows = {r.source_id: r for r in mem.store.memories.fetch(ids).values()}
     mem.close()
     return rows
 

@@ -55,7 +55,7 @@ class Transfer:
             caller, scope, self.config.categories, access=self.config.access, include_deleted=False,
             include_expired=True, include_superseded=True, secrets=secrets,
         )
-        records = [record for record, _ in self.store.iter_all(filters)]
+        records = [record for record, _ in self.store.memories.iter_all(filters)]
         files = journal(records)
         for name, text in files.items():
             path = folder / name
