@@ -45,7 +45,8 @@ HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\
 
 #: the files that take longest, longest first (what each costs: docs/testing.md), handed out before the
 #: rest, so that no worker starts one of them when the others are nearly done
-FIRST = ("test_openclaw_e2e.py", "test_lint.py", "test_crash.py", "test_local_model.py", "test_dashboard.py")
+FIRST = ("test_openclaw_e2e.py", "test_lint.py", "test_crash.py", "test_local_model.py", "test_conversations_server.py",
+         "test_dashboard.py")
 #: the files whose every test takes minutes (real OpenClaw turns): each of their tests is a unit of work of
 #: its own, so several workers run them at once instead of one running them all
 ALONE = ("test_openclaw_e2e.py",)
