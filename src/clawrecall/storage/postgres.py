@@ -265,7 +265,7 @@ class PostgresStore(Store):
                 self._prepare_database(conn)
             self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
-                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
+                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=cfg.pool_timeout_s,
             )
             version = self.run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             if version and (old := pgvector_too_old(version[0][0])) is not None:
