@@ -242,7 +242,7 @@ class Insight:
 
     def _memories(self, who: Caller, scopes: list[str] | None) -> list[tuple[MemoryRecord, np.ndarray | None]]:
         filters = Filters(scopes=scopes, **household(who, access=self._config.access))  # type: ignore[arg-type]
-        return list(self._store.iter_all(filters))
+        return list(self._store.memories.iter_all(filters))
 
     @staticmethod
     def _clusters(rows: list[tuple[MemoryRecord, np.ndarray | None]], threshold: float) -> list[Cluster]:
