@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .._time import age_string
-from ..engine._insight import CLEANUP_REASONS
+from ..insight.cleanup import REASONS
 from ..models import QueryCount
 from . import output as out
 from .commands import (
@@ -185,7 +185,7 @@ def clusters(state: State, fmt: out.Format, yes: bool, **params: Any) -> None:
               help="Older than this and not found by any search in this many days: never_recalled.")
 @click.option("--duplicate-threshold", type=click.FloatRange(0.5, 1), default=0.95, show_default=True,
               help="Cosine at or above which a memory is a near-copy of one kept.")
-@click.option("--reason", "reasons", multiple=True, type=click.Choice(CLEANUP_REASONS),
+@click.option("--reason", "reasons", multiple=True, type=click.Choice(REASONS),
               help="Only memories flagged for this reason (repeatable).")
 @_limit(1_000)
 @_yes
@@ -215,11 +215,10 @@ def cleanup(state: State, as_json: bool, yes: bool, reasons: tuple[str, ...], **
 
 
 def _delete(mem: Any, ids: list[str], args: dict[str, Any]) -> list[Any]:
-    who = {k: args[k] for k in ("user_id", "agent_id") if args.get(k) is not None}
     with out.progress_bar("Deleting") as progress:
         deleted = []
         for n, memory_id in enumerate(ids, 1):
-            deleted.extend(mem.insight.clean_up([memory_id], **who))
+            deleted.extend(mem.insight.clean_up([memory_id], caller=args["caller"]))
             if progress is not None:
                 progress(n, len(ids))
     return deleted

@@ -16,7 +16,7 @@ import numpy as np
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
-from ..insight.cleanup import text_reasons
+from ..insight.cleanup import REASONS, text_reasons
 from ..insight.clusters import groups
 from ..insight.log import SearchRecorder
 from ..models import (
@@ -35,7 +35,6 @@ from ._validate import check_int, check_when
 
 Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
 Delete = Callable[[str, Caller], MemoryRecord]
-CLEANUP_REASONS = ("noise", "near_empty", "placeholder", "question", "duplicate", "never_recalled")
 
 
 class Insight:
@@ -224,7 +223,7 @@ class Insight:
                 if r.id in stale:
                     reasons[r.id].append("never_recalled")
         flagged = [r for r, _ in rows if reasons[r.id]]
-        counts = {reason: sum(reason in reasons[r.id] for r in flagged) for reason in CLEANUP_REASONS}
+        counts = {reason: sum(reason in reasons[r.id] for r in flagged) for reason in REASONS}
         items = [CleanupItem(memory=r, reasons=reasons[r.id], duplicate_of=copies.get(r.id))
                  for r in sorted(flagged, key=lambda r: r.created_at)[:limit]]
         return CleanupReport(items=items, counts={k: v for k, v in counts.items() if v}, scanned=len(rows))

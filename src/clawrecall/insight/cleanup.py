@@ -7,6 +7,8 @@ from __future__ import annotations
 from ..conversations.text import aside, is_placeholder
 from ..retrieval.noise import is_noise, is_small_talk
 
+#: every reason the clean-up report gives: these text rules, then a near-copy of a kept memory and no recall lately
+REASONS = ("noise", "near_empty", "placeholder", "question", "duplicate", "never_recalled")
 NEAR_EMPTY_CHARS = 12  # "ok", "n/a", "see above": shorter than any fact worth a line
 
 
