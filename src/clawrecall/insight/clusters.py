@@ -36,20 +36,40 @@ def groups(vectors: np.ndarray, threshold: float, *, probes: int = 4, seed: int 
     unit = _normalized(vectors)
     everyone = np.arange(n)
     cells = [(everyone, everyone)] if n <= EXACT_ROWS else _cells(unit, probes, np.random.default_rng(seed))
-    parent = np.arange(n)
-    pairs: dict[tuple[int, int], float] = {}
-    for members, askers in cells:
-        for a, b, sim in _pairs(unit, askers, members, threshold):
-            pairs.setdefault((a, b), sim)
-            _union(parent, a, b)
-    by_root: dict[int, list[int]] = {}
-    for i in sorted({i for pair in pairs for i in pair}):
-        by_root.setdefault(_find(parent, i), []).append(i)
-    sims: dict[int, list[float]] = {}
-    for (a, _), sim in pairs.items():
-        sims.setdefault(_find(parent, a), []).append(sim)
-    found = [Group(members, sims[root]) for root, members in by_root.items()]
-    return sorted(found, key=lambda g: (-len(g.members), g.members[0]))
+    found = [_pairs(unit, askers, members, threshold) for members, askers in cells]
+    a = np.concatenate([f[0] for f in found])
+    b = np.concatenate([f[1] for f in found])
+    sims = np.concatenate([f[2] for f in found])
+    if not len(a):
+        return []
+    _, first = np.unique(a * n + b, return_index=True)  # a pair seen from two cells counts once
+    a, b, sims = a[first], b[first], sims[first]
+    label = _components(n, a, b)
+    rows = np.unique(np.concatenate([a, b]))  # every row in a pair, by row
+    rows = rows[np.argsort(label[rows], kind="stable")]
+    roots, starts = np.unique(label[rows], return_index=True)
+    by_pair = np.argsort(label[a], kind="stable")
+    pair_roots, pair_starts = np.unique(label[a][by_pair], return_index=True)
+    assert np.array_equal(roots, pair_roots)
+    members = np.split(rows, starts[1:])
+    similarities = np.split(np.round(sims[by_pair], 4), pair_starts[1:])
+    out = [Group(m.tolist(), s.tolist()) for m, s in zip(members, similarities)]
+    return sorted(out, key=lambda g: (-len(g.members), g.members[0]))
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each row's component (its smallest row) under the pairs, by propagating the minimum label along
+    the pairs and jumping pointers until nothing changes: a few vectorised rounds, no loop per pair."""
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, low)
+        np.minimum.at(label, b, low)
+        while not np.array_equal(label, label[label]):
+            label = label[label]
+        if np.array_equal(label, before):
+            return label
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
@@ -91,29 +111,17 @@ def _by_cell(cell_of: np.ndarray, rows: np.ndarray, k: int) -> list[np.ndarray]:
     return [rows[order[bounds[c]:bounds[c + 1]]] for c in range(k)]
 
 
-def _pairs(unit: np.ndarray, askers: np.ndarray, members: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
-    """Pairs (i < j, by input index) of an asker and a member, not the same row, at or above the threshold."""
+def _pairs(unit: np.ndarray, askers: np.ndarray, members: np.ndarray,
+           threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs (a < b, by input index) of an asker and a member at or above the threshold, and their cosines."""
     block = unit[members]
-    out: list[tuple[int, int, float]] = []
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, len(askers), _BLOCK):
         ask = askers[start:start + _BLOCK]
         sims = unit[ask] @ block.T
         rows, cols = np.nonzero(sims >= threshold)
-        for r, c in zip(rows.tolist(), cols.tolist()):
-            a, b = int(ask[r]), int(members[c])
-            if a != b:
-                out.append((min(a, b), max(a, b), round(float(sims[r, c]), 4)))
-    return out
-
-
-def _find(parent: np.ndarray, i: int) -> int:
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = int(parent[i])
-    return i
-
-
-def _union(parent: np.ndarray, a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)
+        x, y = ask[rows], members[cols]
+        keep = x != y
+        found.append((np.minimum(x, y)[keep], np.maximum(x, y)[keep], sims[rows, cols][keep]))
+    return (np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]),
+            np.concatenate([f[2] for f in found]))
