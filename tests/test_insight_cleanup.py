@@ -140,3 +140,16 @@ def test_clusters_and_cleanup_over_the_cli_and_rest(db_target):
     assert len(json.loads(done.output)["deleted"]) == 1
     after = runner.invoke(cli, ["--db", db_target, "insight", "cleanup", "--user", "alice", "--reason", "near_empty"])
     assert after.exit_code == 0 and after.output.startswith("Nothing to clean up in"), after.output
+
+
+def test_memory_why_tells_an_agent_where_a_memory_came_from_in_a_marked_block(mem):
+    from clawrecall.tools import run_tool
+
+    stored = run_tool(mem, ALICE, "memory_store", {"content": "Alice's dentist is Dr. Novak in Brno"}).details["id"]
+    mem.search("dentist", caller=ALICE)
+    mem.runtime.drain()
+    why = run_tool(mem, ALICE, "memory_why", {"id": stored[:8]})
+    assert not why.is_error, why.text
+    assert why.details["origin"] == "tool" and why.details["changes"] == ["add"] and why.details["recalls"] == 1
+    assert "UNTRUSTED DATA" in why.text and "Dr. Novak" in why.text.split("UNTRUSTED DATA", 2)[1]  # inside the block
+    assert run_tool(mem, BOB, "memory_why", {"id": stored}).details["error"]["code"] == "not_found"
