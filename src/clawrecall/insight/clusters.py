@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 EXACT_ROWS = 4_000  # below this, every pair (a 4,000² block is 64 MB of float32)
-_SAMPLE = 20_000  # rows k-means learns its cells from
-_ROUNDS = 5
+_SAMPLE = 10_000  # rows k-means learns its cells from
+_ROUNDS = 4
 _BLOCK = 2_048  # rows compared with a cell's rows at once
 
 
