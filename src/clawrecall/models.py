@@ -508,6 +508,36 @@ class Provenance(BaseModel):
     recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")
 
 
+class Cluster(BaseModel):
+    """Memories of one scope that say nearly the same thing (every one at cosine ≥ the threshold to another
+    of them), with a suggested clean-up: keep one, soft-delete the rest (`insight cleanup --apply`)."""
+
+    scope: str
+    size: int
+    min_similarity: float = Field(description="The lowest cosine of the pairs that join the group.")
+    mean_similarity: float = Field(description="The mean cosine of those pairs.")
+    memories: list[MemoryRecord] = Field(description="The group's memories, the one to keep first.")
+    keep: str = Field(description="The suggested survivor: the most important, then the most recently changed.")
+    remove: list[str] = Field(description="The others: restorable after a soft delete, until purged.")
+
+
+class CleanupItem(BaseModel):
+    """A memory the clean-up report suggests deleting, and why."""
+
+    memory: MemoryRecord
+    reasons: list[str] = Field(description="noise, near_empty, placeholder, question, duplicate (of `duplicate_of`) "
+                                           "or never_recalled.")
+    duplicate_of: str | None = None
+
+
+class CleanupReport(BaseModel):
+    """Low-quality memories in the caller's scopes (nova-memory's maintenance report), oldest first."""
+
+    items: list[CleanupItem]
+    counts: dict[str, int] = Field(description="Memories per reason.")
+    scanned: int = Field(description="Current memories read.")
+
+
 class Coverage(BaseModel):
     """Embedding coverage of one kind of row (memory, fact, message, chunk, window) in the caller's scopes."""
 

@@ -86,7 +86,8 @@ class Memory:
         self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self.insight = Insight(store, config, self.runtime, self._embedding,
-                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
+                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
+                               lambda mid, who: self.delete(mid, caller=who))
         try:
             if check_embedding:
                 self.check_fingerprint(static_only=True)
