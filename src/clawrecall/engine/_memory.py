@@ -29,6 +29,7 @@ from ._backfill import Backfill
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._events import Events, wire
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
@@ -75,12 +76,14 @@ class Memory:
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
-        self._backfill = Backfill(store, self._embedding, self.runtime)
-        self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
+        self._backfill = Backfill(store, self._embedding, self.runtime, self.events)
+        self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
         self.files = Files(store, config, self._writes, self._backfill)
-        self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
+        self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
-        self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
+        self.extraction = Extraction(store, config, self.facts, self.jobs)
+        wire(self.events, self.conversations, self.extraction)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self.insight = Insight(store, config, self.runtime, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
