@@ -972,6 +972,8 @@ def history_text(entries: list[HistoryEntry]) -> str:
 
 
 def change_text(entry: HistoryEntry) -> str:
+    if entry.action in ("forget", "purge"):  # its `after` says only where the memory was
+        return "content erased"
     if entry.before is None and entry.after is not None:
         replaced = entry.after.get("supersedes")
         return str(entry.after.get("content", "")) + (f" (supersedes {out.short_id(replaced)})" if replaced else "")

@@ -26,6 +26,7 @@ from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
 from ..storage.backup import backup
 from ._backfill import Backfill
+from ._changes import Changes
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
@@ -76,6 +77,7 @@ class Memory:
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
+        self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
         self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
         self._backfill = Backfill(store, self._embedding, self.runtime, self.events)
         self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
@@ -123,6 +125,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.changes.close()
         self.jobs.stop_workers()
         self.runtime.stop()
         self.store.close()
@@ -609,7 +612,7 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | builtins.list[str] | None = None,
     ) -> builtins.list[HistoryEntry]:
-        """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
+        """Every change to a memory. A forgotten memory's history keeps only who erased it, when and where it was."""
         caller = as_caller(caller, user_id, agent_id)
         try:
             record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id

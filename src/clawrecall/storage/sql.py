@@ -9,6 +9,7 @@ is composed with the dialect's parameter mark and sent to the driver as written.
 from __future__ import annotations
 
 import builtins
+import json
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -564,6 +565,35 @@ class Store(ABC):
             f"SELECT {self._history.columns} FROM history WHERE memory_id = {self.dialect.p} ORDER BY id", (memory_id,),
         )
         return [self._history.read(HistoryEntry, r) for r in rows]
+
+    def history_after(self, after_id: int, limit: int) -> builtins.list[HistoryEntry]:
+        """History rows after `after_id`, in id order: the change feed (`engine/_changes.py`). Ids are in
+        commit order (PostgreSQL: `add_history` holds a lock from the id to the commit), so one read from a
+        cursor misses nothing a later read would find."""
+        p = self.dialect.p
+        rows = self.run(f"SELECT {self._history.columns} FROM history WHERE id > {p} ORDER BY id LIMIT {p}", (after_id, limit))
+        return [self._history.read(HistoryEntry, r) for r in rows]
+
+    def history_last(self) -> int:
+        """The newest history row's id (0: none): where a change feed that starts now starts."""
+        return int(self.run("SELECT coalesce(max(id), 0) FROM history")[0][0])
+
+    @abstractmethod
+    def watch_history(self, wake: Callable[[], None], poll_s: float) -> Callable[[], None]:
+        """Call `wake()` (from another thread) after history rows may have been committed, by this process
+        or another; returns the function that stops it. A `wake` too many is harmless, one too few is not."""
+
+    def unname_erasures(self, scope: str, agent_id: str | None, *, dry_run: bool) -> int:
+        """Blank where an erased memory was (the `after` of its forget or purge row: scope, agent, level) when it
+        names this person (its own scope, or as the agent that wrote it); how many rows (would be)."""
+        rows = self.run("SELECT id, after FROM history WHERE action IN ('forget', 'purge') AND after IS NOT NULL")
+        ids = [i for i, after in rows if (w := after if isinstance(after, dict) else json.loads(after)).get("scope") == scope
+               or (agent_id is not None and w.get("agent_id") == agent_id)]
+        if not dry_run:
+            with self.transaction():
+                for chunk in chunks(ids):
+                    self.run(f"UPDATE history SET after = NULL WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
+        return len(ids)
 
     def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> builtins.list[str]:
         """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""

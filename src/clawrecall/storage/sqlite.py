@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, T
 
 from ..errors import StorageError
 from ..models import MemoryRecord
-from .base import Candidate
+from .base import Candidate, HistoryDraft
 from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
@@ -267,6 +267,8 @@ class SQLiteStore(Store):
         self._index: VectorIndex | None = None
         self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see _after_insert
         self._erased = False  # a hard delete in this transaction: scrub the WAL after COMMIT (see remove)
+        self._history_added = False  # history rows in this transaction: wake the watchers after COMMIT
+        self._history_watchers: list[Callable[[], None]] = []
         self._checkpointer = Checkpointer(self.path)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -444,6 +446,7 @@ class SQLiteStore(Store):
             except BaseException as exc:
                 self._at_commit.clear()
                 self._erased = False
+                self._history_added = False
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if self._index is not index or (index is not None and index.last_seq != seen):
@@ -457,8 +460,45 @@ class SQLiteStore(Store):
                     self._erased = False
                     self._truncate_wal()
                 self._checkpointer.committed()
+                if self._history_added:
+                    self._history_added = False
+                    for wake in list(self._history_watchers):
+                        wake()
             finally:
                 self._depth = 0
+
+    def add_history(self, entries: list[HistoryDraft]) -> None:
+        with self.transaction():
+            super().add_history(entries)
+            self._history_added = True
+
+    def watch_history(self, wake: Callable[[], None], poll_s: float) -> Callable[[], None]:
+        """This process's commits wake at once; another process's are seen by polling the newest id every `poll_s`."""
+        stop = threading.Event()
+
+        def poll() -> None:
+            last = self.history_last()
+            while not stop.wait(poll_s):
+                try:
+                    newest = self.history_last()
+                except Exception:  # a failing read now (the store busy, closing) is retried at the next poll
+                    continue
+                if newest != last:
+                    last = newest
+                    wake()
+
+        self._history_watchers.append(wake)
+        thread = threading.Thread(target=poll, daemon=True, name="clawrecall-history-poll")
+        thread.start()
+
+        def cancel() -> None:
+            stop.set()
+            if wake in self._history_watchers:
+                self._history_watchers.remove(wake)
+            if thread is not threading.current_thread():
+                thread.join()
+
+        return cancel
 
     def remove(self, ids: list[str]) -> None:
         """FTS5 only marks a deleted row's terms as deleted; its segments keep them (and the trigrams
