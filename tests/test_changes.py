@@ -235,3 +235,12 @@ def test_a_write_through_another_server_reaches_a_stream_of_the_first_and_only_i
             assert refused.status == 403
         with stream(one.url, "alice", headers={"Last-Event-ID": "yesterday"}) as bad:
             assert bad.status == 400
+
+
+def test_a_server_with_an_open_stream_stops_when_told(tmp_path):
+    """A stream never ends by itself, and uvicorn waits for every response before it exits: the server ends them."""
+    with spawn_server(tmp_path / "memory.db", log_path=tmp_path / "serve.log") as server:
+        with stream(server.url, "alice") as alice:
+            server.process.terminate()
+            server.process.wait(WAIT_S)  # else TimeoutExpired: the server waited for the stream
+            assert "Application shutdown complete" in server.log() and alice.events.empty()

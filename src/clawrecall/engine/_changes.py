@@ -47,6 +47,7 @@ class Changes:
         self._lock = threading.Lock()
         self._wakes: dict[object, Callable[[], None]] = {}
         self._unwatch: Callable[[], None] | None = None
+        self.closed = False  # `close()` was called: readers stop (a server shutting down does not wait for them)
 
     def last(self) -> int:
         """The newest event's id: a feed that starts now reads after it."""
@@ -90,7 +91,7 @@ class Changes:
         key = object()
         with self._lock:
             self._wakes[key] = wake
-            if self._unwatch is None:
+            if self._unwatch is None and not self.closed:
                 self._unwatch = self.store.watch_history(self._wake_all, self.config.insight.events_poll_s)
 
         def unsubscribe() -> None:
@@ -109,10 +110,13 @@ class Changes:
                 log.exception("a change feed reader could not be woken")
 
     def close(self) -> None:
+        """Stop watching the store and wake every reader, which sees `closed` and ends."""
         with self._lock:
+            self.closed = True
             unwatch, self._unwatch = self._unwatch, None
         if unwatch is not None:
             unwatch()
+        self._wake_all()
 
 
 def _erased_where(action: str, after: dict | None) -> _Where | None:

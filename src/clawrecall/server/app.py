@@ -28,6 +28,7 @@ import logging
 import os
 import socket
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import AsyncIterator, Callable, Literal
 
 from fastapi import FastAPI
@@ -243,5 +244,11 @@ def serve(
     if listening is not None:
         listening(f"http://{f'[{host}]' if ':' in host else host}:{bound}")
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            mem.changes.close()  # open event streams end: uvicorn waits for every response to finish
+            super().handle_exit(sig, frame)
+
     with sock:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])

@@ -11,6 +11,7 @@ see it is alive.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Depends, Header, Query
@@ -32,12 +33,12 @@ def _start(last_event_id: str | None, after: int | None) -> int | None:
     """Where the stream starts: after `Last-Event-ID` (a reconnect), else after `after`, else now (None)."""
     if last_event_id is None or not last_event_id.strip():
         return after
-    if not last_event_id.strip().isdigit():
+    if not re.fullmatch(r"[0-9]+", last_event_id.strip()):
         raise ValidationError(f"Last-Event-ID must be an event id (a whole number), not {last_event_id!r}")
     return int(last_event_id)
 
 
-def frame(event: MemoryEvent) -> str:
+def _frame(event: MemoryEvent) -> str:
     """One event as SSE: its id (to resume after), its type, and its JSON."""
     return f"id: {event.id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
 
@@ -76,9 +77,11 @@ async def _stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int
         yield f"retry: {RETRY_MS}\n\n"
         while True:
             woken.clear()  # before reading: a wake-up during the read is not lost
+            if mem.changes.closed:  # the server is shutting down
+                return
             page = await asyncio.to_thread(mem.changes.after, cursor, caller=ctx, scope=scope, limit=100)
             for event in page.events:
-                yield frame(event)
+                yield _frame(event)
             cursor = page.cursor
             if page.more:
                 continue
