@@ -1,6 +1,6 @@
 """How long a change takes to reach a client of `/v1/events` through another server process: two
 `clawrecall serve` processes on one store, a stream open on the first, memories added through the
-second (each write waits for its event before the next), p50/p95 from the moment the write was
+second (each write, at a random moment, waits for its event before the next), p50/p95 from the moment the write was
 answered to the moment its event arrived. SQLite (the poll of the log, `insight.events_poll_s`) and
 PostgreSQL (LISTEN/NOTIFY; its own `pgserver` in a temporary directory, or `--url`).
 
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import queue
+import random
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def measure(target: str, writes: int, workdir: Path) -> list[float]:
         out = []
         with httpx.Client(base_url=two.url, timeout=30, headers={"x-clawrecall-user": "alice"}) as writer:
             for n in range(writes):
+                time.sleep(random.uniform(0, 0.3))  # writes at random moments, not in step with SQLite's poll
                 r = writer.post("/v1/memories", json={"content": f"note {n} on the benchmark", "dedup": False})
                 answered = time.perf_counter()
                 at, memory_id = arrived.get(timeout=60)
