@@ -3,7 +3,7 @@ read the memory (docs/insight.md#live-updates; REST `/v1/events` streams it).
 
 The history table is the durable log, and its ids are the events' ids: a client that lost its
 connection reads on after the last id it got, and misses nothing. A reader is woken when history may
-have grown (`Store.watch_history`: PostgreSQL's LISTEN/NOTIFY, from every server on the database;
+have grown (`store.history.watch`: PostgreSQL's LISTEN/NOTIFY, from every server on the database;
 SQLite's own commits at once and another process's by polling), then reads its events past its
 cursor. Each row is checked with the one scope check against the memory as it is now (an erased
 memory by where its erasure row says it was), so a client never hears of a memory it may not read.
@@ -51,7 +51,7 @@ class Changes:
 
     def last(self) -> int:
         """The newest event's id: a feed that starts now reads after it."""
-        return self.store.history_last()
+        return self.store.history.last()
 
     def start(self, *, caller: Caller, scope: str | list[str] | None = None, after: int | None = None) -> int:
         """Where a feed starts: after `after`, else now; the caller's scopes are checked first, so a scope it
@@ -70,8 +70,8 @@ class Changes:
         scopes = read_scopes(caller, scope, access=self.config.access)
         events: list[MemoryEvent] = []
         while True:
-            rows = self.store.history_after(cursor, BATCH)
-            records = self.store.fetch(list({r.memory_id for r in rows}))
+            rows = self.store.history.after(cursor, BATCH)
+            records = self.store.memories.fetch(list({r.memory_id for r in rows}))
             for row in rows:
                 if len(events) == limit:
                     return ChangePage(events=events, cursor=cursor, more=True)
@@ -92,7 +92,7 @@ class Changes:
         with self._lock:
             self._wakes[key] = wake
             if self._unwatch is None and not self.closed:
-                self._unwatch = self.store.watch_history(self._wake_all, self.config.insight.events_poll_s)
+                self._unwatch = self.store.history.watch(self._wake_all, self.config.insight.events_poll_s)
 
         def unsubscribe() -> None:
             with self._lock:
