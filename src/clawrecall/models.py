@@ -237,7 +237,6 @@ class MemoryEvent(BaseModel):
     type: Literal["added", "updated", "superseded", "deleted", "restored", "forgotten", "purged", "imported"]
     memory_id: str
     scope: str
-    kind: str = Field(description="memory, fact, message, chunk, …")
     actor: str | None = None
     at: datetime
     memory: MemoryRecord | None = Field(None, description="The memory as it is now (not as it was then); none once erased.")

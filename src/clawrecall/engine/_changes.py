@@ -36,7 +36,6 @@ class _Where:
     scope: str
     agent_id: str | None
     visibility: str
-    kind: str
     user_id: str | None = None
 
 
@@ -81,7 +80,7 @@ class Changes:
                 if where is None or (scopes is not None and where.scope not in scopes) or not sees(caller.agent_id, where):
                     continue
                 events.append(MemoryEvent(id=row.id, type=CHANGE_TYPES[row.action], memory_id=row.memory_id,
-                                          scope=where.scope, kind=where.kind, actor=row.actor, at=row.at, memory=record))
+                                          scope=where.scope, actor=row.actor, at=row.at, memory=record))
             if len(rows) < BATCH:
                 return ChangePage(events=events, cursor=cursor, more=False)
 
@@ -123,10 +122,9 @@ def _erased_where(action: str, after: dict | None) -> _Where | None:
     """Where an erased memory was, from its erasure row (None: its other rows, and an erasure of a person)."""
     if action not in ("forget", "purge") or not after or "scope" not in after:
         return None
-    return _Where(after["scope"], after.get("agent_id"), after.get("visibility", "shared"), after.get("kind", "memory"))
+    return _Where(after["scope"], after.get("agent_id"), after.get("visibility", "shared"))
 
 
 def erasure_where(record: MemoryRecord) -> dict[str, str | None]:
     """What a forget or purge row keeps of where the memory was (no content, no user): for `_erased_where`."""
-    return {"scope": record.scope, "agent_id": record.agent_id, "visibility": str(record.visibility.value),
-            "kind": record.kind}
+    return {"scope": record.scope, "agent_id": record.agent_id, "visibility": str(record.visibility.value)}
