@@ -240,6 +240,9 @@ class PostgresConfig(_Section):
 
     text_search_config: str = Field(default="english", pattern=r"^[a-z_][a-z0-9_]*$")
     pool_size: int = Field(default=10, ge=1, le=200)
+    # how long a request waits for a pooled connection before it fails (`storage_error`): a server outage
+    # shorter than this is only a delay
+    pool_timeout_s: float = Field(default=10.0, gt=0, le=600)
     # The HNSW graph (see docs/scaling.md for how these were chosen): links per node, and the
     # candidate list while building it; changes apply to the next build (`reembed`, `index build`).
     hnsw_m: int = Field(default=24, ge=2, le=100)

@@ -648,20 +648,30 @@ class Memory:
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted,
                                            secrets=secrets)
 
+    def export_journal(
+        self, folder: str | Path, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | builtins.list[str] | None = None, secrets: bool = False,
+    ) -> dict[str, int]:
+        """Write the readable journal: `<scope>/memory/YYYY-MM-DD.md` under `folder`, one file per scope and
+        day (decisions, preferences, facts, what changed), which OpenClaw's memory-core indexes and
+        `clawrecall openclaw import` reads back. Deleted memories are left out; secret ones unless `secrets`."""
+        return self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
-        progress: Progress | None = None, chunk: int = 512,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> dict[str, Any]:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 
         Lines whose id is stored are skipped, and near-duplicates of a stored memory or an earlier
         line too unless `on_duplicate="keep"`: running an import twice adds nothing. `dry_run`
         checks and counts, writing nothing. Returns `read`, `created` (would be, in a dry run),
-        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why."""
+        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why. `vectors`
+        (by id) are stored instead of embedding those lines: vectors made by the store's own model."""
         return self._transfer.import_jsonl(
             lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
-            dry_run=dry_run, progress=progress, chunk=chunk,
+            dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 
 

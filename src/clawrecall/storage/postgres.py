@@ -258,7 +258,7 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.location = _redact(url)
+        self.location = redacted_url(url)
         self._url = url  # for the one connection of its own a change feed listens on (`watch_history`)
         self._local = threading.local()
         self._dims: int | None = None
@@ -273,7 +273,7 @@ class PostgresStore(Store):
                 self._prepare_database(conn)
             self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
-                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
+                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=cfg.pool_timeout_s,
             )
             version = self.run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             if version and (old := pgvector_too_old(version[0][0])) is not None:
@@ -830,7 +830,7 @@ def _plan_key(param: Any) -> Any:
     return tuple(param) if isinstance(param, list) else param
 
 
-def _redact(url: str) -> str:
+def redacted_url(url: str) -> str:
     """The URL without its password, for messages and `stats`."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
