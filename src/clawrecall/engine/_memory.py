@@ -27,9 +27,11 @@ from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
 from ..storage.backup import backup
 from ._backfill import Backfill
+from ._changes import Changes
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._events import Events, wire
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
@@ -78,12 +80,15 @@ class Memory:
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
-        self._backfill = Backfill(store, self._embedding, self.runtime)
-        self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
+        self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
+        self._backfill = Backfill(store, self._embedding, self.runtime, self.events)
+        self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
         self.files = Files(store, config, self._writes, self._backfill)
-        self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
+        self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
-        self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
+        self.extraction = Extraction(store, config, self.facts, self.jobs)
+        wire(self.events, self.conversations, self.extraction)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self.insight = Insight(store, config, self.runtime, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
@@ -125,6 +130,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.changes.close()
         self.jobs.stop_workers()
         self.runtime.stop()
         self.store.close()
@@ -617,7 +623,7 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | builtins.list[str] | None = None,
     ) -> builtins.list[HistoryEntry]:
-        """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
+        """Every change to a memory. A forgotten memory's history keeps only who erased it, when and where it was."""
         caller = as_caller(caller, user_id, agent_id)
         try:
             record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id
