@@ -41,6 +41,7 @@ from .errors import (
 from .models import (
     AddResult,
     BackupSummary,
+    ChangePage,
     CleanupItem,
     CleanupReport,
     Cluster,
@@ -54,6 +55,7 @@ from .models import (
     JobStats,
     LoggedHit,
     LoggedSearch,
+    MemoryEvent,
     MemoryRecord,
     Message,
     NewMemory,
@@ -78,11 +80,11 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ChangePage", "ClawrecallError", "CleanupItem",
     "CleanupReport", "Cluster", "Config", "ConfigError", "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError",
     "FileRecord", "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError",
     "JobStats", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch",
-    "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
+    "Memory", "MemoryEvent", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
     "PermanentJobError", "Provenance", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
     "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus",
     "Segment", "ShuttingDownError", "StartupEntry", "Stats",
