@@ -381,7 +381,7 @@ def earlier_session(mem, *texts, user_id="alice"):
     """Messages said in an earlier session (user and assistant in turn), embedded."""
     messages = [(user if n % 2 == 0 else assistant)(text) for n, text in enumerate(texts)]
     mem.conversations.log(messages, caller=ctx(user_id=user_id, session_id="earlier"))
-    mem.backfill()
+    mem.upkeep.backfill()
 
 
 def test_near_identical_lines_are_recalled_once(mem):

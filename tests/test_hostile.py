@@ -169,4 +169,4 @@ def test_an_import_does_not_tell_whether_another_users_memory_id_is_stored(tmp_p
         assert bobs["Bob's note about the taken id"] != secret.id and bobs["Bob's note about the unused id"] == unused
         again = mem.import_jsonl([json.dumps({"id": secret.id, "content": "Alice's locker code is 7731"})],
                                  user_id="alice")
-        assert again["skipped"] == 1 and again["left_out"][0]["reason"] == "id_exists"  # her own: skipped
+        assert again.skipped == 1 and again.left_out[0]["reason"] == "id_exists"  # her own: skipped

@@ -222,14 +222,6 @@ class Facts:
                 self.writes.insert_new([record], vector[None, :], actor_of(caller))
         return record
 
-    # -- reads ------------------------------------------------------------------------------------
-    def occurrences(self, memory_id: str, *, caller: Caller, scope: str | list[str] | None = None) -> list[Occurrence]:
-        """A fact's occurrences, oldest first, if the caller may read the fact."""
-        from ._reads import resolve
-
-        record = resolve(self.store, memory_id, caller, scope, self.config.access)
-        return self.store.occurrences.of(record.id)
-
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod
     def _source(segment: Segment) -> dict[str, Any]:

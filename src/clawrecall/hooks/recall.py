@@ -63,7 +63,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     if not cfg.enabled:
         return _answer(skipped="disabled")
     key = session_key(caller)
-    session = None if key is None else mem.runtime.sessions("recall", _Session).get(key, reset=messages == [])
+    session = None if key is None else mem.upkeep.runtime.sessions("recall", _Session).get(key, reset=messages == [])
     if messages == [] and caller.session_id is not None:
         end_segment(mem, caller)
     if session is not None:
@@ -77,7 +77,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     # explained, for each hit's own score (a session neighbour may lend it a better one)
-    future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
+    future = mem.upkeep.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         contextvars.copy_context().run, mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
         sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         explain=True,

@@ -44,7 +44,7 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     plan = read(source)
     result = mem.import_jsonl(_lines(plan.items), caller=caller, on_duplicate="keep", dry_run=dry_run, progress=progress)
     return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
-            "imported": result["created"], "already_there": result["skipped"], "dry_run": dry_run,
+            "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
             "mapped": plan.mapped, "skipped": plan.skipped}
 
 
