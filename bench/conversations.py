@@ -327,7 +327,7 @@ def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tu
             r = http.post("/v1/conversations/messages", json={"session_id": session, "messages": batch})
             r.raise_for_status()
         ack = time.perf_counter() - t
-        while watcher._store.count_unembedded():
+        while watcher.upkeep.unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
     finally:
@@ -343,9 +343,9 @@ def log_python(target: str, folder: Path, calls: list) -> tuple[float, float]:
         for user, session, batch in calls:
             result = mem.conversations.log(batch, caller=Caller(user, "main", session))
             if result.stored != len(batch):
-                raise SystemExit(f"stored {result['stored']} of {len(batch)}")
+                raise SystemExit(f"stored {result.stored} of {len(batch)}")
         ack = time.perf_counter() - t
-        while mem._store.count_unembedded():
+        while mem.upkeep.unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
 
@@ -420,9 +420,9 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
         stacked = noisy(nrng, np.stack(chunk_vectors))
         for s in range(0, len(records), 2000):
             mem._store.insert(records[s : s + 2000], stacked[s : s + 2000])
-        left = mem._store.count_unembedded()
+        left = mem.upkeep.unembedded()
         stats = mem.stats()
-    if mem._store.backend == "postgres":  # as autovacuum would have by the time a store is this size
+    if mem.upkeep.backend == "postgres":  # as autovacuum would have by the time a store is this size
         with Memory.open(target) as mem:
             mem._store.run("VACUUM ANALYZE memories")
     built = {"layout": layout, "users": len(users), "build_s": time.perf_counter() - t0, "unembedded": left,

@@ -91,8 +91,8 @@ def test_an_import_without_ids_run_twice_adds_nothing_the_second_time(db_target)
         assert mem.count() == 0
         first = mem.import_jsonl(LINES)
         for result in (dry, first):
-            assert (result["read"], result["created"], result["duplicates"], result["skipped"]) == (3, 2, 1, 0)
-            assert [(d["line"], d["reason"], d["existing_line"], d["similarity"]) for d in result["left_out"]] == [
+            assert (result.read, result.created, result.duplicates, result.skipped) == (3, 2, 1, 0)
+            assert [(d["line"], d["reason"], d["existing_line"], d["similarity"]) for d in result.left_out] == [
                 (3, "duplicate", 1, 1.0)]
         assert dry.dry_run and not first.dry_run
         again = mem.import_jsonl(LINES)

@@ -180,9 +180,9 @@ def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_t
     mem.conversations.log(transcript(1, start=T0 + timedelta(days=1)), caller=ALICE, now=T0 + timedelta(days=1))
     [old] = [s for s in mem.conversations.segments(caller=ALICE) if s.closed_at is not None]
     assert (tmp_path / "c" / old.file).exists()
-    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 0, "segments": 0, "files": 0}  # keep
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)).model_dump() == {"messages": 0, "segments": 0, "files": 0}  # keep
     mem.config.conversations.retention_days = 30
-    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 4, "segments": 1, "files": 1}
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)).model_dump() == {"messages": 4, "segments": 1, "files": 1}
     assert not (tmp_path / "c" / old.file).exists()
     assert [m.content for m in stored(mem)] == [m["content"] for m in transcript(1)]
     assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)[0].content == "Question 0 about the garden shed roof"
@@ -208,7 +208,7 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
     words = mem.search("oolong", caller=ALICE, sources=["message"], mode="bm25")
     assert [h.content for h in words] == [tea[0]["content"]] and words[0].source == "message"
     mem.upkeep.backfill()  # with what the background run after `log` did, every row has its vector
-    assert mem.upkeep.runtime.drain(30) and mem._store.count_unembedded() == 0
+    assert mem.upkeep.runtime.drain(30) and mem.upkeep.unembedded() == 0
     assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
     hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
     assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"
@@ -370,11 +370,11 @@ def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occ
     assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="another-segment") is not None
 
     expected = {"messages": 6, "segments": 2, "occurrences": 1, "jobs": 1}
-    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True) == {"scope": "user:alice", "deleted": expected}
+    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True).model_dump() == {"scope": "user:alice", "deleted": expected}
     assert len(stored(mem)) == 6 and file.exists()  # a dry run changes nothing
     with pytest.raises(NotFoundError, match="no conversation with session id 's1'"):
         mem.conversations.delete("s1", caller=Caller("carol", "main"))  # carol reads no s1
-    assert mem.conversations.delete("s1", caller=ALICE) == {"scope": "user:alice", "deleted": expected}
+    assert mem.conversations.delete("s1", caller=ALICE).model_dump() == {"scope": "user:alice", "deleted": expected}
     assert not file.exists()
     with pytest.raises(NotFoundError):
         stored(mem)
@@ -398,7 +398,7 @@ def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem)
     assert mem.conversations.delete("chat", caller=ALICE).deleted["messages"] == 2
     with pytest.raises(NotFoundError, match=r"'chat' in user:alice \(there is one in agent:main: name its scope\)"):
         mem.conversations.delete("chat", caller=ALICE)  # hers is gone; agent main's, which she reads, is not hers
-    assert {c["scope"] for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
+    assert {c.scope for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
     with pytest.raises(NotFoundError, match="no conversation with session id 'chat' in global"):
         mem.conversations.delete("chat", caller=Caller(), scope="global")
     assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True).deleted["messages"] == 2
@@ -406,7 +406,7 @@ def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem)
     with pytest.raises(ScopeError):
         mem.conversations.delete("chat", caller=ALICE, scope="user:bob")  # not hers to read
     assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob").deleted["messages"] == 2
-    assert mem.conversations.delete("chat", caller=Caller(None, "main")) == {
+    assert mem.conversations.delete("chat", caller=Caller(None, "main")).model_dump() == {
         "scope": "agent:main", "deleted": {"messages": 2, "segments": 1, "occurrences": 0, "jobs": 0}}
     assert mem.conversations.sessions(caller=Caller()) == []
 
@@ -417,7 +417,7 @@ def test_a_scope_picks_one_of_the_conversations_that_share_a_session_id(mem):
     admin = Caller()
     assert len(mem.conversations.show("chat", caller=admin)) == 3  # every scope the administrator reads
     assert [m.content for m in mem.conversations.show("chat", caller=admin, scope="user:bob")] == ["Use larch for the shed"]
-    assert [c["scope"] for c in mem.conversations.sessions(caller=admin, scope="agent:main")] == ["agent:main"]
+    assert [c.scope for c in mem.conversations.sessions(caller=admin, scope="agent:main")] == ["agent:main"]
     assert [g.scope for g in mem.conversations.segments(caller=admin, session_id="chat", scope="user:alice")] == ["user:alice"]
     out = io.StringIO()
     assert mem.conversations.export(out, caller=admin) == 3  # each conversation once, though they share an id

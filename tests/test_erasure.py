@@ -52,10 +52,10 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         ids = seed(mem)
         # history: 3 adds, 1 update, 1 delete; signed by alice: those 5 and her change to the shared memory
         expected = {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0, "searches": 0}
-        assert mem.erase(user_id="alice", dry_run=True) == expected
+        assert mem.erase(user_id="alice", dry_run=True).erased == expected
         assert mem.count(include_deleted=True) == 5  # a dry run changes nothing
 
-        assert mem.erase(user_id="alice") == expected
+        assert mem.erase(user_id="alice").erased == expected
         assert {r.id for r in mem.list(include_deleted=True)} == {ids["bob"], ids["shared"]}
         assert [e.content for e in mem.startup.list()] == ["The user is Bob"]
         for key in ("secret", "deleted", "global"):
@@ -66,7 +66,7 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         shared = mem.history(ids["shared"])
         assert [(e.action, e.actor, e.after) for e in shared[1:]] == [("update", "user:(erased)", {"title": "Opening hours"})]
         assert {h.id for h in mem.search("passport number", min_score=0)} == {ids["bob"], ids["shared"]}
-        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
+        assert mem.erase(user_id="alice").erased == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         if mem._store.backend == "sqlite":
             mem.close()
             raw = b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*"))
@@ -81,7 +81,7 @@ def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
         other = mem.add("Review bot checks style", agent_id="review").id
         shared = mem.add("The style guide lives in docs/").id
         mem.update(shared, title="style", caller=Caller("alice", "deploy"))
-        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
+        assert mem.erase(agent_id="deploy").erased == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         assert {r.id for r in mem.list(include_deleted=True)} == {other, shared}
         assert [e.actor for e in mem.history(shared)] == ["local", "user:alice agent:(erased)"]
 
@@ -94,7 +94,7 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
         with pytest.raises(ScopeError):  # a token that does not list the person's scope
             mem.erase(user_id="alice", caller=Caller("alice", scopes=("global",)))
         assert mem.count(include_deleted=True) == 5
-        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 3
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice"))).erased["memories"] == 3
         assert "user:alice" not in mem._store.history_actors() and "user:(erased)" in mem._store.history_actors()
         assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
@@ -124,7 +124,7 @@ def test_a_self_erasure_stays_inside_the_tokens_list(db_target):
         mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(write=["user:alice"])})
         atlas = mem.add("Alice's estimate for Atlas: six weeks", caller=Caller("alice"), scope="project:atlas").id
         mem.add("Alice's own note", caller=Caller("alice"))
-        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 1
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice"))).erased["memories"] == 1
         assert mem.get(atlas).id == atlas  # the token does not reach project:atlas
         assert mem.erase(user_id="alice", caller=Caller("alice")).erased["memories"] == 1  # without the token, she does
 
@@ -334,10 +334,10 @@ def test_erasure_takes_the_persons_conversations_their_segments_and_jsonl_files(
     dry = mem.erase(user_id="alice", dry_run=True).erased
     assert (dry["messages"], dry["segments"], dry["files"]) == (2, 1, 1) and (tmp_path / "conversations" / closed.file).exists()
     assert "2 messages, 1 segment, 1 file" in counts_text(dry)
-    assert mem.erase(user_id="alice") == dry
+    assert mem.erase(user_id="alice").erased == dry
     assert not (tmp_path / "conversations" / closed.file).exists()
     assert mem.conversations.sessions(caller=Caller()) == [
-        s for s in mem.conversations.sessions(caller=Caller()) if s["user_id"] == "bob"
+        s for s in mem.conversations.sessions(caller=Caller()) if s.user_id == "bob"
     ] and len(mem.conversations.sessions(caller=Caller())) == 1
     assert mem.search("qzxvwk diagnosis", sources=["message", "chunk"], mode="bm25") == []
     assert mem.files.list(caller=Caller()) == []

@@ -204,7 +204,7 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             kept = mem.add("Alice parks on level 3", user_id="alice")  # writes.embed_later, the default
             again = mem.add("Alice's badge number is 4417", user_id="alice", embed_later=True)
             assert kept.action == again.action == "created"  # not deduplicated: there is no vector to compare
-            assert mem._store.vectors([kept.id]) == {} and mem._store.count_unembedded() == 2
+            assert mem._store.vectors([kept.id]) == {} and mem.upkeep.unembedded() == 2
             [hit] = mem.search("parks level", user_id="alice", mode="bm25", min_score=0)
             assert hit.memory.id == kept.id
             hybrid = mem.search("where does alice park", user_id="alice", min_score=0)  # keyword legs, and it says so
@@ -212,7 +212,7 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             with pytest.raises(EmbeddingError):
                 mem.search("where does alice park", user_id="alice", mode="vector")
             stub.mode = "ok"
-            assert mem.upkeep.backfill() == 2 and mem._store.count_unembedded() == 0
+            assert mem.upkeep.backfill() == 2 and mem.upkeep.unembedded() == 0
             assert set(mem._store.vectors([kept.id, first.id])) == {kept.id, first.id}
             assert kept.id in {h.memory.id for h in mem.search("parks level", user_id="alice", mode="vector", min_score=0)}
             assert mem.search("where does alice park", user_id="alice", min_score=0).without_vectors is None

@@ -34,7 +34,7 @@ def log_long(mem: Memory) -> str:
     mem.conversations.log([{"role": "user", "content": "How did the migration go?"},
                            {"role": "assistant", "content": LONG}], caller=ALICE)
     mem.upkeep.backfill()
-    assert mem.upkeep.runtime.drain(30) and mem._store.count_unembedded() == 0
+    assert mem.upkeep.runtime.drain(30) and mem.upkeep.unembedded() == 0
     return mem.conversations.show("s1", caller=ALICE)[1].id
 
 
@@ -75,12 +75,12 @@ def test_long_messages_embedded_before_windows_get_them_from_the_backfill(mem):
     to the backfill's queue, which embeds them again with their windows."""
     message_id = log_long(mem)
     mem._store.run("DELETE FROM memories WHERE kind = 'window'")  # a store from before windows
-    assert windows_of(mem, message_id) == [] and mem._store.count_unembedded() == 0
+    assert windows_of(mem, message_id) == [] and mem.upkeep.unembedded() == 0
     with mem._store.transaction():
         mem._store.run(MESSAGE_WINDOWS[1])  # the migration's own statement
-    assert mem._store.count_unembedded() == 1  # the long message; the short question keeps its vector
+    assert mem.upkeep.unembedded() == 1  # the long message; the short question keeps its vector
     mem.upkeep.backfill()
-    assert len(windows_of(mem, message_id)) >= 2 and mem._store.count_unembedded() == 0
+    assert len(windows_of(mem, message_id)) >= 2 and mem.upkeep.unembedded() == 0
     found_by_window(mem, mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", explain=True), message_id)
 
 

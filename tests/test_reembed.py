@@ -54,7 +54,7 @@ def fill(db: str, n: int) -> list[str]:
 def models(mem: Memory) -> dict[str | None, int]:
     """How many rows each model embedded (None: rows awaiting a vector)."""
     rows = mem._store.run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
-    unembedded = mem._store.count_unembedded()
+    unembedded = mem.upkeep.unembedded()
     return {m: n for m, n in rows} | ({None: unembedded} if unembedded else {})
 
 
