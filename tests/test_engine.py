@@ -131,7 +131,7 @@ def test_keyword_searches_need_no_query_vector(mem, monkeypatch):
         raise AssertionError("a keyword-only search embedded its query")
 
     monkeypatch.setattr(mem._embedding, "queries", down)
-    mem._pipeline = None
+    mem._built_pipeline = None
     for mode in ("bm25", "trigram"):
         hits = mem.search("billing PostgreSQL", mode=mode, explain=True)
         assert hits and hits[0].score == pytest.approx(hits[0].explain["ranking"], abs=1e-6)
@@ -757,7 +757,7 @@ def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_s
 
         a._writes.add_many = add_many_after_b
         counts = a.import_jsonl(lines, chunk=1)
-        assert {k: counts[k] for k in ("read", "created", "duplicates", "skipped")} == {
+        assert counts.model_dump(include={"read", "created", "duplicates", "skipped"}) == {
             "read": 3, "created": 1, "duplicates": 0, "skipped": 2}
         assert [(d["line"], d["reason"]) for d in counts.left_out] == [(2, "id_exists"), (3, "id_exists")]
         assert calls == [1]
@@ -832,7 +832,7 @@ def test_export_import_round_trip(mem, tmp_path):
         assert mem.export_jsonl(fh, include_deleted=True) == 3
     with Memory.open(tmp_path / "other.db") as other:
         report = other.import_jsonl(out.read_text().splitlines())
-        assert report == {"read": 3, "created": 3, "duplicates": 0, "skipped": 0, "dry_run": False, "left_out": []}
+        assert report.model_dump() == {"read": 3, "created": 3, "duplicates": 0, "skipped": 0, "dry_run": False, "left_out": []}
         for memory_id in (a.id, b.id, c.id):
             copy = other.get(memory_id)
             original = mem.get(memory_id)

@@ -301,7 +301,7 @@ def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased
         erased = {}
 
         def erase_then_answer(request):
-            erased.update(mem.erase(agent_id="main"))  # while the worker waits for the model
+            erased.update(mem.erase(agent_id="main").erased)  # while the worker waits for the model
             return {"json": {"facts": [fact("In February 2026 the user moved to Brno.")], "summary": "Moving."}}
 
         llm_stub.script.append(erase_then_answer)

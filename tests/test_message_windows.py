@@ -112,7 +112,7 @@ def test_a_message_erased_while_its_windows_are_embedded_leaves_no_window(mem, m
 
     def erase_midway(texts):
         if not erased:
-            erased.append(mem.erase(user_id="alice"))
+            erased.append(mem.erase(user_id="alice").erased)
         return passages(texts)
 
     monkeypatch.setattr(mem._embedding, "passages", erase_midway)

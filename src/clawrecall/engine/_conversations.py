@@ -60,8 +60,8 @@ class Conversations:
 
     # -- recording ----------------------------------------------------------------------------
     def log(
-        self, messages: Sequence[Any], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        session_id: str | None = None, channel: str | None = None,
+        self, messages: Sequence[Any], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, session_id: str | None = None, channel: str | None = None,
         now: datetime | None = None, skip_bad: bool = False,
     ) -> Logged:
         """Store the messages of a transcript not stored yet (by provider id, else role, time or position and
@@ -386,9 +386,10 @@ class Conversations:
         found = self._store.messages.sessions(self._reads(caller, scope), limit=limit, offset=offset, agent=caller.agent_id)
         return [Conversation(**c) for c in found]
 
-    def show(self, session_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-    scope: str | None = None, limit: int = 1000,
-             offset: int = 0) -> list[Message]:
+    def show(
+        self, session_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | None = None, limit: int = 1000, offset: int = 0,
+    ) -> list[Message]:
         """A conversation's messages in order; "not found" when the caller may read none of it."""
         caller = as_caller(caller, user_id, agent_id)
         _session_id(session_id)

@@ -49,8 +49,8 @@ class Files:
         self._backfill = backfill
 
     def ingest(
-        self, path: str | os.PathLike[str], *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        message_id: str | None = None, within_roots: bool = False
+        self, path: str | os.PathLike[str], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, message_id: str | None = None, within_roots: bool = False,
     ) -> Ingested:
         """Make a file searchable in the caller's own scope; durable when it returns, embedded after.
 

@@ -18,8 +18,8 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, BackupSummary, Erased, HistoryEntry, Imported, ListFilters, MemoryFields, MemoryRecord, NewMemory, SearchFilters, SearchHits,
-    Stats,
+    KINDS, AddResult, BackupSummary, Erased, HistoryEntry, Imported, ListFilters, MemoryFields, MemoryRecord, NewMemory,
+    SearchFilters, SearchHits, Stats,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
@@ -383,6 +383,10 @@ class Memory:
     ) -> SearchHits:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
 
+        `filters` are `SearchFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
+        `include_deleted`, `as_of`, `secrets`, `mode` (hybrid, vector, bm25, trigram), `explain`, `diverse`,
+        `min_score` (or `threshold`), `sources`, `exclude_session`, `message_roles`.
+
         `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
         Hits below `min_score` (default `retrieval.min_score`) are left out, so a query about nothing
         stored returns no hits (`threshold` is the same, under mem0's name). `diverse=False` skips the
@@ -454,6 +458,10 @@ class Memory:
         limit: int = 50, offset: int = 0, **filters: Unpack[ListFilters],
     ) -> builtins.list[MemoryRecord]:
         """Memories without searching, newest first; deleted, expired and superseded ones only when asked for.
+
+        `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
+        `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
+        `source_type`, `source_id`, `order` (newest, oldest, updated).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
