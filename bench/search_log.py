@@ -55,7 +55,7 @@ def main() -> None:
         for _ in range(args.rounds):
             started = time.perf_counter()
             for _ in range(1000):
-                on.insight._recorder.note(ALICE, ["global", "user:alice"], queries[0], "hybrid", hits, 1.0)
+                on._recorder.note(ALICE, ["global", "user:alice"], queries[0], "hybrid", hits, 1.0)
             noted.append((time.perf_counter() - started) * 1000)  # ms per 1000 = µs per search
             on.upkeep.runtime.drain()
     for logged, ms in results.items():
