@@ -35,8 +35,8 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     (a chunk: four of them) under a varied lead-in, and its vector that sentence's vector (a chunk:
     the mean of its four) plus Gaussian noise (cosine ~0.96 to the original), normalised.
     Messages go in through `mem.conversations.log` (with the backfill held back) and get their
-    vectors through `store.set_vectors`, as the backfill would give them; memories through
-    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.insert`; all inside
+    vectors through `store.memories.set_vectors`, as the backfill would give them; memories through
+    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.memories.insert`; all inside
     `mem.upkeep.deferred_vector_index()` (PostgreSQL builds its HNSW index once, at the end). SQLite
     stores are kept in `--db-dir` and reused.
 
@@ -399,8 +399,8 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             idx = pick(per_session)
             batch = [openclaw_message("user" if k % 2 == 0 else "assistant", rng.choice(LEADS) + texts[i],
                                       int((at.timestamp() + 20 * k) * 1000)) for k, i in enumerate(idx)]
-            ids = mem.conversations.log(batch, caller=Caller(user, "main", f"{user}-s{s:05d}")).ids
-            mem._store.set_vectors(ids, noisy(nrng, vectors[idx]), model)
+            ids = mem.conversations.log(batch, caller=Caller(user, "main", f"{user}-s{s:05d}"))["ids"]
+            mem._store.memories.set_vectors(ids, noisy(nrng, vectors[idx]), model)
             if (s + 1) % 400 == 0:
                 log(f"  {(s + 1) * per_session} messages ({time.perf_counter() - t0:.0f} s)")
         # file chunks: four sentences each, 20 chunks a file
@@ -419,7 +419,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             chunk_vectors.append(vectors[idx].mean(axis=0))
         stacked = noisy(nrng, np.stack(chunk_vectors))
         for s in range(0, len(records), 2000):
-            mem._store.insert(records[s : s + 2000], stacked[s : s + 2000])
+            mem._store.memories.insert(records[s : s + 2000], stacked[s : s + 2000])
         left = mem.upkeep.unembedded()
         stats = mem.stats()
     if mem.upkeep.backend == "postgres":  # as autovacuum would have by the time a store is this size

@@ -175,14 +175,14 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
         assert sqlite_integrity(str(db)) == []
         with Memory.open(db) as mem:  # every acknowledged batch is there, and reads work on the full disk
             assert mem._store.integrity_problems() == []
-            assert set(mem._store.fetch(acked)) == set(acked)
+            assert set(mem._store.memories.fetch(acked)) == set(acked)
             assert mem.search("tide tables north pier", mode="bm25", limit=1)
         copy = tmp_path / "copy.db"  # room again: the same store takes writes
         for suffix in ("", "-wal"):
             if Path(f"{db}{suffix}").exists():
                 copy.with_name(copy.name + suffix).write_bytes(Path(f"{db}{suffix}").read_bytes())
     with Memory.open(copy) as mem:
-        assert set(mem._store.fetch(acked)) == set(acked)
+        assert set(mem._store.memories.fetch(acked)) == set(acked)
     check_sound(str(copy))
 
 

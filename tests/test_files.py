@@ -80,7 +80,7 @@ def lines_of(path: Path, first: int, last: int) -> str:
 def chunks_of(mem: Memory, file_id: str, caller: Caller = ADMIN) -> list:
     from clawrecall.storage import Filters
 
-    rows = mem._store.list(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
+    rows = mem._store.memories.find(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
     return sorted(rows, key=lambda r: r.metadata["chunk"])
 
 

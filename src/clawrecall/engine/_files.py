@@ -176,7 +176,7 @@ class Files:
     def _chunk_ids(self, file: FileRecord) -> builtins.list[str]:
         filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
                           include_expired=True)
-        return [r.id for r in self._store.list(filters, limit=_ALL, offset=0, order="oldest")]
+        return [r.id for r in self._store.memories.find(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
     def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, FileType, Path | None]:

@@ -480,7 +480,7 @@ class Memory:
             source_id=f.get("source_id"), as_of=f.get("as_of"), include_superseded=f.get("include_superseded", False),
             secrets=f.get("secrets", False),
         )
-        return self._store.list(read, limit=limit, offset=offset, order=order)
+        return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 
     def count(
         self,
@@ -497,7 +497,7 @@ class Memory:
             as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
             category=category, include_deleted=include_deleted, include_expired=include_expired,
         )
-        return self._store.count(filters)
+        return self._store.memories.count(filters)
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -511,17 +511,17 @@ class Memory:
             if not caller.administrator:  # an erased memory's scope is gone with it: only the administrator sees its trace
                 raise
             prefix = memory_id.strip().lower()
-            matches = self._store.history_ids_with_prefix(prefix)
+            matches = self._store.history.ids_with_prefix(prefix)
             if len(matches) > 1 and prefix not in matches:
                 raise AmbiguousIdError(memory_id, matches) from None
-            entries = self._store.history(prefix if prefix in matches else matches[0]) if matches else []
+            entries = self._store.history.of(prefix if prefix in matches else matches[0]) if matches else []
             if entries and entries[-1].action in ("forget", "purge"):
                 return entries
             raise
-        return self._store.history(record_id)
+        return self._store.history.of(record_id)
 
     def stats(self) -> Stats:
-        s = self._store.stats()
+        s = self._store.memories.stats()
         return Stats(
             total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
             by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self._embedding.stored_fingerprint(),

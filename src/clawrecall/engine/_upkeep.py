@@ -146,7 +146,7 @@ class Upkeep:
 
     def unembedded(self) -> int:
         """Rows waiting for a vector (messages, chunks, memories written while the provider was down)."""
-        return self._store.count_unembedded()
+        return self._store.memories.count_unembedded()
 
     @property
     def runtime(self) -> Runtime:
