@@ -94,7 +94,7 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
         with pytest.raises(ScopeError):  # a token that does not list the person's scope
             mem.erase(user_id="alice", caller=Caller("alice", scopes=("global",)))
         assert mem.count(include_deleted=True) == 5
-        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 3
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice"))).erased["memories"] == 3
         assert "user:alice" not in mem._store.history.actors() and "user:(erased)" in mem._store.history.actors()
         assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
