@@ -23,7 +23,8 @@ PUBLIC = [
     "Memory", "MemoryFields", "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence",
     "PayloadTooLargeError", "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall",
     "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits",
-    "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
+    "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "StatsGroup", "StorageError", "Sweep",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
@@ -71,8 +72,9 @@ def test_a_memory_is_built_from_exported_names_only(tmp_path):
 SURFACE = {
     "Memory": [
         "add", "add_many", "backup", "close", "config", "conversations", "count", "delete", "delete_bulk", "erase",
-        "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list", "open", "purge",
-        "reembed", "search", "startup", "stats", "supersede", "undelete", "update", "upkeep", "versions",
+        "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
+        "open", "purge", "reembed", "search", "secrets", "startup", "stats", "supersede", "undelete", "update", "upkeep",
+        "versions",
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
@@ -83,7 +85,11 @@ SURFACE = {
         "cancel", "enqueue", "get", "handlers", "list", "poll_s", "retry", "run_once", "start_workers", "stats",
         "stop_workers",
     ],
-    "insight": ["coverage", "never_recalled", "occurrences", "popular", "recalled", "recalls", "searches", "unanswered", "why"],
+    "insight": [
+        "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled", "recalls",
+        "searches", "unanswered", "why",
+    ],
+    "secrets": ["rotate", "status"],
     "upkeep": [
         "backend", "backfill", "build_vector_index", "check_fingerprint", "check_llm", "configured_fingerprint",
         "deferred_vector_index", "embedder", "extracting", "integrity_problems", "last_purge", "location",
@@ -164,10 +170,11 @@ def test_every_public_verb_returns_a_model_not_a_dict():
     from clawrecall.engine._files import Files
     from clawrecall.engine._insight import Insight
     from clawrecall.engine._jobs import Jobs
+    from clawrecall.engine._secrets import SecretKeys
     from clawrecall.engine._startup import Startup
     from clawrecall.engine._upkeep import Upkeep
 
-    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep):
+    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys):
         for name, fn in vars(cls).items():
             if name.startswith("_") or not callable(fn):
                 continue

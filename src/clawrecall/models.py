@@ -101,6 +101,10 @@ def embedded_text(content: str, keys: str | None) -> str:
     return f"{content}\n{keys}" if keys else content
 
 
+#: what a secret's content reads as wherever it is not asked for by its own agent (list, history, the dashboard)
+MASK = "••••••••"
+
+
 class MemoryRecord(BaseModel):
     """One stored memory, as read back from the store (a message or file chunk is one too, of its `kind`)."""
 
@@ -132,6 +136,8 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     # what else it is found by, never shown: the facts a message gave (docs/extraction.md)
     keys: str | None = None
+    # a secret's text, encrypted (docs/agents.md): never shown, never in a dump; `content` is then `MASK`
+    sealed: str | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -153,6 +159,26 @@ class MemoryRecord(BaseModel):
     def is_current(self) -> bool:
         """Not superseded (or superseded only from a time still to come)."""
         return self.valid_to is None or self.valid_to > utcnow()
+
+
+class SecretsStatus(BaseModel):
+    """Where a store's secret key comes from and what is sealed with it (`clawrecall secrets status`)."""
+
+    source: str | None  # the key file, or the variable or config key that holds the keys; None: no key yet
+    key: str | None  # the fingerprint of the key that seals (never the key)
+    keys: int  # keys that open secrets: more than one while a rotation is under way
+    store_key: str | None  # the fingerprint the store records for its sealing key
+    sealed: int  # secret memories stored encrypted
+    unsealed: int  # secret memories stored before encryption, still to seal
+
+
+class SecretRotation(BaseModel):
+    """What `mem.secrets.rotate()` did: every secret sealed again under `key`."""
+
+    key: str  # the new sealing key's fingerprint
+    resealed: int
+    total: int
+    dropped_keys: int  # old keys removed from the key file once nothing needed them
 
 
 class Discussed(BaseModel):
@@ -355,6 +381,13 @@ class Imported(BaseModel):
     skipped: int
     dry_run: bool
     left_out: list[dict[str, Any]]
+
+
+class Journal(BaseModel):
+    """What `mem.export_journal` wrote: Markdown files, and the memories in them."""
+
+    files: int
+    memories: int
 
 
 class Ingested(BaseModel):
@@ -630,6 +663,36 @@ class Provenance(BaseModel):
     job: Job | None = Field(None, description="The extraction job that made it.")
     file: FileRecord | None = Field(None, description="The ingested file a chunk belongs to.")
     recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")
+
+
+class Cluster(BaseModel):
+    """Memories of one scope that say nearly the same thing (every one at cosine ≥ the threshold to another
+    of them), with a suggested clean-up: keep one, soft-delete the rest (`insight cleanup --apply`)."""
+
+    scope: str
+    size: int
+    min_similarity: float = Field(description="The lowest cosine of the pairs that join the group.")
+    mean_similarity: float = Field(description="The mean cosine of those pairs.")
+    memories: list[MemoryRecord] = Field(description="The group's memories, the one to keep first.")
+    keep: str = Field(description="The suggested survivor: the most important, then the most recently changed.")
+    remove: list[str] = Field(description="The others: restorable after a soft delete, until purged.")
+
+
+class CleanupItem(BaseModel):
+    """A memory the clean-up report suggests deleting, and why."""
+
+    memory: MemoryRecord
+    reasons: list[str] = Field(description="noise, near_empty, placeholder, question, duplicate (of `duplicate_of`) "
+                                           "or never_recalled.")
+    duplicate_of: str | None = None
+
+
+class CleanupReport(BaseModel):
+    """Low-quality memories in the caller's scopes (nova-memory's maintenance report), oldest first."""
+
+    items: list[CleanupItem]
+    counts: dict[str, int] = Field(description="Memories per reason.")
+    scanned: int = Field(description="Current memories read.")
 
 
 class Coverage(BaseModel):

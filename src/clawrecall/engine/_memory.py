@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, overload
@@ -18,8 +19,8 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, BackupSummary, Erased, HistoryEntry, Imported, ListFilters, MemoryFields, MemoryRecord, NewMemory,
-    SearchFilters, SearchHits, Stats,
+    KINDS, MASK, AddResult, BackupSummary, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
+    NewMemory, SearchFilters, SearchHits, Stats,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
@@ -37,6 +38,7 @@ from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
+from ._secrets import SecretKeys, Secrets
 from ._startup import Startup
 from ._transfer import Transfer
 from ._upkeep import Upkeep
@@ -72,7 +74,9 @@ class Memory:
         self._store = store
         self.config = config
         self._embedding = Embedding(store, config)
-        self._writes = Writes(store, config, self._embedding)
+        self._secrets = Secrets(store, config)
+        self.secrets = SecretKeys(self._secrets)  # secret memories' key: rotate, status (docs/agents.md)
+        self._writes = Writes(store, config, self._embedding, self._secrets)
         self._maintenance = Maintenance(store, config, self._embedding, self._writes)
         self._transfer = Transfer(store, config, self._writes)
         self._built_pipeline: RetrievalPipeline | None = None
@@ -87,16 +91,18 @@ class Memory:
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self._recorder = SearchRecorder(store, config, self._runtime)
         self.insight = Insight(store, config, self._recorder, self._embedding,
-                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
+                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
+                               lambda mid, who: self.delete(mid, caller=who))
         self.upkeep = Upkeep(store, config, self._embedding, self._maintenance, self._backfill, self.conversations,
                              self._recorder, self._facts, self._extraction, self._runtime)
-        if check_embedding:
-            try:
+        try:
+            if check_embedding:
                 self._embedding.check_fingerprint(static_only=True)
-            except BaseException:
-                if opened:
-                    store.close()
-                raise
+            self._secrets.seal_legacy()  # secrets stored before encryption: sealed once, when a key is at hand
+        except BaseException:
+            if opened:
+                store.close()
+            raise
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -413,6 +419,7 @@ class Memory:
         caller = as_caller(caller, user_id, agent_id)
         f = _known("search", filters, SearchFilters)
         min_score, threshold, mode = f.get("min_score"), f.get("threshold"), f.get("mode", "hybrid")
+        secrets = f.get("secrets", False)
         if threshold is not None:
             if min_score is not None and min_score != threshold:
                 raise ValidationError("give min_score or threshold (the same thing), not both")
@@ -433,25 +440,31 @@ class Memory:
             session_id=f.get("session_id"), since=f.get("since"), until=f.get("until"),
             include_deleted=f.get("include_deleted", False), sources=sources, exclude_session=exclude_session,
             exclude_since=None if exclude_session is None else self.conversations._transcript_start(caller, exclude_session),
-            message_roles=message_roles, as_of=f.get("as_of"), secrets=f.get("secrets", False),
+            message_roles=message_roles, as_of=f.get("as_of"), secrets=secrets,
         )
         query, started = query.strip()[:4000], time.perf_counter()
-        hits = self._pipeline.search(query, read, limit=limit, mode=mode, explain=f.get("explain", False),
-                                     diverse=f.get("diverse", True), min_score=min_score)
-        self._recorder.note(caller, read.scopes, query, mode, hits, (time.perf_counter() - started) * 1000)
+        hits = self._pipeline.search(query, replace(read, secrets=False), limit=limit, mode=mode,
+                                     explain=f.get("explain", False), diverse=f.get("diverse", True), min_score=min_score)
+        if secrets:  # never indexed nor embedded: the caller's own, opened and matched by their words here
+            found = self._secrets.search(query, read, limit)
+            hits[:] = sorted([*hits, *found], key=lambda h: h.score, reverse=True)[:limit]
+        self._recorder.note(caller, read.scopes, MASK if secrets else query, mode, hits,
+                            (time.perf_counter() - started) * 1000)  # a secret search's words may spell one
         return hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
+        scope: str | list[str] | None = None, reveal: bool = True,
     ) -> MemoryRecord:
         """A memory by id or unique id prefix (8+ hex characters), deleted ones included; or any other
         search hit by its id (a recorded message, a file's chunk).
 
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
-        would) and answers "not found" for a memory elsewhere.
+        would) and answers "not found" for a memory elsewhere. A secret the caller may read is shown
+        opened: an id is an explicit request (`reveal=False`: masked, as a list shows it).
         """
-        return resolve(self._store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        record = resolve(self._store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        return self._secrets.reveal(record) if reveal else record
 
     def list(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -539,20 +552,31 @@ class Memory:
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted,
                                            secrets=secrets)
 
+    def export_journal(
+        self, folder: str | Path, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | builtins.list[str] | None = None, secrets: bool = False,
+    ) -> Journal:
+        """Write the readable journal: `<scope>/memory/YYYY-MM-DD.md` under `folder`, one file per scope and
+        day (decisions, preferences, facts, what changed), which OpenClaw's memory-core indexes and
+        `clawrecall openclaw import` reads back. Deleted memories are left out; secret ones unless `secrets`."""
+        written = self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+        return Journal(**written)
+
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
-        progress: Progress | None = None, chunk: int = 512,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 
         Lines whose id is stored are skipped, and near-duplicates of a stored memory or an earlier
         line too unless `on_duplicate="keep"`: running an import twice adds nothing. `dry_run`
         checks and counts, writing nothing. Returns `read`, `created` (would be, in a dry run),
-        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why."""
+        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why. `vectors`
+        (by id) are stored instead of embedding those lines: vectors made by the store's own model."""
         return self._transfer.import_jsonl(
             lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
-            dry_run=dry_run, progress=progress, chunk=chunk,
+            dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 
 

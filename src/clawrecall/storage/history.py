@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from typing import Any, Sequence
 
 from ..models import HistoryEntry
 from .base import HistoryDraft, chunks
@@ -51,6 +52,17 @@ class History:
                 s.run(f"UPDATE history SET before = NULL, after = NULL WHERE memory_id IN ({s.dialect.marks(len(chunk))})",
                       chunk)
 
+    def mask(self, ids: Sequence[str], mask: str) -> None:
+        """Mask the text (content, title, keys) every history row of these memories holds: they became
+        secret, and history must not keep what sealing hides."""
+        s, p = self._store, self._store.dialect.p
+        with s.transaction():
+            for chunk in chunks(ids):
+                rows = s.run(f"SELECT id, before, after FROM history WHERE memory_id IN ({s.dialect.marks(len(chunk))})", chunk)
+                for row_id, *values in rows:
+                    s.run(f"UPDATE history SET before = {p}, after = {p} WHERE id = {p}",
+                          (*(_masked(v, mask) for v in values), row_id))
+
     def count(self, ids: Sequence[str]) -> int:
         """History rows of these memories."""
         s = self._store
@@ -72,3 +84,16 @@ class History:
         s, p = self._store, self._store.dialect.p
         with s.transaction():
             return s.rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
+
+
+_TEXT_FIELDS = ("content", "title", "keys")
+
+
+def _masked(value: Any, mask: str) -> str | None:
+    """A history value (JSON) with its text fields masked."""
+    if value is None:
+        return None
+    data = json.loads(value) if isinstance(value, str) else value
+    if isinstance(data, dict):
+        data = {k: (v if k not in _TEXT_FIELDS or v is None else mask if k == "content" else None) for k, v in data.items()}
+    return json.dumps(data)

@@ -34,7 +34,9 @@ from ..models import MemoryRecord
 from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .migrations import (
+    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table, validity,
+)
 from .schema import KIND_CHECK, Table
 from .sql import Store, T, dimensions_differ
 from .text import keywords
@@ -154,6 +156,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "segment-summary": SEGMENT_SUMMARY,
+        "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged
         "fact-keys": [
@@ -251,7 +254,7 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.location = _redact(url)
+        self.location = redacted_url(url)
         self._local = threading.local()
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
@@ -265,7 +268,7 @@ class PostgresStore(Store):
                 self._prepare_database(conn)
             self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
-                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
+                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=cfg.pool_timeout_s,
             )
             version = self.run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             if version and (old := pgvector_too_old(version[0][0])) is not None:
@@ -783,7 +786,7 @@ def _plan_key(param: Any) -> Any:
     return tuple(param) if isinstance(param, list) else param
 
 
-def _redact(url: str) -> str:
+def redacted_url(url: str) -> str:
     """The URL without its password, for messages and `stats`."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
