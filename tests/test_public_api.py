@@ -15,17 +15,17 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "Config",
-    "ConfigError", "Conversation", "ConversationDeleted", "Coverage", "Discussed", "EmbeddingError",
-    "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased", "FileRecord", "ForbiddenError", "HistoryEntry",
-    "Imported", "Ingested", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats", "Journal",
-    "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "ListFilters", "Logged", "LoggedHit",
-    "LoggedSearch", "Memory", "MemoryFields", "MemoryFilters", "MemoryRecord", "Message", "NewMemory",
-    "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "Provenance", "Pruned", "PurgeRun",
-    "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError", "SearchFilters",
-    "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment", "ShuttingDownError",
-    "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep", "UnknownToolError", "ValidationError",
-    "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
+    "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted", "Coverage",
+    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased", "FileRecord",
+    "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job", "JobKindStats",
+    "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError",
+    "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryFields", "MemoryFilters", "MemoryRecord",
+    "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "Provenance",
+    "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError",
+    "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment",
+    "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep", "UnknownToolError",
+    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 
@@ -71,14 +71,15 @@ def test_a_memory_is_built_from_exported_names_only(tmp_path):
 # write path, extraction's internals) is private, and what runs the store is `mem.upkeep`.
 SURFACE = {
     "Memory": [
-        "add", "add_many", "backup", "close", "config", "conversations", "count", "delete", "delete_bulk", "erase",
-        "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
+        "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
+        "erase", "events", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
         "open", "purge", "reembed", "search", "secrets", "startup", "stats", "supersede", "undelete", "update", "upkeep",
         "versions",
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
-        "close_due", "closing", "delete", "end", "export", "folder", "log", "prune", "segments", "sessions", "show", "stats",
+        "check_topics", "close_due", "delete", "end", "export", "folder", "log", "prune", "segments", "sessions", "show",
+        "stats",
     ],
     "files": ["get", "ingest", "list", "remove"],
     "jobs": [
@@ -90,6 +91,8 @@ SURFACE = {
         "searches", "unanswered", "why",
     ],
     "secrets": ["rotate", "status"],
+    "changes": ["after", "close", "closed", "config", "last", "start", "store", "subscribe"],
+    "events": ["emit", "handlers", "job", "jobs", "on"],
     "upkeep": [
         "backend", "backfill", "build_vector_index", "check_fingerprint", "check_llm", "configured_fingerprint",
         "deferred_vector_index", "embedder", "extracting", "integrity_problems", "last_purge", "location",

@@ -466,12 +466,15 @@ class LLMConfig(_Section):
 
 
 class InsightConfig(_Section):
-    """Insight into memory (docs/insight.md): the search log."""
+    """Insight into memory (docs/insight.md): the search log, the change feed."""
 
     # every search and recall, through every door: query, caller, scopes, hits, time taken (false: none)
     search_log: bool = True
     # searches logged longer ago than this are removed by the sweep (None: keep them)
     search_log_days: float | None = Field(default=90.0, gt=0)
+    # the change feed (/v1/events) on SQLite: how often another process's changes are looked for, in
+    # seconds (this process's own arrive at once; PostgreSQL is told by NOTIFY, and reconnects this often)
+    events_poll_s: float = Field(default=0.25, gt=0, le=60)
 
 
 class HooksConfig(_Section):

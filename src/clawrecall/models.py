@@ -261,6 +261,32 @@ class HistoryEntry(BaseModel):
     at: datetime
 
 
+#: a history action as the change feed names it
+CHANGE_TYPES = {"add": "added", "update": "updated", "supersede": "superseded", "delete": "deleted",
+                "undelete": "restored", "forget": "forgotten", "purge": "purged", "import": "imported"}
+
+
+class MemoryEvent(BaseModel):
+    """One change to a memory, as the change feed tells it (`mem.changes`, REST `/v1/events`)."""
+
+    id: int = Field(description="The history row's id: durable, in commit order; resume after it (`Last-Event-ID`).")
+    type: Literal["added", "updated", "superseded", "deleted", "restored", "forgotten", "purged", "imported"]
+    memory_id: str
+    scope: str
+    actor: str | None = None
+    at: datetime
+    memory: MemoryRecord | None = Field(None, description="The memory as it is now (not as it was then); none once erased.")
+
+
+class ChangePage(BaseModel):
+    """What the feed holds after a cursor for one caller: the events it may read, and the cursor to read on from
+    (past rows it may not read too, so they are not read again)."""
+
+    events: list[MemoryEvent]
+    cursor: int
+    more: bool = Field(description="More rows wait after `cursor`: read again at once.")
+
+
 class Stats(BaseModel):
     """Counts for `clawrecall stats`; computed with plain SQL, no embedding model loaded."""
 

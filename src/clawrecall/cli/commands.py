@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from .._time import age_string, parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
-from ..errors import ClawrecallError, EmbeddingMismatchError, NotFoundError, StorageError
+from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
@@ -161,6 +161,39 @@ group_json_option = click.option(
 json_stream_option = click.option(
     "--json", "as_json", is_flag=True, help="Report a start-up error as JSON (logs are JSON lines already)."
 )
+def _handler_specs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for spec in value:
+        module, _, function = spec.partition(":")
+        if not module.strip() or not all(p.isidentifier() for p in module.split(".")) or (function and not function.isidentifier()):
+            raise click.BadParameter(f"{spec!r} is not MODULE or MODULE:FUNCTION (a Python module path, e.g. my_handlers)")
+    return value
+
+
+# `serve` and `worker` register handlers alike: the same modules give a server's worker threads and a
+# foreground worker the same events and job kinds
+handlers_option = click.option(
+    "--handlers", "handler_specs", multiple=True, metavar="MODULE[:FUNCTION]", callback=_handler_specs,
+    help="Import MODULE and call its FUNCTION (default register) with the open Memory, which registers "
+    "handlers on mem.events: listeners of events and job kinds of your own (repeatable; docs/jobs.md).",
+)
+
+
+def load_handlers(mem: Memory, specs: tuple[str, ...]) -> None:
+    """Run each `--handlers MODULE[:FUNCTION]`'s function on `mem`; a module or function that is not there is a ConfigError."""
+    import importlib
+
+    for spec in specs:
+        name, _, function = spec.partition(":")
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import handlers module {name!r}: {exc}") from None
+        register = getattr(module, function or "register", None)
+        if not callable(register):
+            raise ConfigError(f"handlers module {name!r} has no {function or 'register'}(mem) function")
+        register(mem)
+
+
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
 include_expired_option = click.option("--include-expired", is_flag=True, help="Include memories past their expiry.")
@@ -972,6 +1005,8 @@ def history_text(entries: list[HistoryEntry]) -> str:
 
 
 def change_text(entry: HistoryEntry) -> str:
+    if entry.action in ("forget", "purge"):  # its `after` says only where the memory was
+        return "content erased"
     if entry.before is None and entry.after is not None:
         replaced = entry.after.get("supersedes")
         return str(entry.after.get("content", "")) + (f" (supersedes {out.short_id(replaced)})" if replaced else "")
@@ -1045,9 +1080,13 @@ IDENTITY_ENV = ("CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION")
               metavar="BYTES", help="Request bodies larger than this are refused with 413.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@handlers_option
 @json_stream_option
 @pass_state
-def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str, as_json: bool) -> None:
+def serve(
+    state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str, handler_specs: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Serve the REST API, MCP (streamable HTTP at /mcp), the hook endpoints and an E5-compatible embedding API.
 
     Requests need a bearer token once any token exists; a loopback server without tokens serves the
@@ -1057,6 +1096,7 @@ def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: in
 
     state.db = db or state.db
     mem = state.open(embeds=True, creates=True)
+    load_handlers(mem, handler_specs)  # before the server starts its workers: they run the kinds registered
 
     def listening(url: str) -> None:  # for people; the logs (stderr) stay JSON lines
         if not as_json:

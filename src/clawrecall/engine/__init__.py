@@ -13,6 +13,8 @@
     _transfer     JSONL export and import
     _jobs         the job queue (`mem.jobs`): enqueue in the caller's transaction, leases, retries, dead jobs
     _worker       the loop that runs ready jobs (`clawrecall worker`, `serve`'s worker threads)
+    _changes      the change feed (`mem.changes`): memory changes in commit order, scoped, for `/v1/events`
+    _events       the events parts emit (`segment_closed`, `vectors_stored`, job kinds) and who handles them
 """
 
 from ._memory import Memory

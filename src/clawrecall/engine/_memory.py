@@ -28,9 +28,11 @@ from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
 from ..storage.backup import backup
 from ._backfill import Backfill
+from ._changes import Changes
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._events import Events, wire
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
@@ -82,12 +84,15 @@ class Memory:
         self._built_pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self._runtime = Runtime()  # this store's background work and session state; close() drains it
-        self._backfill = Backfill(store, self._embedding, self._runtime)
-        self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
+        self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
+        self._backfill = Backfill(store, self._embedding, self._runtime, self.events)
+        self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
         self.files = Files(store, config, self._writes, self._backfill)
-        self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
+        self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
         self._facts = Facts(store, config, self._writes, self._embedding, lambda: self._pipeline)
-        self._extraction = Extraction(store, config, self.conversations, self._facts, self.jobs)
+        self._extraction = Extraction(store, config, self._facts, self.jobs)
+        wire(self.events, self.conversations, self._extraction)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self._recorder = SearchRecorder(store, config, self._runtime)
         self.insight = Insight(store, config, self._recorder, self._embedding,
@@ -132,6 +137,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.changes.close()
         self.jobs.stop_workers()
         self._runtime.stop()
         self._store.close()
@@ -516,7 +522,7 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | builtins.list[str] | None = None,
     ) -> builtins.list[HistoryEntry]:
-        """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
+        """Every change to a memory. A forgotten memory's history keeps only who erased it, when and where it was."""
         caller = as_caller(caller, user_id, agent_id)
         try:
             record_id = resolve(self._store, memory_id, caller, scope, self.config.access).id

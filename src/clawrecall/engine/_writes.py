@@ -21,6 +21,7 @@ from ..models import MASK, AddResult, MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller, check_change, check_visibility_change, may_erase, sees
 from ..storage import Filters, HistoryDraft, Store
 from ..storage.text import lexically_close
+from ._changes import erasure_where
 from ._embedding import Embedding, Progress
 from ._reads import resolve
 from ._secrets import Secrets
@@ -383,13 +384,19 @@ class Writes:
             self.store.search_log.forget([record.id])  # a search that found it may spell it in its query
         return record.id
 
-    def erase(self, ids: list[str], action: str, actor: str) -> None:
-        """Remove memories for good; their history keeps only who erased them (`action`) and when."""
+    def erase(self, ids: list[str], action: str, actor: str, *, where: bool = True) -> None:
+        """Remove memories for good; their history keeps only who erased them (`action`), when, and (`where`)
+        where they were, no content: the change feed tells those who could read one that it is gone. Erasing
+        a person keeps no `where` (a scope or an agent may name them)."""
         now = utcnow()
         with self.store.transaction():
+            records = self.store.memories.fetch(ids) if where else {}
             self.store.memories.remove(ids)
             self.store.history.erase(ids)
-            self.store.history.add([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+            self.store.history.add([
+                HistoryDraft(i, action, None, json.dumps(erasure_where(r)) if (r := records.get(i)) else None, actor, now)
+                for i in ids
+            ])
 
     def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
         """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
