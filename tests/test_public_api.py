@@ -15,17 +15,17 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
-    "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted", "Coverage",
-    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased", "FileRecord",
-    "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job", "JobKindStats",
-    "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError",
-    "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryFields", "MemoryFilters", "MemoryRecord",
-    "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "Provenance",
-    "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError",
-    "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment",
-    "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ChangePage", "ClawrecallError",
+    "CleanupItem", "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted",
+    "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased",
+    "FileRecord", "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job",
+    "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError",
+    "LeaseLostError", "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryEvent", "MemoryFields",
+    "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
+    "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
+    "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation",
+    "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
 

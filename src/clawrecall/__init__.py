@@ -41,6 +41,7 @@ from .errors import (
 from .models import (
     AddResult,
     BackupSummary,
+    ChangePage,
     CleanupItem,
     CleanupReport,
     Cluster,
@@ -63,6 +64,7 @@ from .models import (
     LoggedHit,
     LoggedSearch,
     MemoryFields,
+    MemoryEvent,
     MemoryFilters,
     MemoryRecord,
     Message,
@@ -92,15 +94,15 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
-    "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted", "Coverage",
-    "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased", "FileRecord",
-    "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job", "JobKindStats",
-    "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError",
-    "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryFields", "MemoryFilters", "MemoryRecord",
-    "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PermanentJobError", "Provenance",
-    "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState", "RetryLaterError", "ScopeError",
-    "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment",
-    "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep", "UnknownToolError",
-    "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ChangePage", "ClawrecallError",
+    "CleanupItem", "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted",
+    "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased",
+    "FileRecord", "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job",
+    "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError",
+    "LeaseLostError", "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryEvent", "MemoryFields",
+    "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
+    "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
+    "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation",
+    "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
+    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
