@@ -310,4 +310,4 @@ class SimpleMem:
     """What `stored_bytes` reads of a store opened without the engine."""
 
     def __init__(self, store) -> None:
-        self.store = store
+        self._store = store
