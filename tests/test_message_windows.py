@@ -129,3 +129,19 @@ def test_an_erasure_removes_windows_whose_message_is_gone(mem):
     assert windows_of(mem, message_id)
     mem.erase(user_id="alice")
     assert mem._store.run("SELECT count(*) FROM memories")[0][0] == 0
+
+
+def test_only_the_roles_searches_read_are_cut_into_windows(db_target):
+    """A pasted tool output as long as the report gets no windows (no search reads its role unless asked),
+    until the store is told to search that role too."""
+    with Memory.open(db_target) as mem:
+        mem.conversations.log([{"role": "user", "content": LONG}, {"role": "tool_result", "content": LONG}], caller=ALICE)
+        mem.upkeep.backfill()
+        said, tool = mem.conversations.show("s1", caller=ALICE)
+        assert tool.role == "tool_result" and windows_of(mem, tool.id) == []
+        assert len(windows_of(mem, said.id)) >= 2
+    with Memory.open(db_target, retrieval={"message_roles": ["user", "assistant", "tool_result"]}) as mem:
+        mem.conversations.log([{"role": "tool_result", "content": LONG + " (again)"}], caller=ALICE)
+        mem.upkeep.backfill()
+        again = mem.conversations.show("s1", caller=ALICE)[-1]
+        assert again.role == "tool_result" and len(windows_of(mem, again.id)) >= 2

@@ -9,15 +9,12 @@ the query shown only of the searches the caller may read.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
 from ..insight.cleanup import REASONS, text_reasons
-from ..insight.clusters import groups
 from ..insight.log import SearchRecorder
 from ..models import (
     CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Occurrence, Provenance, QueryCount,
@@ -31,6 +28,9 @@ from ._extraction import EXTRACT
 from ._facts import SOURCE_TYPE as EXTRACTED
 from ._facts import SUMMARY_SOURCE
 from ._validate import check_int, check_when
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
 Delete = Callable[[str, Caller], MemoryRecord]
@@ -252,6 +252,10 @@ class Insight:
 
     @staticmethod
     def _clusters(rows: list[tuple[MemoryRecord, np.ndarray | None]], threshold: float) -> list[Cluster]:
+        import numpy as np  # here: a read of the search log's reports loads no numpy
+
+        from ..insight.clusters import groups
+
         by_scope: dict[str, list[tuple[MemoryRecord, np.ndarray]]] = {}
         for record, vector in rows:
             if vector is not None:

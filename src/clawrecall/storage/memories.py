@@ -264,12 +264,12 @@ class Memories:
                                f"OR (expires_at IS NOT NULL AND expires_at <= {d.p})", (d.ts(before), d.ts(before)))
         return [str(r[0]) for r in rows]
 
-    def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
-        """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
-        content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self._store.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL AND {_UNSEALED} "
-                               f"ORDER BY created_at LIMIT {self._store.dialect.p}", (limit,))
-        return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
+    def unembedded(self, limit: int) -> list[tuple[str, str, str, str | None]]:
+        """(id, text to embed, kind, source id: a message's role) of rows written without a vector (messages,
+        chunks), oldest first: the content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
+        rows = self._store.run(f"SELECT id, content, keys, kind, source_id FROM memories WHERE embedding IS NULL AND "
+                               f"{_UNSEALED} ORDER BY created_at LIMIT {self._store.dialect.p}", (limit,))
+        return [(str(r[0]), embedded_text(r[1], r[2]), r[3], r[4]) for r in rows]
 
     def count_unembedded(self) -> int:
         return int(self._store.run(f"SELECT count(*) FROM memories WHERE embedding IS NULL AND {_UNSEALED}")[0][0])
