@@ -244,7 +244,7 @@ def test_a_conversation_with_one_agent_is_not_another_agents_to_read(db_target):
         assert not mem.search(query, caller=bob, sources=["message"], min_score=0)
         assert "blood test" not in str(before_prompt_build(mem, {"prompt": "How was my blood test?"}, bob))
         # nor through the record's own reads: its sessions, a session by id, segments, export
-        assert [c["session_id"] for c in mem.conversations.sessions(caller=dj)] == ["s-dj"]
+        assert [c.session_id for c in mem.conversations.sessions(caller=dj)] == ["s-dj"]
         assert mem.conversations.sessions(caller=bob) == []
         with pytest.raises(NotFoundError):
             mem.conversations.show("s-dj", caller=bob)

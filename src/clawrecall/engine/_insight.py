@@ -17,10 +17,9 @@ from ..errors import ValidationError
 from ..insight.cleanup import REASONS, text_reasons
 from ..insight.log import SearchRecorder
 from ..models import (
-    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall,
-    RecallCount,
+    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Occurrence, Provenance, QueryCount,
+    Recall, RecallCount,
 )
-from ..runtime import Runtime
 from ..scopes import Caller, as_caller, household, may_read, read_scopes
 from ..storage import Filters, Store
 from ..storage.insight import coverage
@@ -38,14 +37,14 @@ Delete = Callable[[str, Caller], MemoryRecord]
 
 
 class Insight:
-    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve,
+    def __init__(self, store: Store, config: Config, recorder: SearchRecorder, embedding: Embedding, resolve: Resolve,
                  delete: Delete):
         self._store = store
         self._embedding = embedding
         self._config = config
         self._resolve = resolve
         self._delete = delete
-        self.recorder = SearchRecorder(store, config, runtime)
+        self._recorder = recorder
 
     def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
                 scope: str | list[str] | None) -> tuple[Caller, list[str] | None]:
@@ -121,6 +120,14 @@ class Insight:
             out.append(Recall(at=hit.at, score=hit.score, rank=hit.rank, door=search.door if shown else None,
                               query=search.query if shown else None))
         return out
+
+    def occurrences(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> list[Occurrence]:
+        """A fact's occurrences (each time a conversation said it again), oldest first, if the caller may read the fact."""
+        memory = self._resolve(memory_id, as_caller(caller, user_id, agent_id), scope)
+        return self._store.occurrences.of(memory.id)
 
     def why(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
