@@ -300,3 +300,42 @@ def test_conversations_list_open_and_search(signed_in, server, tokens, tmp_path_
         page.reload()
     assert said in page.locator("li.row").first.inner_text() and "message" in page.locator("li.row .meta").first.inner_text()
     assert page.get_by_label("Source").input_value() == "message"
+
+
+def wait_for(predicate, timeout_s: float = 60.0):
+    """The predicate's first true value, asked again until it comes (a condition, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.05)
+    return value
+
+
+def test_a_memory_page_says_where_it_came_from_and_when_searches_found_it(signed_in, server, tokens):
+    page = signed_in
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    made = httpx.post(f"{server.url}/v1/memories", json={"content": "Alice's bicycle is a green Brompton"},
+                      headers=alice, timeout=60).json()["id"]
+    httpx.post(f"{server.url}/v1/search", json={"query": "green Brompton bicycle"}, headers=alice, timeout=60)
+    recalls = f"{server.url}/v1/insight/memories/{made}/recalls"
+    wait_for(lambda: httpx.get(recalls, headers=alice, timeout=60).json()["recalls"])  # the log is written off the request
+    page.goto(f"/ui/m/{made}")
+    assert "added through the API" in page.locator("#origin").inner_text()
+    found = page.locator("#recalls").inner_text()
+    assert "green Brompton bicycle" in found and "rest" in found
+
+
+def test_a_secret_is_masked_and_saving_its_page_keeps_its_text(signed_in, server, tokens):
+    page = signed_in
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    code = "Alice's locker code is 0451"
+    made = httpx.post(f"{server.url}/v1/memories", json={"content": code, "visibility": "secret"},
+                      headers=alice, timeout=60).json()["id"]
+    page.goto(f"/ui/m/{made}")
+    assert "0451" not in page.content() and page.get_by_label("Text").count() == 0
+    assert page.get_by_label("Visibility").input_value() == "secret"
+    page.get_by_label("Importance").fill("0.9")
+    page.get_by_role("button", name="Save").click()
+    assert "0451" not in page.content()
+    kept = httpx.get(f"{server.url}/v1/memories/{made}", headers=alice, timeout=60).json()
+    assert (kept["content"], kept["importance"], kept["visibility"]) == (code, 0.9, "secret")

@@ -268,7 +268,8 @@ def _detail(request: Request, caller: Caller, memory_id: str) -> dict[str, Any]:
     record = mem.get(memory_id, caller=caller, scope=scope, reveal=False)  # a page shows a secret masked
     chain = mem.versions(record.id, caller=caller, scope=scope) if record.kind == "memory" else [record]
     history = mem.history(record.id, caller=caller, scope=scope) if record.kind == "memory" else []
-    return {"m": record, "chain": chain, "history": history, "scope": scope,
+    why = mem.insight.why(record.id, caller=caller, scope=scope) if record.kind == "memory" else None
+    return {"m": record, "chain": chain, "history": history, "why": why, "scope": scope,
             "writable": record.kind == "memory" and may_write(caller, record.scope, access=mem.config.access)}
 
 
@@ -295,7 +296,8 @@ async def correct(request: Request, caller: Caller, memory_id: str, action: str)
                 fields["importance"] = float(form["importance"])
             except ValueError:
                 raise ValidationError("importance is a number from 0 to 1") from None
-        fields["title"] = fields.get("title") or None
+        if "title" in fields:
+            fields["title"] = fields["title"] or None
         await run_in_threadpool(lambda: mem.update(memory_id, caller=caller, scope=scope, **fields))
     else:
         await run_in_threadpool(lambda: getattr(mem, action)(memory_id, caller=caller, scope=scope))
