@@ -773,3 +773,43 @@ def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_
         with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 384"):
             store.build_vector_index()
         assert time.monotonic() - started < 30 and not store.has_vector_index()  # not the 60 s wait for transactions
+
+
+def test_an_exact_read_of_a_scope_visits_only_the_index_of_scope_ordered_vectors(pg_url):
+    """A scope's vectors sit together in their own index, beside the HNSW one: a caller's search reading its
+    scopes exactly touches no heap page once vacuum has marked them (there its rows lie among every other
+    scope's). The longest ids still fit an index entry; vectors too large for one get no such index."""
+    rng = np.random.default_rng(11)
+    widest = "\U0001d11e" * 199  # 4 bytes each in UTF-8: the longest scope and agent id allowed
+    with Memory.open(pg_url) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        for owner in ({"scope": "user:alice"}, {"scope": "user:bob"}, {"scope": f"agent:{widest}", "agent_id": widest}):
+            items = [{"content": f"{owner['scope'][:10]} note {i}", **owner} for i in range(300)]
+            mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem.store.run("VACUUM ANALYZE memories")
+        issued: list[tuple[str, tuple]] = []
+        run = mem.store.run
+
+        def recording(sql: str, params=(), **kw):
+            if "<=>" in sql and "OFFSET 0" in sql:
+                issued.append((sql, tuple(params)))
+            return run(sql, params, **kw)
+
+        mem.store.run = recording
+        mem.search("user:alice note 7", caller=Caller("alice", "main"), sources=["memory", "message", "chunk"])
+        del mem.store.run
+        [(sql, params)] = issued
+        read = [str(r[0]) for r in mem.store.run(sql, params)]
+        assert read and {r.scope for r in mem.store.fetch(read).values()} == {"user:alice"}
+        plan = "\n".join(r[0] for r in mem.store.run("EXPLAIN (ANALYZE, BUFFERS) " + sql, params))
+        assert "Index Only Scan using idx_memories_scope_vectors" in plan, plan
+        assert "Heap Fetches: 0" in plan, plan
+
+
+def test_vectors_too_large_for_an_index_entry_beside_the_longest_ids_get_no_scope_ordered_index(pg_url):
+    widest = "\U0001d11e" * 199
+    with Memory.open(pg_url, embedding={"dimensions": 512}) as mem:
+        mem.add_many([{"content": f"wide {i}", "scope": f"agent:{widest}", "agent_id": widest} for i in range(5)],
+                     embeddings=_unit(np.random.default_rng(12), 5, 512), dedup=False)
+        assert mem.store.has_vector_index()
+        assert mem.store.run("SELECT to_regclass('idx_memories_scope_vectors')") == [(None,)]

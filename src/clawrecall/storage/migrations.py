@@ -58,6 +58,7 @@ CORE = MigrationSet(
         "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
         "message-windows",  # memories.kind 'window': a long message's parts, embedded; its long messages embedded again
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
+        "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
