@@ -46,9 +46,9 @@ if TYPE_CHECKING:
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 PGVECTOR_NEEDED = (0, 8)  # halfvec (0.7) and iterative HNSW scans (0.8)
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
-_PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
+_PLAN_TTL_S = 60.0  # how long `_estimates` trusts the planner's answer
 _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
-_PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
+_PLANS_KEPT = 4096  # answers kept (a filter each, or a word and a filter: a user's scopes, a session…)
 _RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
 _monotonic = time.monotonic  # `_few_rows`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
@@ -283,7 +283,7 @@ class PostgresStore(Store):
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
         self._deferring = 0  # deferred_vector_index() blocks open in this process
-        self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
+        self._plans: dict[tuple, tuple[float, float]] = {}  # `_estimates`: statement -> (when asked, rows)
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
         self._closed = False
@@ -707,25 +707,32 @@ class PostgresStore(Store):
         return [Candidate(str(r[0]), 1.0 - float(r[1])) for r in sorted(rows, key=lambda r: float(r[1]))]
 
     def _few_rows(self, candidates: str, params: list[Any]) -> bool:
-        """Whether the planner expects at most `exact_search_rows` rows to pass the filters. Asked once a
-        minute per filter (its times to the minute, `_plan_key`): a scope grows by a few rows a minute,
-        and the question costs a round trip and a plan."""
+        """Whether the planner expects at most `exact_search_rows` rows to pass the filters."""
         limit = self.config.exact_search_rows
-        if limit <= 0:
-            return False
-        key = (candidates, tuple(_plan_key(p) for p in params))
+        return limit > 0 and self._estimates([(candidates, [None, *params])])[0] <= limit
+
+    def _estimates(self, statements: list[tuple[str, list[Any]]]) -> list[float]:
+        """The rows the planner expects of each statement (statements of one shape: they are asked together,
+        as one `UNION ALL`). Each answer is kept a minute (its times to the minute, `_plan_key`): a scope grows
+        by a few rows a minute, and the question costs a round trip and a plan, which searches of the same
+        filter, or of the same words under it, then spare."""
         now = _monotonic()
-        if (known := self._plans.get(key)) is not None and now - known[0] < _PLAN_TTL_S:
-            return known[1]
-        plan = self.run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
-        plan = json.loads(plan) if isinstance(plan, str) else plan
-        few = plan[0]["Plan"]["Plan Rows"] <= limit
-        if len(self._plans) >= _PLANS_KEPT:
-            self._plans = {k: v for k, v in list(self._plans.items()) if now - v[0] < _PLAN_TTL_S}
-            if len(self._plans) >= _PLANS_KEPT:
-                self._plans.clear()
-        self._plans[key] = (now, few)
-        return few
+        keys = [(sql, tuple(_plan_key(p) for p in params)) for sql, params in statements]
+        known = {k: v[1] for k in keys if (v := self._plans.get(k)) is not None and now - v[0] < _PLAN_TTL_S}
+        ask = [(key, statement) for key, statement in dict(zip(keys, statements)).items() if key not in known]
+        if ask:
+            plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join(sql for _, (sql, _) in ask),
+                            [p for _, (_, params) in ask for p in params])[0][0]
+            plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+            rows = [p["Plan Rows"] for p in plan["Plans"]] if len(ask) > 1 else [plan["Plan Rows"]]
+            if len(self._plans) + len(ask) > _PLANS_KEPT:
+                self._plans = {k: v for k, v in list(self._plans.items()) if now - v[0] < _PLAN_TTL_S}
+                if len(self._plans) + len(ask) > _PLANS_KEPT:
+                    self._plans.clear()
+            for (key, _), n in zip(ask, rows):
+                self._plans[key] = (now, n)
+                known[key] = n
+        return [known[k] for k in keys]
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         """Matches of any keyword, ranked BM25-like: each keyword's `ts_rank` (term frequency, length
@@ -764,7 +771,7 @@ class PostgresStore(Store):
     def _ranked(self, terms: list[str], where: str, params: list[Any]) -> tuple[str, int | None]:
         """Which matches the keyword leg ranks: a tsquery and at most how many rows (None: all).
 
-        The planner estimates each word's matches under the filters (one EXPLAIN). When they add up to
+        The planner estimates each word's matches under the filters (`_estimates`). When they add up to
         `_RANKED` or fewer, every match is ranked. Otherwise the words are taken rarest first while their
         matches stay within `_RANKED`, and the rows ranked are those that have one of these rarer words;
         a row that has only common words is not ranked. With no rarer word, the rows that have two of the
@@ -773,10 +780,7 @@ class PostgresStore(Store):
         when the planner's estimate fell short."""
         any_word = " | ".join(terms)
         one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('{self.ts_config}', %s) AND {where}"
-        plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join([one] * len(terms)),
-                         [p for t in terms for p in (t, *params)])[0][0]
-        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-        rows = [p["Plan Rows"] for p in plan["Plans"]] if len(terms) > 1 else [plan["Plan Rows"]]
+        rows = self._estimates([(one, [t, *params]) for t in terms])
         if sum(rows) <= _RANKED:
             return any_word, None
         rare, common, total = [], [], 0.0
