@@ -11,7 +11,7 @@ from hook_helpers import untrusted_parts
 
 from clawrecall.config import Config, ExtractionConfig
 from clawrecall.extraction import prompt as prompts
-from clawrecall.extraction.decide import decide, visibility
+from clawrecall.extraction.decide import decide
 from clawrecall.extraction.schema import answer_schema, validate
 from clawrecall.models import MemoryRecord, Message, Segment
 from clawrecall.retrieval.when import relative_time
@@ -248,13 +248,13 @@ def test_visibility_comes_from_the_rules_and_the_model_may_only_tighten_it(categ
     config = ExtractionConfig(visibility={"rules": {"person": "private", "medical": "secret"}})
     extraction, errors = validate(good(category=category, visibility=hint), categories=CATEGORIES, messages=2, known=1)
     assert errors == []
-    assert visibility(extraction.facts[0], config) == expected
+    assert decide(extraction, SHOWN, [], config=config)[0].visibility == expected
 
 
 def test_a_secret_category_forces_secret_and_rules_must_name_categories():
     config = Config(categories=[*CATEGORIES, "medical"], extraction={"visibility": {"rules": {"medical": "secret"}}})
     extraction, _ = validate(good(category="medical", visibility="shared"), categories=config.categories, messages=2, known=1)
-    assert visibility(extraction.facts[0], config.extraction) == "secret"
+    assert decide(extraction, SHOWN, [], config=config.extraction)[0].visibility == "secret"
     with pytest.raises(ValueError, match="extraction.visibility.rules name categories that are not in categories: medical"):
         Config(extraction={"visibility": {"rules": {"medical": "secret"}}})
 

@@ -49,7 +49,7 @@ def extract(mem: Memory, seg, facts: list[dict], within=None):
     extraction, errors = validate({"facts": facts, "summary": None}, categories=mem.config.categories,
                                   messages=len(p.shown), known=len(p.known))
     assert errors == [], errors
-    decisions = mem.facts.decide(p, extraction)
+    decisions = mem.facts.decide(seg, p, extraction)
     return p, decisions, mem.facts.apply(seg, p.shown, decisions, within=within)
 
 
@@ -183,7 +183,7 @@ def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(m
         pytest.approx(vector_hits[0].similarity, abs=1e-5)
     # a second fact from the same message joins the keys; the first is not repeated
     seg2 = seg.model_copy(update={"id": seg.id})
-    mem.facts.apply(seg2, messages, mem.facts.decide(mem.facts.prompt(seg), validate(
+    mem.facts.apply(seg2, messages, mem.facts.decide(seg, mem.facts.prompt(seg), validate(
         {"facts": [fact("On 2026-03-16 the user did a ramp test.")], "summary": None},
         categories=mem.config.categories, messages=2, known=1)[0]))
     assert mem.store.fetch([messages[0].id])[messages[0].id].keys.split("\n") == [
@@ -292,7 +292,7 @@ def test_decisions_of_another_segment_are_refused(mem):
     extraction, _ = validate({"facts": [fact("In March 2026 the user moved to Brno.")], "summary": None},
                              categories=mem.config.categories, messages=len(p.shown), known=len(p.known))
     with pytest.raises(ValidationError, match="decisions name messages that are not the segment's"):
-        mem.facts.apply(other, mem.store.messages.in_segment(other.id), mem.facts.decide(p, extraction))
+        mem.facts.apply(other, mem.store.messages.in_segment(other.id), mem.facts.decide(seg, p, extraction))
     assert mem.list(caller=ALICE) == []
 
 
@@ -304,3 +304,30 @@ def test_a_store_without_the_knowledge_set_gets_it(db_target):
         assert "knowledge/initial" not in [s.label for s in mem.store.pending_migrations()]
         known = ftp_fact(mem)
         assert mem.store.occurrences.summary([known.id])[known.id][0] == 1
+
+
+def test_extracted_facts_take_the_writing_agents_visibility_rules(db_target):
+    """A fact drjones's conversation gives gets drjones's levels (`access.agents`), as a memory drjones writes
+    by hand would: private by default, shared by its category rule, and the model may only make it stricter."""
+    access = {"agents": {"drjones": {"visibility": "private", "rules": {"preference": "shared"}}}}
+    dj = Caller("alice", "drjones", "s1")
+    with Memory.open(db_target, check_embedding=False, access=access) as mem:
+        seg, _ = segment(mem, [("user", "My blood test came back fine. I like green tea. PIN 1234."),
+                               ("assistant", "Good to hear.")], caller=dj)
+        _, _, result = extract(mem, seg, [
+            fact("On 2026-03-16 the user's blood test came back fine.", visibility="shared"),
+            fact("The user likes green tea.", category="preference"),
+            fact("The user's card PIN is 1234.", visibility="secret"),
+        ])
+        assert [mem.get(i, caller=dj).visibility.value for i in result.created] == ["private", "shared", "secret"]
+        # the rules' fallback (no model answer) follows the same agent's rules
+        seg2, messages = segment(mem, [("user", "I prefer dark mode in every editor"), ("assistant", "Nice."),
+                                       ("user", "We decided to use PostgreSQL for the clinic's records")],
+                                 caller=dj, session="s2")
+        made = [mem.get(i, caller=dj) for i in mem.facts.rule_fallback(seg2, messages).created]
+        assert [(m.category, m.visibility.value) for m in made] == [("preference", "shared"), ("decision", "private")]
+        # another agent's facts keep the store's default
+        main = Caller("alice", "main", "s3")
+        seg3, _ = segment(mem, [("user", "I moved to Prague."), ("assistant", "ok")], caller=main, session="s3")
+        _, _, other = extract(mem, seg3, [fact("The user moved to Prague.")])
+        assert mem.get(other.created[0], caller=main).visibility.value == "shared"

@@ -96,7 +96,7 @@ class Extraction:
         if extraction is None:
             self.facts.rule_fallback(segment, prompt.shown, within=lease.commit)
             return
-        decisions = self.facts.decide(prompt, extraction)
+        decisions = self.facts.decide(segment, prompt, extraction)
         summary = (extraction.summary or "").strip()[:SUMMARY_CHARS] or None
 
         @contextmanager

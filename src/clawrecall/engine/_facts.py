@@ -20,7 +20,7 @@ from ..extraction.decide import Decision, decide
 from ..extraction.schema import ExtractedFact, Extraction, fact_categories
 from ..conversations.text import detect_category, keepable, strip_envelope
 from ..models import MemoryRecord, Message, Occurrence, Segment, Visibility, embedded_text
-from ..scopes import Caller, household, validate_scope
+from ..scopes import Caller, household, new_visibility, validate_scope
 from ..storage import Filters, Store
 from ._embedding import Embedding
 from ._validate import new_ids, require_writes
@@ -94,11 +94,11 @@ class Facts:
         return prompts.build(segment, messages, known, categories=self.config.categories, config=self.config.extraction)
 
     # -- after it ---------------------------------------------------------------------------------
-    def decide(self, prompt: prompts.Prompt, extraction: Extraction) -> list[Decision]:
+    def decide(self, segment: Segment, prompt: prompts.Prompt, extraction: Extraction) -> list[Decision]:
         """The decisions for a validated answer to `prompt`; a new fact nearly identical to a shown one
         (cosine ≥ `dedup.threshold`) is a repeat of it."""
         return decide(extraction, prompt.shown, prompt.known, config=self.config.extraction,
-                      near=self._near([f.text for f in extraction.facts], prompt.known,
+                      level=self._level(segment), near=self._near([f.text for f in extraction.facts], prompt.known,
                                       [i for i, f in enumerate(extraction.facts) if f.action == "new"]))
 
     def apply(
@@ -190,7 +190,8 @@ class Facts:
         known = self.known(segment.scope, text, self.config.extraction.known_facts, segment.agent_id)
         extraction = Extraction(facts=facts, summary=None)
         near = self._near([f.text for f in facts], known, list(range(len(facts))))
-        decisions = decide(extraction, shown, known, config=self.config.extraction, near=near)
+        decisions = decide(extraction, shown, known, config=self.config.extraction, near=near,
+                           level=self._level(segment))
         return self.apply(segment, messages, decisions, within=within, caller=caller)
 
     def summarize(
@@ -231,6 +232,13 @@ class Facts:
         return self.store.occurrences.of(record.id)
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _level(self, segment: Segment) -> Callable[[str], str]:
+        """A category's visibility for the segment's facts: its agent's rules first (`access.agents`), then
+        the store's (`extraction.visibility`), as for a memory written by hand."""
+        ext = self.config.extraction.visibility
+        return lambda category: new_visibility(_owner(segment), segment.agent_id, category, None,
+                                               access=self.config.access, default=ext.default, rules=ext.rules)
+
     @staticmethod
     def _source(segment: Segment) -> dict[str, Any]:
         """Where an extracted fact comes from: the segment, in its session."""

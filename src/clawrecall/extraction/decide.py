@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, time, timezone
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from .._time import as_utc
 from ..config import ExtractionConfig
@@ -48,11 +48,14 @@ class Decision:
 
 def decide(
     extraction: Extraction, shown: list[Message], known: list[MemoryRecord], *, config: ExtractionConfig,
-    near: Mapping[int, int] | None = None,
+    near: Mapping[int, int] | None = None, level: Callable[[str], str] | None = None,
 ) -> list[Decision]:
     """Decisions for a validated extraction. `shown` and `known` are the prompt's numbered messages and
-    facts; `near` maps a fact's index to the index of a known fact its text nearly repeats (0-based)."""
+    facts; `near` maps a fact's index to the index of a known fact its text nearly repeats (0-based);
+    `level` gives a category's ruled visibility (the writing agent's rules: `scopes.new_visibility`),
+    by default the config's own rules."""
     near = near or {}
+    level = level or (lambda category: config.visibility.rules.get(category, config.visibility.default))
     out: list[Decision] = []
     for i, fact in enumerate(extraction.facts):
         if fact.text.rstrip().endswith("?"):  # a question copied from the chat states nothing
@@ -75,7 +78,7 @@ def decide(
                 action, reason = "keep_both", "it was said no later than the fact it would update began"
         elif action == "new" and i in near:
             existing, action, reason = known[near[i]], "repeat", f"it repeats F{near[i] + 1}"
-        out.append(Decision(action, fact, existing, visibility(fact, config), sources, valid_from, reason))
+        out.append(Decision(action, fact, existing, visibility(fact, level(fact.category)), sources, valid_from, reason))
     return out
 
 
@@ -86,9 +89,8 @@ def _undated(text: str) -> str:
     return " ".join(re.findall(r"\w+", text))
 
 
-def visibility(fact: ExtractedFact, config: ExtractionConfig) -> str:
-    """The category's level by the config's rules (else the default); the model's hint may only make it stricter."""
-    ruled = config.visibility.rules.get(fact.category, config.visibility.default)
+def visibility(fact: ExtractedFact, ruled: str) -> str:
+    """The category's ruled level; the model's hint may only make it stricter."""
     hint = fact.visibility or ruled
     return max(ruled, hint, key=_STRICTNESS.__getitem__)
 
