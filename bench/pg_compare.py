@@ -28,9 +28,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conversations import SEED, SOURCES, cpu_s, load  # noqa: E402
-from postgres import admin  # noqa: E402
-from scale import QUERY_TEMPLATES, USERS, _fill  # noqa: E402
+from conversations import SEED, SOURCES, cpu_s, load, server_cpu_s
+from postgres import admin
+from scale import QUERY_TEMPLATES, USERS, _fill
 
 KEPT = "clawkept_search_{layout}_100000_10000_10000"
 
@@ -44,19 +44,6 @@ def questions(users: int, n: int) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def postgres_cpu_s(pgdata: Path) -> float:
-    """CPU seconds of the server's postmaster and every process it started."""
-    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
-    total = cpu_s(postmaster)
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
-                total += cpu_s(int(stat.parent.name))
-        except (OSError, ValueError):  # a process that ended meanwhile
-            pass
-    return total
-
-
 def search(url: str, users: int, n: int, pgdata: Path, hits_path: Path | None) -> dict[str, Any]:
     """One run, in the release's own process: every question once after a warm-up."""
     from clawrecall import Caller, Memory
@@ -67,13 +54,13 @@ def search(url: str, users: int, n: int, pgdata: Path, hits_path: Path | None) -
             mem.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)
         ms, top = [], []
         pid = os.getpid()
-        pg0, own0 = postgres_cpu_s(pgdata), cpu_s(pid)
+        pg0, own0 = server_cpu_s(pgdata), cpu_s(pid)
         for q, user in asked:
             t = time.perf_counter()
             hits = mem.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)
             ms.append((time.perf_counter() - t) * 1000)
             top.append([(h.id, round(h.score, 6)) for h in hits])
-        pg1, own1 = postgres_cpu_s(pgdata), cpu_s(pid)
+        pg1, own1 = server_cpu_s(pgdata), cpu_s(pid)
     if hits_path is not None:
         hits_path.write_text(json.dumps(top))
     return {"p50_ms": statistics.median(ms), "process_cpu_ms": (own1 - own0) * 1000 / n,
