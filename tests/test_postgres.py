@@ -651,6 +651,31 @@ def test_the_keyword_legs_word_estimates_are_asked_once_a_minute_per_word_and_fi
         assert store.text_candidates("hiking budget", scoped, 10) == first and asked == [2, 1, 2, 2]  # a minute later
 
 
+def test_each_words_estimate_is_its_own_when_the_planner_would_read_them_in_parallel(pg_url):
+    """Asked together, the words' statements could get one parallel plan: a Gather over them all, whose
+    rows are every word's together. Each word must still get its own estimate, as when asked alone."""
+    rng = np.random.default_rng(8)
+    with Memory.open(pg_url) as mem:
+        dims = mem.embedder.ensure_dimensions()
+        items = [{"content": ("budget " * (1 + i % 2)) + ("hiking " if i % 3 == 0 else "") + f"trip {i}",
+                  "scope": "custom:a"} for i in range(600)]
+        mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem.store.run("ANALYZE memories")
+        for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+                        "min_parallel_index_scan_size = 0"):
+            mem.store.run(f"ALTER DATABASE {urlsplit(pg_url).path[1:]} SET {setting}")
+    with Memory.open(pg_url) as mem:
+        where, params = mem.store.where(Filters(scopes=["custom:a"]), "m")
+        one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('english', %s) AND {where}"
+        words = ["budget", "hiking", "trip"]
+        assert "Gather" in "\n".join(r[0] for r in mem.store.run(
+            "EXPLAIN " + " UNION ALL ".join([one] * 3), [p for w in words for p in (w, *params)]))
+        together = mem.store._estimates([(one, [w, *params]) for w in words])
+        mem.store._plans.clear()
+        alone = [mem.store._estimates([(one, [w, *params])])[0] for w in words]
+        assert together == alone and alone[1] < alone[0]
+
+
 def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_index(pg_url):
     """A database made before half precision (`vector` columns, an HNSW index over `vector`) gets halfvec
     columns, the HNSW index made again over them and used, and its staged vectors kept."""

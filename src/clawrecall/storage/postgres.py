@@ -721,8 +721,11 @@ class PostgresStore(Store):
         known = {k: v[1] for k in keys if (v := self._plans.get(k)) is not None and now - v[0] < _PLAN_TTL_S}
         ask = [(key, statement) for key, statement in dict(zip(keys, statements)).items() if key not in known]
         if ask:
-            plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join(sql for _, (sql, _) in ask),
-                            [p for _, (_, params) in ask for p in params])[0][0]
+            with self.transaction():
+                # a parallel plan would put one Gather over the statements, each estimate a worker's share
+                self.run("SET LOCAL max_parallel_workers_per_gather = 0")
+                plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join(sql for _, (sql, _) in ask),
+                                [p for _, (_, params) in ask for p in params])[0][0]
             plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
             rows = [p["Plan Rows"] for p in plan["Plans"]] if len(ask) > 1 else [plan["Plan Rows"]]
             if len(self._plans) + len(ask) > _PLANS_KEPT:
