@@ -6,7 +6,8 @@ server restart costs the in-flight call (a clear `StorageError`) and nothing aft
 No row is kept between calls: every search reads the database, so several servers on one database,
 or on a read replica, answer as the database does, by construction. Cached are only the vector
 dimensions (re-read when a query's differ, as after a `reembed` by another process) and, for a
-minute, the planner's answer to whether a filter's vector search reads exactly or through HNSW.
+minute, the planner's estimates (`_estimates`): whether a filter's vector search reads exactly or
+through HNSW, and how many rows each keyword matches under a filter.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
