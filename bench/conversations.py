@@ -35,8 +35,8 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     (a chunk: four of them) under a varied lead-in, and its vector that sentence's vector (a chunk:
     the mean of its four) plus Gaussian noise (cosine ~0.96 to the original), normalised.
     Messages go in through `mem.conversations.log` (with the backfill held back) and get their
-    vectors through `store.set_vectors`, as the backfill would give them; memories through
-    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.insert`; all inside
+    vectors through `store.memories.set_vectors`, as the backfill would give them; memories through
+    `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.memories.insert`; all inside
     `mem.deferred_vector_index()` (PostgreSQL builds its HNSW index once, at the end). SQLite
     stores are kept in `--db-dir` and reused.
 
@@ -332,7 +332,7 @@ def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tu
             r = http.post("/v1/conversations/messages", json={"session_id": session, "messages": batch})
             r.raise_for_status()
         ack = time.perf_counter() - t
-        while watcher.store.count_unembedded():
+        while watcher.store.memories.count_unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
     finally:
@@ -350,7 +350,7 @@ def log_python(target: str, folder: Path, calls: list) -> tuple[float, float]:
             if result["stored"] != len(batch):
                 raise SystemExit(f"stored {result['stored']} of {len(batch)}")
         ack = time.perf_counter() - t
-        while mem.store.count_unembedded():
+        while mem.store.memories.count_unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
 
@@ -405,7 +405,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             batch = [openclaw_message("user" if k % 2 == 0 else "assistant", rng.choice(LEADS) + texts[i],
                                       int((at.timestamp() + 20 * k) * 1000)) for k, i in enumerate(idx)]
             ids = mem.conversations.log(batch, caller=Caller(user, "main", f"{user}-s{s:05d}"))["ids"]
-            mem.store.set_vectors(ids, noisy(nrng, vectors[idx]), model)
+            mem.store.memories.set_vectors(ids, noisy(nrng, vectors[idx]), model)
             if (s + 1) % 400 == 0:
                 log(f"  {(s + 1) * per_session} messages ({time.perf_counter() - t0:.0f} s)")
         # file chunks: four sentences each, 20 chunks a file
@@ -424,8 +424,8 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             chunk_vectors.append(vectors[idx].mean(axis=0))
         stacked = noisy(nrng, np.stack(chunk_vectors))
         for s in range(0, len(records), 2000):
-            mem.store.insert(records[s : s + 2000], stacked[s : s + 2000])
-        left = mem.store.count_unembedded()
+            mem.store.memories.insert(records[s : s + 2000], stacked[s : s + 2000])
+        left = mem.store.memories.count_unembedded()
         stats = mem.stats()
     if mem.store.backend == "postgres":  # as autovacuum would have by the time a store is this size
         with Memory.open(target) as mem:

@@ -242,7 +242,7 @@ def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo", budget_s
         for source_type in counted:
             counted[source_type] += len(mem.list(caller=Caller(user_id=conversation), source_type=source_type, limit=100_000))
     assert built.message_ids is not None
-    keyed = [r for r in mem.store.fetch(list(built.message_ids)).values() if r.keys]
+    keyed = [r for r in mem.store.memories.fetch(list(built.message_ids)).values() if r.keys]
     stats = mem.jobs.stats(caller=Caller())
     return {
         "seconds": seconds, "facts": counted["extraction"], "session_summaries": counted["session_summary"],
@@ -257,7 +257,7 @@ def unkey(mem: Memory, built: Ingested) -> int:
     """Remove every message's keys and make its vector again of its content alone, through the write path
     extraction keys them by; how many messages had keys."""
     assert built.message_ids is not None
-    keyed = [r for r in mem.store.fetch(list(built.message_ids)).values() if r.keys]
+    keyed = [r for r in mem.store.memories.fetch(list(built.message_ids)).values() if r.keys]
     if keyed:
         vectors = mem._embedding.passages([r.content for r in keyed])  # embedded_text(content, None)
         mem._writes.set_keys([r.model_copy(update={"keys": None}) for r in keyed], vectors)

@@ -172,7 +172,7 @@ def check_acknowledged(target: str, ack: Acknowledged) -> None:
     with Memory.open(target) as mem:
         assert mem.store.integrity_problems() == []
         ids = [*ack.added, *ack.updated, *ack.deleted]
-        stored = mem.store.fetch(ids)
+        stored = mem.store.memories.fetch(ids)
         lost = [i for i in ack.added if i not in stored or stored[i].content != ack.added[i]]
         assert not lost, f"{len(lost)} acknowledged adds lost, e.g. {lost[:3]}"
         stale = [i for i, content in ack.updated.items()
@@ -421,7 +421,7 @@ def concurrency(target: str, *, writers: int = 8, readers: int = 8, seconds: flo
     acked = [pair for r in results for pair in r["acked"]]
     errors = [e for r in results for e in r["errors"]]
     with Memory.open(target) as mem:
-        stored = mem.store.fetch([i for i, _ in acked])
+        stored = mem.store.memories.fetch([i for i, _ in acked])
         lost = [i for i, content in acked if i not in stored or stored[i].content != content]
         users = [f"w{n}" for n in range(writers)]
         rows = mem.store.run(f"SELECT content, count(*) FROM memories WHERE user_id IN ({mem.store.dialect.marks(writers)}) "

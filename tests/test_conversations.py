@@ -208,7 +208,7 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
     words = mem.search("oolong", caller=ALICE, sources=["message"], mode="bm25")
     assert [h.content for h in words] == [tea[0]["content"]] and words[0].source == "message"
     mem.backfill()  # with what the background run after `log` did, every row has its vector
-    assert mem.runtime.drain(30) and mem.store.count_unembedded() == 0
+    assert mem.runtime.drain(30) and mem.store.memories.count_unembedded() == 0
     assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
     hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
     assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"

@@ -891,8 +891,8 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
          "created_at": t0 + timedelta(seconds=i)} for i in range(30)
     ], dedup=False)
     asked: list[list[str]] = []
-    lookup = mem.store.session_neighbors
-    mem.store.session_neighbors = lambda ids, filters: asked.append(ids) or lookup(ids, filters)
+    lookup = mem.store.memories.session_neighbors
+    mem.store.memories.session_neighbors = lambda ids, filters: asked.append(ids) or lookup(ids, filters)
     hits = mem.search("garden shed paint", limit=3, explain=True)
     assert len(hits) == 3 and [len(ids) for ids in asked] == [6]
     assert any("neighbors" in h.explain for h in hits)

@@ -95,7 +95,7 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
             mem.erase(user_id="alice", caller=Caller("alice", scopes=("global",)))
         assert mem.count(include_deleted=True) == 5
         assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 3
-        assert "user:alice" not in mem.store.history_actors() and "user:(erased)" in mem.store.history_actors()
+        assert "user:alice" not in mem.store.history.actors() and "user:(erased)" in mem.store.history.actors()
         assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
 

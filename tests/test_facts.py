@@ -149,15 +149,15 @@ def test_apply_inside_a_transaction_that_fails_writes_nothing(mem):
             yield
             raise RuntimeError("lease lost")
 
-    before = mem.store.count_history([old.id])
+    before = mem.store.history.count([old.id])
     with pytest.raises(RuntimeError, match="lease lost"):
         extract(mem, seg, [
             fact("On 2026-03-16 the user's functional threshold power was 262 W.", action="update", existing="F1"),
             fact("In March 2026 the user bought a gravel bike."),
         ], within=failing)
     assert [r.id for r in mem.list(caller=ALICE)] == [old.id] and mem.get(old.id, caller=ALICE).superseded_by is None
-    assert len(mem.facts.occurrences(old.id, caller=ALICE)) == 1 and mem.store.count_history([old.id]) == before
-    assert mem.store.fetch([messages[0].id])[messages[0].id].keys is None
+    assert len(mem.facts.occurrences(old.id, caller=ALICE)) == 1 and mem.store.history.count([old.id]) == before
+    assert mem.store.memories.fetch([messages[0].id])[messages[0].id].keys is None
 
 
 def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(mem):
@@ -175,7 +175,7 @@ def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(m
     vector_hits = mem.search(query, caller=reader, sources=["message"], mode="vector", min_score=0)
     assert vector_hits[0].memory.id == messages[0].id
     assert vector_hits[0].similarity > before.get(messages[0].id, 0.0) + 0.2
-    keys = mem.store.fetch([messages[0].id])[messages[0].id].keys
+    keys = mem.store.memories.fetch([messages[0].id])[messages[0].id].keys
     assert keys == "On 2026-03-16 the user's functional threshold power was 262 W."
     assert mem.store.integrity_problems() == []  # the full-text index holds what its source says
     mem.reembed()  # a new model embeds the content and keys again, as apply did
@@ -186,7 +186,7 @@ def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(m
     mem.facts.apply(seg2, messages, mem.facts.decide(seg, mem.facts.prompt(seg), validate(
         {"facts": [fact("On 2026-03-16 the user did a ramp test.")], "summary": None},
         categories=mem.config.categories, messages=2, known=1)[0]))
-    assert mem.store.fetch([messages[0].id])[messages[0].id].keys.split("\n") == [
+    assert mem.store.memories.fetch([messages[0].id])[messages[0].id].keys.split("\n") == [
         "On 2026-03-16 the user's functional threshold power was 262 W.", "On 2026-03-16 the user did a ramp test."]
 
 
@@ -194,7 +194,7 @@ def test_keys_are_not_made_when_switched_off(db_target):
     with Memory.open(db_target, extraction={"augment_keys": False}) as mem:
         seg, messages = segment(mem, [("user", "did the ramp test, 262!"), ("assistant", "ok")])
         _, _, result = extract(mem, seg, [fact("On 2026-03-16 the user's functional threshold power was 262 W.")])
-        assert result.keyed == 0 and mem.store.fetch([messages[0].id])[messages[0].id].keys is None
+        assert result.keyed == 0 and mem.store.memories.fetch([messages[0].id])[messages[0].id].keys is None
 
 
 def test_known_facts_are_the_scopes_current_ones_and_never_secret(mem):

@@ -80,7 +80,7 @@ def lines_of(path: Path, first: int, last: int) -> str:
 def chunks_of(mem: Memory, file_id: str, caller: Caller = ADMIN) -> list:
     from clawrecall.storage import Filters
 
-    rows = mem.store.list(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
+    rows = mem.store.memories.find(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
     return sorted(rows, key=lambda r: r.metadata["chunk"])
 
 
@@ -163,7 +163,7 @@ def test_a_pdf_is_read_page_by_page(small, tmp_path):
     assert "walrus" in pages[1].content and "flamingo" in pages[2].content
     small.runtime.drain()
     small.backfill()
-    assert small.store.count_unembedded() == 0
+    assert small.store.memories.count_unembedded() == 0
     hits = small.search("flamingo habitats", sources=["chunk"], caller=ADMIN)
     assert hits and hits[0].source == "chunk"
     assert hits[0].origin == {"file_id": result["file_id"], "path": str(path), "pages": [2, 2], "chunk": len(chunks)}
@@ -176,7 +176,7 @@ def test_search_finds_a_chunk_with_its_file_and_lines(mem, tmp_path):
     assert mem.search("Amsterdam backups", sources=["chunk"], caller=ALICE, mode="bm25")  # keyword search: at once
     mem.runtime.drain()  # the embedding the ingest started in the background, then any left here
     mem.backfill()
-    assert mem.store.count_unembedded() == 0
+    assert mem.store.memories.count_unembedded() == 0
     hits = mem.search("nightly backups Amsterdam", sources=["chunk"], caller=ALICE, mode="vector")
     assert hits and hits[0].origin["file_id"] == file_id and hits[0].origin["path"] == str(path)
     first, last = hits[0].origin["lines"]
@@ -340,7 +340,7 @@ def test_cli_adds_lists_and_removes_files(tmp_path):
     assert [Path(f["path"]).name for f in body["files"]] == ["deploy.md", "pipeline.py", "report.pdf"]
     assert {f["action"] for f in body["files"]} == {"created"} and body["failed"] == 0
     with Memory.open(db) as mem:
-        assert mem.store.count_unembedded() == 0  # embedded before the command returned
+        assert mem.store.memories.count_unembedded() == 0  # embedded before the command returned
         hits = mem.search("Flamingo appendix", sources=["chunk"])
         assert hits[0].origin["pages"] == [1, 2]  # two short pages, one chunk
 

@@ -426,6 +426,50 @@ def test_an_assistant_reply_needs_its_higher_score(mem):
     assert "Friday at 3pm" in before_prompt_build(mem, {"prompt": ask}, ctx(session_id="s2"))["prependContext"]
 
 
+CZECH = [("Můj pes se jmenuje Bára.", "entity"), ("Jsem alergická na arašídy.", "fact"),
+         ("Moje oblíbená barva je zelená.", "preference"), ("V sobotu jedeme s rodinou do Brna.", "fact"),
+         ("I switched from coffee to green tea last month.", "fact")]
+
+
+@pytest.mark.model  # the subject is the bundled model's reading of a language it was not trained on
+def test_in_a_language_the_model_does_not_read_a_line_needs_a_word_of_the_prompt(mem):
+    """all-MiniLM-L6-v2 scores every Czech sentence 0.5–0.7 against every other: by score alone, "which
+    colour should I buy" recalls the dog's name and the peanut allergy above the favourite colour."""
+    for text, category in CZECH:
+        mem.add(text, user_id="alice", category=category)
+    ask = {"prompt": "Jakou barvu mám koupit na nový svetr?"}
+    assert [line.split("] ")[1].split(" (")[0] for line in injected_lines(before_prompt_build(mem, ask, ctx()))] == [
+        "Moje oblíbená barva je zelená."]  # "barvu" is "barva" asked about
+    cfg = mem.config.hooks.recall
+    cfg.min_known_words = 0.0  # every cosine trusted: the block as the score alone chooses it
+    lines = injected_lines(before_prompt_build(mem, ask, ctx(session_id="s2")))
+    assert len(lines) == 3 and "Bára" in lines[0]
+    cfg.min_known_words = build_config({}, env={}).hooks.recall.min_known_words
+    # in English the score stands alone: "drink" and "green tea" share no word
+    out = before_prompt_build(mem, {"prompt": "What do I usually drink in the morning?"}, ctx(session_id="s3"))
+    assert [line.split("] ")[1].split(" (")[0] for line in injected_lines(out)] == [
+        "I switched from coffee to green tea last month."]
+
+
+@pytest.mark.model
+def test_the_bundled_model_knows_english_words_whole_and_not_czech_ones():
+    from clawrecall.embeddings.local import LocalEmbedder
+
+    model = LocalEmbedder()
+    assert model.known_share("Which tea should I buy for the weekend?") == 1.0
+    assert model.known_share("What runtime did we pick for the ingest daemon?") >= 0.7  # jargon: "ingest", "runtime"
+    assert model.known_share("Kam nasazujeme projekt Kometa?") == 0.25  # only "kam"
+    assert model.known_share("3.12 !") is None  # no word to read
+    assert LocalEmbedder("multilingual-e5-small").known_share("Kam nasazujeme projekt Kometa?") is None
+
+
+def test_a_model_whose_vocabulary_is_unknown_is_trusted(mem):
+    from clawrecall.hooks.recall import _evidence
+
+    assert mem.embedder.known_share("Kam nasazujeme projekt Kometa?") is None  # the hash provider
+    assert _evidence("Kam nasazujeme projekt Kometa?", mem.embedder, 0.7)("Moje dcera se jmenuje Eliška.")
+
+
 def test_skipped_turns_count_and_new_session_resets(alice):
     ask = {"prompt": "which editor theme does alice like?", "messages": [{"role": "user", "content": "hi"}]}
     assert before_prompt_build(alice, ask, ctx())["memories"]
@@ -644,6 +688,7 @@ def test_hooks_config_defaults_and_overrides():
     assert (cfg.recall.max_items, cfg.recall.max_chars, cfg.recall.per_item_max_chars) == (3, 600, 180)
     assert (cfg.recall.min_repeat_turns, cfg.recall.timeout_ms, cfg.recall.min_length) == (8, 2000, None)
     assert (cfg.recall.min_score, cfg.recall.assistant_min_score, cfg.recall.near_duplicate) == (0.3, 0.8, 0.8)
+    assert cfg.recall.min_known_words == 0.7
     assert (cfg.startup.mode, cfg.startup.max_chars, cfg.startup.ttl_s, cfg.startup.max_chars_by_model) == (
         "digest", 4000, 600, {})
     assert (cfg.capture.max_per_turn, cfg.capture.capture_assistant, cfg.capture.importance) == (2, False, 0.7)

@@ -73,7 +73,7 @@ def test_memento_facts_arrive_row_by_row_and_twice_adds_nothing(db_target, tmp_p
     assert again["imported"] == 0 and again["already_there"] == 6
 
     mem = Memory.open(db_target)
-    got = {r.source_id: r for r in mem.store.fetch([_mid(t, i) for t, i in
+    got = {r.source_id: r for r in mem.store.memories.fetch([_mid(t, i) for t, i in
                                                     [("facts", f[0]) for f in FACTS] + [("master_facts", "m2")]]).values()}
     assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 6
     old, new = got["facts:f1"], got["facts:f2"]

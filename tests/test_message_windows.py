@@ -34,7 +34,7 @@ def log_long(mem: Memory) -> str:
     mem.conversations.log([{"role": "user", "content": "How did the migration go?"},
                            {"role": "assistant", "content": LONG}], caller=ALICE)
     mem.backfill()
-    assert mem.runtime.drain(30) and mem.store.count_unembedded() == 0
+    assert mem.runtime.drain(30) and mem.store.memories.count_unembedded() == 0
     return mem.conversations.show("s1", caller=ALICE)[1].id
 
 
@@ -75,12 +75,12 @@ def test_long_messages_embedded_before_windows_get_them_from_the_backfill(mem):
     to the backfill's queue, which embeds them again with their windows."""
     message_id = log_long(mem)
     mem.store.run("DELETE FROM memories WHERE kind = 'window'")  # a store from before windows
-    assert windows_of(mem, message_id) == [] and mem.store.count_unembedded() == 0
+    assert windows_of(mem, message_id) == [] and mem.store.memories.count_unembedded() == 0
     with mem.store.transaction():
         mem.store.run(MESSAGE_WINDOWS[1])  # the migration's own statement
-    assert mem.store.count_unembedded() == 1  # the long message; the short question keeps its vector
+    assert mem.store.memories.count_unembedded() == 1  # the long message; the short question keeps its vector
     mem.backfill()
-    assert len(windows_of(mem, message_id)) >= 2 and mem.store.count_unembedded() == 0
+    assert len(windows_of(mem, message_id)) >= 2 and mem.store.memories.count_unembedded() == 0
     found_by_window(mem, mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", explain=True), message_id)
 
 

@@ -25,7 +25,9 @@ from clawrecall.retrieval.pipeline import (
 from clawrecall.storage import Candidate
 from clawrecall.config import RelevanceConfig
 from clawrecall.retrieval.relevance import apply_relevance
-from clawrecall.storage.text import COVERAGE_READ, common_words, keyword_coverage, keywords, trigrams, without_words
+from clawrecall.storage.text import (
+    COVERAGE_READ, common_words, keyword_coverage, keywords, shared_stems, trigrams, without_words,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -214,6 +216,14 @@ def test_noise_reads_a_bounded_head_of_a_long_text():
     assert is_small_talk("Great, thanks!") and not is_small_talk(_LOG)
 
 
+def test_small_talk_includes_thanks_for_help_and_czech_farewells():
+    for said in ("Thanks, that's helpful.", "Thanks, that's really useful!", "Díky, to je všechno.",
+                 "To je zatím všechno, díky.", "Díky, na shledanou."):
+        assert is_small_talk(said), said
+    assert not is_small_talk("Helpful tips for night shifts, please.")
+    assert not is_small_talk("Na shledanou v Brně v sobotu.")
+
+
 def test_noise_needles_cover_every_pattern():
     """The substring test before the patterns passes every text a pattern matches: one example of each
     pattern, in other cases, passes it and is noise; texts without any needle are not searched."""
@@ -228,6 +238,21 @@ def test_noise_needles_cover_every_pattern():
     for pattern, text in zip(noise._PATTERNS, examples):
         assert re.search(pattern, text, re.IGNORECASE), (pattern, text)
         assert is_noise(text), text
+
+
+def test_shared_stems_set_endings_and_accents_aside():
+    """Czech inflects: "which colour (barvu)" asks about "my colour (barva)", a daughter is "dceři" to buy for
+    and "dcera" when named."""
+    assert shared_stems("Jakou barvu mám koupit na nový svetr?", "Moje oblíbená barva je zelená.") == ["barvu"]
+    assert shared_stems("Co koupit dceři k narozeninám?", "Moje dcera se jmenuje Eliška.") == ["dceri"]
+    assert shared_stems("Which city do I live in?", "I live in Toronto") == ["live"]
+    # stopwords ("moje", "mám"), words of two letters ("na") and stems of three ("bar") are no evidence
+    assert shared_stems("Moje barva, mám ji na tričku.", "Moje pes Bára, mám ho na zahradě.") == []
+    assert shared_stems("a night shift", "a nice shirt") == []  # all but the last letter: "shif" is not "shir"
+    assert shared_stems("Python 3.12 on port 8080", "Python 3.11 on port 80") == ["python", "port"]  # numbers: whole
+    assert shared_stems("deploy", "x" * COVERAGE_READ + " deploy") == []  # past COVERAGE_READ: not read
+    assert shared_stems("我喜欢喝咖啡吗", "我每天早上喝咖啡") == ["我喜欢喝咖啡吗"]  # "咖啡": no word breaks to split at
+    assert shared_stems("我喜欢狗", "我每天早上喝咖啡") == []  # one character in common ("我") is none
 
 
 def test_coverage_and_trigram_rescore_read_a_bounded_head():

@@ -108,7 +108,7 @@ def test_two_processes_write_and_search_one_database_concurrently(pg_url, tmp_pa
     assert len(ids) == 80 and len(set(ids)) == 80
     with Memory.open(pg_url) as mem:
         assert mem.count() == 80
-        assert set(mem.store.fetch(ids)) == set(ids)
+        assert set(mem.store.memories.fetch(ids)) == set(ids)
         assert {h.memory.content.split()[0] for h in mem.search("wrote note", limit=40)} == {"alpha", "beta"}
 
 
@@ -191,7 +191,7 @@ def test_binary_copy_round_trips_every_column(pg_url):
                 "created_at": created, "expires_at": datetime(2999, 1, 1, tzinfo=timezone.utc)}
         bare = {"content": "plain"}
         ids = [r.id for r in mem.add_many([full, bare], embeddings=vectors, dedup=False)]
-        got = mem.store.fetch(ids)
+        got = mem.store.memories.fetch(ids)
         a, b = got[ids[0]], got[ids[1]]
         for key in ("content", "title", "category", "tags", "importance", "confidence", "scope", "session_id",
                     "source_type", "source_id", "metadata", "created_at", "expires_at"):
@@ -289,8 +289,8 @@ def test_a_reembed_to_other_dimensions_by_another_process_needs_no_restart(pg_ur
         # another process moves every vector to a 16-d model, as `reembed` does
         admin.store.drop_vector_index()
         with admin.store.transaction():
-            for record, _ in admin.store.iter_all(Filters()):
-                admin.store.update(record, _unit(rng, 1, 16)[0])
+            for record, _ in admin.store.memories.iter_all(Filters()):
+                admin.store.memories.update(record, _unit(rng, 1, 16)[0])
         admin.store.build_vector_index()
         hits = server.store.vector_candidates(_unit(rng, 1, 16)[0], Filters(), 5)
         assert len(hits) == 5
@@ -381,7 +381,7 @@ def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
         fuzzy = mem.store.fuzzy_candidates("alice hikking", Filters(scopes=["custom:a"]), 10)
         del mem.store.run
         assert len(text) == 10 and len(fuzzy) == 10
-        assert {r.scope for r in mem.store.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
+        assert {r.scope for r in mem.store.memories.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
     # On 1,000 rows the planner rightly reads a scope through its btree; without that index (and
     # without sequential scans) the only way left to the scope must be the leg's own GIN index.
     with psycopg.connect(pg_url) as conn:

@@ -178,5 +178,5 @@ def test_a_store_with_the_change_feed_of_the_last_release_upgrades_without_it(pg
         assert not store.run("SELECT proname FROM pg_proc WHERE proname IN "
                               "('memories_written', 'memories_departed', 'memories_truncated')")
         assert not store.table_exists("memory_departures") and store.get_meta("departures_pruned") is None
-        store.remove([gone.id])
+        store.memories.remove([gone.id])
         assert [h.id for h in mem.search("bees boat", user_id="alice")] == [kept.id]

@@ -54,7 +54,7 @@ def fill(db: str, n: int) -> list[str]:
 def models(mem: Memory) -> dict[str | None, int]:
     """How many rows each model embedded (None: rows awaiting a vector)."""
     rows = mem.store.run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
-    unembedded = mem.store.count_unembedded()
+    unembedded = mem.store.memories.count_unembedded()
     return {m: n for m, n in rows} | ({None: unembedded} if unembedded else {})
 
 
@@ -128,7 +128,7 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
 def test_a_provider_failing_half_way_changes_nothing_and_the_next_run_resumes(db_target, stub):
     ids = fill(db_target, 40)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.fetch(ids).values()}
+        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
 
     def fail_after_two_batches(done: int, total: int) -> None:
         if done >= 16:
@@ -157,7 +157,7 @@ def test_a_provider_failing_half_way_changes_nothing_and_the_next_run_resumes(db
 def test_a_run_for_another_model_starts_over(db_target, stub):
     ids = fill(db_target, 24)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.fetch(ids).values()}
+        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
     def fail_after_one_batch(done: int, total: int) -> None:
         if done >= 8:
             stub.mode = "error500"
@@ -249,11 +249,11 @@ def test_doctor_reports_a_mixed_store_and_reembed_fixes_it(db_target):
     ids = fill(db_target, 5)
     with Memory.open(db_target) as mem:
         # what an older release's failed re-embedding left: rows of another model, some of other dimensions
-        records, vectors = mem.store.fetch(ids[:2]), mem.store.vectors(ids[:2])
+        records, vectors = mem.store.memories.fetch(ids[:2]), mem.store.vectors(ids[:2])
         mem.store.drop_vector_index()  # as it did first (PostgreSQL's index admits only the old dimensions)
-        mem.store.update(records[ids[0]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
+        mem.store.memories.update(records[ids[0]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
                          unit([1.0] * 8))
-        mem.store.update(records[ids[1]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
+        mem.store.memories.update(records[ids[1]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
                          vectors[ids[1]])
     report = cli_json(db_target, "doctor", code=1)
     vectors = checks(report)["vectors"]
@@ -270,7 +270,7 @@ def test_doctor_reports_a_mixed_store_and_reembed_fixes_it(db_target):
 def test_kill_9_during_reembed_leaves_the_old_model_serving_and_a_rerun_finishes(db_target, stub, tmp_path):
     ids = fill(db_target, 40)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.fetch(ids).values()}
+        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
     config = remote_config(stub, tmp_path / "remote.toml")
     stub.mode, stub.slow_s = "slow", 0.3
     process = subprocess.Popen(

@@ -162,12 +162,12 @@ def test_a_store_of_the_last_release_gets_validity_and_its_memories_are_current_
     load(db_target, "latest")
     store = open_store(db_target)
     try:
-        [kept] = store.list(Filters(), limit=10, offset=0, order="newest")
+        [kept] = store.memories.find(Filters(), limit=10, offset=0, order="newest")
         assert (kept.valid_from, kept.valid_to, kept.superseded_by, kept.supersedes) == (kept.created_at, None, None, None)
         assert store.run("SELECT count(*) FROM memories WHERE valid_from IS NOT NULL")[0][0] == 0  # no row rewritten
         at = kept.created_at
-        assert [m.id for m in store.list(Filters(as_of=at), limit=10, offset=0, order="newest")] == [kept.id]
-        assert store.list(Filters(as_of=at - timedelta(seconds=1)), limit=10, offset=0, order="newest") == []
-        assert store.count(Filters(include_superseded=True, include_deleted=True)) == 2
+        assert [m.id for m in store.memories.find(Filters(as_of=at), limit=10, offset=0, order="newest")] == [kept.id]
+        assert store.memories.find(Filters(as_of=at - timedelta(seconds=1)), limit=10, offset=0, order="newest") == []
+        assert store.memories.count(Filters(include_superseded=True, include_deleted=True)) == 2
     finally:
         store.close()

@@ -285,6 +285,11 @@ class RecallHookConfig(_Section):
     # small talk ("Anything else I can help with?"), which no threshold near `min_score` keeps out
     assistant_min_score: float = Field(default=0.8, ge=0, le=1)
     min_length: int | None = Field(default=None, ge=1)
+    # a prompt or line whose words the embedding model has fewer than this share of whole in its vocabulary is in
+    # a language it was not trained on, where its cosine says little (the bundled model calls any two Czech
+    # sentences alike): such a line needs a word stem in common with the prompt (0 = trust the cosine always;
+    # a model whose vocabulary is not known is trusted). English prompts read 0.78–1, Czech ones 0.14–0.6
+    min_known_words: float = Field(default=0.7, ge=0, le=1)
     # a line sharing at least this share of its words with a line already in the block is left out
     # (a captured fact and the message it came from; a fact said twice)
     near_duplicate: float = Field(default=0.8, gt=0, le=1)

@@ -100,12 +100,12 @@ def expand(paths: tuple[str, ...]) -> list[str]:
 def embed_now(mem: Any) -> None:
     """Wait for the background embedding the ingests started, with a bar, then embed what is left here
     (so a provider's failure is this command's error, not a log line)."""
-    total = mem.store.count_unembedded()
+    total = mem.store.memories.count_unembedded()
     if total:
         with out.progress_bar("Embedding") as progress:
             while not mem.runtime.drain(_POLL_S):
                 if progress is not None:
-                    progress(total - min(mem.store.count_unembedded(), total), total)
+                    progress(total - min(mem.store.memories.count_unembedded(), total), total)
     mem.backfill()
 
 

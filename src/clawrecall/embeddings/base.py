@@ -120,6 +120,14 @@ class Embedder(ABC):
         bill a call to measure it (`measure_unrelated`)."""
         return None
 
+    def known_share(self, text: str) -> float | None:
+        """The share of `text`'s words (of two letters or more) that this model has whole in its
+        vocabulary: how far it reads the text as a language it was trained on. all-MiniLM-L6-v2 knows
+        English words and cuts Czech ones into pieces, and then calls any two Czech sentences alike.
+        None when not known (a remote provider, a model whose vocabulary is not read here), or the
+        text has no such word."""
+        return None
+
     def cosine_for(self, cosine: float) -> float:
         """This model's cosine for a cosine of all-MiniLM-L6-v2, with which the similarity thresholds
         were set (`dedup.threshold`; the vector leg's "no match", 0): as far from its unrelated cosine

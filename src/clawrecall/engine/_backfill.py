@@ -68,7 +68,7 @@ class Backfill:
     def _run_batches(self, limit: int | None) -> int:
         done = 0
         while limit is None or done < limit:
-            rows = self.store.unembedded(BATCH if limit is None else min(BATCH, limit - done))
+            rows = self.store.memories.unembedded(BATCH if limit is None else min(BATCH, limit - done))
             if not rows:
                 break
             ids = [i for i, _, _ in rows]
@@ -77,8 +77,8 @@ class Backfill:
             vectors = self.embedding.passages([text for _, text, _ in rows] + [w.content for w in windows])
             # the windows first: a crash before the message's vector leaves it to be cut again, not half done
             if cut:
-                self.store.put_windows(windows, vectors[len(rows):], list(cut))
-            self.store.set_vectors(ids, vectors[: len(rows)], self.embedding.model_name, self.embedding.confirm_unchanged)
+                self.store.memories.put_windows(windows, vectors[len(rows):], list(cut))
+            self.store.memories.set_vectors(ids, vectors[: len(rows)], self.embedding.model_name, self.embedding.confirm_unchanged)
             done += len(rows)
             for listener in self.listeners:
                 listener(ids)
@@ -91,7 +91,7 @@ class Backfill:
 
     def _window_records(self, cut: dict[str, list[str]]) -> list[MemoryRecord]:
         """The windows' rows: each in its message's scope, owned as it is, with no session (a window is no turn)."""
-        messages = self.store.fetch(list(cut)) if cut else {}
+        messages = self.store.memories.fetch(list(cut)) if cut else {}
         return [
             MemoryRecord(id=window_id, content=text, kind="window", source_id=message.id, scope=message.scope,
                          user_id=message.user_id, agent_id=message.agent_id, importance=message.importance,
@@ -102,4 +102,4 @@ class Backfill:
         ]
 
     def pending(self) -> int:
-        return self.store.count_unembedded()
+        return self.store.memories.count_unembedded()

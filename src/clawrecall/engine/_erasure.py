@@ -81,7 +81,7 @@ class Erasing:
         return self.owned_ids("memory")
 
     def owned_ids(self, kind: str) -> list[str]:
-        return [r.id for r in self.taken(self.store.owned, kind)]
+        return [r.id for r in self.taken(self.store.memories.owned, kind)]
 
     def taken(self, owned: Callable[..., Iterable[R]], *args: str) -> list[R]:
         """The rows a store's `owned(column, id, scope, *args)` finds for the person that this erasure removes."""
@@ -97,7 +97,7 @@ class Erasing:
     @cached_property
     def history_rows(self) -> int:
         """History rows of those memories, counted before the erasure adds its own."""
-        return self.store.count_history(self.memory_ids)
+        return self.store.history.count(self.memory_ids)
 
 
 def _memories(e: Erasing) -> int:
@@ -116,10 +116,10 @@ def _history(e: Erasing) -> int:
 def _actor(e: Erasing) -> int:
     """History rows, of any memory, that name the person as who made the change: the person's part
     of the actor becomes `user:(erased)` (or `agent:(erased)`), the rest stays."""
-    renamed = {actor: new for actor in e.store.history_actors() if (new := e.person.unnamed(actor)) is not None}
+    renamed = {actor: new for actor in e.store.history.actors() if (new := e.person.unnamed(actor)) is not None}
     if e.dry_run:
-        return e.store.count_history_by_actor(list(renamed))
-    return sum(e.store.rename_history_actor(old, new) for old, new in renamed.items())
+        return e.store.history.count_by_actor(list(renamed))
+    return sum(e.store.history.rename_actor(old, new) for old, new in renamed.items())
 
 
 def _occurrences(e: Erasing) -> int:
@@ -136,7 +136,7 @@ def _messages(e: Erasing) -> int:
     if not e.dry_run and ids:
         e.store.messages.delete(ids)
     if not e.dry_run and (left := e.owned_ids("window")):  # a message's windows go with it; these outlived theirs
-        e.store.remove(left)
+        e.store.memories.remove(left)
     return len(ids)
 
 
@@ -156,7 +156,7 @@ def _files(e: Erasing) -> int:
     if not e.dry_run:
         chunks = e.owned_ids("chunk")
         if chunks:
-            e.store.remove(chunks)
+            e.store.memories.remove(chunks)
         for f in found:
             e.store.files.delete(f.id)
     return len(found)
@@ -165,8 +165,8 @@ def _files(e: Erasing) -> int:
 def _startup(e: Erasing) -> int:
     """Startup identity entries of the person's scope."""
     if e.dry_run:
-        return e.store.startup_count(e.person.scope)
-    return e.store.delete_startup_scope(e.person.scope)
+        return e.store.startup.count(e.person.scope)
+    return e.store.startup.delete_scope(e.person.scope)
 
 
 def _jobs(e: Erasing) -> int:

@@ -205,7 +205,7 @@ class Facts:
         segment_ids = segment_ids or [segment.id]
         fields = {"category": "session_summary", "importance": 0.5, "metadata": {"segment_ids": segment_ids},
                   "session_id": segment.session_id}
-        found = self.store.list(Filters(scopes=[segment.scope], source_type=SUMMARY_SOURCE,
+        found = self.store.memories.find(Filters(scopes=[segment.scope], source_type=SUMMARY_SOURCE,
                                         source_ids=[segment.session_id]), limit=1, offset=0, order="newest")
         earlier = found[0] if found else None
         if earlier is not None:
@@ -261,7 +261,7 @@ class Facts:
                 texts.setdefault(m.id, [])
                 if d.fact.text not in texts[m.id]:
                     texts[m.id].append(d.fact.text)
-        rows = self.store.fetch(list(texts))
+        rows = self.store.memories.fetch(list(texts))
         out = []
         for message_id, facts in texts.items():
             row = rows.get(message_id)

@@ -167,7 +167,7 @@ class Files:
     def _chunk_ids(self, file: FileRecord) -> builtins.list[str]:
         filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
                           include_expired=True)
-        return [r.id for r in self.store.list(filters, limit=_ALL, offset=0, order="oldest")]
+        return [r.id for r in self.store.memories.find(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
     def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, FileType, Path | None]:

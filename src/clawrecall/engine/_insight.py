@@ -81,7 +81,7 @@ class Insight:
         who, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
         counts = self._store.search_log.recalled(scopes, _since(since), limit)
-        found = self._store.fetch([mid for mid, _, _ in counts])
+        found = self._store.memories.fetch([mid for mid, _, _ in counts])
         return [RecallCount(memory=m, count=n, last_at=last) for mid, n, last in counts
                 if (m := found.get(mid)) is not None and m.deleted_at is None and self._reads(who, m)]
 
@@ -95,7 +95,7 @@ class Insight:
         if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 < days <= 36_500:
             raise ValidationError(f"days must be a number of days between 0 and 36,500, got {days!r}")
         ids = self._store.search_log.never_recalled(scopes, utcnow() - timedelta(days=days), limit)
-        found = self._store.fetch(ids)
+        found = self._store.memories.fetch(ids)
         return [found[i] for i in ids if i in found]
 
     def recalls(
@@ -124,7 +124,7 @@ class Insight:
         who = as_caller(caller, user_id, agent_id)
         memory = self._resolve(memory_id, who, scope)
         s = self._store
-        history = s.history(memory.id)
+        history = s.history.of(memory.id)
         first = history[0] if history else None
         imported = first is not None and "import" in (first.action, first.actor)  # JSONL import's writes: actor "import"
         origin = "import" if imported else memory.source_type or "add"

@@ -40,7 +40,7 @@ class Maintenance:
         if not 0 <= days <= 365_000:  # a timedelta cannot reach further back
             raise ValidationError(f"older_than_days must be between 0 and 365000, got {days}")
         now = utcnow()
-        ids = self.writes.erasable(self.store.purgeable(now - timedelta(days=days)), caller)
+        ids = self.writes.erasable(self.store.memories.purgeable(now - timedelta(days=days)), caller)
         if ids:
             self.writes.erase(ids, "purge", actor_of(caller))
         self.store.set_meta(_LAST_PURGE, PurgeRun(at=now, purged=len(ids)).model_dump_json())
@@ -91,7 +91,7 @@ class Maintenance:
         target = embedder.fingerprint.model_dump_json()
         staged = self.store.staged
         staged.begin(target)
-        total = self.store.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=STORED_KINDS))
+        total = self.store.memories.count(Filters(include_deleted=True, include_expired=True, include_superseded=True, kinds=STORED_KINDS))
         done = staged.count()
         if progress:
             progress(done, total)
@@ -124,7 +124,7 @@ class Maintenance:
         """What `doctor` reports of the vectors: a re-embedding left unfinished, rows of another model."""
         stored = self.embedding.stored_fingerprint()
         target = self.store.staged.target()
-        other_model, other_dims = (0, 0) if stored is None else self.store.other_vectors(
+        other_model, other_dims = (0, 0) if stored is None else self.store.memories.other_vectors(
             f"{stored.provider}/{stored.model}", stored.dimensions)
         return ReembedState(
             target=None if target is None else EmbeddingFingerprint.model_validate_json(target),

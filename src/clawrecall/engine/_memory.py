@@ -583,7 +583,7 @@ class Memory:
             include_expired=include_expired, source_type=source_type, source_id=source_id, as_of=as_of,
             include_superseded=include_superseded, secrets=secrets,
         )
-        return self.store.list(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
+        return self.store.memories.find(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
 
     def count(
         self,
@@ -600,7 +600,7 @@ class Memory:
             as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
             category=category, include_deleted=include_deleted, include_expired=include_expired,
         )
-        return self.store.count(filters)
+        return self.store.memories.count(filters)
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -614,17 +614,17 @@ class Memory:
             if not caller.administrator:  # an erased memory's scope is gone with it: only the administrator sees its trace
                 raise
             prefix = memory_id.strip().lower()
-            matches = self.store.history_ids_with_prefix(prefix)
+            matches = self.store.history.ids_with_prefix(prefix)
             if len(matches) > 1 and prefix not in matches:
                 raise AmbiguousIdError(memory_id, matches) from None
-            entries = self.store.history(prefix if prefix in matches else matches[0]) if matches else []
+            entries = self.store.history.of(prefix if prefix in matches else matches[0]) if matches else []
             if entries and entries[-1].action in ("forget", "purge"):
                 return entries
             raise
-        return self.store.history(record_id)
+        return self.store.history.of(record_id)
 
     def stats(self) -> Stats:
-        s = self.store.stats()
+        s = self.store.memories.stats()
         return Stats(
             total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
             by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self.stored_fingerprint(),

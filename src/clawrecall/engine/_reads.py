@@ -104,10 +104,10 @@ def resolve(
     filters = Filters(scopes=read_scopes(caller, scope, access=access), include_deleted=True, include_expired=True,
                       include_superseded=True, kinds=kinds,
                       **household(caller, access=access, secrets=True))  # type: ignore[arg-type]
-    matches = store.ids_with_prefix(prefix, filters)
+    matches = store.memories.ids_with_prefix(prefix, filters)
     if not matches:
         raise NotFoundError(f"no memory with id {memory_id!r}")
     if len(matches) > 1 and prefix not in matches:
         raise AmbiguousIdError(memory_id, matches)
     found = prefix if prefix in matches else matches[0]
-    return store.fetch([found])[found]
+    return store.memories.fetch([found])[found]

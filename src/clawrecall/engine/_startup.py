@@ -36,7 +36,7 @@ class Startup:
             )
         except PydanticValidationError as exc:
             raise ValidationError(pydantic_message(exc, StartupEntry)) from None
-        self.store.put_startup(entry)
+        self.store.startup.put(entry)
         return entry
 
     def list(
@@ -45,7 +45,7 @@ class Startup:
     ) -> list[StartupEntry]:
         """The entries in the scopes the caller reads, by priority then key."""
         scopes = read_scopes(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
-        return self.store.startup_entries(scopes)
+        return self.store.startup.of(scopes)
 
     def delete(
         self, key: str, *, scope: str | None = None, caller: Caller | None = None, user_id: str | None = None,
@@ -56,5 +56,5 @@ class Startup:
         require_writes(self.config)
         target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
         check_text(key, "key")
-        if not self.store.delete_startup(target, key):
+        if not self.store.startup.delete(target, key):
             raise NotFoundError(f"no startup entry {key!r} in scope {target!r}")

@@ -37,7 +37,7 @@ class Transfer:
             include_expired=True, include_superseded=True, secrets=secrets,
         )
         n = 0
-        for record, _ in self.store.iter_all(filters):
+        for record, _ in self.store.memories.iter_all(filters):
             # keys are made by extraction from the facts, which the export carries themselves
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind", "keys"}), ensure_ascii=False) + "\n")
             n += 1
@@ -111,7 +111,7 @@ class Transfer:
         """The items' ids that a memory the caller may read holds. An id another caller's memory holds is
         dropped from its item (a new one is given): whether it is stored is none of this caller's business,
         and every other door answers "not found" for it."""
-        stored = self.store.fetch([i.id for i in items if i.id])
+        stored = self.store.memories.fetch([i.id for i in items if i.id])
         readable = read_scopes(caller, None, access=self.config.access)
         for item in items:
             if item.id in stored and readable is not None and stored[item.id].scope not in readable:

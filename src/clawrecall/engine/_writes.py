@@ -137,9 +137,9 @@ class Writes:
         require_writes(self.config)
         after = after or [r.model_dump_json() for r in records]
         with self.store.transaction():
-            self.store.insert(records, vectors)
+            self.store.memories.insert(records, vectors)
             self.embedding.confirm_unchanged()  # a re-embedding may have swapped models since these were embedded
-            self.store.add_history([HistoryDraft(r.id, "add", None, a, actor, r.created_at) for r, a in zip(records, after)])
+            self.store.history.add([HistoryDraft(r.id, "add", None, a, actor, r.created_at) for r, a in zip(records, after)])
 
     def set_keys(self, records: list[MemoryRecord], vectors: np.ndarray) -> None:
         """Give rows new keys (what else they are found by; docs/extraction.md) and the vectors made of
@@ -149,7 +149,7 @@ class Writes:
         with self.store.transaction():
             for record, vector in zip(records, vectors):
                 current = self._current(record.id)
-                self.store.update(current.model_copy(update={"keys": record.keys, "embedding_model": model,
+                self.store.memories.update(current.model_copy(update={"keys": record.keys, "embedding_model": model,
                                                              "updated_at": utcnow()}), vector)
             self.embedding.confirm_unchanged()
 
@@ -157,13 +157,13 @@ class Writes:
         """Rows of the conversation record (messages, file chunks), stored without a vector: the
         backfill embeds them after the caller has its answer. Their own tables keep their history."""
         require_writes(self.config)
-        self.store.insert(records, None)
+        self.store.memories.insert(records, None)
 
     def unrecord(self, ids: list[str]) -> None:
         """Remove rows of the record for good (a re-ingested or removed file's old chunks): text, vector
         and index entries; their own tables say what happened."""
         require_writes(self.config)
-        self.store.remove(ids)
+        self.store.memories.remove(ids)
 
     def _check_named_ids(self, named: list[tuple[str, str]]) -> None:
         """Ids an item names must be new: not repeated in the batch, not stored (deleted ones included)."""
@@ -172,7 +172,7 @@ class Writes:
             if memory_id in first:
                 raise ValidationError(f"{where}id {memory_id} repeats {first[memory_id]}")
             first[memory_id] = where.removesuffix(": ")
-        if taken := self.store.fetch(list(first)):
+        if taken := self.store.memories.fetch(list(first)):
             where, memory_id = next((w, i) for w, i in named if i in taken)
             raise ValidationError(f"{where}a memory with id {memory_id} already exists")
 
@@ -195,7 +195,7 @@ class Writes:
         for scope, rows in by_scope.items():
             group = vectors[rows]
             stored = self.store.nearest(group, scope, threshold)
-            texts = self.store.fetch([hit.id for hit in stored if hit is not None])
+            texts = self.store.memories.fetch([hit.id for hit in stored if hit is not None])
             stored = [hit if hit is not None and hit.id in texts and sees(records[row].agent_id, texts[hit.id])
                       and lexically_close(records[row].content, texts[hit.id].content)
                       else None for row, hit in zip(rows, stored)]
@@ -243,10 +243,10 @@ class Writes:
                 new.embedding_model = self.embedding.model_name
             before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
             after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
-            self.store.update(new, vector if "content" in changes else None)
+            self.store.memories.update(new, vector if "content" in changes else None)
             if "content" in changes:
                 self.embedding.confirm_unchanged()
-            self.store.add_history([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
+            self.store.history.add([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
         return new
 
     def supersede(
@@ -297,10 +297,10 @@ class Writes:
             current = self._current(record.supersedes)
             _check_supersedable(current, start)
             closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
-            self.store.update(closed, None)
-            self.store.insert([record], vector[None, :])
+            self.store.memories.update(closed, None)
+            self.store.memories.insert([record], vector[None, :])
             self.embedding.confirm_unchanged()
-            self.store.add_history([
+            self.store.history.add([
                 HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
                              json.dumps({"valid_to": _jsonable(start), "superseded_by": record.id}), actor, now),
                 HistoryDraft(record.id, "add", None, record.model_dump_json(), actor, now),
@@ -342,8 +342,8 @@ class Writes:
             if (current.deleted_at is None) == (when is None):
                 return current
             new = current.model_copy(update={"deleted_at": when, "updated_at": now})
-            self.store.update(new, None)
-            self.store.add_history([
+            self.store.memories.update(new, None)
+            self.store.history.add([
                 HistoryDraft(
                     new.id, "delete" if when else "undelete", json.dumps({"deleted_at": _jsonable(current.deleted_at)}),
                     json.dumps({"deleted_at": _jsonable(when)}), actor_of(caller), now,
@@ -365,23 +365,23 @@ class Writes:
         """Remove memories for good; their history keeps only who erased them (`action`) and when."""
         now = utcnow()
         with self.store.transaction():
-            self.store.remove(ids)
-            self.store.erase_history(ids)
-            self.store.add_history([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+            self.store.memories.remove(ids)
+            self.store.history.erase(ids)
+            self.store.history.add([HistoryDraft(i, action, None, None, actor, now) for i in ids])
 
     def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
         """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
         out) and that the caller may erase (`may_erase`: reading a scope is not erasing in it), each
         with its history row; how many (that would be, with `dry_run`)."""
         if dry_run:
-            return self.store.count(filters) if caller.administrator else len(self.erasable(self.store.ids(filters), caller))
+            return self.store.memories.count(filters) if caller.administrator else len(self.erasable(self.store.memories.ids(filters), caller))
         require_writes(self.config)
         now = utcnow()
         before, after = json.dumps({"deleted_at": None}), json.dumps({"deleted_at": _jsonable(now)})
         with self.store.transaction():
-            ids = self.erasable(self.store.ids(filters), caller)
-            self.store.mark_deleted(ids, now)
-            self.store.add_history([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
+            ids = self.erasable(self.store.memories.ids(filters), caller)
+            self.store.memories.mark_deleted(ids, now)
+            self.store.history.add([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
         return len(ids)
 
     def erasable(self, ids: list[str], caller: Caller) -> list[str]:
@@ -390,7 +390,7 @@ class Writes:
             return ids
         out: list[str] = []
         for start in range(0, len(ids), 500):
-            records = self.store.fetch(ids[start : start + 500])
+            records = self.store.memories.fetch(ids[start : start + 500])
             out += [i for i in ids[start : start + 500]
                     if (r := records.get(i)) is not None and may_erase(caller, r, access=self.config.access)]
         return out
@@ -398,7 +398,7 @@ class Writes:
     def _current(self, memory_id: str) -> MemoryRecord:
         """In a write transaction: the memory as stored now. Another process may have changed it since
         it was resolved, or erased it, and a change must neither undo theirs nor bring it back."""
-        current = self.store.fetch_for_update(memory_id)
+        current = self.store.memories.fetch_for_update(memory_id)
         if current is None:
             raise NotFoundError(f"memory {memory_id} was erased while it was being changed")
         return current

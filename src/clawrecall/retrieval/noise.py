@@ -74,7 +74,8 @@ def is_noise(text: str) -> bool:
 _SMALL_TALK = frozenset("""
     thanks thank thx ty bye goodbye cheers great cool sure thing ok okay yes yeah yep yup no nope nice perfect
     awesome welcome np got noted sounds good fine alright right lol haha hi hello hey morning evening night later
-    díky děkuji dík ahoj čau jo jasně ano dobře super fajn
+    helpful useful appreciated really much
+    díky děkuji děkuju dík ahoj čau jo jasně ano dobře super fajn na shledanou nashledanou
     спасибо пока привет да хорошо ладно ок отлично понятно
 """.split())
 

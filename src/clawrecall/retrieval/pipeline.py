@@ -103,7 +103,7 @@ class RetrievalPipeline:
         # the reads after the legs share one pooled connection (PostgreSQL), taken once the legs are done:
         # a search waiting on its embedding provider holds none
         with self.store.pinned():
-            records |= self.store.fetch(list({c.id for hits in legs.values() for c in hits} - records.keys()))
+            records |= self.store.memories.fetch(list({c.id for hits in legs.values() for c in hits} - records.keys()))
             if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
@@ -126,7 +126,7 @@ class RetrievalPipeline:
             if filters.reader_agent is not None:
                 items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
             # a long message found by one of its windows matched by that window's length, not by bulk
-            parts = {i: len(w.content) for i, w in self.store.fetch(list(via.values())).items()} if via else {}
+            parts = {i: len(w.content) for i, w in self.store.memories.fetch(list(via.values())).items()} if via else {}
             items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
                                       matched={i: parts[w] for i, w in via.items() if w in parts})
             items = apply_time_decay(
@@ -179,13 +179,13 @@ class RetrievalPipeline:
                 # out the memories that lead them, nor a busy conversation the others
                 of_kind = replace(window, kinds=(kind,))
                 conversations = [] if kind != "message" else [  # every message has a session
-                    (scope, session) for scope, session in self.store.latest_sessions(of_kind, limit=min(limit, 50))
+                    (scope, session) for scope, session in self.store.memories.latest_sessions(of_kind, limit=min(limit, 50))
                     if session is not None]
                 each = max(4, 2 * -(-limit // max(len(conversations), 1)))  # what a turn each can use, and spare
                 parts = [(of_kind, pool)] if kind != "message" else [
                     (replace(of_kind, scopes=[scope], session_id=session), each) for scope, session in conversations]
                 for part, size in parts:
-                    listed = self.store.list(part, limit=size, offset=0, order="newest")
+                    listed = self.store.memories.find(part, limit=size, offset=0, order="newest")
                     items += [Scored(record, 1.0, steps={"when": 1.0}) for record in listed]
             if len(filters.kinds) > 1:
                 items = apply_source_weights(items, cfg.source_weights)
@@ -236,7 +236,7 @@ class RetrievalPipeline:
             out["bm25"] = self.store.text_candidates(query, filters, pool)
         if "trigram" in wanted and (len(wanted) == 1 or has_cjk(query) or len(out.get("bm25", [])) < limit):
             out["trigram"] = self.store.fuzzy_candidates(query, filters, pool)
-        return out, self.store.fetch(list({c.id for hits in out.values() for c in hits}))
+        return out, self.store.memories.fetch(list({c.id for hits in out.values() for c in hits}))
 
     def _vector_query(self, query: str, filters: Filters) -> str:
         """The query the vector leg embeds: without the words most searched memories contain.
@@ -252,7 +252,7 @@ class RetrievalPipeline:
         now = time.monotonic()
         cached = self._common.get(key)
         if cached is None or now - cached[0] > COMMON_TTL_S:
-            sample = self.store.list(Filters(scopes=filters.scopes, kinds=filters.kinds), limit=COMMON_SAMPLE, offset=0,
+            sample = self.store.memories.find(Filters(scopes=filters.scopes, kinds=filters.kinds), limit=COMMON_SAMPLE, offset=0,
                                      order="newest")
             words = common_words((m.content for m in sample), share) if len(sample) >= COMMON_MIN else set()
             if len(self._common) >= 256:
@@ -398,7 +398,7 @@ def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weig
     head = [s for s in items[:top] if s.memory.session_id is not None]
     if not head:
         return items
-    neighbours = store.session_neighbors([s.memory.id for s in head], filters)
+    neighbours = store.memories.session_neighbors([s.memory.id for s in head], filters)
     by_id = {s.memory.id: s for s in items}
     gains: dict[str, float] = {}
     source: dict[str, str] = {}  # the best hit a neighbour is next to: that hit's relevance carries over to it
@@ -407,7 +407,7 @@ def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weig
             gains[other] = gains.get(other, 0.0) + weight * item.steps["fused"]
             source.setdefault(other, item.memory.id)
     missing = [i for i in gains if i not in by_id]
-    for memory_id, record in store.fetch(missing).items():
+    for memory_id, record in store.memories.fetch(missing).items():
         by_id[memory_id] = Scored(record, 0.0, steps={"fused": 0.0})
     for memory_id, gain in gains.items():
         if memory_id in by_id:

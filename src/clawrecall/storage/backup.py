@@ -7,7 +7,7 @@ read from one snapshot (`Store.snapshot`: a SQLite read transaction over WAL, a 
 REPEATABLE READ transaction), so writers go on while it is taken and it is consistent. Values are
 JSON: times ISO-8601, vectors base64 float32. A restore checks the whole file first, refuses a
 store that is not empty and a backup from a newer schema, then writes every table in one
-transaction (memories through `Store.insert`, so each backend indexes them its own way).
+transaction (memories through `store.memories.insert`, so each backend indexes them its own way).
 History ids are renumbered in order (PostgreSQL generates them); the rest comes back as it was.
 """
 
@@ -256,7 +256,7 @@ def _memories_writer(store: Store) -> Callable[[list[dict[str, Any]]], None]:
         if run[0].get("embedding") is not None:
             vectors = np.stack([r["embedding"] for r in run])
         records = [MemoryRecord(**{k: v for k, v in r.items() if k != "embedding"}) for r in run]
-        store.insert(records, vectors)
+        store.memories.insert(records, vectors)
 
     return write
 

@@ -1,6 +1,6 @@
-"""What the modules that keep one table each (record.py, jobs.py, tokens.py, knowledge.py,
-staging.py, migrations.py) need of a store: `Executor`, a protocol `sql.Store` meets, so they
-import no store and the store imports them; and `TableRows`, a declared table's rows as models.
+"""What the modules that keep one table each (memories.py, history.py, startup.py, record.py,
+jobs.py, tokens.py, knowledge.py, insight.py, staging.py, migrations.py) need of a store:
+`Executor`, a protocol `sql.Store` meets, so they import no store and the store imports them; and `TableRows`, a declared table's rows as models.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ class Executor(Protocol):
     def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
     def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    def copy_in(self, table: Table, fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> None: ...
 
     def get_meta(self, key: str) -> str | None: ...
 

@@ -8,7 +8,7 @@ these tables hold what only the record has (role, order, tokens, segment, file).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from ..models import FileRecord, Message, Segment
 from .base import chunks
@@ -16,19 +16,14 @@ from .executor import Executor, TableRows
 from .schema import FILES, MESSAGES, SEGMENTS
 
 
-class MessageStore(Executor, Protocol):
-    """What messages need of the store besides statements: their `memories` rows removed with them."""
-
-    def remove(self, ids: list[str]) -> None: ...
-
-
 class Messages(TableRows[Message]):
     table = MESSAGES
     model = Message
 
-    def __init__(self, store: MessageStore):
+    def __init__(self, store: Executor, remove_memories: Callable[[list[str]], None]):
+        """`remove_memories`: `store.memories.remove`, so a message's `memories` row goes with it."""
         super().__init__(store)
-        self._remove_memories = store.remove
+        self._remove_memories = remove_memories
         # a message with its text and owner, from its `memories` row
         self._select = (f"SELECT {', '.join(f't.{c}' for c in self._map.fields)}, m.content, m.user_id, m.agent_id "
                         "FROM messages t JOIN memories m ON m.id = t.id")

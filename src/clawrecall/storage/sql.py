@@ -1,35 +1,39 @@
-"""The store: one class every backend extends, holding all the SQL they share (records,
-history, startup entries, metadata, migrations).
+"""The store: one class every backend extends. It holds the connection's side of things (statements,
+transactions, metadata, migrations) and the candidate legs of a search, which each backend answers
+its own way; the rows of each entity are read and written through an accessor of their own
+(`store.memories`, `store.history`, `store.startup`, `store.messages`, `store.jobs`, …), each a
+module that takes the store as its `Executor`.
 
-A backend supplies a connection (`run`, `run_many`, `rowcount`, `transaction`: the `Executor` the table modules take), its `Dialect` (parameter
-mark, types, value adapters), the SQL of its migration steps, and its candidate legs. Shared SQL
-is composed with the dialect's parameter mark and sent to the driver as written.
+A backend supplies a connection (`run`, `run_many`, `rowcount`, `transaction`), its `Dialect`
+(parameter mark, types, value adapters), the SQL of its migration steps, its candidate legs and the
+hooks `memories.MemoryStore` names. Shared SQL is composed with the dialect's parameter mark and sent
+to the driver as written.
 """
 
 from __future__ import annotations
 
-import builtins
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from .._time import utcnow
 from ..errors import StorageError
-from ..models import HistoryEntry, MemoryRecord, StartupEntry, embedded_text
+from ..models import MemoryRecord
 from . import migrations
-from .base import Candidate, HistoryDraft, Order, Owned, StoreStats, chunks
-from .dialect import Dialect, RowMap, prefix_bounds
+from .base import Candidate, chunks
+from .dialect import Dialect
 from .filters import Filters, checked_in_sql, where
+from .history import History
 from .insight import SearchLog
-from .knowledge import Occurrences
-from .schema import HISTORY, MEMORIES, STARTUP
-from .text import short_cjk_words
 from .jobs import Jobs
+from .knowledge import Occurrences
+from .memories import Memories
 from .record import Files, Messages, Segments
+from .schema import Table
 from .staging import StagedVectors
+from .startup import StartupEntries
+from .text import short_cjk_words
 from .tokens import ApiTokens
 
 if TYPE_CHECKING:
@@ -40,14 +44,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: what a `HistoryDraft` holds: every column but the id the database gives
-HISTORY_DRAFT_FIELDS = tuple(c for c in HISTORY.fields if HISTORY.column(c).type != "serial")
-
 
 class Store(ABC):
-    """Records in and out, three candidate legs for retrieval (vector, full-text, trigram),
-    history, startup entries, API tokens (`api_tokens`) and a little metadata. Everything above
-    it (validation, scopes, dedup, fusion, scoring) is shared by all backends."""
+    """A connection in one dialect, the three candidate legs of retrieval (vector, full-text, trigram),
+    the vector index's upkeep, migrations and a little metadata; each entity's rows through its
+    accessor. Everything above it (validation, scopes, dedup, fusion, scoring) is shared by all backends."""
 
     backend: str
     location: str
@@ -56,15 +57,12 @@ class Store(ABC):
     legacy_versions: dict[int, tuple[str, ...]]
 
     def __init__(self) -> None:
-        """The row mappings of the backend's dialect (a backend's __init__ calls this first)."""
-        d = self.dialect
-        self._memories = RowMap(d, MEMORIES)
-        self._memory_columns = ", ".join(f"m.{c}" for c in MEMORIES.fields)
-        self._history = RowMap(d, HISTORY)
-        self._history_drafts = RowMap(d, HISTORY, HISTORY_DRAFT_FIELDS, json_text=True)
-        self._startup = RowMap(d, STARTUP)
+        """The accessors of the entities (a backend's __init__ calls this first: they read its dialect)."""
+        self.memories = Memories(self)
+        self.history = History(self)
+        self.startup = StartupEntries(self)
         self.api_tokens = ApiTokens(self)
-        self.messages = Messages(self)
+        self.messages = Messages(self, self.memories.remove)
         self.segments = Segments(self)
         self.files = Files(self)
         self.jobs = Jobs(self)
@@ -174,37 +172,6 @@ class Store(ABC):
                 f"WHERE {these} AND {where}", (*ids_params, *params)))  # no kind test: SQLite would scan every window
         return out
 
-    def put_windows(self, windows: list[MemoryRecord], vectors: np.ndarray, messages: list[str]) -> None:
-        """The windows of these messages, with their vectors, in place of any they had. Only of messages still
-        stored (locked until the windows are in, on PostgreSQL): one deleted or erased while its windows were
-        embedded leaves none, where nothing would find them to remove."""
-        with self.transaction():
-            self._remove_windows(messages)
-            live = self._live_messages(messages)
-            keep = [n for n, w in enumerate(windows) if w.source_id in live]
-            if keep:
-                self.insert([windows[n] for n in keep], vectors[keep])
-
-    def _live_messages(self, ids: list[str]) -> set[str]:
-        live: set[str] = set()
-        for chunk in chunks(sorted(ids)):
-            these, params = self.dialect.one_of("id", chunk, "uuid")
-            live.update(str(r[0]) for r in self.run(
-                f"SELECT id FROM memories WHERE {these} AND kind = 'message'{self.dialect.for_update}", params))
-        return live
-
-    def _remove_windows(self, messages: list[str]) -> list[str]:
-        """In a transaction: delete the windows of these rows; their ids (a backend drops what it keeps of them)."""
-        gone: list[str] = []
-        for chunk in chunks(sorted(messages)):
-            marks = self.dialect.marks(len(chunk))
-            ids = [str(r[0]) for r in self.run(
-                f"SELECT id FROM memories WHERE source_id IN ({marks}) AND kind = 'window'", chunk)]
-            if ids:
-                self.run(f"DELETE FROM memories WHERE source_id IN ({marks}) AND kind = 'window'", chunk)
-                gone += ids
-        return gone
-
     @abstractmethod
     def nearest(self, vectors: np.ndarray, scope: str, min_score: float) -> list[Candidate | None]:
         """For each vector, the most similar live memory of one scope if its cosine reaches
@@ -234,18 +201,6 @@ class Store(ABC):
         vectors (and `model`) become the rows' own (`staging.py`). How many rows changed; the index
         follows after COMMIT."""
         return self.staged.swap(target, model)
-
-    def other_vectors(self, model: str, dims: int) -> tuple[int, int]:
-        """Rows whose vector another model made, and vectors of other dimensions than `dims`: a mixed
-        store (both 0 when every vector is the store's model's)."""
-        p = self.dialect.p
-        dims_of = self.dialect.vector_dims.format("embedding")
-        other_model, other_dims = self.run(
-            f"SELECT (SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND embedding_model <> {p}), "
-            f"(SELECT count(*) FROM memories WHERE embedding IS NOT NULL AND {dims_of} <> {p})",
-            (model, dims),
-        )[0]
-        return int(other_model), int(other_dims)
 
     @contextmanager
     def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
@@ -280,140 +235,33 @@ class Store(ABC):
                 (key, value),
             )
 
-    # -- writes -------------------------------------------------------------------------
-    def insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        d, to_row = self.dialect, self._memories.row
-        vector = d.to_db["vector"]
-        # generators: each row is bound and dropped, not kept (a batch's lists kept the garbage collector busy)
-        rows = ((*to_row(r), None if vectors is None else vector(vectors[i])) for i, r in enumerate(records))
+    # -- the bulk write, and the hooks around the writes of `store.memories` (`memories.MemoryStore`) --
+    def copy_in(self, table: Table, fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Many rows into one table, the fastest way the backend has (joining the current transaction)."""
         with self.transaction():
-            self.run_many(
-                f"INSERT INTO memories ({self._memories.columns}, embedding) "
-                f"VALUES ({d.marks(len(self._memories.fields) + 1)})",
-                rows,
-            )
-            self._after_insert(records, vectors)
+            self.run_many(f"INSERT INTO {table.name} ({', '.join(fields)}) VALUES ({self.dialect.marks(len(fields))})", rows)
 
-    def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        """Backends hook work on the rows just inserted (text indexing, lazy index creation)."""
+    def before_insert(self) -> None:
+        """In the transaction of an insert, before any row is written."""
 
-    def update(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
-        """Replace every field of `record` (by id); replace the vector when one is given."""
-        p = self.dialect.p
-        row = self._memories.row(record)
-        assignments = ", ".join(f"{c} = {p}" for c in self._memories.fields[1:])
-        params: list[Any] = row[1:]
-        if vector is not None:
-            assignments += f", embedding = {p}"
-            params.append(self.dialect.to_db["vector"](vector))
-        with self.transaction():
-            self.run(f"UPDATE memories SET {assignments} WHERE id = {p}", (*params, record.id))
+    def after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+        """In the transaction of an insert: work on the rows just inserted (text indexing, lazy index creation)."""
 
-    def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
-        """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
-        content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL ORDER BY created_at "
-                         f"LIMIT {self.dialect.p}", (limit,))
-        return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
+    def after_vectors(self) -> None:
+        """After COMMIT of vectors given to stored rows (the first ones: an index to create)."""
 
-    def count_unembedded(self) -> int:
-        return int(self.run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
-
-    def set_vectors(self, ids: list[str], vectors: np.ndarray, model: str, confirm: Callable[[], None] | None = None) -> None:
-        """Give rows written without a vector theirs (a row that got one meanwhile keeps it); `confirm`
-        runs after, in the transaction, and may refuse the change by raising."""
-        p, vector = self.dialect.p, self.dialect.to_db["vector"]
-        with self.transaction():  # rows in id order, as `remove` takes them: two writers may wait, never deadlock
-            self.run_many(
-                f"UPDATE memories SET embedding = {p}, embedding_model = {p} WHERE id = {p} AND embedding IS NULL",
-                sorted(((vector(v), model, i) for i, v in zip(ids, vectors)), key=lambda row: row[2]),
-            )
-            if confirm is not None:
-                confirm()
-        # after COMMIT: an index built while this transaction held its rows could deadlock with another writer
-        self._vectors_arrived()
-
-    def _vectors_arrived(self) -> None:
-        """Backends hook work on vectors given to stored rows (the first ones: an index to create)."""
-
-    def remove(self, ids: list[str]) -> None:
-        """Hard delete: the row, its windows, their vectors and index entries are gone."""
-        with self.transaction():
-            windows = self._remove_windows(ids)
-            for chunk in chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
-                self.run(f"DELETE FROM memories WHERE id IN ({self.dialect.marks(len(chunk))})", chunk)
-                self.staged.remove(chunk)
-            for chunk in chunks(windows):
-                self.staged.remove(chunk)
-            self.erased()
+    def after_remove(self) -> None:
+        """In the transaction of a hard delete, after the rows went."""
 
     def erased(self, scope: str | None = None) -> None:
         """In a write transaction that removed personal data (`scope`: a person's, erased whole): a backend
         that keeps copies of written pages (SQLite's WAL) drops them after COMMIT."""
 
-    def mark_deleted(self, ids: list[str], when: datetime) -> None:
-        """Soft-delete these memories (those not deleted yet) at `when`."""
-        ts = self.dialect.ts(when)
-        with self.transaction():
-            for chunk in chunks(ids):
-                self.run(
-                    f"UPDATE memories SET deleted_at = {self.dialect.p}, updated_at = {self.dialect.p} "
-                    f"WHERE id IN ({self.dialect.marks(len(chunk))}) AND deleted_at IS NULL",
-                    (ts, ts, *chunk),
-                )
+    def size_bytes(self) -> int | None:
+        """The store's size on disk, where the backend can tell (`store.memories.stats`)."""
+        return None
 
-    def add_history(self, entries: list[HistoryDraft]) -> None:
-        drafts = self._history_drafts
-        with self.transaction():
-            self.run_many(
-                f"INSERT INTO history ({drafts.columns}) VALUES ({self.dialect.marks(len(drafts.fields))})",
-                (drafts.row(e) for e in entries),
-            )
-
-    def erase_history(self, ids: list[str]) -> None:
-        """Blank the before/after of every history row of these memories (GDPR forget)."""
-        with self.transaction():
-            for chunk in chunks(ids):
-                self.run(
-                    f"UPDATE history SET before = NULL, after = NULL WHERE memory_id IN ({self.dialect.marks(len(chunk))})",
-                    chunk,
-                )
-
-    def history_actors(self) -> list[str]:
-        """Every distinct actor history names (a few per user and agent)."""
-        return [r[0] for r in self.run("SELECT DISTINCT actor FROM history WHERE actor IS NOT NULL")]
-
-    def count_history_by_actor(self, actors: list[str]) -> int:
-        if not actors:
-            return 0
-        return self.run(f"SELECT count(*) FROM history WHERE actor IN ({self.dialect.marks(len(actors))})", actors)[0][0]
-
-    def rename_history_actor(self, old: str, new: str) -> int:
-        """Name another actor on every history row of `old`; how many rows."""
-        p = self.dialect.p
-        with self.transaction():
-            return self.rowcount(f"UPDATE history SET actor = {p} WHERE actor = {p}", (new, old))
-
-    def count_history(self, ids: list[str]) -> int:
-        """History rows of these memories."""
-        return sum(
-            self.run(f"SELECT count(*) FROM history WHERE memory_id IN ({self.dialect.marks(len(chunk))})", chunk)[0][0]
-            for chunk in chunks(ids)
-        )
-
-    # -- reads --------------------------------------------------------------------------
-    def _record(self, row: Sequence[Any]) -> MemoryRecord:
-        return self._memories.read(MemoryRecord, row)
-
-    def fetch(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        out: dict[str, MemoryRecord] = {}
-        for chunk in chunks(ids):
-            where, params = self.dialect.one_of("m.id", chunk, "uuid")
-            for row in self.run(f"SELECT {self._memory_columns} FROM memories m WHERE {where}", params):
-                record = self._record(row)
-                out[record.id] = record
-        return out
-
+    # -- candidate legs ------------------------------------------------------------------
     def _with_short_cjk_words(self, query: str, hits: list[Candidate], filters: Filters, k: int) -> list[Candidate]:
         """The trigram leg's `hits`, joined by the memories that contain the query's 1–2 character CJK
         words, which no trigram finds: a substring scan of the rows the filters leave. Each scores
@@ -438,119 +286,6 @@ class Store(ABC):
             scores[str(memory_id)] = max(scores.get(str(memory_id), 0.0), top * n / len(words))
         return [Candidate(i, s) for i, s in sorted(scores.items(), key=lambda x: x[1], reverse=True)[:k]]
 
-    def fetch_for_update(self, memory_id: str) -> MemoryRecord | None:
-        """Inside a write transaction: the record as stored now, which no other writer can change
-        before COMMIT. An update applies its changes to this, not to what it read before."""
-        d = self.dialect
-        rows = self.run(f"SELECT {self._memory_columns} FROM memories m WHERE m.id = {d.p}{d.for_update}", (memory_id,))
-        return self._record(rows[0]) if rows else None
-
-    def ids_with_prefix(self, prefix: str, filters: Filters, limit: int = 6) -> list[str]:
-        lo, hi = prefix_bounds(prefix)
-        p = self.dialect.p
-        where, params = self.where(filters, "m")
-        rows = self.run(
-            f"SELECT m.id FROM memories m WHERE m.id BETWEEN {p} AND {p} AND {where} ORDER BY m.id LIMIT {p}",
-            (lo, hi, *params, limit),
-        )
-        return [str(r[0]) for r in rows]
-
-    def list(self, filters: Filters, *, limit: int, offset: int, order: Order) -> list[MemoryRecord]:
-        p, oc = self.dialect.p, self.dialect.order_column
-        where, params = self.where(filters, "m")
-        by = {"newest": f"m.created_at DESC, m.{oc} DESC", "oldest": f"m.created_at ASC, m.{oc} ASC",
-              "updated": f"m.updated_at DESC, m.{oc} DESC"}[order]
-        rows = self.run(f"SELECT {self._memory_columns} FROM memories m WHERE {where} ORDER BY {by} LIMIT {p} OFFSET {p}",
-                         (*params, limit, offset))
-        return [self._record(r) for r in rows]
-
-    def iter_all(self, filters: Filters, batch: int = 500) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
-        p, oc = self.dialect.p, self.dialect.order_column
-        from_vector = self.dialect.from_db["vector"]
-        where, params = self.where(filters, "m")
-        last = 0
-        while True:
-            rows = self.run(
-                f"SELECT m.{oc}, {self._memory_columns}, m.embedding FROM memories m WHERE m.{oc} > {p} AND {where} "
-                f"ORDER BY m.{oc} LIMIT {p}",
-                (last, *params, batch),
-            )
-            if not rows:
-                return
-            for row in rows:
-                yield self._record(row[1:-1]), from_vector(row[-1])
-            last = rows[-1][0]
-
-    def ids(self, filters: Filters) -> builtins.list[str]:
-        """The ids of every memory that passes `filters`, oldest first."""
-        where, params = self.where(filters, "m")
-        return [str(r[0]) for r in self.run(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.{self.dialect.order_column}", params)]
-
-    def owned(self, column: str, owner: str, scope: str, kind: str = "memory") -> builtins.list[Owned]:
-        """Every row of one kind of one person, deleted and expired ones included: those it owns
-        (`column` is user_id or agent_id) in any scope, and any in its own scope."""
-        if column not in ("user_id", "agent_id"):
-            raise ValueError(f"not an owner column: {column}")
-        p = self.dialect.p
-        rows = self.run(f"SELECT id, scope, user_id, agent_id FROM memories WHERE ({column} = {p} OR scope = {p}) "
-                         f"AND kind = {p}", (owner, scope, kind))
-        return [Owned(str(r[0]), r[1], r[2], r[3]) for r in rows]
-
-    def count(self, filters: Filters) -> int:
-        where, params = self.where(filters, "m")
-        return self.run(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0]
-
-    def latest_sessions(self, filters: Filters, *, limit: int) -> builtins.list[tuple[str, str | None]]:
-        """The conversations (scope, session) of the rows these filters pass, the one with the newest row first
-        (a session of `None`: rows of no session)."""
-        where, params = self.where(filters, "m")
-        rows = self.run(f"SELECT m.scope, m.session_id FROM memories m WHERE {where} GROUP BY m.scope, m.session_id "
-                         f"ORDER BY max(m.created_at) DESC, m.scope, m.session_id LIMIT {self.dialect.p}", (*params, limit))
-        return [(r[0], r[1]) for r in rows]
-
-    def stats(self) -> StoreStats:
-        """Counts from indexes only: each kind's rows grouped, minus the (few) deleted or expired rows.
-        The totals are memories'; `by_kind` counts the live rows of every kind."""
-        d = self.dialect
-        now = d.ts(utcnow())
-        users, oldest, newest = self.run(
-            "SELECT (SELECT count(DISTINCT user_id) FROM memories), (SELECT min(created_at) FROM memories), "
-            "(SELECT max(created_at) FROM memories)",
-        )[0]
-        # two conditions, each served by its own partial index (an OR of them would scan the table)
-        inactive = {"deleted": ("deleted_at IS NOT NULL", ()),
-                    "expired": (f"expires_at IS NOT NULL AND expires_at <= {d.p} AND deleted_at IS NULL", (now,))}
-        grouped: dict[str, dict[tuple[str, str], int]] = {}
-        gone: dict[str, dict[str, int]] = {}
-        for column in ("category", "scope"):
-            counts = {(k, v): n for k, v, n in self.run(f"SELECT kind, {column}, count(*) FROM memories GROUP BY kind, {column}")}
-            for name, (condition, params) in inactive.items():  # few rows: counted here, so no planner can trade the index for a sort
-                for kind, value in self.run(f"SELECT kind, {column} FROM memories WHERE {condition}", params):
-                    counts[(kind, value)] -= 1
-                    if column == "category":
-                        gone.setdefault(name, {}).setdefault(kind, 0)
-                        gone[name][kind] += 1
-            grouped[column] = counts
-        by_kind: dict[str, int] = {}
-        for (kind, _), n in grouped["category"].items():
-            by_kind[kind] = by_kind.get(kind, 0) + n
-        deleted, expired = gone.get("deleted", {}).get("memory", 0), gone.get("expired", {}).get("memory", 0)
-
-        def memories_by(column: str) -> dict[str, int]:
-            rows = ((v, n) for (k, v), n in grouped[column].items() if k == "memory" and n)
-            return dict(sorted(rows, key=lambda kv: (-kv[1], kv[0])))
-
-        from_ts = d.from_db["time"]
-        return StoreStats(
-            total=by_kind.get("memory", 0) + deleted + expired, deleted=deleted, expired=expired,
-            by_category=memories_by("category"), by_scope=memories_by("scope"),
-            by_kind={k: n for k, n in sorted(by_kind.items()) if n and k != "window"}, users=users,  # a window is part of a message
-            oldest=from_ts(oldest), newest=from_ts(newest), size_bytes=self._size_bytes(),
-        )
-
-    def _size_bytes(self) -> int | None:
-        return None
-
     def local_folder(self) -> Path | None:
         """The folder a file-based store lives in (files that belong with it go there), else None."""
         return None
@@ -559,55 +294,9 @@ class Store(ABC):
         """Whether `exc` is a unique-key violation (another writer stored the same row first)."""
         return False
 
-    def history(self, memory_id: str) -> builtins.list[HistoryEntry]:
-        rows = self.run(
-            f"SELECT {self._history.columns} FROM history WHERE memory_id = {self.dialect.p} ORDER BY id", (memory_id,),
-        )
-        return [self._history.read(HistoryEntry, r) for r in rows]
-
-    def history_ids_with_prefix(self, prefix: str, limit: int = 6) -> builtins.list[str]:
-        """Ids with history that start with `prefix`: an erased memory has no row left to resolve by."""
-        lo, hi = prefix_bounds(prefix)
-        p = self.dialect.p
-        rows = self.run(
-            f"SELECT DISTINCT memory_id FROM history WHERE memory_id BETWEEN {p} AND {p} ORDER BY memory_id LIMIT {p}",
-            (lo, hi, limit),
-        )
-        return [str(r[0]) for r in rows]
-
-    def purgeable(self, before: datetime) -> builtins.list[str]:
-        """Memories soft-deleted, or expired, at or before `before`."""
-        d = self.dialect
-        rows = self.run(f"SELECT id FROM memories WHERE (deleted_at IS NOT NULL AND deleted_at <= {d.p}) "
-                        f"OR (expires_at IS NOT NULL AND expires_at <= {d.p})", (d.ts(before), d.ts(before)))
-        return [str(r[0]) for r in rows]
-
-    def session_neighbors(self, ids: builtins.list[str], filters: Filters) -> dict[str, builtins.list[str]]:
-        """For each memory, the turns just before and after it in its scope and session that pass
-        `filters`: two index seeks per memory on (session_id, created_at), whatever the session's length."""
-        where, params = self.where(filters, "m")
-        oc = self.dialect.order_column
-        same = "m.session_id = h.session_id AND m.scope = h.scope"
-        before = f"(m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
-        after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
-        out: dict[str, list[str]] = {}
-        for chunk in chunks(ids):
-            hits, ids_params = self.dialect.one_of("h.id", chunk, "uuid")
-            rows = self.run(
-                f"SELECT h.id, (SELECT m.id FROM memories m WHERE {same} AND {before} AND {where} "
-                f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT 1), "
-                f"(SELECT m.id FROM memories m WHERE {same} AND {after} AND {where} "
-                f"ORDER BY m.created_at, m.{oc} LIMIT 1) "
-                f"FROM memories h WHERE {hits} AND h.session_id IS NOT NULL",
-                (*params, *params, *ids_params),
-            )
-            for memory_id, prev, nxt in rows:
-                out[str(memory_id)] = [str(n) for n in (prev, nxt) if n is not None]
-        return out
-
     def _index_candidates(
         self, index: VectorIndex, query: np.ndarray, filters: Filters, k: int, *, widen: bool = True
-    ) -> builtins.list[Candidate] | None:
+    ) -> list[Candidate] | None:
         """The k nearest rows of an in-memory index that pass `filters`. Filters the index does not carry
         are checked in SQL on its 4k nearest; with `widen`, on 16k, 64k… until k survive or all were seen
         (past the rows a large scope's nearest clusters hold, the index reads them all), else None when
@@ -625,7 +314,7 @@ class Store(ABC):
                 return None
             want *= 4
 
-    def _filter_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
+    def _filter_ids(self, ids: list[str], filters: Filters) -> set[str]:
         """The subset of `ids` that pass `filters` (for legs that filter part of the way themselves)."""
         where, params = self.where(filters, "m")
         out: set[str] = set()
@@ -635,38 +324,8 @@ class Store(ABC):
             out.update(str(r[0]) for r in rows)
         return out
 
-    # -- startup identity ------------------------------------------------------------------
-    def startup_entries(self, scopes: builtins.list[str] | None) -> builtins.list[StartupEntry]:
-        """Entries of these scopes (all when None), by priority then key."""
-        where = "1 = 1" if scopes is None else f"scope IN ({self.dialect.marks(len(scopes))})"
-        rows = self.run(f"SELECT {self._startup.columns} FROM startup WHERE {where} ORDER BY priority, key", scopes or [])
-        return [self._startup.read(StartupEntry, r) for r in rows]
-
-    def put_startup(self, entry: StartupEntry) -> None:
-        fields = self._startup.fields
-        updates = ", ".join(f"{c} = excluded.{c}" for c in fields if c not in STARTUP.key)
-        with self.transaction():
-            self.run(
-                f"INSERT INTO startup ({self._startup.columns}) VALUES ({self.dialect.marks(len(fields))}) "
-                f"ON CONFLICT ({', '.join(STARTUP.key)}) DO UPDATE SET {updates}",
-                self._startup.row(entry),
-            )
-
-    def startup_count(self, scope: str) -> int:
-        return self.run(f"SELECT count(*) FROM startup WHERE scope = {self.dialect.p}", (scope,))[0][0]
-
-    def delete_startup_scope(self, scope: str) -> int:
-        """Remove every startup entry of a scope; how many there were."""
-        with self.transaction():
-            return self.rowcount(f"DELETE FROM startup WHERE scope = {self.dialect.p}", (scope,))
-
-    def delete_startup(self, scope: str, key: str) -> bool:
-        p = self.dialect.p
-        with self.transaction():
-            return self.rowcount(f"DELETE FROM startup WHERE scope = {p} AND key = {p}", (scope, key)) > 0
-
     # -- filters ------------------------------------------------------------------------------
-    def where(self, f: Filters, alias: str) -> tuple[str, builtins.list[Any]]:
+    def where(self, f: Filters, alias: str) -> tuple[str, list[Any]]:
         """The SQL for a `Filters` (the rules of `filters.py`)."""
         return where(f, self.dialect, alias)
 

@@ -3,7 +3,7 @@
 FTS5 (porter) gives the BM25 leg, an FTS5 trigram table the fuzzy/CJK leg, and an in-memory
 matrix per scope (`vector_index.py`; exact up to `sqlite.exact_search_rows` rows) the vector
 leg. Triggers keep both full-text tables and the `changes` log in step with `memories` on
-update and delete; `insert` indexes its new rows itself, in bulk (see `_after_insert`).
+update and delete; `insert` indexes its new rows itself, in bulk (see `after_insert`).
 Everything that is plain SQL lives in `sql.py`, shared with PostgreSQL.
 """
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 _BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's transaction
 
 # The full-text tables index `memories` through this view, so 'rebuild' and integrity checks see
-# the values the triggers and `_after_insert` write: the scope as one token, hex(scope) ("user:alice"
+# the values the triggers and `after_insert` write: the scope as one token, hex(scope) ("user:alice"
 # was two tokens, and the query word "user" matched every row's scope).
 _FTS_SOURCE = """CREATE VIEW memories_fts_source AS
     SELECT rowid AS rid, title, content, tags, hex(scope) AS scope_key FROM memories"""
@@ -85,7 +85,7 @@ END"""
 
 # What installing the core set makes besides its tables: the full-text (BM25) and trigram
 # tables, the `changes` log the vector index follows, and the triggers that keep them in step
-# on update and delete (`insert` indexes its new rows itself: see `_after_insert`).
+# on update and delete (`insert` indexes its new rows itself: see `after_insert`).
 _CORE_EXTRAS = [
     "CREATE VIRTUAL TABLE memories_trgm USING fts5 (content, content='memories', content_rowid='rowid', tokenize='trigram')",
     "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL)",
@@ -162,7 +162,7 @@ _STEPS: dict[str, list[str]] = {
     ],
     # API tokens, a store table on both backends (earlier versions created it here on first use)
     "api-tokens": [api_tokens_table("TEXT")],
-    # New rows are indexed by `SQLiteStore._after_insert`, one statement per table: 10x cheaper
+    # New rows are indexed by `SQLiteStore.after_insert`, one statement per table: 10x cheaper
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
@@ -191,7 +191,7 @@ _STEPS: dict[str, list[str]] = {
 }
 
 
-# The step text-index-bulk moved these out of the insert trigger (see `SQLiteStore._after_insert`).
+# The step text-index-bulk moved these out of the insert trigger (see `SQLiteStore.after_insert`).
 _NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? ORDER BY rowid"
 _INDEX_NEW_ROWS = (
     f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, {_TEXT.format('')}, tags, hex(scope) {_NEW_ROWS}",
@@ -265,7 +265,7 @@ class SQLiteStore(Store):
         self._worker_lock = threading.Lock()  # starting it, and closing
         self._closed = False
         self._index: VectorIndex | None = None
-        self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see _after_insert
+        self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see after_insert
         self._erased = False  # a hard delete in this transaction: scrub the WAL after COMMIT (see remove)
         self._checkpointer = Checkpointer(self.path)
         try:
@@ -460,14 +460,12 @@ class SQLiteStore(Store):
             finally:
                 self._depth = 0
 
-    def remove(self, ids: list[str]) -> None:
+    def after_remove(self) -> None:
         """FTS5 only marks a deleted row's terms as deleted; its segments keep them (and the trigrams
         that spell the text) until merged. A hard delete merges both indexes at once ('optimize':
         ~0.5 s at 100k memories), and empties the WAL after COMMIT, so no copy of the text is left."""
-        with self.transaction():
-            super().remove(ids)
-            for table in ("memories_fts", "memories_trgm"):
-                self.run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        for table in ("memories_fts", "memories_trgm"):
+            self.run(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def erased(self, scope: str | None = None) -> None:
         self._erased = True
@@ -493,7 +491,7 @@ class SQLiteStore(Store):
         hint = " (is the file, or its folder, read-only?)" if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) else ""
         return StorageError(f"cannot write to SQLite database {self.path}: {exc}{hint}")
 
-    def _after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+    def after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         """Index the new rows (the last len(records) rowids: each insert took max(rowid) + 1) with
         one statement per table, trim the `changes` log, and have the vector index take the new
         vectors at COMMIT when nothing else changed since it last looked (no re-reading them).
@@ -524,7 +522,7 @@ class SQLiteStore(Store):
         except Exception:  # the rows are committed: never report a failed write; the next search reloads
             self._replace_index(None)
 
-    def _size_bytes(self) -> int | None:
+    def size_bytes(self) -> int | None:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
 
     def local_folder(self) -> Path | None:

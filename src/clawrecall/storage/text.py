@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from typing import Iterable, Iterator
 
@@ -29,7 +30,8 @@ _CZECH = """aby bude budou by byl byla byli bylo být čí do i jak jaká jaké 
     její jejich ještě jí již jsem jsi jsme jsou jste kde kdo kdy když ke která které kteří který kterou
     ktery má máte mě mezi mně mnou můj může my nám nás naše náš nebo není než o on ono proč proto
     protože při s se své svůj svých také takže tedy té tento této tím to toho tomu tuto tyto už v ve
-    vám vás váš vy z za zda ze že"""
+    vám vás váš vy z za zda ze že moje mé moji mou mého tvůj tvoje tvé tvá tvoji mám máš máme mají kam
+    vše všechno všechny zatím"""
 STOPWORDS = frozenset(" ".join((_ENGLISH, _RUSSIAN, _CZECH)).split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -49,6 +51,13 @@ def words(text: str) -> list[str]:
 def iter_words(text: str) -> Iterator[str]:
     """`words`, one at a time: a reader that may stop early does not split the whole text."""
     return (m.group().lower() for m in _WORD.finditer(text))
+
+
+def fold(text: str) -> str:
+    """Lower-cased without accents ("Dceři" → "dceri"): how BERT's uncased vocabulary reads a word, and
+    how a stem is compared."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def keywords(query: str, limit: int = 32) -> list[str]:
@@ -142,3 +151,30 @@ def _contains(lowered: str, word: str) -> bool:
             return True
         at = lowered.find(key, at + 1)
     return False
+
+
+def shared_stems(query: str, text: str) -> list[str]:
+    """The query's words of three letters or more (stopwords aside) that `text`'s first `COVERAGE_READ`
+    characters have too, inflection aside: the same word, or two words of which the longer starts with
+    all of the shorter but its last letter, four letters at least, accents aside ("barvu" and "barva",
+    "dceři" and "dcera"; not "shift" and "shirt", nor "barva" and "Bára"). An ending is what most
+    languages that inflect change; a stemmer per language would do better, and needs the language.
+    Chinese, Japanese and Korean text has no word breaks: a run of it shares a stem when two of its
+    characters in a row are in `text` ("咖啡" in "我每天早上喝咖啡")."""
+    head = text[:COVERAGE_READ]
+    theirs = {fold(w) for w in iter_words(head) if len(w) > 2 and w not in STOPWORDS}
+    found = []
+    for word in dict.fromkeys(fold(w) for w in iter_words(query) if w not in STOPWORDS):
+        if has_cjk(word):
+            if any(word[i : i + 2] in head for i in range(len(word) - 1)):
+                found.append(word)
+        elif len(word) > 2 and any(_same_stem(word, t) for t in theirs):
+            found.append(word)
+    return found
+
+
+def _same_stem(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    stem = max(4, min(len(a), len(b)) - 1)
+    return a.isalpha() and b.isalpha() and a[:stem] == b[:stem]
