@@ -862,7 +862,7 @@ def test_an_exact_read_of_a_scope_visits_only_the_index_of_scope_ordered_vectors
         del mem.store.run
         [(sql, params)] = issued
         read = [str(r[0]) for r in mem.store.run(sql, params)]
-        assert read and {r.scope for r in mem.store.fetch(read).values()} == {"user:alice"}
+        assert read and {r.scope for r in mem.store.memories.fetch(read).values()} == {"user:alice"}
     # On 1,500 rows the planner may well read the few heap pages; on 120,000 it takes the index (docs/scaling.md).
     # Without bitmap and sequential scans, what must be left is a read of that index alone.
     with psycopg.connect(pg_url) as conn:

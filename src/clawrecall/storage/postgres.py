@@ -51,7 +51,7 @@ _PLAN_TTL_S = 60.0  # how long `_estimates` trusts the planner's answer
 _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
 _PLANS_KEPT = 4096  # answers kept (a filter each, or a word and a filter: a user's scopes, a session…)
 _RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
-_monotonic = time.monotonic  # `_few_rows`' clock
+_monotonic = time.monotonic  # `_estimates`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
 
