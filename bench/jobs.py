@@ -33,7 +33,7 @@ def main() -> None:
     db = args.db or str(Path(folder) / "jobs.db")
     results: dict[str, object] = {"db": "sqlite" if not db.startswith("postgres") else "postgres", "jobs": args.jobs}
     with Memory.open(db, embedding={"provider": "hash"}, jobs={"poll_s": 0.01}) as mem:
-        mem.jobs.handlers["noop"] = lambda job, lease: None
+        mem.events.job("noop", lambda job, lease: None)
         for n in (int(w) for w in args.workers.split(",")):
             took = []
             for i in range(args.jobs):

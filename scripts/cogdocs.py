@@ -68,9 +68,9 @@ class Session:
         show it as `cat` would (in the block), or as the `command` that wrote it, or as a block of its
         own in the language `show` names (`show="toml"`), or not at all."""
         text = textwrap.dedent(text).lstrip("\n")
-        path = self.home / name[len(SHOWN_HOME) + 1:] if name.startswith(SHOWN_HOME + "/") else self.dir / name
+        path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_text(text.replace(SHOWN_DIR, str(self.dir)), encoding="utf-8")  # the folder it stands for
         if command:
             self._lines.append(f"$ {command}")
         elif isinstance(show, str):
@@ -78,6 +78,33 @@ class Session:
         elif show:
             self._lines.append(f"$ cat {name}")
             self._lines.append(text.rstrip("\n"))
+
+    def curl(self, path: str, body: dict | None = None, user: str | None = None) -> None:
+        """A request to `clawrecall serve` on the session's store (its app, run in this process), shown as
+        the `curl` that sends it, with the answer: a POST of `body` if given, else a GET."""
+        import json
+
+        from fastapi.testclient import TestClient
+
+        from clawrecall import Memory
+        from clawrecall.auth import TokenStore
+        from clawrecall.server.app import create_app
+
+        headers = {"X-Clawrecall-User": user} if user else {}
+        shown = [f"curl -s localhost:8765{path}", *(f'-H "{k}: {v}"' for k, v in headers.items())]
+        if body is not None:
+            shown += ['-H "Content-Type: application/json"', f"-d '{json.dumps(body)}'"]
+            body = json.loads(json.dumps(body).replace(SHOWN_DIR, str(self.dir)))
+        with self._fixed_world(), Memory.open() as mem:
+            client = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                                base_url="http://127.0.0.1:8765")
+            answer = client.get(path, headers=headers) if body is None else client.post(path, json=body, headers=headers)
+        self._lines.append("$ " + " ".join(shown))
+        self._lines.append(self._shown(answer.text))
+
+    def _path(self, name: str) -> Path:
+        """Where a path a sample names is: one under SHOWN_HOME in the data directory, else in the session's."""
+        return self.home / name[len(SHOWN_HOME) + 1:].rstrip("/") if name.startswith(SHOWN_HOME + "/") else self.dir / name
 
     def replace(self, name: str, old: str, new: str) -> None:
         """Change a file the session wrote, shown as the `sed -i` that would."""
@@ -130,15 +157,21 @@ class Session:
             _out(f"```python\n{code}\n```\n\nprints\n\n```\n{self._shown(printed.getvalue())}\n```")
 
     def _run(self, line: str) -> str:
-        """One `clawrecall …` line, its output through `| head -N`, `| tail -N` or `| grep TEXT` if it ends so."""
+        """One `clawrecall …` line (after `NAME=value`s it is run with; or `ls FOLDER`), its output through `| head -N`, `| tail -N` or `| grep TEXT` if it ends so."""
         command, *filters = line.split(" | ")
         args = shlex.split(command)
+        env = {}
+        while "=" in args[0]:  # `NAME=value clawrecall …`: a variable set for this command
+            name, _, value = args.pop(0).partition("=")
+            env[name] = value
+        if args[0] == "ls" and len(args) == 2:  # what the commands wrote into a folder
+            return "\n".join(sorted(entry.name for entry in self._path(args[1]).iterdir()))
         if args[0] != "clawrecall":
-            raise ValueError(f"a sample runs clawrecall commands only: {line}")
+            raise ValueError(f"a sample runs clawrecall commands and ls FOLDER only: {line}")
         from clawrecall.cli import cli
 
         with self._fixed_world():
-            result = CliRunner().invoke(cli, args[1:])
+            result = CliRunner().invoke(cli, args[1:], env=env)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise RuntimeError(f"{line}: {result.exception!r}") from result.exception
         lines = self._shown(result.output).splitlines()

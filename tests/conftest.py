@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,13 +43,38 @@ HASH_CONFIG.write_text('[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\
                        '\n[hooks.recall]\nmin_score = 0.15\n')
 
 
-#: the files that take longest (real OpenClaw turns): collected first, so a worker starts them while the
-#: others run the rest, instead of the suite waiting on them at its end
-FIRST = ("test_openclaw_e2e.py",)
+#: the files that take longest, longest first (what each costs: docs/testing.md), handed out before the
+#: rest, so that no worker starts one of them when the others are nearly done
+FIRST = ("test_openclaw_e2e.py", "test_lint.py", "test_crash.py", "test_local_model.py", "test_conversations_server.py",
+         "test_dashboard.py")
+#: the files whose every test takes minutes (real OpenClaw turns): each of their tests is a unit of work of
+#: its own, so several workers run them at once instead of one running them all
+ALONE = ("test_openclaw_e2e.py",)
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
+    """Longest first: FIRST, then the other files by their number of tests, the most first (the order
+    pytest-xdist's own reordering would give, which would put a long file of few tests last; pyproject.toml
+    turns that off with `--no-loadscope-reorder`, so this order is the one the workers are given)."""
+    tests_in = Counter(item.path for item in items)
+    rank = {name: n for n, name in enumerate(FIRST)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(FIRST)), -tests_in[item.path]))  # stable within a file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (a file to one worker, so its module-scoped servers start once), except that each
+    test of ALONE is a unit of its own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if Path(path).name in ALONE else path
+
+    return Scheduling(config, log)
 
 
 def pytest_unconfigure(config):

@@ -32,7 +32,7 @@ def main() -> None:
         with lease.commit():
             mem.add(f"A fact from segment {job.subject_id}", user_id="alice", dedup=False)
 
-    mem.jobs.handlers["extract"] = extract
+    mem.events.job("extract", extract)
     if mode == "count":
         (folder / f"ready-{os.getpid()}").touch()
         while not (folder / "go").exists():

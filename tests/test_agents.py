@@ -1,8 +1,8 @@
 """Many agents, one household (docs/agents.md): an agent reads its own memories, those no agent wrote
 and the other agents' shared ones, never another agent's private or secret ones; a secret only when
 asked for, by its own agent. As a property over random agents, users, levels and operations on both
-backends, through every in-process door: the Python API, REST and MCP tools (TestClient), the
-recall hook and export."""
+backends, through every door: the Python API, REST, MCP over HTTP and the tools (TestClient), the
+CLI (its commands run in-process on the same store), the recall hook and export."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import itertools
 import json
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clawrecall import Caller, Memory, NotFoundError, ScopeError
 from clawrecall.auth import TokenStore
+from clawrecall.cli import cli
 from clawrecall.hooks import before_prompt_build
 from clawrecall.server import create_app
 from clawrecall.tools import run_tool
@@ -36,10 +38,12 @@ def visible(reader: Caller, memory: dict, *, secrets: bool = False) -> bool:
     return own or memory["level"] == "shared"
 
 
-def doors(mem: Memory, client: TestClient, reader: Caller) -> str:
-    """Everything a reader receives from every door that answers a query or lists, as one text."""
+def doors(mem: Memory, client: TestClient, reader: Caller, db: str) -> tuple[str, dict[str, str]]:
+    """Everything a reader receives from every door that answers a query or lists, as one text, and
+    what each listing door returned (those list every memory the reader may see)."""
     query = "household note"
     headers = {"X-Clawrecall-User": reader.user_id, "X-Clawrecall-Agent": reader.agent_id}
+    who = ["--user", reader.user_id, "--agent", reader.agent_id, "--json"]
     got = [
         *(m.content for m in mem.list(caller=reader, limit=1000, include_superseded=True)),
         *(h.memory.content for h in mem.search(query, caller=reader, limit=100, min_score=0)),
@@ -48,22 +52,35 @@ def doors(mem: Memory, client: TestClient, reader: Caller) -> str:
         client.post("/v1/search", json={"query": query, "limit": 100, "min_score": 0}, headers=headers).text,
         client.post("/v1/context", json={"query": query}, headers=headers).text,
     ]
+    listed: dict[str, str] = {}
     for name, args in (("memory_recall", {"query": query, "limit": 20}), ("memory_search", {"query": query}),
                        ("search_context", {"query": query}), ("memory_list", {"limit": 100})):
         got.append(json.dumps(run_tool(mem, reader, name, args).to_json(), default=str))
+        called = client.post("/mcp", headers={**headers, "Accept": "application/json, text/event-stream"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}})
+        assert called.status_code == 200 and '"isError":true' not in called.text.replace(" ", ""), called.text
+        got.append(called.text)
+        listed[f"mcp {name}"] = called.text
+    for command in (["search", query, "--limit", "100", "--min-score", "0"], ["list", "--limit", "1000"],
+                    ["export"]):
+        ran = CliRunner().invoke(cli, ["--db", db, *command, *who])
+        assert ran.exit_code == 0, ran.output
+        got.append(ran.output)
+        listed[f"cli {command[0]}"] = ran.output
     exported = io.StringIO()
     mem.export_jsonl(exported, caller=reader)
     got.append(exported.getvalue())
-    return "\n".join(got)
+    listed["export"] = exported.getvalue()
+    return "\n".join(got), {k: listed[k] for k in ("mcp memory_list", "cli list", "cli export", "export")}
 
 
 def test_no_agent_receives_another_agents_private_or_secret_memory(db_target):
     """Random households write and re-level memories; after each step every reader's doors are read
     and hold exactly the markers the rule lets through (none it forbids), and reads by id agree."""
     marks = itertools.count()
-    with Memory.open(db_target, check_embedding=False) as mem:
-        client = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
-                            base_url="http://127.0.0.1:8765")
+    with Memory.open(db_target, check_embedding=False) as mem, TestClient(
+            create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+            base_url="http://127.0.0.1:8765") as client:  # entered: MCP's session manager runs in the lifespan
         stored: dict[str, dict] = {}
 
         callers = st.builds(Caller, st.sampled_from(USERS), st.sampled_from(AGENTS))
@@ -92,10 +109,12 @@ def test_no_agent_receives_another_agents_private_or_secret_memory(db_target):
                         assert m["user"] == writer.user_id and m["agent"] == writer.agent_id
                         assert not (m["level"] == "secret" and level != "secret")
                         m["level"] = level
-                text = doors(mem, client, reader)
+                text, listed = doors(mem, client, reader, db_target)
                 for memory_id, m in stored.items():
                     if not visible(reader, m):
                         assert m["mark"] not in text, (reader, m)
+                    else:  # and the doors are really read: each listing door shows what the reader may see
+                        assert [door for door, got in listed.items() if m["mark"] not in got] == [], (reader, m)
                     # by id, an explicit request: its own secrets too, never another agent's private
                     try:
                         mem.get(memory_id, caller=reader)
@@ -106,7 +125,6 @@ def test_no_agent_receives_another_agents_private_or_secret_memory(db_target):
                     assert (memory_id in seen) == visible(reader, m, secrets=True), (reader, m)
 
         run()
-        client.close()
 
 
 def test_a_memory_told_to_one_agent_does_not_follow_the_user_to_another(db_target):

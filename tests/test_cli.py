@@ -618,6 +618,8 @@ def test_every_command_has_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["insight", "searches"], ["insight", "popular"], ["insight", "unanswered"], ["insight", "recalled"],
         ["insight", "never-recalled"], ["insight", "recalls", memory_id[:8]], ["insight", "why", memory_id[:8]],
         ["insight", "coverage"], ["backup", str(tmp_path / "all.tar")],
+        ["add", "Heidi's locker code is 4711", "--visibility", "secret"], ["secrets", "status"], ["secrets", "rotate"],
+        ["secrets", "new-key"],
     ]
     seen = set()
     for step in steps:

@@ -734,7 +734,10 @@ def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target, mon
         with pytest.raises(NotFoundError, match="erased"):
             a.update(doomed, content="My PIN is 9999")
         assert [h.action for h in b.history(doomed)][-1] == "forget"
-        assert all(h.before is None and h.after is None for h in b.history(doomed))
+        *earlier, erased = b.history(doomed)
+        assert all(h.before is None and h.after is None for h in earlier)
+        # the forget row keeps where the memory was (for the change feed), nothing of what it said
+        assert erased.before is None and erased.after == {"scope": "global", "agent_id": None, "visibility": "shared"}
         assert b.count(include_deleted=True) == 0
     finally:
         a.close()

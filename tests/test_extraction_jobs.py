@@ -186,7 +186,7 @@ def test_an_llm_that_fails_makes_the_job_wait_and_nothing_is_lost(db_target, llm
 def test_without_an_llm_nothing_is_queued_and_the_record_works(db_target):
     with Memory.open(db_target) as mem:
         closed = say(mem, ["I prefer window seats on trains.", "Noted."], start=T0)
-        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.jobs.handlers == {}
+        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.events.handlers() == {"segment_closed": [], "vectors_stored": ["conversations.check_topics"]}
         assert mem.search("window seats", caller=ALICE, sources=["message"], min_score=0)
 
 

@@ -81,7 +81,7 @@ def test_a_job_runs_once_writes_in_its_commit_and_counts_its_tokens(jobs_mem):
         with lease.commit():
             mem.add(f"A fact from {j.subject_id}", user_id="alice")
 
-    mem.jobs.handlers["extract"] = extract
+    mem.events.job("extract", extract)
     done = mem.jobs.run_once("w1")
     assert seen == [job.id] and done.status == "done" and done.attempts == 1 and done.finished_at is not None
     assert (done.input_tokens, done.output_tokens, done.cost) == (1300, 320, pytest.approx(0.0021))
@@ -97,7 +97,7 @@ def test_a_handler_that_writes_nothing_is_done_and_kinds_without_handlers_wait(j
     mem = jobs_mem
     mem.jobs.enqueue("extract", scope="user:alice", subject_id="a")
     waiting = mem.jobs.enqueue("summarize", scope="user:alice", subject_id="a")
-    mem.jobs.handlers["extract"] = lambda job, lease: None
+    mem.events.job("extract", lambda job, lease: None)
     assert mem.jobs.run_once("w1").status == "done"
     assert mem.jobs.run_once("w1") is None
     assert mem.jobs.get(waiting.id, caller=ADMIN).status == "queued"
@@ -111,7 +111,7 @@ def test_failures_back_off_then_the_job_is_dead_with_its_reason(db_target):
             lease.usage(10, 1)
             raise ValueError(f"the model answered nonsense (attempt {j.attempts})")
 
-        mem.jobs.handlers["extract"] = broken
+        mem.events.job("extract", broken)
         waits = []
         for attempt in (1, 2, 3):
             before = utcnow()
@@ -143,7 +143,7 @@ def test_retry_later_sets_the_time_exactly_and_gives_the_attempt_back(jobs_mem):
     def rate_limited(j, lease):
         raise RetryLaterError("429 from the provider", after=120)
 
-    mem.jobs.handlers["extract"] = rate_limited
+    mem.events.job("extract", rate_limited)
     before = utcnow()
     for _ in range(5):  # more than max_attempts (3): a provider that asks to wait never kills the job
         ran = mem.jobs.run_once("w1")
@@ -159,7 +159,7 @@ def test_a_permanent_error_kills_the_job_at_once(jobs_mem):
     def missing(j, lease):
         raise PermanentJobError(f"segment {j.subject_id} was erased")
 
-    mem.jobs.handlers["extract"] = missing
+    mem.events.job("extract", missing)
     ran = mem.jobs.run_once("w1")
     assert (ran.status, ran.attempts, ran.last_error) == ("dead", 1, "PermanentJobError: segment gone was erased")
 
@@ -170,7 +170,7 @@ def test_cancel_and_retry(jobs_mem):
     assert mem.jobs.cancel(job.id, caller=ADMIN).status == "cancelled"
     with pytest.raises(JobStateError, match="only a queued job can be cancelled"):
         mem.jobs.cancel(job.id, caller=ADMIN)
-    mem.jobs.handlers["extract"] = lambda j, lease: None
+    mem.events.job("extract", lambda j, lease: None)
     assert mem.jobs.run_once("w1") is None  # a cancelled job is not run
     again = mem.jobs.retry(job.id[:8], caller=ADMIN)
     assert again.status == "queued" and again.attempts == 0 and again.finished_at is None
@@ -183,7 +183,7 @@ def test_cancel_and_retry(jobs_mem):
         started.set()
         release.wait(10)
 
-    mem.jobs.handlers["extract"] = slow
+    mem.events.job("extract", slow)
     runner = threading.Thread(target=mem.jobs.run_once, args=("w1",))
     runner.start()
     try:
@@ -216,7 +216,7 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
             raised.append(exc)
             raise
 
-    mem.jobs.handlers["extract"] = overtaken
+    mem.events.job("extract", overtaken)
     ran = mem.jobs.run_once("w1")
     assert raised and _contents(mem) == []
     assert (ran.status, ran.worker, ran.attempts, ran.last_error) == ("running", "w2", 2, None)
@@ -237,7 +237,7 @@ def test_the_heartbeat_keeps_a_long_job_its_own(db_target):
             with lease.commit():
                 mem.add("a fact from a slow model", user_id="alice")
 
-        mem.jobs.handlers["extract"] = long_call
+        mem.events.job("extract", long_call)
         ran = mem.jobs.run_once("w1")
         assert taken == [None] * 6 and ran.status == "done" and ran.attempts == 1
         assert _contents(mem) == ["a fact from a slow model"]
@@ -251,7 +251,7 @@ def test_a_job_whose_workers_keep_dying_is_dead(jobs_mem):
     with mem.store.transaction():
         mem.store.run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
                        (d.ts(utcnow() - timedelta(seconds=1)), job.id))
-    mem.jobs.handlers["extract"] = lambda j, lease: pytest.fail("run a fourth time")
+    mem.events.job("extract", lambda j, lease: pytest.fail("run a fourth time"))
     ran = mem.jobs.run_once("w1")
     assert ran.status == "dead" and "lease expired" in ran.last_error
 
@@ -334,7 +334,7 @@ def test_serve_runs_workers_only_when_a_handler_is_registered(db_target):
         with TestClient(create_app(mem, tokens=tokens, allow_anonymous=True)):
             assert mem.jobs._workers == []
         job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
-        mem.jobs.handlers["extract"] = lambda j, lease: None
+        mem.events.job("extract", lambda j, lease: None)
         with TestClient(create_app(mem, tokens=tokens, allow_anonymous=True)):
             assert len(mem.jobs._workers) == 1
             deadline = time.monotonic() + 60
@@ -389,8 +389,8 @@ def test_the_worker_command_runs_ready_jobs_and_prints_a_line_each(db_target, tm
         "            raise ValueError('no such segment')\n"
         "        with lease.commit():\n"
         "            mem.add('noted ' + job.subject_id, user_id='alice')\n"
-        "    mem.jobs.handlers['note'] = note\n"
-        "    mem.jobs.handlers['other'] = lambda job, lease: None\n"
+        "    mem.events.job('note', note)\n"
+        "    mem.events.job('other', lambda job, lease: None)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     with Memory.open(db_target, jobs={"backoff_base_s": 600}) as mem:
@@ -435,7 +435,7 @@ def test_doctor_says_when_jobs_wait_for_an_llm_that_is_down(db_target):
         def llm_down(j, lease):
             raise RetryLaterError("the LLM at http://127.0.0.1:9 refused the connection", after=30)
 
-        mem.jobs.handlers["extract"] = llm_down
+        mem.events.job("extract", llm_down)
         assert mem.jobs.run_once("w1").status == "queued"
     report = json.loads(CliRunner().invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
     jobs = next(c for c in report["checks"] if c["name"] == "jobs")

@@ -145,7 +145,7 @@ def test_tools_say_truthfully_what_they_do_and_what_they_return(mcp_http):
         name: tuple(t["annotations"][h] for h in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"))
         for name, t in tools.items()
     }
-    reads = {"memory_recall", "search_context", "memory_search", "memory_get", "memory_list", "memory_stats"}
+    reads = {"memory_recall", "search_context", "memory_search", "memory_get", "memory_list", "memory_stats", "memory_why"}
     assert all(hints[name] == (True, False, True, False) for name in reads)
     assert hints["memory_store"] == (False, False, True, False)  # only adds; dedup makes a repeat a duplicate
     assert hints["memory_write"] == (False, False, False, False)

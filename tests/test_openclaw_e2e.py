@@ -37,6 +37,7 @@ UNTRACKED = "can't verify where this plugin came from"
 DENTIST = "My dentist appointment is on Friday at 3pm."
 TEA = "Remember that my favourite tea is oolong."
 PASSING = "Just so you know, my favourite biscuit is the Hobnob."
+BLOOD = "Alice's blood test came back fine."
 BINDER = "The release checklist lives in the blue binder on the third shelf."
 
 pytestmark = pytest.mark.timeout(1500)
@@ -182,17 +183,25 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         record = _get(server.url, token, "/v1/conversations/agent:main:explicit:s1")["messages"]
         assert [m["content"] for m in record if m["role"] == "user"] == [TEA, brew], record
 
-        # (4) another agent of the same user sees the user's memories, never agent main's private ones
+        # (4) another agent of the same user reads the master knowledge base (what main learnt of alice,
+        # shared by default), labelled as main's, and never main's private memories
+        httpx.post(f"{server.url}/v1/memories", json={"content": BLOOD, "visibility": "private"}, timeout=10,
+                   headers={"authorization": f"Bearer {token}", "x-clawrecall-user": "alice",
+                            "x-clawrecall-agent": "main"}).raise_for_status()
         oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
-                'checklist binder"}] [call clawrecall_recall {"query": "favourite tea"}]')
+                'checklist binder"}] [call clawrecall_recall {"query": "favourite tea"}] '
+                '[call clawrecall_recall {"query": "blood test results"}]')
         requests = model.take()
-        binder, tea = _tool_texts(requests)
-        seen = "\n".join(_user_texts(requests[0])) + binder
+        binder, tea, blood = _tool_texts(requests)
+        seen = "\n".join(_user_texts(requests[0])) + binder + blood
         assert "blue binder" not in seen and "third shelf" not in seen, seen
-        assert "oolong" in tea  # alice's own memory follows her to every agent
-        # ...while agent main does
-        oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release checklist binder"}]')
-        assert "blue binder" in "\n".join(_tool_texts(model.take()))
+        assert "came back fine" not in seen, seen
+        assert "oolong" in tea and "[via main]" in tea, tea  # alice's memory follows her, as agent main's word
+        # ...while agent main reads both, as its own
+        oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
+                'checklist binder"}] [call clawrecall_recall {"query": "blood test results"}]')
+        binder, blood = _tool_texts(model.take())
+        assert "blue binder" in binder and "blood test came back fine" in blood and "[via" not in blood, blood
 
         # (6) said in passing, kept by no capture rule: the record has it, and the next session recalls it
         oc.turn("main", "s6", PASSING)

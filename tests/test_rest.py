@@ -277,7 +277,7 @@ def test_search_context_and_stats(alice, seeded):
 # -- tools ---------------------------------------------------------------------------------------
 def test_tools_are_listed_and_called_with_results_as_mcp_has_them(alice, seeded):
     listed = alice.get("/v1/tools").json()["tools"]
-    assert len(listed) == 13 and all(t["inputSchema"]["type"] == "object" for t in listed)
+    assert len(listed) == 14 and all(t["inputSchema"]["type"] == "object" for t in listed)
     result = alice.post("/v1/tools/memory_recall", json={"query": "editor theme"}).json()
     assert result["isError"] is False and result["content"][0]["type"] == "text"
     assert result["details"]["memories"][0]["id"] == seeded["alice"]

@@ -21,7 +21,7 @@ from clawrecall.storage.sqlite import SQLiteStore
 from clawrecall.storage.startup import StartupEntries
 
 #: what a backend is: statements, the candidate legs, the vector index, migrations, meta, and the
-#: hooks `memories.MemoryStore` names. A row of an entity is not read or written here.
+#: hooks `memories.MemoryStore` and `history.HistoryStore` name. A row of an entity is not read or written here.
 STORE_SURFACE = {
     "beside", "close", "copy_in", "pinned", "rowcount", "run", "run_many", "snapshot", "transaction",
     "fuzzy_candidates", "nearest", "text_candidates", "vector_candidates", "vectors", "where",
@@ -29,6 +29,7 @@ STORE_SURFACE = {
     "lock_schema", "migrate", "migration_extras", "migration_steps", "pending_migrations", "schema_version",
     "table_exists", "get_meta", "set_meta", "integrity_problems", "is_conflict", "local_folder",
     "after_insert", "after_remove", "after_vectors", "before_insert", "erased", "size_bytes",
+    "before_history", "after_history", "watch_history",
 }
 ACCESSORS = {"memories", "history", "startup", "messages", "segments", "files", "jobs", "occurrences",
              "search_log", "api_tokens", "staged"}

@@ -52,7 +52,7 @@ def test_every_tool_is_described_for_a_model(mem: Memory):
     assert names == [
         "memory_recall", "memory_store", "memory_forget", "search_context", "memory_search", "memory_get",
         "memory_write", "memory_update", "memory_supersede", "memory_delete", "memory_undelete", "memory_list",
-        "memory_stats",
+        "memory_stats", "memory_why",
     ]
     for t in ALL_TOOLS:
         schema = t.input_schema(mem.config.categories)

@@ -31,6 +31,7 @@ from .errors import (
     PermanentJobError,
     RetryLaterError,
     ScopeError,
+    SecretKeyError,
     ShuttingDownError,
     StorageError,
     UnknownToolError,
@@ -40,6 +41,9 @@ from .errors import (
 from .models import (
     AddResult,
     BackupSummary,
+    CleanupItem,
+    CleanupReport,
+    Cluster,
     Coverage,
     Discussed,
     EmbeddingFingerprint,
@@ -62,6 +66,8 @@ from .models import (
     ReembedState,
     SearchHit,
     SearchHits,
+    SecretRotation,
+    SecretsStatus,
     Segment,
     StartupEntry,
     Stats,
@@ -72,14 +78,14 @@ from .scopes import Caller
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "Config",
-    "ConfigError", "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
+    "CleanupReport", "Cluster", "Config", "ConfigError", "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError",
     "FileRecord", "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError",
     "JobStats", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch",
     "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
     "PermanentJobError", "Provenance", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "Segment", "ShuttingDownError", "StartupEntry",
-    "Stats",
+    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus",
+    "Segment", "ShuttingDownError", "StartupEntry", "Stats",
     "StorageError",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]

@@ -204,6 +204,18 @@ class BackupsConfig(_Section):
     keep: int = Field(default=7, ge=1)
 
 
+class SecretsConfig(_Section):
+    """The key that seals secret memories (docs/agents.md): `key` (set it from the environment,
+    `CLAWRECALL_SECRETS__KEY`), else the key file `key_file`, else a SQLite store's own key file beside
+    it (`<database>.key`, made with mode 0600 when the first secret is written). Several keys, comma- or
+    line-separated: the first seals, every one opens (a rotation under way)."""
+
+    key: str | None = Field(default=None, repr=False)
+    key_file: str | None = None
+    # an agent's `secrets=True` search reads (and decrypts) at most this many of its newest secrets
+    search_limit: int = Field(default=1000, ge=1, le=100_000)
+
+
 class DedupConfig(_Section):
     enabled: bool = True
     threshold: float = Field(default=0.95, gt=0, le=1)
@@ -240,6 +252,9 @@ class PostgresConfig(_Section):
 
     text_search_config: str = Field(default="english", pattern=r"^[a-z_][a-z0-9_]*$")
     pool_size: int = Field(default=10, ge=1, le=200)
+    # how long a request waits for a pooled connection before it fails (`storage_error`): a server outage
+    # shorter than this is only a delay
+    pool_timeout_s: float = Field(default=10.0, gt=0, le=600)
     # The HNSW graph (see docs/scaling.md for how these were chosen): links per node, and the
     # candidate list while building it; changes apply to the next build (`reembed`, `index build`).
     hnsw_m: int = Field(default=24, ge=2, le=100)
@@ -451,12 +466,15 @@ class LLMConfig(_Section):
 
 
 class InsightConfig(_Section):
-    """Insight into memory (docs/insight.md): the search log."""
+    """Insight into memory (docs/insight.md): the search log, the change feed."""
 
     # every search and recall, through every door: query, caller, scopes, hits, time taken (false: none)
     search_log: bool = True
     # searches logged longer ago than this are removed by the sweep (None: keep them)
     search_log_days: float | None = Field(default=90.0, gt=0)
+    # the change feed (/v1/events) on SQLite: how often another process's changes are looked for, in
+    # seconds (this process's own arrive at once; PostgreSQL is told by NOTIFY, and reconnects this often)
+    events_poll_s: float = Field(default=0.25, gt=0, le=60)
 
 
 class HooksConfig(_Section):
@@ -533,6 +551,7 @@ class Config(_Section):
     writes: WritesConfig = WritesConfig()
     backups: BackupsConfig = BackupsConfig()
     dedup: DedupConfig = DedupConfig()
+    secrets: SecretsConfig = SecretsConfig()
     categories: list[str] = Field(default_factory=lambda: list(DEFAULT_CATEGORIES))
     hooks: HooksConfig = HooksConfig()
     conversations: ConversationsConfig = ConversationsConfig()

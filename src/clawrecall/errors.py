@@ -156,6 +156,13 @@ class StorageError(ClawrecallError):
     status = 503
 
 
+class SecretKeyError(ClawrecallError):
+    """No key to seal or open secret memories with, or not the key the store's secrets were sealed with."""
+
+    code = "secret_key_error"
+    status = 503  # the server's own key: nothing the client can change
+
+
 class ShuttingDownError(ClawrecallError, RuntimeError):
     """The store is closing (the server is shutting down): it takes no more background work; retry elsewhere or later."""
 

@@ -91,6 +91,10 @@ def embedded_text(content: str, keys: str | None) -> str:
     return f"{content}\n{keys}" if keys else content
 
 
+#: what a secret's content reads as wherever it is not asked for by its own agent (list, history, the dashboard)
+MASK = "••••••••"
+
+
 class MemoryRecord(BaseModel):
     """One stored memory, as read back from the store (a message or file chunk is one too, of its `kind`)."""
 
@@ -122,6 +126,8 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     # what else it is found by, never shown: the facts a message gave (docs/extraction.md)
     keys: str | None = None
+    # a secret's text, encrypted (docs/agents.md): never shown, never in a dump; `content` is then `MASK`
+    sealed: str | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +149,26 @@ class MemoryRecord(BaseModel):
     def is_current(self) -> bool:
         """Not superseded (or superseded only from a time still to come)."""
         return self.valid_to is None or self.valid_to > utcnow()
+
+
+class SecretsStatus(BaseModel):
+    """Where a store's secret key comes from and what is sealed with it (`clawrecall secrets status`)."""
+
+    source: str | None  # the key file, or the variable or config key that holds the keys; None: no key yet
+    key: str | None  # the fingerprint of the key that seals (never the key)
+    keys: int  # keys that open secrets: more than one while a rotation is under way
+    store_key: str | None  # the fingerprint the store records for its sealing key
+    sealed: int  # secret memories stored encrypted
+    unsealed: int  # secret memories stored before encryption, still to seal
+
+
+class SecretRotation(BaseModel):
+    """What `mem.secrets.rotate()` did: every secret sealed again under `key`."""
+
+    key: str  # the new sealing key's fingerprint
+    resealed: int
+    total: int
+    dropped_keys: int  # old keys removed from the key file once nothing needed them
 
 
 class Discussed(BaseModel):
@@ -223,6 +249,32 @@ class HistoryEntry(BaseModel):
     after: dict[str, Any] | None = None
     actor: str | None = None
     at: datetime
+
+
+#: a history action as the change feed names it
+CHANGE_TYPES = {"add": "added", "update": "updated", "supersede": "superseded", "delete": "deleted",
+                "undelete": "restored", "forget": "forgotten", "purge": "purged", "import": "imported"}
+
+
+class MemoryEvent(BaseModel):
+    """One change to a memory, as the change feed tells it (`mem.changes`, REST `/v1/events`)."""
+
+    id: int = Field(description="The history row's id: durable, in commit order; resume after it (`Last-Event-ID`).")
+    type: Literal["added", "updated", "superseded", "deleted", "restored", "forgotten", "purged", "imported"]
+    memory_id: str
+    scope: str
+    actor: str | None = None
+    at: datetime
+    memory: MemoryRecord | None = Field(None, description="The memory as it is now (not as it was then); none once erased.")
+
+
+class ChangePage(BaseModel):
+    """What the feed holds after a cursor for one caller: the events it may read, and the cursor to read on from
+    (past rows it may not read too, so they are not read again)."""
+
+    events: list[MemoryEvent]
+    cursor: int
+    more: bool = Field(description="More rows wait after `cursor`: read again at once.")
 
 
 class Stats(BaseModel):
@@ -480,6 +532,36 @@ class Provenance(BaseModel):
     job: Job | None = Field(None, description="The extraction job that made it.")
     file: FileRecord | None = Field(None, description="The ingested file a chunk belongs to.")
     recalls: list[Recall] = Field(default_factory=list, description="Every logged search that found it, newest first.")
+
+
+class Cluster(BaseModel):
+    """Memories of one scope that say nearly the same thing (every one at cosine ≥ the threshold to another
+    of them), with a suggested clean-up: keep one, soft-delete the rest (`insight cleanup --apply`)."""
+
+    scope: str
+    size: int
+    min_similarity: float = Field(description="The lowest cosine of the pairs that join the group.")
+    mean_similarity: float = Field(description="The mean cosine of those pairs.")
+    memories: list[MemoryRecord] = Field(description="The group's memories, the one to keep first.")
+    keep: str = Field(description="The suggested survivor: the most important, then the most recently changed.")
+    remove: list[str] = Field(description="The others: restorable after a soft delete, until purged.")
+
+
+class CleanupItem(BaseModel):
+    """A memory the clean-up report suggests deleting, and why."""
+
+    memory: MemoryRecord
+    reasons: list[str] = Field(description="noise, near_empty, placeholder, question, duplicate (of `duplicate_of`) "
+                                           "or never_recalled.")
+    duplicate_of: str | None = None
+
+
+class CleanupReport(BaseModel):
+    """Low-quality memories in the caller's scopes (nova-memory's maintenance report), oldest first."""
+
+    items: list[CleanupItem]
+    counts: dict[str, int] = Field(description="Memories per reason.")
+    scanned: int = Field(description="Current memories read.")
 
 
 class Coverage(BaseModel):

@@ -25,6 +25,7 @@ from .insight import insight_group
 from .jobs import COMMANDS as JOB_COMMANDS
 from .migrate import migrate
 from .openclaw import openclaw_group
+from .secrets import secrets_group
 from .startup import startup_group
 from .output import report_error
 
@@ -118,7 +119,8 @@ def _accept_store_options(command: click.Command) -> None:
 
 
 for _command in [*COMMANDS, *ERASURE_COMMANDS, startup_group, *AGENT_COMMANDS, migrate, openclaw_group,
-                 conversations_group, files_group, config_group, *JOB_COMMANDS, insight_group, *BACKUP_COMMANDS]:
+                 conversations_group, files_group, config_group, *JOB_COMMANDS, insight_group, *BACKUP_COMMANDS,
+                 secrets_group]:
     _accept_store_options(_command)
     cli.add_command(_command)
 

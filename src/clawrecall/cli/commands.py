@@ -26,10 +26,11 @@ from pydantic import BaseModel
 from .._time import age_string, parse_when_or_ago, utcnow
 from ..config import Config, data_dir, default_config_path, default_db_path, load_config, toml_value
 from ..engine import Memory
-from ..errors import ClawrecallError, EmbeddingMismatchError, NotFoundError, StorageError
+from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
     AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
 )
+from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
 from ..importers.sources import DATA_SOURCES
 from ..scopes import Caller
@@ -160,6 +161,39 @@ group_json_option = click.option(
 json_stream_option = click.option(
     "--json", "as_json", is_flag=True, help="Report a start-up error as JSON (logs are JSON lines already)."
 )
+def _handler_specs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for spec in value:
+        module, _, function = spec.partition(":")
+        if not module.strip() or not all(p.isidentifier() for p in module.split(".")) or (function and not function.isidentifier()):
+            raise click.BadParameter(f"{spec!r} is not MODULE or MODULE:FUNCTION (a Python module path, e.g. my_handlers)")
+    return value
+
+
+# `serve` and `worker` register handlers alike: the same modules give a server's worker threads and a
+# foreground worker the same events and job kinds
+handlers_option = click.option(
+    "--handlers", "handler_specs", multiple=True, metavar="MODULE[:FUNCTION]", callback=_handler_specs,
+    help="Import MODULE and call its FUNCTION (default register) with the open Memory, which registers "
+    "handlers on mem.events: listeners of events and job kinds of your own (repeatable; docs/jobs.md).",
+)
+
+
+def load_handlers(mem: Memory, specs: tuple[str, ...]) -> None:
+    """Run each `--handlers MODULE[:FUNCTION]`'s function on `mem`; a module or function that is not there is a ConfigError."""
+    import importlib
+
+    for spec in specs:
+        name, _, function = spec.partition(":")
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import handlers module {name!r}: {exc}") from None
+        register = getattr(module, function or "register", None)
+        if not callable(register):
+            raise ConfigError(f"handlers module {name!r} has no {function or 'register'}(mem) function")
+        register(mem)
+
+
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 include_deleted_option = click.option("--include-deleted", is_flag=True, help="Include soft-deleted memories.")
 include_expired_option = click.option("--include-expired", is_flag=True, help="Include memories past their expiry.")
@@ -492,14 +526,25 @@ def history(state: State, memory_id: str, fmt: out.Format, caller: Caller) -> No
 @scope_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE (default: stdout).")
 @click.option("--secrets", is_flag=True, help="Export the caller's secret memories too (docs/agents.md).")
+@click.option("--journal", metavar="DIR", type=click.Path(file_okay=False), default=None,
+              help="Write the readable journal instead: DIR/<scope>/memory/YYYY-MM-DD.md, one file per scope and day.")
 @json_option
 @pass_state
-def export(state: State, output: str | None, as_json: bool, **filters: Any) -> None:
+def export(state: State, output: str | None, journal: str | None, as_json: bool, **filters: Any) -> None:
     """Write memories as JSONL, every field, in the order they were stored: a backup `import` reads back.
 
     To stdout the JSONL is the whole output (also with --json); with --output, stdout gets a summary.
+    With --journal, Markdown a person reads and OpenClaw's memory-core indexes (docs/importing.md).
     """
     mem = state.open(embeds=False)
+    if journal is not None:
+        if output is not None:
+            raise click.UsageError("--journal writes a folder of Markdown; --output is for JSONL")
+        written = mem.export_journal(journal, **engine_args(filters))
+        out.respond(as_json, {**written, "journal": journal},
+                    f"Wrote {out.plural(written['files'], 'journal file')} ({out.memories(written['memories'])}) "
+                    f"to {journal}.")
+        return
     if output is None:
         exported = mem.export_jsonl(sys.stdout, **engine_args(filters))
         if not as_json:
@@ -512,40 +557,52 @@ def export(state: State, output: str | None, as_json: bool, **filters: Any) -> N
 
 
 @click.command("import")
-@click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+@click.argument("source", metavar="FILE|-|URL")
 @click.option("--from", "system", type=click.Choice(sorted(DATA_SOURCES)), default=None,
-              help="SOURCE is this system's store, not JSONL: its records are mapped and imported, each once "
-              "(docs/importing.md).")
+              help="SOURCE is this system's store, not JSONL (a SQLite file or a PostgreSQL URL): its records are "
+              "mapped and imported, each once (docs/importing.md).")
+@click.option("--vectors-from", metavar="MODEL", default=None,
+              help="With --from: the embedding model that made the source's vectors. They are reused when it is "
+              "the store's model (and of its dimensions); otherwise every memory is embedded again.")
+@click.option("--history", metavar="FILE", type=click.Path(dir_okay=False), default=None,
+              help="With --from mem0: its history database (~/.mem0/history.db), for earlier versions and deletions.")
 @caller_options
 @click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=512, show_default=True,
+              help="Memories written per transaction: what an interruption can cost to redo.")
 @click.option("--defer-index", is_flag=True,
               help="PostgreSQL: drop the vector index for the import and build it once at the end "
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
-def import_memories(state: State, source: TextIO, system: str | None, on_duplicate: str, dry_run: bool, defer_index: bool,
-                    as_json: bool, caller: Caller) -> None:
+def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
+                    on_duplicate: str, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
+                    caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
 
-    With --from, SOURCE is another system's store (memento-local: its SQLite file)."""
+    With --from, SOURCE is another system's store: memento-local's SQLite file; the PostgreSQL URL of
+    mem0's pgvector store, of ShadowDB's or of openclaw-memory-pgvector's database."""
     if system is not None:
-        source.close()
         mem = state.open(embeds=True, creates=not dry_run)
+        options = ImportOptions(vectors_from=vectors_from, history=history)
         with out.progress_bar("Checking" if dry_run else "Importing") as bar:
-            summary = run_import(mem, system, DATA_SOURCES[system], source.name, caller=caller, dry_run=dry_run,
-                                 progress=bar)
+            summary = run_import(mem, system, DATA_SOURCES[system], source, caller=caller, dry_run=dry_run,
+                                 progress=bar, options=options, chunk=batch_size)
         out.respond(as_json, summary, _system_import_text(summary))
         return
-    try:
-        lines = source.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
-    except UnicodeDecodeError as exc:
-        raise click.FileError(source.name, f"not UTF-8 text ({exc.reason})") from None
+    if vectors_from or history:
+        raise click.UsageError("--vectors-from and --history go with --from SYSTEM")
+    with click.File("r", encoding="utf-8").convert(source, None, click.get_current_context()) as fh:
+        try:
+            lines = fh.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
+        except UnicodeDecodeError as exc:
+            raise click.FileError(source, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=not dry_run)
     deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
-    name = "stdin" if source.name == "<stdin>" else source.name
+    name = "stdin" if source == "-" else source
     written = [0, 0]  # lines committed, lines to import: what an interruption leaves behind
 
     try:  # outside the deferred index: an interruption leaves it unbuilt instead of building it now
@@ -555,7 +612,8 @@ def import_memories(state: State, source: TextIO, system: str | None, on_duplica
                 if bar:
                     bar(done, total)
 
-            result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller)
+            result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller,
+                                      chunk=batch_size)
     except KeyboardInterrupt:
         text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
         if not isinstance(deferred, nullcontext):
@@ -807,9 +865,16 @@ def import_text(result: dict[str, Any], source: str, shown: int = 10) -> str:
 
 def _system_import_text(s: dict[str, Any]) -> str:
     lines = [f"{'Would import' if s['dry_run'] else 'Imported'} {out.memories(s['imported'])} from {s['system']} "
-             f"{s['source']} ({s['already_there']} already there, {len(s['skipped'])} rows left out or changed)"]
-    lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
-    lines += [f"  left out: {d['table']}.{d['id']}: {d['reason']}" for d in s["skipped"]]
+             f"{s['source']} ({s['already_there']} already there, "
+             f"{out.plural(sum(d.get('rows', 1) for d in s['skipped']), 'row')} left out or changed)"]
+    if s["startup"]["imported"] or s["startup"]["already_there"]:
+        lines.append(f"Startup entries: {s['startup']['imported']} imported, {s['startup']['already_there']} already there")
+    if s["imported"]:  # of the source's memories, not of this run's: said when something is written
+        lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded: {s['vectors']['why']}")
+    if s["dry_run"]:  # what became what: to read before importing (always in --json)
+        lines += [f"  {k} → {v}" for k, v in s["mapped"].items()]
+    lines += [f"  left out: {d['table']}.{d['id']}: {d['reason']}" if d["id"] is not None else
+              f"  left out: {d['table']} ({out.plural(d['rows'], 'row')}): {d['reason']}" for d in s["skipped"]]
     return "\n".join(lines)
 
 
@@ -939,6 +1004,8 @@ def history_text(entries: list[HistoryEntry]) -> str:
 
 
 def change_text(entry: HistoryEntry) -> str:
+    if entry.action in ("forget", "purge"):  # its `after` says only where the memory was
+        return "content erased"
     if entry.before is None and entry.after is not None:
         replaced = entry.after.get("supersedes")
         return str(entry.after.get("content", "")) + (f" (supersedes {out.short_id(replaced)})" if replaced else "")
@@ -1012,9 +1079,13 @@ IDENTITY_ENV = ("CLAWRECALL_USER", "CLAWRECALL_AGENT", "CLAWRECALL_SESSION")
               metavar="BYTES", help="Request bodies larger than this are refused with 413.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@handlers_option
 @json_stream_option
 @pass_state
-def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str, as_json: bool) -> None:
+def serve(
+    state: State, host: str, port: int, db: str | None, max_body_bytes: int, log_level: str, handler_specs: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Serve the REST API, MCP (streamable HTTP at /mcp), the hook endpoints and an E5-compatible embedding API.
 
     Requests need a bearer token once any token exists; a loopback server without tokens serves the
@@ -1024,6 +1095,7 @@ def serve(state: State, host: str, port: int, db: str | None, max_body_bytes: in
 
     state.db = db or state.db
     mem = state.open(embeds=True, creates=True)
+    load_handlers(mem, handler_specs)  # before the server starts its workers: they run the kinds registered
 
     def listening(url: str) -> None:  # for people; the logs (stderr) stay JSON lines
         if not as_json:

@@ -1,5 +1,5 @@
-"""`clawrecall insight searches|popular|unanswered|recalled|never-recalled|recalls`: the search log's
-reports and a memory's recalls (`mem.insight`, docs/insight.md)."""
+"""`clawrecall insight …`: the search log's reports, a memory's recalls and origin, embedding coverage,
+groups of near-identical memories and the clean-up report (`mem.insight`, docs/insight.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .._time import age_string
+from ..insight.cleanup import REASONS
 from ..models import QueryCount
 from . import output as out
 from .commands import (
@@ -16,6 +17,7 @@ from .commands import (
     by_id,
     engine_args,
     group_json_option,
+    json_option,
     pass_state,
     rows_format_options,
     scope_options,
@@ -150,3 +152,73 @@ def coverage(state: State, fmt: out.Format, **params: Any) -> None:
     rows = [[c.kind, str(c.total), str(c.embedded), f"{c.percent:g}%", str(c.waiting), str(c.other_model)] for c in found]
     out.respond_rows(fmt, found, out.table(["KIND", "ROWS", "EMBEDDED", "%", "WAITING", "OTHER MODEL"], rows,
                                            right=(1, 2, 3, 4, 5)) if rows else "Nothing stored.")
+
+
+_yes = click.option("--yes", "-y", "yes", is_flag=True,
+                    help="Soft-delete what is suggested (restorable with `undelete` until purged); without it, only report.")
+
+
+@insight_group.command("clusters")
+@click.option("--threshold", type=click.FloatRange(0.5, 1), default=0.8, show_default=True,
+              help="Cosine at or above which two memories are near-identical.")
+@_limit(20)
+@_yes
+@scope_options
+@rows_format_options
+@pass_state
+def clusters(state: State, fmt: out.Format, yes: bool, **params: Any) -> None:
+    """Groups of memories that say nearly the same thing, largest first, each with the one to keep."""
+    mem = state.open(embeds=False)
+    args = engine_args(params)
+    found = mem.insight.clusters(**args)
+    rows = [[str(c.size), f"{c.min_similarity:.2f}", c.scope, out.short_id(c.keep), _cut(c.memories[0].content)]
+            for c in found]
+    text = out.table(["SIZE", "MIN SIM", "SCOPE", "KEEP", "CONTENT"], rows, right=(0, 1)) if rows else "No near-identical memories."
+    if yes and found:
+        deleted = _delete(mem, [i for c in found for i in c.remove], args)
+        text += f"\nDeleted {out.memories(len(deleted))}, kept one of each group."
+    out.respond_rows(fmt, found, text)
+
+
+@insight_group.command("cleanup")
+@click.option("--days", type=click.FloatRange(0, 36_500, min_open=True), default=90, show_default=True,
+              help="Older than this and not found by any search in this many days: never_recalled.")
+@click.option("--duplicate-threshold", type=click.FloatRange(0.5, 1), default=0.95, show_default=True,
+              help="Cosine at or above which a memory is a near-copy of one kept.")
+@click.option("--reason", "reasons", multiple=True, type=click.Choice(REASONS),
+              help="Only memories flagged for this reason (repeatable).")
+@_limit(1_000)
+@_yes
+@scope_options
+@json_option
+@pass_state
+def cleanup(state: State, as_json: bool, yes: bool, reasons: tuple[str, ...], **params: Any) -> None:
+    """Low-quality memories — noise, near-empty, template placeholders, questions, near-copies, never
+    recalled — oldest first, and with --yes their soft deletion."""
+    mem = state.open(embeds=False)
+    args = engine_args(params)
+    report = mem.insight.cleanup(**args)
+    if reasons:
+        report.items = [i for i in report.items if set(i.reasons) & set(reasons)]
+    rows = [[out.short_id(i.memory.id), ",".join(i.reasons), age_string(i.memory.created_at), _cut(i.memory.content)]
+            for i in report.items]
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
+    text = (out.table(["ID", "REASONS", "AGE", "CONTENT"], rows) + f"\n{len(rows)} of {report.scanned} memories ({counts})."
+            if rows else f"Nothing to clean up in {out.memories(report.scanned)}.")
+    deleted: list[str] = []
+    if yes and report.items:
+        deleted = [m.id for m in _delete(mem, [i.memory.id for i in report.items], args)]
+        text += f"\nDeleted {out.memories(len(deleted))} (`undelete ID` restores one until purged)."
+    elif report.items:
+        text += "\nRun again with --yes to delete them."
+    out.respond(as_json, {**report.model_dump(mode="json"), "deleted": deleted}, text)
+
+
+def _delete(mem: Any, ids: list[str], args: dict[str, Any]) -> list[Any]:
+    with out.progress_bar("Deleting") as progress:
+        deleted = []
+        for n, memory_id in enumerate(ids, 1):
+            deleted.extend(mem.insight.clean_up([memory_id], caller=args["caller"]))
+            if progress is not None:
+                progress(n, len(ids))
+    return deleted

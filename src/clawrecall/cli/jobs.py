@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import signal
 from typing import Any
@@ -10,13 +9,14 @@ from typing import Any
 import click
 
 from .._time import age_string, utcnow
-from ..engine import Memory
 from ..engine._worker import Worker
 from ..errors import ConfigError
 from ..models import JOB_STATUSES, Job
 from ..scopes import Caller
 from . import output as out
-from .commands import State, caller_options, group_json_option, json_option, pass_state, rows_format_options
+from .commands import (
+    State, caller_options, group_json_option, handlers_option, json_option, load_handlers, pass_state, rows_format_options,
+)
 
 
 @click.group("jobs")
@@ -79,18 +79,16 @@ def cancel(state: State, job_id: str, caller: Caller, as_json: bool) -> None:
 @click.command("worker")
 @click.option("--once", is_flag=True, help="Run the jobs ready now, then exit (default: keep running until stopped).")
 @click.option("--kinds", metavar="KIND,…", help="Only jobs of these kinds, comma-separated (default: every kind with a handler).")
-@click.option("--handlers", "modules", multiple=True, metavar="MODULE",
-              help="Import MODULE and call its register(mem) to add job handlers (repeatable), for jobs of your own.")
+@handlers_option
 @json_option
 @pass_state
-def worker(state: State, once: bool, kinds: str | None, modules: tuple[str, ...], as_json: bool) -> None:
+def worker(state: State, once: bool, kinds: str | None, handler_specs: tuple[str, ...], as_json: bool) -> None:
     """Run background jobs in the foreground until Ctrl-C or SIGTERM (the job running then is finished first).
 
     `clawrecall serve` runs `jobs.workers` workers itself; run this to work elsewhere, or more. With --json,
     one line of JSON per job run, as it ended."""
     mem = state.open(embeds=True)
-    for name in modules:
-        _register(mem, name)
+    load_handlers(mem, handler_specs)
     if not mem.jobs.handlers:
         raise ConfigError("no job handlers are registered, so there is nothing to run (extraction registers its own "
                           "when an LLM is configured; --handlers MODULE adds yours)")
@@ -114,17 +112,6 @@ def worker(state: State, once: bool, kinds: str | None, modules: tuple[str, ...]
             signal.signal(sig, handler)
     if not as_json:
         click.echo(f"Ran {out.plural(ran, 'job')}.", err=True)
-
-
-def _register(mem: Memory, name: str) -> None:
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import handlers module {name!r}: {exc}") from None
-    register = getattr(module, "register", None)
-    if not callable(register):
-        raise ConfigError(f"handlers module {name!r} has no register(mem) function")
-    register(mem)
 
 
 def _when(job: Job) -> str:

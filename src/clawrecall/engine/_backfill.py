@@ -8,14 +8,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
-
 from ..conversations.windows import windows
 from ..files import Tokens, tokens_for
 from ..models import MemoryRecord
 from ..runtime import Runtime
 from ..storage import Store
 from ._embedding import Embedding
+from ._events import Events, VectorsStored
 from ._validate import new_ids
 
 log = logging.getLogger("clawrecall.backfill")
@@ -27,11 +26,11 @@ RETRY_AFTER_S = 30.0  # the provider failed: try again this much later
 class Backfill:
     """Embeds unembedded rows on the runtime's `embed` queue; `kick()` after a write schedules a run."""
 
-    def __init__(self, store: Store, embedding: Embedding, runtime: Runtime):
+    def __init__(self, store: Store, embedding: Embedding, runtime: Runtime, events: Events):
         self.store = store
         self.embedding = embedding
         self.runtime = runtime
-        self.listeners: list[Callable[[list[str]], None]] = []  # told which rows got vectors (segment topic checks)
+        self.events = events  # `vectors_stored` after each batch (the segments' topic checks)
         self._lock = threading.Lock()
         self._running = threading.Lock()  # one run at a time in this process: the same rows are not embedded twice
         self._scheduled = False
@@ -80,8 +79,7 @@ class Backfill:
                 self.store.memories.put_windows(windows, vectors[len(rows):], list(cut))
             self.store.memories.set_vectors(ids, vectors[: len(rows)], self.embedding.model_name, self.embedding.confirm_unchanged)
             done += len(rows)
-            for listener in self.listeners:
-                listener(ids)
+            self.events.emit("vectors_stored", VectorsStored(ids=ids))
         return done
 
     def _windows(self, text: str) -> list[str]:

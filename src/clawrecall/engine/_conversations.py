@@ -5,8 +5,8 @@ requests/responses/reasoning, memento-local's capture buffer and segments).
 the database, so an acknowledged message survives a kill -9. Each message is a `memories` row of
 kind `message` (searchable with memories, guarded by the same scope check) plus a `messages` row.
 Vectors come after the answer (`_backfill.py`); the topic check runs once they have.
-Closing a segment is the event the extraction of facts hangs on (`closing` listeners queue its job
-in the closing transaction).
+Closing a segment is the event the extraction of facts hangs on (`segment_closed`, emitted in the
+closing transaction: the job it queues commits with the close); `check_topics` handles `vectors_stored`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Sequence
 
 from .._time import utcnow
 from ..config import Config, data_dir
@@ -28,6 +28,7 @@ from ..models import MemoryRecord, Message, Segment
 from ..scopes import ALL, MAX_ID_CHARS, Caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
+from ._events import Events, SegmentClosed
 from ._validate import check_int, check_text, new_ids, require_writes
 from ._writes import Writes
 
@@ -53,15 +54,12 @@ def _session_id(session_id: object, where: str = "") -> str:
 
 
 class Conversations:
-    def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill):
+    def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill, events: Events):
         self.store = store
         self.config = config
         self.writes = writes
         self.backfill = backfill
-        # told of every segment that closes, inside the closing transaction: work queued here (the extraction
-        # job) commits with the close or not at all
-        self.closing: list[Callable[[Segment], None]] = []
-        backfill.listeners.append(self._check_topics)
+        self.events = events
 
     # -- recording ----------------------------------------------------------------------------
     def log(
@@ -298,11 +296,10 @@ class Conversations:
         except OSError as exc:  # the record is in the database; the file is a copy, not worth losing the close over
             log.error("could not write the JSONL of segment %s: %s", segment.id, exc)
         self.store.segments.replace(done)
-        for listener in self.closing:
-            listener(done)
+        self.events.emit("segment_closed", SegmentClosed(segment=done))
         return done
 
-    def _check_topics(self, ids: list[str]) -> None:
+    def check_topics(self, ids: list[str]) -> None:
         """After new vectors: split an open segment where the topic shifted (`segments.topic_shift`)."""
         cfg = self.config.conversations
         if cfg.topic_threshold <= 0:

@@ -7,13 +7,12 @@ store to a new one).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable
 
 from ..config import Config
 from ..errors import EmbeddingMismatchError, ValidationError
-from ..models import EmbeddingFingerprint, NewMemory
+from ..models import EmbeddingFingerprint
 from ..storage import Store
-from ._validate import check_content
 
 if TYPE_CHECKING:
     import numpy as np  # imported where vectors are made: `clawrecall stats` never needs it
@@ -120,18 +119,10 @@ class Embedding:
         self.remember_fingerprint()
         return vectors
 
-    def start(self, items: Sequence[NewMemory | Mapping[str, Any]]) -> EmbeddingStream | None:
-        """Start embedding the items' distinct contents, before the rest of each item is validated, so
-        that validation overlaps a local model. None when an item has no valid content: validating
-        it says what is wrong, in the words it always uses."""
-        texts = []
-        for item in items:
-            content = item.content if isinstance(item, NewMemory) else item.get("content") if isinstance(item, Mapping) else None
-            try:
-                texts.append(check_content(content))
-            except ValidationError:
-                return None
-        return self.embedder.stream(list(dict.fromkeys(texts)), "passage") if texts else None
+    def start(self, texts: list[str]) -> EmbeddingStream:
+        """Start embedding these texts (each distinct one once) while the caller goes on; `collect` waits.
+        The texts are validated records' (a secret's is its mask: its own text never reaches a provider)."""
+        return self.embedder.stream(list(dict.fromkeys(texts)), "passage")
 
     def collect(self, stream: EmbeddingStream, texts: list[str], progress: Progress | None) -> np.ndarray:
         """One vector per text, from the stream `start` began on the distinct texts."""

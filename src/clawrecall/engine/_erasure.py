@@ -104,7 +104,7 @@ def _memories(e: Erasing) -> int:
     """The memories, their vectors and index entries; their history keeps only who erased them and when."""
     if not e.dry_run and e.memory_ids:
         e.history_rows  # noqa: B018 (counted first: the erasure adds a row per memory)
-        e.writes.erase(e.memory_ids, "forget", e.actor)
+        e.writes.erase(e.memory_ids, "forget", e.actor, where=False)
     return len(e.memory_ids)
 
 
@@ -115,11 +115,14 @@ def _history(e: Erasing) -> int:
 
 def _actor(e: Erasing) -> int:
     """History rows, of any memory, that name the person as who made the change: the person's part
-    of the actor becomes `user:(erased)` (or `agent:(erased)`), the rest stays."""
+    of the actor becomes `user:(erased)` (or `agent:(erased)`), the rest stays; and the rows of memories
+    erased before that name it as where they were (their scope, or their agent), which lose that."""
     renamed = {actor: new for actor in e.store.history.actors() if (new := e.person.unnamed(actor)) is not None}
+    where = e.store.history.unname_erasures(e.person.scope, e.person.id if e.person.kind == "agent" else None,
+                                            dry_run=e.dry_run)
     if e.dry_run:
-        return e.store.history.count_by_actor(list(renamed))
-    return sum(e.store.history.rename_actor(old, new) for old, new in renamed.items())
+        return e.store.history.count_by_actor(list(renamed)) + where
+    return sum(e.store.history.rename_actor(old, new) for old, new in renamed.items()) + where
 
 
 def _occurrences(e: Erasing) -> int:

@@ -28,7 +28,6 @@ from ._jobs import Jobs, Lease
 
 if TYPE_CHECKING:
     from ..llm import LLM
-    from ._conversations import Conversations
 
 log = logging.getLogger("clawrecall.extraction")
 
@@ -40,17 +39,19 @@ SUMMARY_CHARS = 1000  # a segment's summary sentence, as kept
 
 
 class Extraction:
-    def __init__(self, store: Store, config: Config, conversations: Conversations, facts: Facts, jobs: Jobs):
+    def __init__(self, store: Store, config: Config, facts: Facts, jobs: Jobs):
+        """Its handlers (`queue` on `segment_closed`, `extract` and `summarize` jobs) are wired in `_events.wire`."""
         self.store = store
         self.config = config
         self.facts = facts
         self.jobs = jobs
         self._llm: LLM | None = None
         self._lock = threading.Lock()
-        if facts.active:
-            jobs.handlers[EXTRACT] = self._extract
-            jobs.handlers[SUMMARIZE] = self._summarize
-            conversations.closing.append(self._queue)
+
+    @property
+    def active(self) -> bool:
+        """An LLM is configured: closed segments get extraction jobs (else capture stays rule-based)."""
+        return self.facts.active
 
     @property
     def llm(self) -> LLM:
@@ -65,7 +66,7 @@ class Extraction:
             return self._llm
 
     # -- queueing, inside the transaction that closes the segment -----------------------------------
-    def _queue(self, segment: Segment) -> None:
+    def queue(self, segment: Segment) -> None:
         # every closed segment: the job is the one writer of its facts (the model's, or for a short one the rules')
         if segment.closed_at is not None:
             self.jobs.enqueue(EXTRACT, scope=segment.scope, subject_id=segment.id)
@@ -73,7 +74,7 @@ class Extraction:
             self.jobs.enqueue(SUMMARIZE, scope=segment.scope, subject_id=segment.id)
 
     # -- the jobs -----------------------------------------------------------------------------------
-    def _extract(self, job: Job, lease: Lease) -> None:
+    def extract(self, job: Job, lease: Lease) -> None:
         """One segment: prompt, answer (one repair), decisions, applied in the lease's commit. An embedding
         provider that is down makes the job wait, as an LLM that is down does (the prompt's known facts are
         found by meaning, before the LLM is asked: no tokens are spent on a job that cannot finish)."""
@@ -139,7 +140,7 @@ class Extraction:
                 log.warning("extraction answer invalid after a repair (%s); rule-based capture instead", "; ".join(errors[:3]))
         return None
 
-    def _summarize(self, job: Job, lease: Lease) -> None:
+    def summarize(self, job: Job, lease: Lease) -> None:
         """A session that ended: its one summary memory, from the summaries its segments' extractions gave
         (no call of its own). Waits while those extractions are queued, and while the embedding provider is down."""
         with _waits_for_embedding():

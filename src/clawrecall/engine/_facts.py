@@ -133,7 +133,9 @@ class Facts:
                 added.append((d, {"content": d.fact.text, "scope": segment.scope, "valid_from": d.valid_from,
                                   **self._source(segment), **self._fields(segment, d)}))
         records, _ = self.writes.new_records([item for _, item in added], caller) if added else ([], [])
-        keyed = self._keyed(decisions) if self.config.extraction.augment_keys else []
+        secret = {d.fact.text for (d, _), r in zip(added, records) if r.sealed is not None}
+        secret |= {d.fact.text for d, r in successors if r.sealed is not None}
+        keyed = self._keyed(decisions, secret) if self.config.extraction.augment_keys else []
         texts = [r.content for r in records] + [r.content for _, r in successors] + [embedded_text(m.content, m.keys) for m in keyed]
         vectors = self.embedding.passages(texts) if texts else None  # before the transaction
         occurrences: list[Occurrence] = []
@@ -253,10 +255,13 @@ class Facts:
         return {"category": f.category, "importance": f.importance, "confidence": f.confidence,
                 "visibility": d.visibility, "metadata": metadata}
 
-    def _keyed(self, decisions: list[Decision]) -> list[MemoryRecord]:
-        """The source messages' rows with their keys joined by the facts they gave (each text once)."""
+    def _keyed(self, decisions: list[Decision], secret: set[str]) -> list[MemoryRecord]:
+        """The source messages' rows with their keys joined by the facts they gave (each text once), but
+        for the `secret` ones: a message's keys are indexed and embedded."""
         texts: dict[str, list[str]] = {}
         for d in decisions:
+            if d.fact.text in secret:
+                continue
             for m in d.sources:
                 texts.setdefault(m.id, [])
                 if d.fact.text not in texts[m.id]:

@@ -11,14 +11,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Callable
 
+import numpy as np
+
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
+from ..insight.cleanup import REASONS, text_reasons
+from ..insight.clusters import groups
 from ..insight.log import SearchRecorder
-from ..models import Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
+from ..models import (
+    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall,
+    RecallCount,
+)
 from ..runtime import Runtime
-from ..scopes import Caller, as_caller, may_read, read_scopes
-from ..storage import Store
+from ..scopes import Caller, as_caller, household, may_read, read_scopes
+from ..storage import Filters, Store
 from ..storage.insight import coverage
 from ._embedding import Embedding
 from ._extraction import EXTRACT
@@ -27,14 +34,17 @@ from ._facts import SUMMARY_SOURCE
 from ._validate import check_int, check_when
 
 Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
+Delete = Callable[[str, Caller], MemoryRecord]
 
 
 class Insight:
-    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve):
+    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve,
+                 delete: Delete):
         self._store = store
         self._embedding = embedding
         self._config = config
         self._resolve = resolve
+        self._delete = delete
         self.recorder = SearchRecorder(store, config, runtime)
 
     def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
@@ -92,8 +102,7 @@ class Insight:
         """Current memories older than `days` that no logged search found in the last `days`, oldest first."""
         _, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 < days <= 36_500:
-            raise ValidationError(f"days must be a number of days between 0 and 36,500, got {days!r}")
+        _check_days(days)
         ids = self._store.search_log.never_recalled(scopes, utcnow() - timedelta(days=days), limit)
         found = self._store.memories.fetch(ids)
         return [found[i] for i in ids if i in found]
@@ -176,6 +185,82 @@ class Insight:
         order = ["memory", "fact", "message", "chunk", "window"]
         return sorted(kinds.values(), key=lambda c: (order.index(c.kind) if c.kind in order else len(order), c.kind))
 
+    def clusters(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, threshold: float = 0.8, limit: int = 20,
+    ) -> list[Cluster]:
+        """Groups of current memories that say nearly the same thing (cosine ≥ `threshold`, nova-memory's
+        0.8), per scope, largest first; in the memories the caller reads (an agent: its household's)."""
+        who, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 10_000)
+        _check_threshold(threshold)
+        return self._clusters(self._memories(who, scopes), threshold)[:limit]
+
+    def cleanup(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, days: float = 90, duplicate_threshold: float = 0.95,
+        limit: int = 1_000,
+    ) -> CleanupReport:
+        """The memories worth deleting, oldest first, each with its reasons: noise, near-empty text, a
+        template's placeholder, a question kept as a memory, a near-copy (cosine ≥ `duplicate_threshold`)
+        of a memory kept, or — with the search log on — not found by any search in `days` days. Nothing
+        is changed: `clean_up(ids)` deletes what a person confirmed."""
+        who, scopes = self._scopes(caller, user_id, agent_id, scope)
+        check_int(limit, "limit", 1, 100_000)
+        _check_threshold(duplicate_threshold)
+        _check_days(days)
+        rows = self._memories(who, scopes)
+        reasons = {r.id: text_reasons(r.content) for r, _ in rows}
+        copies: dict[str, str] = {}
+        for cluster in self._clusters(rows, duplicate_threshold):
+            for memory_id in cluster.remove:
+                copies[memory_id] = cluster.keep
+                reasons[memory_id].append("duplicate")
+        if self._config.insight.search_log:
+            cutoff = utcnow() - timedelta(days=days)
+            stale = set(self._store.search_log.never_recalled(scopes, cutoff, len(rows) or 1))
+            for r, _ in rows:
+                if r.id in stale:
+                    reasons[r.id].append("never_recalled")
+        flagged = [r for r, _ in rows if reasons[r.id]]
+        counts = {reason: sum(reason in reasons[r.id] for r in flagged) for reason in REASONS}
+        items = [CleanupItem(memory=r, reasons=reasons[r.id], duplicate_of=copies.get(r.id))
+                 for r in sorted(flagged, key=lambda r: r.created_at)[:limit]]
+        return CleanupReport(items=items, counts={k: v for k, v in counts.items() if v}, scanned=len(rows))
+
+    def clean_up(
+        self, ids: list[str], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[MemoryRecord]:
+        """Soft-delete the memories a person confirmed from a report (restorable until purged), through the
+        one write path and its checks: each must be one the caller may delete."""
+        who = as_caller(caller, user_id, agent_id)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValidationError("ids must be a list of memory ids")
+        return [self._delete(memory_id, who) for memory_id in dict.fromkeys(ids)]
+
+    def _memories(self, who: Caller, scopes: list[str] | None) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        filters = Filters(scopes=scopes, **household(who, access=self._config.access))  # type: ignore[arg-type]
+        return list(self._store.memories.iter_all(filters))
+
+    @staticmethod
+    def _clusters(rows: list[tuple[MemoryRecord, np.ndarray | None]], threshold: float) -> list[Cluster]:
+        by_scope: dict[str, list[tuple[MemoryRecord, np.ndarray]]] = {}
+        for record, vector in rows:
+            if vector is not None:
+                by_scope.setdefault(record.scope, []).append((record, vector))
+        out = []
+        for scope, members in by_scope.items():
+            for group in groups(np.stack([v for _, v in members]), threshold):
+                found = sorted((members[i][0] for i in group.members),
+                               key=lambda m: (m.importance, m.updated_at), reverse=True)
+                out.append(Cluster(
+                    scope=scope, size=len(found), memories=found, keep=found[0].id, remove=[m.id for m in found[1:]],
+                    min_similarity=min(group.similarities),
+                    mean_similarity=round(sum(group.similarities) / len(group.similarities), 4),
+                ))
+        return sorted(out, key=lambda c: (-c.size, -c.mean_similarity, c.scope))
+
     def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
         return self._reads_scope(who, memory.scope)
 
@@ -202,6 +287,16 @@ def _explain(memory: MemoryRecord, origin: str) -> str:
     if origin == "import" and memory.source_type:
         return f"{said}; first {_ORIGINS.get(memory.source_type, memory.source_type)}"
     return f"{said} ({memory.source_id})" if memory.source_id and origin in ("tool", "openclaw-markdown") else said
+
+
+def _check_threshold(threshold: float) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.5 <= threshold <= 1:
+        raise ValidationError(f"a similarity threshold must be a number between 0.5 and 1, got {threshold!r}")
+
+
+def _check_days(days: float) -> None:
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 < days <= 36_500:
+        raise ValidationError(f"days must be a number of days between 0 and 36,500, got {days!r}")
 
 
 def _since(since: datetime | None) -> datetime | None:

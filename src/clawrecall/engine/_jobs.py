@@ -90,10 +90,11 @@ Handler = Callable[[Job, Lease], None]
 
 
 class Jobs:
-    def __init__(self, store: Store, config: Config):
+    def __init__(self, store: Store, config: Config, handlers: Mapping[str, Handler]):
+        """`handlers`: kind -> handler, as registered (`mem.events.job`, `_events.wire`)."""
         self.store = store
         self.config = config
-        self.handlers: dict[str, Handler] = {}  # kind -> handler; registered by the features that make jobs
+        self.handlers = handlers
         self._workers: list[Worker] = []
 
     # -- producing ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import time
+from dataclasses import replace
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
+    KINDS, MASK, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
     Stats,
 )
 from ..runtime import Runtime
@@ -26,9 +27,11 @@ from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
 from ..storage.backup import backup
 from ._backfill import Backfill
+from ._changes import Changes
 from ._conversations import Conversations
 from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
+from ._events import Events, wire
 from ._extraction import Extraction
 from ._facts import Facts
 from ._files import Files
@@ -36,6 +39,7 @@ from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
+from ._secrets import Secrets
 from ._startup import Startup
 from ._transfer import Transfer
 from ._validate import chat_turns, check_int, check_share, check_text
@@ -69,28 +73,34 @@ class Memory:
         self.store = store
         self.config = config
         self._embedding = Embedding(store, config)
-        self._writes = Writes(store, config, self._embedding)
+        self.secrets = Secrets(store, config)  # secret memories' keys: rotate, status (docs/agents.md)
+        self._writes = Writes(store, config, self._embedding, self.secrets)
         self._maintenance = Maintenance(store, config, self._embedding, self._writes)
         self._transfer = Transfer(store, config, self._writes)
         self._pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
         self.runtime = Runtime()  # this store's background work and session state; close() drains it
-        self._backfill = Backfill(store, self._embedding, self.runtime)
-        self.conversations = Conversations(store, config, self._writes, self._backfill)
+        self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
+        self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
+        self._backfill = Backfill(store, self._embedding, self.runtime, self.events)
+        self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
         self.files = Files(store, config, self._writes, self._backfill)
-        self.jobs = Jobs(store, config)  # background work: handlers registered here, run by workers
+        self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
         self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
-        self.extraction = Extraction(store, config, self.conversations, self.facts, self.jobs)
+        self.extraction = Extraction(store, config, self.facts, self.jobs)
+        wire(self.events, self.conversations, self.extraction)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self.insight = Insight(store, config, self.runtime, self._embedding,
-                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS))
-        if check_embedding:
-            try:
+                               lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
+                               lambda mid, who: self.delete(mid, caller=who))
+        try:
+            if check_embedding:
                 self.check_fingerprint(static_only=True)
-            except BaseException:
-                if opened:
-                    store.close()
-                raise
+            self.secrets.seal_legacy()  # secrets stored before encryption: sealed once, when a key is at hand
+        except BaseException:
+            if opened:
+                store.close()
+            raise
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -120,6 +130,7 @@ class Memory:
             raise
 
     def close(self) -> None:
+        self.changes.close()
         self.jobs.stop_workers()
         self.runtime.stop()
         self.store.close()
@@ -527,22 +538,28 @@ class Memory:
             message_roles=message_roles, as_of=as_of, secrets=secrets,
         )
         query, started = query.strip()[:4000], time.perf_counter()
-        hits = self.pipeline.search(query, filters, limit=limit, mode=mode, explain=explain, diverse=diverse,  # type: ignore[arg-type]
-                                    min_score=min_score)
-        self.insight.recorder.note(caller, filters.scopes, query, mode, hits, (time.perf_counter() - started) * 1000)
+        hits = self.pipeline.search(query, replace(filters, secrets=False), limit=limit, mode=mode, explain=explain,  # type: ignore[arg-type]
+                                    diverse=diverse, min_score=min_score)
+        if secrets:  # never indexed nor embedded: the caller's own, opened and matched by their words here
+            found = self.secrets.search(query, filters, limit)
+            hits[:] = sorted([*hits, *found], key=lambda h: h.score, reverse=True)[:limit]
+        self.insight.recorder.note(caller, filters.scopes, MASK if secrets else query, mode, hits,
+                                   (time.perf_counter() - started) * 1000)  # a secret search's words may spell one
         return hits
 
     def get(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None,
+        scope: str | list[str] | None = None, reveal: bool = True,
     ) -> MemoryRecord:
         """A memory by id or unique id prefix (8+ hex characters), deleted ones included; or any other
         search hit by its id (a recorded message, a file's chunk).
 
         Like every call by id, it looks in `scope` (default: the caller's own scopes, as a search
-        would) and answers "not found" for a memory elsewhere.
+        would) and answers "not found" for a memory elsewhere. A secret the caller may read is shown
+        opened: an id is an explicit request (`reveal=False`: masked, as a list shows it).
         """
-        return resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        record = resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        return self.secrets.reveal(record) if reveal else record
 
     def list(
         self,
@@ -606,7 +623,7 @@ class Memory:
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
         scope: str | builtins.list[str] | None = None,
     ) -> builtins.list[HistoryEntry]:
-        """Every change to a memory. A forgotten memory's history keeps only who erased it and when."""
+        """Every change to a memory. A forgotten memory's history keeps only who erased it, when and where it was."""
         caller = as_caller(caller, user_id, agent_id)
         try:
             record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id
@@ -642,20 +659,30 @@ class Memory:
         return self._transfer.export_jsonl(out, as_caller(caller, user_id, agent_id), scope, include_deleted=include_deleted,
                                            secrets=secrets)
 
+    def export_journal(
+        self, folder: str | Path, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | builtins.list[str] | None = None, secrets: bool = False,
+    ) -> dict[str, int]:
+        """Write the readable journal: `<scope>/memory/YYYY-MM-DD.md` under `folder`, one file per scope and
+        day (decisions, preferences, facts, what changed), which OpenClaw's memory-core indexes and
+        `clawrecall openclaw import` reads back. Deleted memories are left out; secret ones unless `secrets`."""
+        return self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
-        progress: Progress | None = None, chunk: int = 512,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> dict[str, Any]:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 
         Lines whose id is stored are skipped, and near-duplicates of a stored memory or an earlier
         line too unless `on_duplicate="keep"`: running an import twice adds nothing. `dry_run`
         checks and counts, writing nothing. Returns `read`, `created` (would be, in a dry run),
-        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why."""
+        `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why. `vectors`
+        (by id) are stored instead of embedding those lines: vectors made by the store's own model."""
         return self._transfer.import_jsonl(
             lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
-            dry_run=dry_run, progress=progress, chunk=chunk,
+            dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 
 

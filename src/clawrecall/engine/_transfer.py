@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import IO, Any, Iterable, Literal
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
 
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
-from ..models import NewMemory
+from ..models import AddResult, NewMemory
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
+from ._journal import journal
 from ._reads import read_filters
 from ._validate import new_ids, new_record, require_writes
 from ._writes import Writes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 OnDuplicate = Literal["skip", "keep"]
 
@@ -37,19 +42,36 @@ class Transfer:
             include_expired=True, include_superseded=True, secrets=secrets,
         )
         n = 0
-        for record, _ in self.store.memories.iter_all(filters):
+        for stored, _ in self.store.memories.iter_all(filters):
+            record = self.writes.secrets.reveal(stored)  # asked for with `secrets`: exported as text, as imported
             # keys are made by extraction from the facts, which the export carries themselves
             out.write(json.dumps(record.model_dump(mode="json", exclude={"kind", "keys"}), ensure_ascii=False) + "\n")
             n += 1
         return n
 
+    def export_journal(self, folder: Path, caller: Caller, scope: str | list[str] | None, *, secrets: bool) -> dict[str, int]:
+        """Write the journal (`_journal`) of the memories the caller reads under `folder`; files of other
+        days are left as they are. Answers how many files and memories were written."""
+        filters = read_filters(
+            caller, scope, self.config.categories, access=self.config.access, include_deleted=False,
+            include_expired=True, include_superseded=True, secrets=secrets,
+        )
+        records = [record for record, _ in self.store.memories.iter_all(filters)]
+        files = journal(records)
+        for name, text in files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return {"files": len(files), "memories": len(records)}
+
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
-        progress: Progress | None, chunk: int,
+        progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> dict[str, Any]:
         """Every line is validated before anything is written. A line whose id is stored is skipped (by a
         memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
-        so running an import again adds nothing. Returns the counts and, per line left out, why."""
+        so running an import again adds nothing. `vectors` (by item id) are stored for their items instead of
+        embedding them: another system's, made by the store's model. Returns the counts and, per line left out, why."""
         require_writes(self.config)
         if on_duplicate not in ("skip", "keep"):
             raise ValidationError(f"on_duplicate must be skip or keep, got {on_duplicate!r}")
@@ -86,10 +108,15 @@ class Transfer:
             if stored := self._held([i for _, i in part if i.id], caller):  # by another import running beside this one
                 left_out += [_stored(n, i.id) for n, i in part if i.id in stored]
                 part = [(n, i) for n, i in part if i.id not in stored]
-            results = self.writes.add_many(
-                [i for _, i in part], caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run,
-                embed_later=False,  # an import skips duplicates and is run again to finish: it needs its vectors now
-            ) if part else []
+            given = [(n, i) for n, i in part if vectors and i.id in vectors]
+            part = [(n, i) for n, i in part if not (vectors and i.id in vectors)] + given
+            results = self._write([i for _, i in part[: len(part) - len(given)]], caller, on_duplicate, dry_run, None)
+            if given:
+                import numpy as np
+
+                assert vectors is not None
+                results += self._write([i for _, i in given], caller, on_duplicate, dry_run,
+                                       np.array([vectors[str(i.id)] for _, i in given], dtype=np.float32))
             for (n, _), result in zip(part, results):
                 if result.action == "created":
                     created += 1
@@ -106,6 +133,15 @@ class Transfer:
             "skipped": sum(d["reason"] == "id_exists" for d in left_out),
             "dry_run": dry_run, "left_out": left_out,
         }
+
+    def _write(self, items: list[NewMemory], caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
+               embeddings: np.ndarray | None) -> list[AddResult]:
+        if not items:
+            return []
+        return self.writes.add_many(
+            items, caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run, embeddings=embeddings,
+            embed_later=False,  # an import skips duplicates and is run again to finish: it needs its vectors now
+        )
 
     def _held(self, items: list[NewMemory], caller: Caller) -> set[str]:
         """The items' ids that a memory the caller may read holds. An id another caller's memory holds is

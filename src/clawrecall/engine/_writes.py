@@ -17,12 +17,14 @@ from .._blas import one_blas_thread
 from .._time import utcnow
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
-from ..models import AddResult, MemoryRecord, NewMemory, Visibility
+from ..models import MASK, AddResult, MemoryRecord, NewMemory, Visibility
 from ..scopes import Caller, check_change, check_visibility_change, may_erase, sees
 from ..storage import Filters, HistoryDraft, Store
 from ..storage.text import lexically_close
+from ._changes import erasure_where
 from ._embedding import Embedding, Progress
 from ._reads import resolve
+from ._secrets import Secrets
 from ._validate import (
     check_category,
     check_content,
@@ -44,16 +46,18 @@ _DEDUP_BLOCK = 256  # rows of a batch compared at once: bounded memory for any b
 #: what the memory that supersedes another keeps of it unless the caller gives its own
 log = logging.getLogger("clawrecall.writes")
 
+_TEXT = ("content", "title", "keys")  # what sealing hides
 _INHERITED = ("title", "category", "tags", "importance", "confidence", "scope", "user_id", "agent_id", "visibility", "metadata")
 
 
 class Writes:
     """Adds, updates, soft deletes and erasures of memories, each with its history."""
 
-    def __init__(self, store: Store, config: Config, embedding: Embedding):
+    def __init__(self, store: Store, config: Config, embedding: Embedding, secrets: Secrets):
         self.store = store
         self.config = config
         self.embedding = embedding
+        self.secrets = secrets  # a secret is sealed before anything (history, the embedder) sees its text
 
     def add_many(
         self,
@@ -77,20 +81,20 @@ class Writes:
         if isinstance(items, (str, bytes, Mapping, NewMemory)):
             raise ValidationError(f"add_many takes a list of items, got {type(items).__name__}")
         items = list(items)
-        stream = self.embedding.start(items) if embeddings is None else None
+        records, ids = self.new_records(items, caller, now)  # first: a secret's text must never reach the embedder
+        if not records:
+            return []
+        named = [(_label(len(items), i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
+        if named:
+            self._check_named_ids(named)  # before embedding: a bad batch fails at once
+        stream = self.embedding.start([r.content for r in records]) if embeddings is None else None
         with closing(stream) if stream is not None else nullcontext():
-            records, ids = self.new_records(items, caller, now)
-            if not records:
-                return []
-            named = [(_label(len(items), i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
-            if named:
-                self._check_named_ids(named)  # before embedding: a bad batch fails at once
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).
             after = [r.model_dump_json() for r in records]
             results = [AddResult(action="created", id=r.id, memory=r) for r in records]
             vectors: np.ndarray | None
             if embeddings is None:
-                assert stream is not None  # None only for an item with invalid content, and validating it raised
+                assert stream is not None
                 try:
                     vectors = self.embedding.collect(stream, [r.content for r in records], progress)
                 except EmbeddingError as exc:
@@ -121,23 +125,30 @@ class Writes:
     def new_records(
         self, items: list[NewMemory | Mapping[str, Any]], caller: Caller, now: datetime | None = None,
     ) -> tuple[list[MemoryRecord], list[str]]:
-        """The records `items` would be, validated and scope-checked but not written, and the ids they were
-        offered (an import may name its own); a bad item raises, naming its place in a batch."""
+        """The records `items` would be, validated and scope-checked but not written (secrets sealed), and the
+        ids they were offered (an import may name its own); a bad item raises, naming its place in a batch."""
         now = now or utcnow()
         ids = new_ids(len(items))
         model = self.embedding.model_name
-        return [new_record(item, now, caller, self.config, _label(len(items), n), ids[n - 1], model)
+        return [self.secrets.seal(new_record(item, now, caller, self.config, _label(len(items), n), ids[n - 1], model))
                 for n, item in enumerate(items, 1)], ids
 
     def insert_new(self, records: list[MemoryRecord], vectors: np.ndarray | None, actor: str,
                    after: list[str] | None = None) -> None:
         """Write new records with their vectors (None: the backfill's to make) and their "add" history, in the
         caller's transaction (or one of their own): not deduplicated, nothing embedded. `after`: their history
-        snapshots, if made."""
+        snapshots, if made. A sealed secret takes no vector (one made of its mask is dropped)."""
         require_writes(self.config)
         after = after or [r.model_dump_json() for r in records]
+        sealed = [r for r in records if r.sealed is not None]
         with self.store.transaction():
-            self.store.memories.insert(records, vectors)
+            if sealed:
+                self.store.memories.insert(sealed, None)
+                keep = [n for n, r in enumerate(records) if r.sealed is None]
+                if keep:
+                    self.store.memories.insert([records[n] for n in keep], None if vectors is None else vectors[keep])
+            else:
+                self.store.memories.insert(records, vectors)
             self.embedding.confirm_unchanged()  # a re-embedding may have swapped models since these were embedded
             self.store.history.add([HistoryDraft(r.id, "add", None, a, actor, r.created_at) for r, a in zip(records, after)])
 
@@ -189,7 +200,8 @@ class Writes:
         now = utcnow()
         by_scope: dict[str, list[int]] = {}
         for i, record in enumerate(records):
-            if record.deleted_at is None and (record.expires_at is None or record.expires_at > now) and record.is_current:
+            if (record.deleted_at is None and (record.expires_at is None or record.expires_at > now) and record.is_current
+                    and record.sealed is None):  # a secret's mask is every secret's: never compared
                 by_scope.setdefault(record.scope, []).append(i)
         out: dict[int, tuple[str, float]] = {}
         for scope, rows in by_scope.items():
@@ -221,31 +233,41 @@ class Writes:
         return out
 
     def update(self, memory_id: str, caller: Caller, scope: str | list[str] | None, fields: Mapping[str, Any]) -> MemoryRecord:
-        """Change the fields given (a `None` value changes nothing); a new content is re-embedded. History keeps the old values."""
+        """Change the fields given (a `None` value changes nothing); a new content is re-embedded. History keeps the old values.
+        A memory made secret is sealed and keeps no vector, index entry or history of its text; a secret made
+        readable (by its user) is opened, indexed and embedded again."""
         require_writes(self.config)
         old = resolve(self.store, memory_id, caller, scope, self.config.access)
         check_change(caller, old, access=self.config.access)
         changes = self._changes(fields)
         if "visibility" in changes:
             check_visibility_change(caller, old, changes["visibility"])
-        requested = {k: v for k, v in changes.items() if getattr(old, k) != v}
+        shown = self.secrets.reveal(old)
+        requested = {k: v for k, v in changes.items() if getattr(shown, k) != v}
         if not requested:
             return old
-        vector = self.embedding.passages([requested["content"]])[0] if "content" in requested else None  # before the lock
+        secret = requested.get("visibility", old.visibility) == Visibility.secret
+        embed = not secret and ("content" in requested or old.sealed is not None)
+        vector = self.embedding.passages([requested.get("content", shown.content)])[0] if embed else None  # before the lock
         now = utcnow()
         with self.store.transaction():
-            current = self._current(old.id)
+            stored = self._current(old.id)
+            current = self.secrets.reveal(stored)
             changes = {k: v for k, v in requested.items() if getattr(current, k) != v}
             if not changes:
-                return current
+                return stored
             new = current.model_copy(update={**changes, "updated_at": now})
-            if "content" in changes:
+            if vector is not None:
                 new.embedding_model = self.embedding.model_name
-            before = json.dumps({k: _jsonable(getattr(current, k)) for k in changes})
-            after = json.dumps({k: _jsonable(getattr(new, k)) for k in changes})
-            self.store.memories.update(new, vector if "content" in changes else None)
-            if "content" in changes:
+            hidden = secret or stored.sealed is not None  # history never holds a secret's text, before or after
+            before = json.dumps({k: _jsonable(getattr(current, k), hidden and k in _TEXT) for k in changes})
+            after = json.dumps({k: _jsonable(getattr(new, k), hidden and k in _TEXT) for k in changes})
+            new = self.secrets.seal(new)
+            self.store.memories.update(new, vector)
+            if vector is not None:
                 self.embedding.confirm_unchanged()
+            if secret and stored.sealed is None:
+                self.secrets.hide([new.id])
             self.store.history.add([HistoryDraft(new.id, "update", before, after, actor_of(caller), now)])
         return new
 
@@ -260,8 +282,8 @@ class Writes:
         Not deduplicated: a corrected fact is often nearly the text it corrects ("250 W" → "260 W")."""
         require_writes(self.config)
         record = self.successor(memory_id, caller, scope, content, valid_from=valid_from, fields=fields)
-        vectors = self.embedding.passages([record.content])  # before the lock
-        self.close_and_open(record, vectors[0], actor_of(caller))
+        vector = None if record.sealed is not None else self.embedding.passages([record.content])[0]  # before the lock
+        self.close_and_open(record, vector, actor_of(caller))
         return record
 
     def successor(
@@ -279,17 +301,18 @@ class Writes:
         if start > now:
             raise ValidationError(f"valid_from {start.isoformat()} is in the future: supersede a memory once the change is true")
         _check_supersedable(old, start)
-        item = {name: getattr(old, name) for name in _INHERITED}
+        shown = self.secrets.reveal(old)  # a secret's successor keeps its title, not the mask's
+        item = {name: getattr(shown, name) for name in _INHERITED}
         if not caller.administrator:  # the new words are the caller's: only the administrator writes for another owner
             del item["user_id"], item["agent_id"]
         item |= {k: v for k, v in fields.items() if v is not None} | {"content": content, "valid_from": start}
         record = new_record(item, now, caller, self.config, "", new_ids(1)[0], self.embedding.model_name)
         record.supersedes = old.id
-        return record
+        return self.secrets.seal(record)
 
-    def close_and_open(self, record: MemoryRecord, vector: np.ndarray, actor: str) -> None:
+    def close_and_open(self, record: MemoryRecord, vector: np.ndarray | None, actor: str) -> None:
         """Close the memory `record` supersedes and write `record` (from `successor`), in the caller's
-        transaction or one of its own; the old one is checked again as stored now."""
+        transaction or one of its own; the old one is checked again as stored now. A sealed secret takes no vector."""
         require_writes(self.config)
         assert record.supersedes is not None
         start, now = record.valid_from, record.created_at
@@ -298,7 +321,7 @@ class Writes:
             _check_supersedable(current, start)
             closed = current.model_copy(update={"valid_to": start, "superseded_by": record.id, "updated_at": now})
             self.store.memories.update(closed, None)
-            self.store.memories.insert([record], vector[None, :])
+            self.store.memories.insert([record], None if vector is None or record.sealed is not None else vector[None, :])
             self.embedding.confirm_unchanged()
             self.store.history.add([
                 HistoryDraft(closed.id, "supersede", json.dumps({"valid_to": None, "superseded_by": None}),
@@ -361,13 +384,19 @@ class Writes:
             self.store.search_log.forget([record.id])  # a search that found it may spell it in its query
         return record.id
 
-    def erase(self, ids: list[str], action: str, actor: str) -> None:
-        """Remove memories for good; their history keeps only who erased them (`action`) and when."""
+    def erase(self, ids: list[str], action: str, actor: str, *, where: bool = True) -> None:
+        """Remove memories for good; their history keeps only who erased them (`action`), when, and (`where`)
+        where they were, no content: the change feed tells those who could read one that it is gone. Erasing
+        a person keeps no `where` (a scope or an agent may name them)."""
         now = utcnow()
         with self.store.transaction():
+            records = self.store.memories.fetch(ids) if where else {}
             self.store.memories.remove(ids)
             self.store.history.erase(ids)
-            self.store.history.add([HistoryDraft(i, action, None, None, actor, now) for i in ids])
+            self.store.history.add([
+                HistoryDraft(i, action, None, json.dumps(erasure_where(r)) if (r := records.get(i)) else None, actor, now)
+                for i in ids
+            ])
 
     def delete_bulk(self, filters: Filters, caller: Caller, *, dry_run: bool) -> int:
         """Soft-delete every memory that passes `filters` (active ones: the filters leave deleted ones
@@ -430,7 +459,9 @@ def actor_of(caller: Caller) -> str:
     return " ".join(who) or "local"
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, masked: bool = False) -> Any:
+    if masked:
+        return MASK if value is not None else None
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Visibility):

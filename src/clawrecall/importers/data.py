@@ -3,7 +3,9 @@
 A source module turns its store into items for the write path (NewMemory fields, JSON-ready), each
 with an id derived from the system and the source row's own id (`stable_id`), so an import run again
 adds nothing and one interrupted resumes where it stopped (each chunk commits). What a source leaves
-out it says, with why; what it maps it names (`Mapping`), for the summary.
+out it says, with why; what it maps it names (`Plan.mapped`), for the summary. Its vectors it hands
+over beside the items: they are stored as they are when the model that made them is the store's
+(`reusable`), and the store's model embeds the text otherwise.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from itertools import pairwise
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from ..errors import ValidationError
+
 if TYPE_CHECKING:
+    from ..embeddings.base import EmbeddingFingerprint
     from ..engine import Memory
     from ..scopes import Caller
 
@@ -26,28 +33,136 @@ def stable_id(system: str, table: str, source_id: str) -> str:
 
 
 @dataclass
+class Options:
+    """What the user tells an import beyond its source."""
+
+    vectors_from: str | None = None  # the model that made the source's vectors, when the source does not record it
+    history: str | None = None  # mem0: its history database (every ADD, UPDATE, DELETE)
+
+
+@dataclass
 class Plan:
     """What a source yields: items to write, what became what, and what was left out and why."""
 
     items: list[dict[str, Any]] = field(default_factory=list)
     mapped: dict[str, str] = field(default_factory=dict)  # "facts.summary" -> "title"
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {"table", "id", "reason"}
+    vectors: dict[str, list[float]] = field(default_factory=dict)  # item id -> the source's vector of it
+    vector_model: str | None = None  # the model the source records as having made its vectors
+    startup: list[dict[str, Any]] = field(default_factory=list)  # {"key", "content", "priority", "reinforce"}
 
 
-Reader = Callable[[str], Plan]
+Reader = Callable[[str, Options], Plan]
 
 
 def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, dry_run: bool,
-        progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+        progress: Callable[[int, int], None] | None, options: Options | None = None, chunk: int = 512) -> dict[str, Any]:
     """Read the source whole (a bad row fails before anything is written), then write its items through
     the JSONL import: ids stored already are skipped, so a second run or a resumed one adds nothing twice."""
-    plan = read(source)
-    result = mem.import_jsonl(_lines(plan.items), caller=caller, on_duplicate="keep", dry_run=dry_run, progress=progress)
+    options = options or Options()
+    plan = read(source, options)
+    vectors, vector_note = reusable(plan, mem.embedder.fingerprint, options.vectors_from)
+    startup = _startup(mem, plan, caller, dry_run)  # few and replaced whole: before the memories
+    result = mem.import_jsonl(_lines(plan.items), caller=caller, on_duplicate="keep", dry_run=dry_run,
+                              progress=progress, vectors=vectors, chunk=chunk)
     return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
             "imported": result["created"], "already_there": result["skipped"], "dry_run": dry_run,
-            "mapped": plan.mapped, "skipped": plan.skipped}
+            "vectors": {"reused": len(vectors), "embedded": len(plan.items) - len(vectors), "why": vector_note},
+            "startup": startup, "mapped": plan.mapped, "skipped": plan.skipped}
+
+
+def reusable(plan: Plan, store: EmbeddingFingerprint, vectors_from: str | None) -> tuple[dict[str, list[float]], str]:
+    """The source's vectors the store can keep, and why the others are embedded again.
+
+    A vector is kept when the model that made it is the store's (by name: the source's record of it,
+    else `--vectors-from`) and it has the store's dimensions; anything else would put two models'
+    vectors side by side, whose cosines mean nothing together. A source that names no model is
+    re-embedded: the dimension alone cannot tell two 768-d models apart."""
+    if not plan.vectors:
+        return {}, "the source holds no vectors"
+    model = plan.vector_model or vectors_from
+    if model is None:
+        return {}, (f"the source does not record the model of its vectors, so the store's ({store.model}) "
+                    "embeds them; --vectors-from names it, to reuse them")
+    if _model_name(model) != _model_name(store.model):
+        return {}, f"made by {model}, while the store embeds with {store.model}"
+    kept = {k: v for k, v in plan.vectors.items() if len(v) == store.dimensions}
+    note = f"made by {model}, the store's model"
+    if len(kept) < len(plan.vectors):
+        note += f"; {len(plan.vectors) - len(kept)} of other dimensions than its {store.dimensions} embedded again"
+    if len(kept) < len(plan.items):
+        note += "; rows without a vector embedded"
+    return kept, note
+
+
+def _model_name(model: str) -> str:
+    """`intfloat/multilingual-e5-small`, `local:multilingual-e5-small` and `hf:…` name one model."""
+    return model.strip().rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower()
+
+
+def _startup(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> dict[str, int]:
+    """The source's startup entries, each set unless an entry of that key holds the same already."""
+    if not plan.startup:
+        return {"imported": 0, "already_there": 0}
+    held = {(e.key, e.content, e.priority, e.reinforce) for e in mem.startup.list(caller=caller)}
+    todo = [e for e in plan.startup if (e["key"], e["content"], e["priority"], e["reinforce"]) not in held]
+    if not dry_run:
+        for e in todo:
+            mem.startup.set(e["key"], e["content"], priority=e["priority"], reinforce=e["reinforce"], caller=caller)
+    return {"imported": len(todo), "already_there": len(plan.startup) - len(todo)}
 
 
 def _lines(items: list[dict[str, Any]]) -> Iterator[str]:
     for item in items:
         yield json.dumps(item, ensure_ascii=False, default=str)
+
+
+def item(system: str, table: str, row_id: Any, content: str, **fields: Any) -> dict[str, Any]:
+    """A source row as an item: its stable id, its origin (`source_type` the system, `source_id`
+    `table:id`), and the fields it has (a None is left out: the write path's default applies)."""
+    fields = {k: v for k, v in fields.items() if v is not None and v != {} and v != []}
+    return {"id": stable_id(system, table, str(row_id)), "content": content, "source_type": system,
+            "source_id": f"{table}:{row_id}", **fields}
+
+
+def chain(versions: list[dict[str, Any]]) -> None:
+    """Link a memory's versions, oldest first: each superseded by the next from the next's start."""
+    for old, new in pairwise(versions):
+        old["superseded_by"], new["supersedes"] = new["id"], old["id"]
+        end = new.get("valid_from") or new.get("created_at")
+        if end and (not old.get("valid_from") or datetime.fromisoformat(end) > datetime.fromisoformat(old["valid_from"])):
+            old["valid_to"] = end  # a source's times can tie or run backwards: the link stays, without an end
+
+
+def utc(value: Any) -> str | None:
+    """A source's time (a datetime, ISO text, or seconds or JavaScript milliseconds since 1970) as ISO UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        seconds = value / 1000 if value > 100_000_000_000 else value
+        return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(f"{value!r} is not a time") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+    raise ValidationError(f"{value!r} is not a time")
+
+
+def unit(value: Any) -> float | None:
+    """A score (importance, confidence) as clawrecall keeps it: 0 to 1."""
+    return None if value is None else min(max(float(value), 0.0), 1.0)
+
+
+def vector(value: Any) -> list[float] | None:
+    """A pgvector value as psycopg returns it without pgvector's adapter (`'[0.1,0.2]'`), a list, or an array."""
+    if value is None:
+        return None
+    try:
+        return [float(x) for x in (json.loads(value) if isinstance(value, str) else value)]
+    except (TypeError, ValueError):
+        raise ValidationError(f"a vector that is not a list of numbers: {str(value)[:60]!r}") from None

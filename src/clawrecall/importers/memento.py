@@ -4,11 +4,10 @@ counts) and `master_facts`, each agent's facts in that agent's scope."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import ValidationError
-from .data import Plan, stable_id
+from .data import Options, Plan, stable_id, utc, vector
 
 SYSTEM = "memento-local"
 #: memento's categories that are not ours, as the closest of ours (the original kept in metadata)
@@ -18,20 +17,12 @@ MAPPED = {
     "emotional → experience)", "facts.agent_id": "agent_id (the agent's scope)", "facts.visibility": "visibility",
     "facts.confidence": "confidence", "facts.first_seen_at": "created_at, valid_from",
     "facts.last_seen_at": "updated_at", "facts.supersedes": "supersedes (and the old fact's superseded_by, valid_to)",
-    "facts.occurrence_count": "metadata.memento.occurrence_count", "facts.embedding": "re-embedded (BGE-M3 vectors)",
+    "facts.occurrence_count": "metadata.memento.occurrence_count", "facts.embedding": "the vector, reused when --vectors-from names the store's model (BGE-M3 by default: re-embedded)",
     "master_facts": "shared facts of the global scope, unless the agent fact they copy was imported",
 }
 
 
-def _time(value: int | None) -> str | None:
-    """memento stores JavaScript milliseconds (seconds accepted too)."""
-    if value is None:
-        return None
-    seconds = value / 1000 if value > 100_000_000_000 else value
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
-
-
-def read(path: str) -> Plan:
+def read(path: str, options: Options) -> Plan:
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         db.row_factory = sqlite3.Row
@@ -49,6 +40,8 @@ def read(path: str) -> Plan:
             plan.skipped.append({"table": "facts", "id": f["id"], "field": "supersedes",
                                  "reason": f"supersedes {f['supersedes']}, which is not in the database: imported alone"})
         plan.items.append(_fact(f, "facts", f["agent_id"], by_successor.get(f["id"]), known))
+        if f["embedding"]:
+            plan.vectors[plan.items[-1]["id"]] = vector(f["embedding"])  # type: ignore[assignment]
     for m in masters:
         if m["source_fact_id"] in known:
             plan.skipped.append({"table": "master_facts", "id": m["id"],
@@ -72,13 +65,13 @@ def _fact(row: sqlite3.Row, table: str, agent_id: str | None, successor: sqlite3
         "id": stable_id(SYSTEM, table, row["id"]), "content": row["content"], "title": row["summary"],
         "category": CATEGORIES.get(category, category), "confidence": row["confidence"],
         "visibility": visibility or row["visibility"], "agent_id": agent_id, "scope": scope,
-        "created_at": _time(row["first_seen_at"]), "valid_from": _time(row["first_seen_at"]),
-        "updated_at": _time(row["last_seen_at"]), "source_type": SYSTEM, "source_id": f"{table}:{row['id']}",
+        "created_at": utc(row["first_seen_at"]), "valid_from": utc(row["first_seen_at"]),
+        "updated_at": utc(row["last_seen_at"]), "source_type": SYSTEM, "source_id": f"{table}:{row['id']}",
         "metadata": {"memento": extra},
     }
     if "supersedes" in keys and row["supersedes"] in known:
         item["supersedes"] = stable_id(SYSTEM, table, row["supersedes"])
     if successor is not None:
         item["superseded_by"] = stable_id(SYSTEM, table, successor["id"])
-        item["valid_to"] = _time(successor["first_seen_at"])
+        item["valid_to"] = utc(successor["first_seen_at"])
     return {k: v for k, v in item.items() if v is not None}

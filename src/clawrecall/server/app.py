@@ -9,6 +9,7 @@
     /v1/files, /v1/files/{id}                            ingested files: Markdown, text, code, PDF (files.py)
     /v1/jobs, /v1/jobs/{id}[/retry|/cancel]              background jobs (jobs.py); their workers run here too
     /v1/insight/{searches,popular,unanswered,recalled,never-recalled,coverage,memories/{id}/recalls|why}  insight (insight.py)
+    /v1/events                                           memory changes as they commit, Server-Sent Events (events.py)
     /mcp                                                 MCP streamable HTTP (mcp.py)
     /embed, /batch, /health                              the E5 server API (embed.py; /health here)
     /ready                                               readiness: 503 until the embedding model is loaded
@@ -27,6 +28,7 @@ import logging
 import os
 import socket
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import AsyncIterator, Callable, Literal
 
 from fastapi import FastAPI
@@ -38,7 +40,7 @@ from .. import __version__
 from ..auth import Authenticator, TokenStore, is_loopback
 from ..engine import Memory
 from ..errors import ConfigError
-from . import conversations, embed, files, imports, insight, jobs, memories, people, ui
+from . import conversations, embed, events, files, imports, insight, jobs, memories, people, ui
 from .docs import install_docs
 from .errors import error_body, install_error_handlers
 from .hooks import router as hooks_router
@@ -133,6 +135,7 @@ def create_app(
     app.include_router(files.router)
     app.include_router(jobs.router)
     app.include_router(insight.router)
+    app.include_router(events.router)
     app.include_router(embed.router)
 
     @app.get("/health", tags=["operations"], response_model=Health, responses={503: _HEALTH_503})
@@ -241,5 +244,11 @@ def serve(
     if listening is not None:
         listening(f"http://{f'[{host}]' if ':' in host else host}:{bound}")
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            mem.changes.close()  # open event streams end: uvicorn waits for every response to finish
+            super().handle_exit(sig, frame)
+
     with sock:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])

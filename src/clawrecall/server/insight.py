@@ -1,5 +1,6 @@
-"""REST `/v1/insight`: the search log's reports and a memory's recalls (`mem.insight`), in the scopes the
-caller reads (docs/insight.md)."""
+"""REST `/v1/insight`: the search log's reports, a memory's recalls and origin, coverage, groups of
+near-identical memories and the clean-up report (`mem.insight`), in the scopes the caller reads
+(docs/insight.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from ..engine import Memory
-from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError
-from ..models import Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
+from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError, WritesDisabledError
+from ..models import CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall, RecallCount
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -106,3 +107,39 @@ class Coverages(BaseModel):
 def coverage(scope: list[str] | None = Query(None), mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Coverages:
     """Embedding coverage per kind of row: rows, embedded, waiting for the backfill, made by another model."""
     return Coverages(coverage=mem.insight.coverage(caller=ctx, scope=scope))
+
+
+class Clusters(BaseModel):
+    clusters: list[Cluster]
+
+
+@router.get("/clusters", responses=READ)
+def clusters(
+    scope: list[str] | None = Query(None), threshold: float = Query(0.8, ge=0.5, le=1),
+    limit: int = Query(20, ge=1, le=10_000), mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> Clusters:
+    """Groups of memories that say nearly the same thing (cosine ≥ `threshold`), per scope, largest first,
+    each with the suggested one to keep."""
+    return Clusters(clusters=mem.insight.clusters(caller=ctx, scope=scope, threshold=threshold, limit=limit))
+
+
+@router.get("/cleanup", responses=READ)
+def cleanup(
+    scope: list[str] | None = Query(None), days: float = Query(90, gt=0, le=36_500),
+    duplicate_threshold: float = Query(0.95, ge=0.5, le=1), limit: int = Query(1_000, ge=1, le=100_000),
+    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> CleanupReport:
+    """Low-quality memories (noise, near-empty, placeholders, questions, near-copies, never recalled), oldest
+    first, each with its reasons. Nothing changes: POST the ids a person confirmed to delete them."""
+    return mem.insight.cleanup(caller=ctx, scope=scope, days=days, duplicate_threshold=duplicate_threshold, limit=limit)
+
+
+class CleanupIds(BaseModel):
+    ids: list[str]
+
+
+@router.post("/cleanup", responses={**ONE, **errors(WritesDisabledError)})
+def clean_up(body: CleanupIds, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Memories:
+    """Soft-delete the memories a person confirmed from the report (restorable until purged); each must be
+    one the caller may delete."""
+    return Memories(memories=mem.insight.clean_up(body.ids, caller=ctx))

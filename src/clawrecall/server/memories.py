@@ -136,6 +136,7 @@ class SearchIn(_Body):
         "`retrieval.sources` (all three, messages of users and assistants), or memories with a category or tags filter."
     )
     as_of: When | None = Field(None, description="Search what was true at this time (default: what is true now).")
+    secrets: bool = Field(False, description="Also the caller's own secret memories, found by their words (docs/agents.md).")
 
 
 class MemoryList(BaseModel):
@@ -269,7 +270,7 @@ def search_memories(body: SearchIn, mem: Memory = Depends(memory), ctx: Caller =
         body.query, caller=ctx, scope=body.scope, limit=body.limit, category=body.category,
         tags=body.tags, session_id=body.session, since=body.since, until=body.until,
         include_deleted=body.include_deleted, mode=body.mode, explain=body.explain, min_score=body.min_score,
-        sources=body.sources, as_of=body.as_of,
+        sources=body.sources, as_of=body.as_of, secrets=body.secrets,
     )
     return SearchResults(results=hits, without_vectors=hits.without_vectors)
 

@@ -48,6 +48,7 @@ class Filters:
     reader_agent: str | None = None  # the agent reading: another agent's private memories are not its
     master: bool = True  # it reads the other agents' shared memories (the master knowledge base)
     secrets: bool = False  # secrets too (asked for): an agent's own, a person's or the administrator's all
+    only_sealed: bool = False  # only the secrets stored encrypted (a secret search decrypts these)
 
 
 class Columns(Protocol):
@@ -260,6 +261,17 @@ class MessageRoles(Rule):
         return f"({a}.kind <> 'message' OR {a}.source_id IN ({d.marks(len(roles)) if roles else 'NULL'}))", roles
 
 
+class OnlySealed(Rule):
+    columns = ("sealed",)
+    in_index = False
+
+    def applies(self, f: Filters) -> bool:
+        return f.only_sealed
+
+    def sql(self, f: Filters, d: Dialect, a: str) -> tuple[str, list[Any]]:
+        return f"{a}.sealed IS NOT NULL", []
+
+
 class AnyTag(Rule):
     columns = ("tags",)
     in_index = False
@@ -303,6 +315,7 @@ RULES: tuple[Rule, ...] = (
     MessageRoles(),
     Equals("source_type", "source_type"),
     OneOfInSql("source_id", "source_ids"),
+    OnlySealed(),
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),
 )

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+_UNSEALED = "sealed IS NULL"  # a secret has no vector: none is made of its mask either
+
+
 class MemoryStore(Executor, Protocol):
     """What the rows need of a backend besides statements: its hooks around writes (`sql.Store` has
     each as a no-op) and its staged vectors (a re-embedding's, removed with their rows)."""
@@ -264,12 +267,54 @@ class Memories:
     def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
         """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
         content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self._store.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL ORDER BY created_at "
-                               f"LIMIT {self._store.dialect.p}", (limit,))
+        rows = self._store.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL AND {_UNSEALED} "
+                               f"ORDER BY created_at LIMIT {self._store.dialect.p}", (limit,))
         return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
 
     def count_unembedded(self) -> int:
-        return int(self._store.run("SELECT count(*) FROM memories WHERE embedding IS NULL")[0][0])
+        return int(self._store.run(f"SELECT count(*) FROM memories WHERE embedding IS NULL AND {_UNSEALED}")[0][0])
+
+    # -- secrets (`engine/_secrets.py`) -------------------------------------------------
+    def forget_text(self, ids: list[str]) -> None:
+        """In a write transaction that replaced these rows' text by its sealed copy (`sealing.py`): their
+        vectors, made of the text, go, and so does any copy of the old text the backend keeps (as after a
+        hard delete: text index segments, pages in a write-ahead log)."""
+        s = self._store
+        with s.transaction():
+            for chunk in chunks(sorted(ids)):
+                s.run(f"UPDATE memories SET embedding = NULL, embedding_model = NULL "
+                      f"WHERE id IN ({s.dialect.marks(len(chunk))})", chunk)
+            for chunk in chunks(self._remove_windows(ids)):
+                s.staged.remove(chunk)
+            s.erased()
+            s.after_remove()
+
+    def sealed_tokens(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """(id, sealed text) of the encrypted secrets past id `after` (None: from the first), in id order (a rotation's batches)."""
+        p = self._store.dialect.p
+        past = "" if after is None else f" AND id > {p}"
+        return [(str(r[0]), r[1]) for r in self._store.run(
+            f"SELECT id, sealed FROM memories WHERE sealed IS NOT NULL{past} ORDER BY id LIMIT {p}",
+            (*([] if after is None else [after]), limit))]
+
+    def reseal(self, rows: list[tuple[str, str, str]]) -> None:
+        """(id, old sealed text, new one): each row takes the new one unless it changed meanwhile."""
+        s, p = self._store, self._store.dialect.p
+        with s.transaction():
+            s.run_many(f"UPDATE memories SET sealed = {p} WHERE id = {p} AND sealed = {p}", [(new, i, old) for i, old, new in rows])
+
+    def count_secrets(self) -> tuple[int, int]:
+        """Secret memories stored encrypted, and those stored in plain text before encryption."""
+        sealed, unsealed = self._store.run(
+            "SELECT count(sealed), count(*) - count(sealed) FROM memories WHERE visibility = 'secret' AND kind = 'memory'")[0]
+        return int(sealed or 0), int(unsealed or 0)
+
+    def unsealed_secrets(self, limit: int) -> list[MemoryRecord]:
+        """Secret memories stored in plain text (before encryption), oldest first."""
+        s = self._store
+        rows = s.run(f"SELECT {self._columns} FROM memories m WHERE m.visibility = 'secret' AND m.kind = 'memory' "
+                     f"AND m.sealed IS NULL ORDER BY m.{s.dialect.order_column} LIMIT {s.dialect.p}", (limit,))
+        return [self._record(r) for r in rows]
 
     def other_vectors(self, model: str, dims: int) -> tuple[int, int]:
         """Rows whose vector another model made, and vectors of other dimensions than `dims`: a mixed

@@ -58,6 +58,7 @@ CORE = MigrationSet(
         "drop-sql-api",  # PostgreSQL: the search_memories function and conversation_stats view go (no scope check)
         "message-windows",  # memories.kind 'window': a long message's parts, embedded; its long messages embedded again
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
+        "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
     ),
     # PostgreSQL's memories.rev, which change-feed drops
@@ -232,6 +233,16 @@ MESSAGE_WINDOWS = [
     "CREATE INDEX idx_memories_windows ON memories (source_id) WHERE kind = 'window'",
     "UPDATE memories SET embedding = NULL, embedding_model = NULL "
     f"WHERE kind = 'message' AND embedding IS NOT NULL AND length(content) > {MAY_EXCEED}",
+]
+
+
+#: the sealed-secrets step, alike on both backends: the column, and a note in `meta` when secrets were
+#: stored in plain text before it, which the engine seals once it has the key (`engine/_secrets.py`)
+UNSEALED_KEY = "secrets_unsealed"
+SEALED_SECRETS = [
+    "ALTER TABLE memories ADD COLUMN sealed TEXT",
+    f"INSERT INTO meta (key, value) SELECT '{UNSEALED_KEY}', '1' "
+    "WHERE EXISTS (SELECT 1 FROM memories WHERE visibility = 'secret' AND kind = 'memory')",
 ]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import re
 import threading
 import time
@@ -36,13 +37,17 @@ from ..models import MemoryRecord
 from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
-from .migrations import CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity
+from .migrations import (
+    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table, validity,
+)
 from .schema import KIND_CHECK, Table
 from .sql import Store, T, dimensions_differ
 from .text import keywords
 
 if TYPE_CHECKING:
     from ..config import PostgresConfig
+
+log = logging.getLogger("clawrecall.storage")
 
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 PGVECTOR_NEEDED = (0, 8)  # halfvec (0.7) and iterative HNSW scans (0.8)
@@ -169,6 +174,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "segment-summary": SEGMENT_SUMMARY,
+        "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged
         "fact-keys": [
@@ -250,6 +256,10 @@ def _pool_class() -> type:
     return _Pool
 
 
+HISTORY_CHANNEL = "clawrecall_history"  # NOTIFY'd by each commit that wrote history rows
+_HISTORY_LOCK = 0x636C6177_68697374  # the advisory lock that keeps history ids in commit order ("clawhist")
+
+
 class PostgresStore(Store):
     backend = "postgres"
     dialect = PostgresDialect()
@@ -277,7 +287,8 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.config = cfg
         self.ts_config = cfg.text_search_config
-        self.location = _redact(url)
+        self.location = redacted_url(url)
+        self._url = url  # for the one connection of its own a change feed listens on (`watch_history`)
         self._local = threading.local()
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
@@ -291,7 +302,7 @@ class PostgresStore(Store):
                 self._prepare_database(conn)
             self._pool = _pool_class()(
                 url, min_size=1, max_size=cfg.pool_size, kwargs={"autocommit": True},
-                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=10,
+                configure=self._configure, check=ConnectionPool.check_connection, open=True, timeout=cfg.pool_timeout_s,
             )
             version = self.run("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             if version and (old := pgvector_too_old(version[0][0])) is not None:
@@ -479,6 +490,45 @@ class PostgresStore(Store):
             # Before any row lock: two first writers, each holding its new rows and waiting for
             # the other's schema lock to create the index, would deadlock.
             self.lock_schema()
+
+    def before_history(self) -> None:
+        """The change feed reads history by id from a cursor, so ids must become visible in the order they are
+        given: the transaction takes a lock before its ids and keeps it until its commit (a writer that took id
+        11 cannot commit before the one holding 10; writers of history commit one after another)."""
+        self.run("SELECT pg_advisory_xact_lock(%s)", (_HISTORY_LOCK,))
+
+    def after_history(self) -> None:
+        self.run(f"NOTIFY {HISTORY_CHANNEL}")  # sent at COMMIT, to every server listening (`watch_history`)
+
+    def watch_history(self, wake: Callable[[], None], poll_s: float) -> Callable[[], None]:
+        """LISTEN on a connection of its own (not the pool's): each commit that wrote history, in any process,
+        wakes it. A lost connection is opened again after `poll_s`, with a wake for what committed meanwhile."""
+        stop = threading.Event()
+        psycopg = self._psycopg
+
+        def listen() -> None:
+            while not stop.is_set():
+                try:
+                    with psycopg.connect(self._url, autocommit=True, connect_timeout=10) as conn:
+                        conn.execute(f"LISTEN {HISTORY_CHANNEL}")
+                        wake()
+                        while not stop.is_set():
+                            for _ in conn.notifies(timeout=poll_s, stop_after=1):
+                                wake()
+                except psycopg.Error as exc:
+                    log.warning("the change feed lost its PostgreSQL connection (%s); listening again in %.1f s",
+                                _first_line(exc), poll_s)
+                    stop.wait(poll_s)
+
+        thread = threading.Thread(target=listen, daemon=True, name="clawrecall-history-listen")
+        thread.start()
+
+        def cancel() -> None:
+            stop.set()
+            if thread is not threading.current_thread():
+                thread.join()
+
+        return cancel
 
     def after_insert(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
         self._ensure_vector_index()
@@ -821,7 +871,7 @@ def _plan_key(param: Any) -> Any:
     return tuple(param) if isinstance(param, list) else param
 
 
-def _redact(url: str) -> str:
+def redacted_url(url: str) -> str:
     """The URL without its password, for messages and `stats`."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 

@@ -101,6 +101,9 @@ MEMORIES = Table(
         # what else a row is found by, never shown: the facts extracted from a message (LongMemEval's
         # key = value + fact); the keyword legs index it with the content, the vector is made of both
         Column("keys", "text"),
+        # a secret's content, title and keys, encrypted (`sealing.py`); its `content` is then the mask
+        # and its title and keys NULL, so no index, vector or history holds the text
+        Column("sealed", "text"),
     ),
     key=("id",),
     ordered=True,

@@ -253,6 +253,17 @@ class Store(ABC):
     def after_remove(self) -> None:
         """In the transaction of a hard delete, after the rows went."""
 
+    def before_history(self) -> None:
+        """In the transaction of a write of history rows, before their ids are given (`store.history`)."""
+
+    def after_history(self) -> None:
+        """In the transaction of a write of history rows, after it: the change feed's readers are to be woken at COMMIT."""
+
+    @abstractmethod
+    def watch_history(self, wake: Callable[[], None], poll_s: float) -> Callable[[], None]:
+        """Call `wake()` (from another thread) after history rows may have been committed, by this process
+        or another; returns the function that stops it (`store.history.watch`)."""
+
     def erased(self, scope: str | None = None) -> None:
         """In a write transaction that removed personal data (`scope`: a person's, erased whole): a backend
         that keeps copies of written pages (SQLite's WAL) drops them after COMMIT."""

@@ -23,7 +23,8 @@ from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
 from .migrations import (
-    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEGMENT_SUMMARY, api_tokens_table, validity,
+    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
+    validity,
 )
 from .schema import KIND_CHECK
 from .sql import Store, dimensions_differ
@@ -177,6 +178,7 @@ _STEPS: dict[str, list[str]] = {
         *MESSAGE_WINDOWS,
     ],
     "segment-summary": SEGMENT_SUMMARY,
+    "sealed-secrets": SEALED_SECRETS,
     "validity": validity("TEXT", "TEXT"),
     # every row's keys are NULL, so its indexed text is unchanged: no rebuild
     "fact-keys": [
@@ -267,6 +269,8 @@ class SQLiteStore(Store):
         self._index: VectorIndex | None = None
         self._at_commit: list[tuple[VectorIndex, list[MemoryRecord], np.ndarray, int]] = []  # see after_insert
         self._erased = False  # a hard delete in this transaction: scrub the WAL after COMMIT (see remove)
+        self._history_added = False  # history rows in this transaction: wake the watchers after COMMIT
+        self._history_watchers: list[Callable[[], None]] = []
         self._checkpointer = Checkpointer(self.path)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -444,6 +448,7 @@ class SQLiteStore(Store):
             except BaseException as exc:
                 self._at_commit.clear()
                 self._erased = False
+                self._history_added = False
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if self._index is not index or (index is not None and index.last_seq != seen):
@@ -457,8 +462,43 @@ class SQLiteStore(Store):
                     self._erased = False
                     self._truncate_wal()
                 self._checkpointer.committed()
+                if self._history_added:
+                    self._history_added = False
+                    for wake in list(self._history_watchers):
+                        wake()
             finally:
                 self._depth = 0
+
+    def after_history(self) -> None:
+        self._history_added = True
+
+    def watch_history(self, wake: Callable[[], None], poll_s: float) -> Callable[[], None]:
+        """This process's commits wake at once; another process's are seen by polling the newest id every `poll_s`."""
+        stop = threading.Event()
+
+        def poll() -> None:
+            last = self.history.last()
+            while not stop.wait(poll_s):
+                try:
+                    newest = self.history.last()
+                except Exception:  # a failing read now (the store busy, closing) is retried at the next poll
+                    continue
+                if newest != last:
+                    last = newest
+                    wake()
+
+        self._history_watchers.append(wake)
+        thread = threading.Thread(target=poll, daemon=True, name="clawrecall-history-poll")
+        thread.start()
+
+        def cancel() -> None:
+            stop.set()
+            if wake in self._history_watchers:
+                self._history_watchers.remove(wake)
+            if thread is not threading.current_thread():
+                thread.join()
+
+        return cancel
 
     def after_remove(self) -> None:
         """FTS5 only marks a deleted row's terms as deleted; its segments keep them (and the trigrams

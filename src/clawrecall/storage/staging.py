@@ -42,13 +42,13 @@ class StagedVectors:
 
     def pending(self, after: int, limit: int | None) -> list[tuple[int, str, str, Any]]:
         """(order, id, the text its vector is made of, updated_at as stored) of rows past `after` in insertion
-        order without a current staged vector: never staged, or changed since."""
+        order without a current staged vector: never staged, or changed since. Not a sealed secret: it has no vector."""
         s = self._store
         p, oc = s.dialect.p, s.dialect.order_column
         rows = s.run(
             f"SELECT m.{oc}, m.id, m.content, m.updated_at, m.keys FROM memories m "
             f"LEFT JOIN {_T} s ON s.id = m.id AND s.updated_at = m.updated_at "
-            f"WHERE s.id IS NULL AND m.{oc} > {p} ORDER BY m.{oc}" + (f" LIMIT {int(limit)}" if limit is not None else ""),
+            f"WHERE s.id IS NULL AND m.{oc} > {p} AND m.sealed IS NULL ORDER BY m.{oc}" + (f" LIMIT {int(limit)}" if limit is not None else ""),
             (after,),
         )
         return [(r[0], str(r[1]), embedded_text(r[2], r[4]), r[3]) for r in rows]

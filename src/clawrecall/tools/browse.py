@@ -1,7 +1,8 @@
-"""Seed 002's management tools: memory_list and memory_stats.
+"""Seed 002's management tools, memory_list and memory_stats, and memory_why (insight's "why stored,
+why recalled" for one memory).
 
-Both count only what the caller may read; memory-lancedb-pro's answered 0 while recall worked
-(its #607), so they use the same scope rules as search.
+They count and show only what the caller may read; memory-lancedb-pro's answered 0 while recall
+worked (its #607), so they use the same scope rules as search.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from typing import Any
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from .._time import age_string
 from ..engine import Memory
 from ..models import EmbeddingFingerprint, JobStats
 from ..scopes import Caller, read_scopes
 from .base import OptionalStr, ToolArgs, ToolResult, tool
-from .render import MemoryEntry, entry, line, untrusted
+from .records import IdArgs
+from .render import LINE_CHARS, MemoryEntry, entry, line, shown, untrusted
 
 
 class ListArgs(ToolArgs):
@@ -101,4 +104,35 @@ def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
     return ToolResult(text, details)
 
 
-TOOLS = (memory_list, memory_stats)
+class WhyDetails(TypedDict):
+    """Where a memory came from and how often searches found it (`mem.insight.why`)."""
+
+    id: str
+    origin: str
+    explanation: str
+    added_by: str | None
+    changes: list[str]
+    message_ids: list[str]
+    recalls: int
+
+
+@tool(
+    label="Memory Why",
+    details=WhyDetails,
+    description="""Explain one long-term memory: where it came from (a capture rule, extraction from a conversation
+    and the messages it came from, a file, a tool, an import), who stored it and when, its changes, and how often
+    searches recalled it. Use it when the user asks why you know or believe something.""",
+)
+def memory_why(mem: Memory, caller: Caller, args: IdArgs) -> ToolResult:
+    p = mem.insight.why(args.id, caller=caller)
+    said = [shown(p.memory.content, LINE_CHARS)] + [f"{m.role}: {shown(m.content, LINE_CHARS)}" for m in p.messages]
+    facts = [f"id {p.memory.id}", f"origin: {p.explanation}",
+             f"stored {age_string(p.added_at or p.memory.created_at)}" + (f" by {p.added_by}" if p.added_by else ""),
+             f"changes: {', '.join(h.action for h in p.history) or 'none'}", f"recalled {len(p.recalls)} times"]
+    text = f"[{p.memory.category}] the memory, then what it came from:\n{untrusted(said)}\n\n({'; '.join(facts)})"
+    return ToolResult(text, {"id": p.memory.id, "origin": p.origin, "explanation": p.explanation, "added_by": p.added_by,
+                             "changes": [h.action for h in p.history], "message_ids": [m.id for m in p.messages],
+                             "recalls": len(p.recalls)})
+
+
+TOOLS = (memory_list, memory_stats, memory_why)

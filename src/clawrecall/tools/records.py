@@ -41,6 +41,10 @@ class SearchArgs(ToolArgs):
         None, description="Only these: memory (stored memories), message (what was said in earlier conversations), "
         "chunk (ingested files). Default: all three, as the memories shown before a turn are found.",
     )
+    secrets: bool = Field(
+        False, description="Also your own secret records (credentials, health, money), found by their words: only "
+        "when the request needs one, never to repeat it elsewhere.",
+    )
 
 
 class SearchResult(TypedDict):
@@ -86,6 +90,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         args.query, caller=caller, limit=args.maxResults, category=args.category, tags=args.tags, min_score=args.minScore,
         sources=args.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
+        secrets=args.secrets,
     )
     provider, model, _ = mem.configured_fingerprint()
     results: list[SearchResult] = []

@@ -265,7 +265,7 @@ async def detail(request: Request, caller: Caller, memory_id: str) -> HTMLRespon
 def _detail(request: Request, caller: Caller, memory_id: str) -> dict[str, Any]:
     mem = memory(request)
     scope = request.query_params.get("scope") or None
-    record = mem.get(memory_id, caller=caller, scope=scope)
+    record = mem.get(memory_id, caller=caller, scope=scope, reveal=False)  # a page shows a secret masked
     chain = mem.versions(record.id, caller=caller, scope=scope) if record.kind == "memory" else [record]
     history = mem.history(record.id, caller=caller, scope=scope) if record.kind == "memory" else []
     return {"m": record, "chain": chain, "history": history, "scope": scope,

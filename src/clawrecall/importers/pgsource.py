@@ -1,0 +1,63 @@
+"""Reading another system's PostgreSQL database: connecting read-only, and what tables it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ValidationError
+
+
+class Source:
+    """A read-only connection to `url`, with a clear error for a URL that is none or a server that refuses."""
+
+    def __init__(self, url: str, system: str):
+        if not url.startswith(("postgres://", "postgresql://")):
+            raise ValidationError(f"{system}'s store is a PostgreSQL database: give its URL "
+                                  f"(postgresql://user:password@host:5432/dbname), not {url!r}")
+        try:
+            import psycopg
+            from psycopg.rows import dict_row
+
+            from ..storage.postgres import redacted_url  # with numpy: not for every CLI command
+        except ImportError:
+            raise ValidationError("reading a PostgreSQL source takes the postgres extra: "
+                                  "pip install 'clawrecall[postgres]'") from None
+        self.system = system
+        self.url = redacted_url(url)
+        try:
+            self.conn = psycopg.connect(url, row_factory=dict_row, connect_timeout=10)
+            self.conn.read_only = True
+        except psycopg.Error as exc:
+            raise ValidationError(f"cannot read {self.url}: {str(exc).strip().splitlines()[0]}") from None
+        self._error = psycopg.Error
+        rows = self.rows("SELECT table_name, column_name FROM information_schema.columns "
+                         "WHERE table_schema = current_schema()")
+        self.tables: dict[str, set[str]] = {}
+        for r in rows:
+            self.tables.setdefault(r["table_name"], set()).add(r["column_name"])
+
+    def require(self, table: str, columns: set[str]) -> None:
+        """Fail clearly when the database is not the system's (another system's, or an empty one)."""
+        missing = columns - self.tables.get(table, set())
+        if missing:
+            held = ", ".join(sorted(self.tables)) or "none"
+            what = f"no {table} table" if table not in self.tables else f"a {table} table without {', '.join(sorted(missing))}"
+            raise ValidationError(f"{self.url} is not a {self.system} database: it has {what} (its tables: {held})")
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except self._error as exc:
+            raise ValidationError(f"reading {self.url}: {str(exc).strip().splitlines()[0]}") from None
+
+    def count(self, table: str) -> int:
+        return self.rows(f'SELECT count(*) AS n FROM "{table}"')[0]["n"] if table in self.tables else 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

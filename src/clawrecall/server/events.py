@@ -1,0 +1,93 @@
+"""REST `/v1/events`: the change feed (`mem.changes`) as Server-Sent Events, in the scopes the caller reads
+(docs/insight.md#live-updates).
+
+Each event is one change to a memory; its SSE `id` is its history id, so a client that reconnects with
+`Last-Event-ID` (browsers' EventSource does it by itself) gets every change after it, none twice. The
+stream waits on the store's wake-ups (PostgreSQL NOTIFY from every server; SQLite's own commits and a
+poll), never on a timer of its own, and sends a comment line every `KEEPALIVE_S` so proxies and clients
+see it is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import StreamingResponse
+
+from ..engine import Memory
+from ..errors import ScopeError, ValidationError
+from ..models import MemoryEvent
+from ..scopes import Caller
+from .deps import caller, memory
+from .openapi import errors
+
+router = APIRouter(prefix="/v1", tags=["insight"])
+KEEPALIVE_S = 15.0
+RETRY_MS = 1000  # how soon a client reconnects after the stream broke
+
+
+def _start(last_event_id: str | None, after: int | None) -> int | None:
+    """Where the stream starts: after `Last-Event-ID` (a reconnect), else after `after`, else now (None)."""
+    if last_event_id is None or not last_event_id.strip():
+        return after
+    if not re.fullmatch(r"[0-9]+", last_event_id.strip()):
+        raise ValidationError(f"Last-Event-ID must be an event id (a whole number), not {last_event_id!r}")
+    return int(last_event_id)
+
+
+def _frame(event: MemoryEvent) -> str:
+    """One event as SSE: its id (to resume after), its type, and its JSON."""
+    return f"id: {event.id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+
+
+class EventStream(StreamingResponse):
+    media_type = "text/event-stream"  # what the API's description names as the 200's content
+
+
+@router.get(
+    "/events", response_class=EventStream, responses={
+        **errors(ValidationError, ScopeError),
+        200: {"model": MemoryEvent, "description": "One event per change: `id`, `event` (its type), `data` (this, as JSON)."},
+    },
+)
+async def events(
+    scope: list[str] | None = Query(None, description="Only these scopes (default: every scope the caller reads)."),
+    after: int | None = Query(None, ge=0, description="Start after this event id (default: now)."),
+    last_event_id: str | None = Header(None, description="Resume after this event id (wins over `after`)."),
+    mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+) -> EventStream:
+    """Memory changes as they commit (added, updated, superseded, deleted, restored, forgotten, purged,
+    imported), of the memories the caller may read, through any server on the store."""
+    start = await asyncio.to_thread(mem.changes.start, caller=ctx, scope=scope, after=_start(last_event_id, after))
+    return EventStream(_stream(mem, ctx, scope, start), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+
+    def wake() -> None:  # from the store's watching thread
+        loop.call_soon_threadsafe(woken.set)
+
+    unsubscribe = mem.changes.subscribe(wake)
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        while True:
+            woken.clear()  # before reading: a wake-up during the read is not lost
+            if mem.changes.closed:  # the server is shutting down
+                return
+            page = await asyncio.to_thread(mem.changes.after, cursor, caller=ctx, scope=scope, limit=100)
+            for event in page.events:
+                yield _frame(event)
+            cursor = page.cursor
+            if page.more:
+                continue
+            try:
+                await asyncio.wait_for(woken.wait(), KEEPALIVE_S)
+            except TimeoutError:
+                yield ": keepalive\n\n"
+    finally:
+        unsubscribe()

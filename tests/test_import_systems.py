@@ -1,0 +1,520 @@
+"""mem0, ShadowDB and openclaw-memory-pgvector imported from real databases built here from their
+documented schemas: row by row (content, owner, times, category, supersede chains, soft deletes,
+startup entries), vectors reused only when made by the store's model, a second run adds nothing,
+a run killed half-way finishes when run again, and a wrong source fails clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+from psycopg.types.json import Json
+
+from clawrecall import Memory
+from clawrecall.cli import cli
+from clawrecall.embeddings.hashing import HashEmbedder
+from clawrecall.importers.data import stable_id
+
+from conftest import _admin, with_database
+
+STORE_MODEL = "hash/hashed-word-trigrams"  # the tests' store embeds with the hash provider's model
+HASH = HashEmbedder("hashed-word-trigrams")
+
+
+@pytest.fixture
+def source_pg(pg_server):
+    """An empty PostgreSQL database with pgvector: the other system's."""
+    name = "src_" + uuid.uuid4().hex[:12]
+    _admin(pg_server, f"CREATE DATABASE {name}")
+    url = with_database(pg_server, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield url
+    _admin(pg_server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _vec(text: str) -> str:
+    """The store model's vector of `text`, as pgvector reads it."""
+    return json.dumps([float(x) for x in HASH.embed([text], kind="passage")[0]])
+
+
+def _import(db: str, system: str, source: str, *extra: str, code: int = 0) -> dict:
+    result = CliRunner().invoke(cli, ["--db", db, "import", "--from", system, source, "--json", *extra])
+    assert result.exit_code == code, result.output
+    return json.loads(result.output) if code == 0 else result.output
+
+
+def _stored(db: str) -> dict[str, object]:
+    """The store's memories by their source_id."""
+    mem = Memory.open(db)
+    ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
+    rows = {r.source_id: r for r in mem.store.memories.fetch(ids).values()}
+    mem.close()
+    return rows
+
+
+def _is_vector_of(stored: np.ndarray, text: str) -> bool:
+    """Whether a stored vector is the store model's vector of `text` (PostgreSQL keeps half precision)."""
+    own = HASH.embed([text], kind="passage")[0]
+    return float(stored @ own / np.linalg.norm(own) / np.linalg.norm(stored)) > 0.999
+
+
+def _vectors(db: str, ids: list[str]) -> dict[str, np.ndarray]:
+    mem = Memory.open(db)
+    out = mem.store.vectors(ids)
+    mem.close()
+    return out
+
+
+# -- mem0 -------------------------------------------------------------------------------------------
+# its pgvector store's table, exactly as mem0 creates it (one per collection), and its history database
+MEM0_TABLE = "CREATE TABLE {name} (id UUID PRIMARY KEY, vector vector({dims}), payload JSONB)"
+MEM0_HISTORY = """CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT,
+  event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT);
+CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, name TEXT, created_at DATETIME);"""
+LISBON, PLANNER, CODER, SMALL, BOB = (str(uuid.UUID(int=i)) for i in range(1, 6))
+
+
+def _mem0(url: str, history_path: Path) -> None:
+    def payload(data: str, created: str, updated: str | None = None, **more) -> Json:
+        return Json({"data": data, "hash": "md5-" + data[:8], "created_at": created, "updated_at": updated or created,
+                     "text_lemmatized": data.lower(), **more})
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(MEM0_TABLE.format(name="mem0", dims=HASH.dimensions))
+        conn.execute("CREATE INDEX mem0_hnsw_idx ON mem0 USING hnsw (vector vector_cosine_ops)")
+        conn.execute(MEM0_TABLE.format(name="mem0_small", dims=4))  # another collection, another model
+        rows = [
+            # updated once (the history has both texts); its stored vector is deliberately another text's
+            (LISBON, _vec("zebra xylophone quartet"), payload("Alice lives in Lisbon", "2025-03-01T10:00:00-08:00",
+                                                             "2025-06-01T09:00:00+00:00", user_id="alice")),
+            (PLANNER, None, payload("Prefers aisle seats on long flights", "2025-04-02T08:00:00+00:00",
+                                    user_id="alice", agent_id="planner", run_id="trip-7", actor_id="alice", role="user",
+                                    categories=["travel", "preferences"], source="chat")),
+            (CODER, _vec("The repo uses pnpm workspaces"), payload("The repo uses pnpm workspaces",
+                                                                   "2025-05-05T12:00:00+00:00", agent_id="coder")),
+        ]
+        conn.cursor().executemany("INSERT INTO mem0 (id, vector, payload) VALUES (%s, %s, %s)", rows)
+        conn.execute("INSERT INTO mem0_small VALUES (%s, %s, %s)",
+                     (SMALL, "[0.1, 0.2, 0.3, 0.4]", payload("Standup is at 9:30", "2025-05-06T09:00:00+00:00",
+                                                             user_id="bob")))
+    db = sqlite3.connect(history_path)
+    db.executescript(MEM0_HISTORY)
+    db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        ("h1", LISBON, None, "Alice lives in Porto", "ADD", "2025-03-01T10:00:00-08:00", None, 0, None, None),
+        ("h2", PLANNER, None, "Prefers aisle seats on long flights", "ADD", "2025-04-02T08:00:00+00:00", None, 0,
+         None, None),
+        ("h3", LISBON, "Alice lives in Porto", "Alice lives in Lisbon", "UPDATE", "2025-03-01T10:00:00-08:00",
+         "2025-06-01T09:00:00+00:00", 0, None, None),
+        ("h4", BOB, None, "Bob's birthday is on May 3", "ADD", "2025-02-01T00:00:00+00:00", None, 0, None, None),
+        ("h5", BOB, "Bob's birthday is on May 3", None, "DELETE", None, None, 1, None, None),  # mem0 gives no time
+    ])
+    db.commit()
+    db.close()
+
+
+def test_mem0_memories_history_and_deletions_arrive_row_by_row(db_target, source_pg, tmp_path):
+    history = tmp_path / "history.db"
+    _mem0(source_pg, history)
+    Memory.open(db_target).close()
+    dry = _import(db_target, "mem0", source_pg, "--history", str(history), "--dry-run")
+    assert dry["imported"] == 6 and dry["dry_run"] and not _stored(db_target)
+    first = _import(db_target, "mem0", source_pg, "--history", str(history), "--vectors-from", STORE_MODEL)
+    # 4 current memories, Lisbon's earlier text, and Bob's deleted one (its one text, the ADD's)
+    assert first["imported"] == 6 and first["already_there"] == 0, first
+    again = _import(db_target, "mem0", source_pg, "--history", str(history), "--vectors-from", STORE_MODEL)
+    assert again["imported"] == 0 and again["already_there"] == 6
+
+    got = _stored(db_target)
+    assert len(got) == 6
+    porto, lisbon = got["history:h1"], got[f"mem0:{LISBON}"]
+    assert (lisbon.content, lisbon.user_id, lisbon.scope, lisbon.category) == ("Alice lives in Lisbon", "alice",
+                                                                               "user:alice", "fact")
+    assert lisbon.created_at.isoformat() == "2025-03-01T18:00:00+00:00"  # -08:00 read as UTC
+    assert lisbon.updated_at.isoformat() == "2025-06-01T09:00:00+00:00"
+    assert porto.content == "Alice lives in Porto" and porto.user_id == "alice"
+    assert porto.superseded_by == lisbon.id and lisbon.supersedes == porto.id
+    assert porto.valid_to.isoformat() == "2025-06-01T09:00:00+00:00"
+    planner = got[f"mem0:{PLANNER}"]
+    assert (planner.user_id, planner.agent_id, planner.session_id) == ("alice", "planner", "trip-7")
+    assert planner.tags == ["travel", "preferences"]
+    assert planner.metadata["mem0"] == {"actor_id": "alice", "role": "user", "hash": "md5-Prefers ", "source": "chat"}
+    assert (got[f"mem0:{CODER}"].agent_id, got[f"mem0:{CODER}"].scope) == ("coder", "agent:coder")
+    assert got[f"mem0_small:{SMALL}"].user_id == "bob"
+    bob = got["history:h4"]
+    assert bob.id == stable_id("mem0", "deleted", BOB) and bob.is_deleted and bob.content == "Bob's birthday is on May 3"
+    assert bob.deleted_at.isoformat() == "2025-02-01T00:00:00+00:00"  # no time recorded: its last change's
+
+    # vectors: the 384-d ones made by the store's model kept as they are, the 4-d one and the NULL one embedded
+    assert first["vectors"]["reused"] == 2 and "other dimensions" in first["vectors"]["why"]
+    vectors = _vectors(db_target, [lisbon.id, got[f"mem0_small:{SMALL}"].id, planner.id])
+    assert _is_vector_of(vectors[lisbon.id], "zebra xylophone quartet")
+    assert vectors[got[f"mem0_small:{SMALL}"].id].shape == (HASH.dimensions,)
+    assert _is_vector_of(vectors[planner.id], "Prefers aisle seats on long flights")
+
+
+def test_mem0_vectors_of_an_unnamed_or_other_model_are_embedded_again(db_path, source_pg, tmp_path):
+    _mem0(source_pg, tmp_path / "history.db")
+    unnamed = _import(str(db_path), "mem0", source_pg)
+    assert unnamed["vectors"]["reused"] == 0 and "--vectors-from" in unnamed["vectors"]["why"]
+    lisbon = stable_id("mem0", "mem0", LISBON)
+    stored = _vectors(str(db_path), [lisbon])[lisbon]
+    assert _is_vector_of(stored, "Alice lives in Lisbon")  # its own text's, not the source's vector
+    other = _import(str(tmp_path / "other.db"), "mem0", source_pg, "--vectors-from", "text-embedding-3-small")
+    assert other["vectors"]["reused"] == 0 and "text-embedding-3-small" in other["vectors"]["why"]
+
+
+def test_an_import_killed_half_way_resumes_and_finishes_with_nothing_twice(source_pg, tmp_path):
+    history = tmp_path / "history.db"
+    _mem0(source_pg, history)
+    args = ["import", "--from", "mem0", source_pg, "--history", str(history), "--batch-size", "2", "--json"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    helper = str(Path(__file__).with_name("kill_after.py"))
+
+    def clawrecall(db: Path, kill_after: int) -> subprocess.CompletedProcess:
+        Memory.open(db).close()
+        return subprocess.run([sys.executable, helper, str(kill_after), "--db", str(db), *args], env=env,
+                              capture_output=True, text=True)
+
+    whole = clawrecall(tmp_path / "count.db", 0)  # how many writing statements a whole import makes
+    assert whole.returncode == 0, whole.stderr
+    statements = int(whole.stderr.strip().splitlines()[-1].rsplit(" ", 1)[1])
+    db = tmp_path / "m.db"
+    killed = clawrecall(db, statements * 2 // 3)
+    assert killed.returncode == -9
+    partial = len(_stored(str(db)))
+    assert 0 < partial < 6  # the batches committed before the kill stay
+    done = _import(str(db), "mem0", source_pg, "--history", str(history))
+    assert done["already_there"] == partial and done["imported"] == 6 - partial
+    mem = Memory.open(db)
+    ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
+    assert len(ids) == len(set(ids)) == 6
+    mem.close()
+
+
+# -- ShadowDB ---------------------------------------------------------------------------------------
+SHADOWDB = """
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE TABLE startup (key TEXT PRIMARY KEY, content TEXT NOT NULL, priority INTEGER DEFAULT 2,
+  reinforce BOOLEAN DEFAULT FALSE, updated_at TIMESTAMPTZ DEFAULT NOW());
+CREATE TABLE primer (key TEXT PRIMARY KEY, content TEXT NOT NULL, priority INTEGER DEFAULT 2,
+  always BOOLEAN DEFAULT FALSE, enabled BOOLEAN DEFAULT TRUE);
+CREATE TABLE memories (
+  id BIGSERIAL PRIMARY KEY, content TEXT NOT NULL, title TEXT, category TEXT DEFAULT 'general',
+  record_type TEXT DEFAULT 'fact', tags TEXT[] DEFAULT '{}', embedding VECTOR(768),
+  fts TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', coalesce(title, '') || ' ' || content)) STORED,
+  created_at TIMESTAMPTZ DEFAULT NOW(), updated_at TIMESTAMPTZ DEFAULT NOW(), deleted_at TIMESTAMPTZ);
+CREATE INDEX memories_fts ON memories USING gin (fts);
+CREATE INDEX memories_trgm ON memories USING gin (content gin_trgm_ops);
+CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops);
+"""
+
+
+def _shadowdb(url: str) -> None:
+    v768 = json.dumps([0.01] * 768)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SHADOWDB)
+        conn.cursor().executemany(
+            "INSERT INTO memories (content, title, category, record_type, tags, embedding, created_at, updated_at, "
+            "deleted_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", [
+                ("Sarah's phone is +1 555 0100", "Sarah phone", "contacts", "fact", ["people"], v768,
+                 "2025-01-10T08:00:00Z", "2025-01-11T08:00:00Z", None),
+                ("We deploy with blue-green releases", None, "general", "decision", [], None,
+                 "2025-02-01T08:00:00Z", "2025-02-01T08:00:00Z", None),
+                ("Survey of vector databases", "DB survey", "research", "research", ["dbs", "survey"], v768,
+                 "2025-03-01T08:00:00Z", "2025-03-01T08:00:00Z", None),
+                ("The old office is on Main St", None, "general", "fact", [], v768,
+                 "2024-12-01T08:00:00Z", "2025-01-05T08:00:00Z", "2025-04-01T08:00:00Z"),  # soft-deleted
+            ])
+        conn.execute("INSERT INTO startup (key, content, priority, reinforce) VALUES "
+                     "('soul', 'You are Shadow, a terse assistant.', 0, true), ('core-rules', 'Never share keys.', 1, false)")
+        conn.execute("INSERT INTO primer (key, content, priority, always, enabled) VALUES "
+                     "('style', 'Answer in English.', 12, true, true), ('old', 'Obsolete.', 3, false, false)")
+
+
+def test_shadowdb_memories_soft_deletes_and_startup_arrive(db_target, source_pg):
+    _shadowdb(source_pg)
+    Memory.open(db_target).close()
+    first = _import(db_target, "shadowdb", source_pg, "--vectors-from", STORE_MODEL)
+    assert first["imported"] == 4 and first["startup"] == {"imported": 3, "already_there": 0}
+    assert {(d["table"], d["id"]) for d in first["skipped"]} == {("primer", "old"), ("primer", "style")}
+    # 768-d vectors from a model of the store's name cannot be the store's 384-d ones: all embedded again
+    assert first["vectors"]["reused"] == 0 and "other dimensions" in first["vectors"]["why"]
+    again = _import(db_target, "shadowdb", source_pg)
+    assert again["imported"] == 0 and again["startup"] == {"imported": 0, "already_there": 3}
+
+    got = _stored(db_target)
+    phone = got["memories:1"]
+    assert (phone.title, phone.category, phone.tags, phone.scope) == ("Sarah phone", "fact", ["people"], "global")
+    assert phone.metadata["shadowdb"] == {"category": "contacts", "record_type": "fact"}
+    assert phone.created_at.isoformat() == "2025-01-10T08:00:00+00:00"
+    assert phone.updated_at.isoformat() == "2025-01-11T08:00:00+00:00"
+    assert got["memories:2"].category == "decision"
+    research = got["memories:3"]
+    assert (research.category, research.metadata["shadowdb"]["record_type"]) == ("other", "research")
+    old = got["memories:4"]
+    assert old.is_deleted and old.deleted_at.isoformat() == "2025-04-01T08:00:00+00:00"
+
+    mem = Memory.open(db_target)
+    entries = {e.key: e for e in mem.startup.list()}
+    mem.close()
+    assert (entries["soul"].priority, entries["soul"].reinforce, entries["soul"].scope) == (0, True, "global")
+    assert entries["core-rules"].content == "Never share keys."
+    assert (entries["style"].priority, entries["style"].reinforce) == (9, True)
+    assert "old" not in entries
+
+
+# -- openclaw-memory-pgvector -----------------------------------------------------------------------
+def _pgvector_schema(dims: int) -> str:
+    """The plugin's tables, as its documentation gives them (the vector size is the configured model's)."""
+    v = f"vector({dims})"
+    return f"""
+CREATE TABLE memories (id UUID PRIMARY KEY DEFAULT gen_random_uuid(), user_id TEXT NOT NULL, session_id TEXT,
+  content TEXT NOT NULL, memory_type TEXT NOT NULL DEFAULT 'fact', embedding {v}, importance REAL DEFAULT 0.7,
+  confidence REAL DEFAULT 1.0, metadata JSONB DEFAULT '{{}}', source_type TEXT, source_id TEXT,
+  created_at TIMESTAMPTZ DEFAULT NOW(), updated_at TIMESTAMPTZ DEFAULT NOW(), expires_at TIMESTAMPTZ,
+  CONSTRAINT valid_memory_type CHECK (memory_type IN ('preference', 'decision', 'fact', 'entity',
+    'experience', 'session_summary', 'file_chunk', 'other')),
+  CONSTRAINT valid_importance CHECK (importance >= 0 AND importance <= 1),
+  CONSTRAINT valid_confidence CHECK (confidence >= 0 AND confidence <= 1));
+CREATE TABLE requests (id UUID PRIMARY KEY DEFAULT gen_random_uuid(), user_id TEXT NOT NULL, session_id TEXT,
+  message_text TEXT NOT NULL, embedding {v}, has_files BOOLEAN DEFAULT FALSE, telegram_message_id BIGINT,
+  telegram_chat_id BIGINT, created_at TIMESTAMPTZ DEFAULT NOW());
+CREATE TABLE responses (id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+  request_id UUID NOT NULL REFERENCES requests(id) ON DELETE CASCADE, response_text TEXT NOT NULL, embedding {v},
+  summary TEXT, summary_embedding {v}, feedback SMALLINT, model_used TEXT, input_tokens INTEGER,
+  output_tokens INTEGER, created_at TIMESTAMPTZ DEFAULT NOW());
+CREATE TABLE reasoning (id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+  request_id UUID NOT NULL REFERENCES requests(id) ON DELETE CASCADE, reasoning_text TEXT NOT NULL, embedding {v},
+  thinking_model TEXT, thinking_tokens INTEGER, created_at TIMESTAMPTZ DEFAULT NOW());
+CREATE TABLE files (id UUID PRIMARY KEY DEFAULT gen_random_uuid(), request_id UUID REFERENCES requests(id)
+  ON DELETE SET NULL, user_id TEXT NOT NULL, file_type TEXT NOT NULL, original_name TEXT NOT NULL,
+  storage_path TEXT NOT NULL, extracted_text TEXT, embedding {v}, chunk_count INTEGER DEFAULT 0, file_size INTEGER,
+  mime_type TEXT, created_at TIMESTAMPTZ DEFAULT NOW());
+CREATE TABLE file_chunks (id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+  file_id UUID NOT NULL REFERENCES files(id) ON DELETE CASCADE, chunk_index INTEGER NOT NULL,
+  chunk_text TEXT NOT NULL, embedding {v}, created_at TIMESTAMPTZ DEFAULT NOW(), UNIQUE(file_id, chunk_index));
+CREATE INDEX idx_memories_embedding ON memories USING hnsw (embedding vector_cosine_ops);
+"""
+
+
+PREF, DEC, EXPIRED = (str(uuid.UUID(int=i)) for i in range(11, 14))
+
+
+def _pgvector(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(_pgvector_schema(HASH.dimensions))
+        conn.cursor().executemany(
+            "INSERT INTO memories (id, user_id, session_id, content, memory_type, embedding, importance, confidence, "
+            "metadata, source_type, source_id, created_at, updated_at, expires_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", [
+                (PREF, "default", "s1", "I prefer dark roast coffee", "preference", _vec("quartz lantern"), 0.9, 1.0,
+                 Json({"trigger": "prefer"}), "conversation", "req-1", "2025-05-01T10:00:00Z", "2025-05-01T10:00:00Z",
+                 None),
+                (DEC, "42", None, "We decided to use Postgres 16", "decision", None, 0.7, 0.8, Json({}), "manual", None,
+                 "2025-05-02T10:00:00Z", "2025-05-03T10:00:00Z", None),
+                (EXPIRED, "default", None, "Meeting room B is booked today", "other", _vec("Meeting room B"), 0.5, 1.0,
+                 Json({}), None, None, "2025-05-04T10:00:00Z", "2025-05-04T10:00:00Z", "2025-05-05T00:00:00Z"),
+            ])
+        request = conn.execute("INSERT INTO requests (user_id, message_text) VALUES ('default', 'hello') "
+                               "RETURNING id").fetchone()[0]
+        conn.execute("INSERT INTO responses (request_id, response_text) VALUES (%s, 'hi')", (request,))
+        conn.execute("INSERT INTO reasoning (request_id, reasoning_text) VALUES (%s, 'greet back')", (request,))
+        file = conn.execute("INSERT INTO files (user_id, file_type, original_name, storage_path) VALUES "
+                            "('default', 'text', 'a.txt', '/tmp/a.txt') RETURNING id").fetchone()[0]
+        conn.execute("INSERT INTO file_chunks (file_id, chunk_index, chunk_text) VALUES (%s, 0, 'a')", (file,))
+
+
+def test_openclaw_pgvector_memories_arrive_and_its_conversations_are_accounted_for(db_target, source_pg):
+    _pgvector(source_pg)
+    Memory.open(db_target).close()
+    first = _import(db_target, "openclaw-memory-pgvector", source_pg, "--vectors-from", "hashed-word-trigrams")
+    assert first["imported"] == 3 and first["vectors"]["reused"] == 2
+    assert {d["table"]: d["rows"] for d in first["skipped"]} == {"requests": 1, "responses": 1, "reasoning": 1,
+                                                                  "files": 1, "file_chunks": 1}
+    assert _import(db_target, "openclaw-memory-pgvector", source_pg)["imported"] == 0
+
+    got = _stored(db_target)
+    pref, dec, expired = got[f"memories:{PREF}"], got[f"memories:{DEC}"], got[f"memories:{EXPIRED}"]
+    assert (pref.user_id, pref.scope, pref.category, pref.session_id) == (None, "global", "preference", "s1")
+    assert pref.metadata["pgvector"] == {"metadata": {"trigger": "prefer"}, "source_type": "conversation",
+                                         "source_id": "req-1", "user_id": "default"}
+    assert (pref.importance, pref.source_type) == (pytest.approx(0.9), "openclaw-memory-pgvector")
+    assert (dec.user_id, dec.scope, dec.category, dec.confidence) == ("42", "user:42", "decision", pytest.approx(0.8))
+    assert dec.updated_at.isoformat() == "2025-05-03T10:00:00+00:00"
+    assert expired.expires_at.isoformat() == "2025-05-05T00:00:00+00:00"
+    vectors = _vectors(db_target, [pref.id])
+    assert _is_vector_of(vectors[pref.id], "quartz lantern")
+
+
+# -- bad sources ------------------------------------------------------------------------------------
+def test_a_wrong_source_fails_clearly_and_writes_nothing(db_path, source_pg, tmp_path):
+    _shadowdb(source_pg)
+    Memory.open(db_path).close()
+    db = str(db_path)
+    assert "is not a mem0 database: it has no mem0 table" in _import(db, "mem0", source_pg, code=1)
+    assert "is not a openclaw-memory-pgvector database: it has a memories table without" in \
+        _import(db, "openclaw-memory-pgvector", source_pg, code=1)
+    assert "give its URL" in _import(db, "shadowdb", str(tmp_path / "shadow.db"), code=1)
+    unreachable = source_pg.rsplit("/", 1)[0] + "/no_such_database"
+    assert "cannot read" in _import(db, "shadowdb", unreachable, code=1)
+    assert "history database" in _import(db, "mem0", source_pg, "--history", str(tmp_path / "nope.db"), code=1)
+    unknown = CliRunner().invoke(cli, ["--db", db, "import", "--from", "chroma", source_pg])
+    assert unknown.exit_code == 2 and "chroma" in unknown.output
+    assert not _stored(db)
+
+
+# -- nova-memory ------------------------------------------------------------------------------------
+# the tables as nova-memory's documentation uses them, its embedding table and chat trigger verbatim
+NOVA = """
+CREATE TABLE entities (id SERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL, type VARCHAR(50) NOT NULL,
+  created_at TIMESTAMP DEFAULT NOW());
+CREATE TABLE entity_facts (id SERIAL PRIMARY KEY, entity_id INTEGER REFERENCES entities(id), key VARCHAR(255) NOT NULL,
+  value TEXT NOT NULL, confidence DOUBLE PRECISION DEFAULT 1.0);
+CREATE TABLE events (id SERIAL PRIMARY KEY, date DATE NOT NULL, event TEXT NOT NULL, participants TEXT[]);
+CREATE TABLE lessons (id SERIAL PRIMARY KEY, lesson TEXT NOT NULL, context TEXT, confidence DOUBLE PRECISION);
+CREATE TABLE agent_chat (id SERIAL PRIMARY KEY, sender TEXT, channel TEXT, message TEXT,
+  created_at TIMESTAMP DEFAULT NOW());
+CREATE TABLE memory_embeddings (
+    id SERIAL PRIMARY KEY,
+    source_type VARCHAR(50), -- 'entity_fact', 'event', 'agent_chat', 'lesson'
+    source_id TEXT, -- ID in the source table
+    content TEXT, -- The text that was embedded
+    embedding VECTOR(1536), -- OpenAI embedding (1536 dimensions)
+    metadata JSONB, -- Additional context (confidence, tags, etc.)
+    created_at TIMESTAMP DEFAULT NOW(),
+    updated_at TIMESTAMP DEFAULT NOW()
+);
+CREATE FUNCTION embed_chat_message() RETURNS TRIGGER AS $$
+BEGIN
+    INSERT INTO memory_embeddings (source_type, source_id, content)
+    VALUES ('agent_chat', NEW.id::text, NEW.sender || ' in #' || NEW.channel || ': ' || NEW.message);
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER embed_chat_message_trigger AFTER INSERT ON agent_chat
+    FOR EACH ROW EXECUTE FUNCTION embed_chat_message();
+"""
+
+
+def _nova(url: str) -> None:
+    v1536 = json.dumps([0.02] * 1536)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(NOVA)
+        conn.execute("INSERT INTO entities (name, type) VALUES ('Dana', 'person'), ('Acme', 'organization')")
+        conn.execute("INSERT INTO entity_facts (entity_id, key, value, confidence) VALUES "
+                     "(1, 'favorite_color', 'green', 0.9), (2, 'hq', 'Berlin', 1.0)")
+        conn.execute("INSERT INTO events (date, event, participants) VALUES "
+                     "('2025-07-04', 'Launch party', ARRAY['Dana', 'Sam']), ('2025-08-01', 'Quarterly review', NULL)")
+        conn.execute("INSERT INTO lessons (lesson, context, confidence) VALUES "
+                     "('Confirm time zones before scheduling', 'missed call with Sam', 0.8)")
+        conn.execute("INSERT INTO agent_chat (sender, channel, message) VALUES ('dana', 'general', 'hi all')")
+        # the embedding queue: two rows embedded, the others still waiting (NULL), and one whose row is gone
+        conn.execute("INSERT INTO memory_embeddings (source_type, source_id, content, embedding) VALUES "
+                     "('entity_fact', '1', 'Dana (person) - favorite_color: green', %s), "
+                     "('event', '1', 'On 2025-07-04: Launch party (participants: Dana, Sam)', %s), "
+                     "('lesson', '1', 'Lesson (confidence: 0.8): Confirm time zones before scheduling', NULL), "
+                     "('entity_fact', '99', 'Gone (person) - x: y', NULL)", (v1536, v1536))
+
+
+def test_nova_memory_facts_events_and_lessons_arrive(db_target, source_pg):
+    _nova(source_pg)
+    Memory.open(db_target).close()
+    first = _import(db_target, "nova-memory", source_pg, "--vectors-from", "hashed-word-trigrams")
+    assert first["imported"] == 5 and first["vectors"]["reused"] == 0
+    assert "other dimensions" in first["vectors"]["why"]  # 1536-d, the store's are 384-d
+    assert {(d["table"], d["rows"]) for d in first["skipped"]} == {("agent_chat", 1), ("memory_embeddings", 1)}
+    assert _import(db_target, "nova-memory", source_pg)["imported"] == 0
+
+    got = _stored(db_target)
+    dana = got["entity_facts:1"]
+    assert (dana.content, dana.category, dana.confidence) == ("Dana (person) - favorite_color: green", "person",
+                                                              pytest.approx(0.9))
+    assert dana.metadata["nova"] == {"entity": "Dana", "entity_type": "person", "key": "favorite_color",
+                                     "value": "green"}
+    assert got["entity_facts:2"].category == "entity"
+    launch = got["events:1"]
+    # the text nova-memory embedded for the row, so its vector fits the memory
+    assert launch.content == "On 2025-07-04: Launch party (participants: Dana, Sam)" and launch.category == "experience"
+    assert launch.valid_from.isoformat() == "2025-07-04T00:00:00+00:00"
+    assert got["events:2"].content == "On 2025-08-01: Quarterly review"
+    lesson = got["lessons:1"]
+    assert lesson.content == ("Lesson (confidence: 0.8): Confirm time zones before scheduling "
+                              "Context: missed call with Sam")
+    assert lesson.tags == ["lesson"] and lesson.scope == "global"
+
+
+# -- memory-lancedb-pro -----------------------------------------------------------------------------
+def _lancedb_pro(folder: Path, dims: int) -> None:
+    """Its `memories` table as its store creates it (a JavaScript number is a float64 column)."""
+    import lancedb
+    import pyarrow as pa
+
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dims)),
+                        ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
+                        ("timestamp", pa.float64()), ("metadata", pa.string())])
+
+    def vec(text: str) -> list[float]:
+        return [float(x) for x in HASH.embed([text], kind="passage")[0]] if dims == HASH.dimensions else [0.5] * dims
+
+    rows = [
+        ("a1", "Prefers tabs over spaces", vec("zebra xylophone quartet"), "preference", "agent:coder", 0.9,
+         1_735_725_600_000, "{}"),
+        ("a2", "Team sync is on Mondays", vec("Team sync is on Mondays"), "fact", "global", 0.7, 1_735_812_000_000,
+         '{"l0_abstract": "sync day"}'),
+        ("a3", "Team sync moved to Tuesdays", vec("Team sync moved to Tuesdays"), "fact", "project:atlas", 0.8,
+         1_738_404_000_000, '{"supersedes": "a2"}'),
+        ("a4", "Lost the thread when the build broke", vec("x"), "cases", "reflection:agent:coder", 0.5,
+         1_738_490_400_000, "{}"),
+        ("a5", "Bob is allergic to nuts", vec("Bob is allergic to nuts"), "entity", "user:bob", 0.7,
+         1_738_576_800_000, "not json"),
+        ("a6", "Old row from before scopes", vec("Old row"), "other", None, 0.7, 1_700_000_000_000, None),
+    ]
+    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+    lancedb.connect(folder).create_table("memories", table)
+
+
+def test_memory_lancedb_pro_table_arrives_with_scopes_and_chains(db_target, tmp_path):
+    folder = tmp_path / "lancedb-pro"
+    _lancedb_pro(folder, HASH.dimensions)
+    Memory.open(db_target).close()
+    first = _import(db_target, "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
+    assert first["imported"] == 6 and first["vectors"]["reused"] == 6
+    assert [(d["id"], d["field"]) for d in first["skipped"]] == [("a5", "metadata")]
+    assert _import(db_target, "memory-lancedb-pro", str(folder))["imported"] == 0
+
+    got = _stored(db_target)
+    tabs = got["memories:a1"]
+    assert (tabs.scope, tabs.agent_id, tabs.category, tabs.importance) == ("agent:coder", "coder", "preference",
+                                                                           pytest.approx(0.9))
+    assert tabs.created_at.isoformat() == "2025-01-01T10:00:00+00:00"
+    monday, tuesday = got["memories:a2"], got["memories:a3"]
+    assert monday.superseded_by == tuesday.id and tuesday.supersedes == monday.id
+    assert monday.valid_to == tuesday.valid_from and tuesday.scope == "project:atlas"
+    assert monday.metadata["lancedb"] == {"l0_abstract": "sync day"}
+    reflection = got["memories:a4"]
+    assert (reflection.scope, reflection.tags, reflection.category) == ("agent:coder", ["reflection"], "other")
+    assert reflection.metadata["lancedb"]["category"] == "cases"
+    bob = got["memories:a5"]
+    assert (bob.scope, bob.user_id, bob.metadata["lancedb"]) == ("user:bob", "bob", {"text": "not json"})
+    assert got["memories:a6"].scope == "global"
+    assert _is_vector_of(_vectors(db_target, [tabs.id])[tabs.id], "zebra xylophone quartet")
+
+
+def test_a_lancedb_folder_of_another_dimension_is_embedded_again_and_a_wrong_one_fails(db_path, tmp_path):
+    folder = tmp_path / "lancedb-pro"
+    _lancedb_pro(folder, 1024)
+    summary = _import(str(db_path), "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
+    assert summary["imported"] == 6 and summary["vectors"]["reused"] == 0
+    assert "not a folder" in _import(str(db_path), "memory-lancedb-pro", str(tmp_path / "nope"), code=1)
+    (tmp_path / "empty").mkdir()
+    assert "has no memories table" in _import(str(db_path), "memory-lancedb-pro", str(tmp_path / "empty"), code=1)
