@@ -37,7 +37,7 @@ Three parts (`--parts`), each on SQLite and/or PostgreSQL (`--backends`), with t
     Messages go in through `mem.conversations.log` (with the backfill held back) and get their
     vectors through `store.memories.set_vectors`, as the backfill would give them; memories through
     `add_many(embeddings=...)`; chunks as `kind="chunk"` rows through `store.memories.insert`; all inside
-    `mem.deferred_vector_index()` (PostgreSQL builds its HNSW index once, at the end). SQLite
+    `mem.upkeep.deferred_vector_index()` (PostgreSQL builds its HNSW index once, at the end). SQLite
     stores are kept in `--db-dir` and reused.
 
 Every row of the report carries the load averages (1, 5, 15 min) at its start: other processes
@@ -272,7 +272,7 @@ def hook_part(backend: str, pg: Server | None, folder: Path, args: argparse.Name
 def jobs_queued(target: str, session: str) -> int:
     """Extraction jobs queued for the session's segments (none ran: the server has no worker)."""
     with Memory.open(target, check_embedding=False) as mem:
-        segments = {s.id for s in mem.store.segments.find(None, session, limit=100_000, offset=0)}
+        segments = {s.id for s in mem._store.segments.find(None, session, limit=100_000, offset=0)}
         return sum(1 for j in mem.jobs.list(caller=Caller(), kind="extract", limit=100_000) if j.subject_id in segments)
 
 
@@ -300,10 +300,10 @@ def log_run(backend: str, pg: Server | None, folder: Path, args: argparse.Namesp
     with database(backend, pg, "log", folder) as target:
         with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem:  # the raw rate, same texts
             sample = texts[: min(len(texts), 2048)]
-            mem.embedder.embed(sample[:64], kind="passage")
+            mem.upkeep.embedder.embed(sample[:64], kind="passage")
             t = time.perf_counter()
             for b in range(0, len(sample), 64):  # the backfill's batch size
-                mem.embedder.embed(sample[b : b + 64], kind="passage")
+                mem.upkeep.embedder.embed(sample[b : b + 64], kind="passage")
             raw_per_s = len(sample) / (time.perf_counter() - t)
         with server(target, folder) as (running, token):
             load_start = load()
@@ -332,7 +332,7 @@ def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tu
             r = http.post("/v1/conversations/messages", json={"session_id": session, "messages": batch})
             r.raise_for_status()
         ack = time.perf_counter() - t
-        while watcher.store.memories.count_unembedded():
+        while watcher.upkeep.unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
     finally:
@@ -343,14 +343,14 @@ def log_rest(running: ServerProcess, token: str, target: str, calls: list) -> tu
 
 def log_python(target: str, folder: Path, calls: list) -> tuple[float, float]:
     with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem:
-        mem.embedder.embed(["warm up"], kind="passage")
+        mem.upkeep.embedder.embed(["warm up"], kind="passage")
         t = time.perf_counter()
         for user, session, batch in calls:
             result = mem.conversations.log(batch, caller=Caller(user, "main", session))
-            if result["stored"] != len(batch):
-                raise SystemExit(f"stored {result['stored']} of {len(batch)}")
+            if result.stored != len(batch):
+                raise SystemExit(f"stored {result.stored} of {len(batch)}")
         ack = time.perf_counter() - t
-        while mem.store.memories.count_unembedded():
+        while mem.upkeep.unembedded():
             time.sleep(0.2)
         return ack, time.perf_counter() - t
 
@@ -366,7 +366,7 @@ def base_vectors(mem: Memory, n: int, db_dir: Path) -> tuple[list[str], np.ndarr
         if list(kept["texts"]) == texts:
             return texts, kept["vectors"]
     log(f"embedding {len(texts)} distinct sentences with the local model (once)")
-    vectors = mem.embedder.embed(texts, kind="passage").astype(np.float32)
+    vectors = mem.upkeep.embedder.embed(texts, kind="passage").astype(np.float32)
     np.savez(path, texts=np.array(texts), vectors=vectors)
     return texts, vectors
 
@@ -382,7 +382,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
     nrng = np.random.default_rng(SEED + 3)
     users = USERS[: args.users] if layout == "spread" else USERS[:1]
     t0 = time.perf_counter()
-    with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem, mem.deferred_vector_index():
+    with Memory.open(target, conversations={"dir": str(folder / "conversations")}) as mem, mem.upkeep.deferred_vector_index():
         texts, vectors = base_vectors(mem, args.distinct, args.db_dir)
         model = mem._embedding.model_name
         pick = lambda k: [rng.randrange(len(texts)) for _ in range(k)]  # noqa: E731
@@ -405,7 +405,7 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             batch = [openclaw_message("user" if k % 2 == 0 else "assistant", rng.choice(LEADS) + texts[i],
                                       int((at.timestamp() + 20 * k) * 1000)) for k, i in enumerate(idx)]
             ids = mem.conversations.log(batch, caller=Caller(user, "main", f"{user}-s{s:05d}"))["ids"]
-            mem.store.memories.set_vectors(ids, noisy(nrng, vectors[idx]), model)
+            mem._store.memories.set_vectors(ids, noisy(nrng, vectors[idx]), model)
             if (s + 1) % 400 == 0:
                 log(f"  {(s + 1) * per_session} messages ({time.perf_counter() - t0:.0f} s)")
         # file chunks: four sentences each, 20 chunks a file
@@ -424,12 +424,12 @@ def build_store(target: str, folder: Path, layout: str, args: argparse.Namespace
             chunk_vectors.append(vectors[idx].mean(axis=0))
         stacked = noisy(nrng, np.stack(chunk_vectors))
         for s in range(0, len(records), 2000):
-            mem.store.memories.insert(records[s : s + 2000], stacked[s : s + 2000])
-        left = mem.store.memories.count_unembedded()
+            mem._store.memories.insert(records[s : s + 2000], stacked[s : s + 2000])
+        left = mem.upkeep.unembedded()
         stats = mem.stats()
-    if mem.store.backend == "postgres":  # as autovacuum would have by the time a store is this size
+    if mem.upkeep.backend == "postgres":  # as autovacuum would have by the time a store is this size
         with Memory.open(target) as mem:
-            mem.store.run("VACUUM ANALYZE memories")
+            mem._store.run("VACUUM ANALYZE memories")
     built = {"layout": layout, "users": len(users), "build_s": time.perf_counter() - t0, "unembedded": left,
              "by_kind": stats.by_kind}
     log(f"  built {layout}: {stats.by_kind} in {built['build_s']:.0f} s")
@@ -502,7 +502,7 @@ def measure_search(
         embed_ms = []
         for q, _ in queries:
             t = time.perf_counter()
-            mem.embedder.embed([q], kind="query")
+            mem.upkeep.embedder.embed([q], kind="query")
             embed_ms.append((time.perf_counter() - t) * 1000)
         row["query_embed_p50_ms"] = statistics.median(embed_ms)
         if args.profile:

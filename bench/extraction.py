@@ -41,7 +41,7 @@ The scores, over all conversations:
     (`valid_to` set) and its `superseded_by` (followed along a chain) reaches a fact matching the
     new one; `stale` counts old facts still current beside their new version;
   * repeats kept single: the repeated facts matched by exactly one current fact (and counted: whose
-    occurrences, `mem.facts.occurrences`, number at least the times it was said);
+    occurrences, `mem._facts.occurrences`, number at least the times it was said);
   * facts from chit-chat: facts first produced after a segment without expected facts;
   * tokens and seconds per segment: from the jobs each segment queued (extraction and summaries).
 
@@ -256,7 +256,7 @@ def run(data: dict[str, Any], *, base_url: str, model: str, db: str, embedding: 
                     seen[rec.id] = Produced(
                         rec.id, rec.content, rec.category, rec.valid_to is None, rec.superseded_by,
                         seen[rec.id].segment if rec.id in seen else seg["id"],
-                        len(mem.facts.occurrences(rec.id, caller=caller)),
+                        len(mem.insight.occurrences(rec.id, caller=caller)),
                     )
                 segments.append({
                     "segment": seg["id"], "language": conv["language"], "messages": len(seg["messages"]),

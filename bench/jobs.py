@@ -38,7 +38,7 @@ def main() -> None:
             took = []
             for i in range(args.jobs):
                 started = time.perf_counter()
-                with mem.store.transaction():
+                with mem._store.transaction():
                     mem.jobs.enqueue("noop", scope="user:bench", subject_id=f"{n}-{i}")
                 took.append(time.perf_counter() - started)
             workers = [Worker(mem.jobs) for _ in range(n)]

@@ -185,13 +185,13 @@ def ingest_messages(mem: Memory, data: list[dict], *, names: bool = True, limit_
         logged = set()
         for session, items in everything[:limit_sessions]:
             result = mem.conversations.log(transcript(items, names=names), caller=caller, session_id=session)
-            dia.update(zip(result["ids"], (t["dia_id"] for t in items)))
+            dia.update(zip(result.ids, (t["dia_id"] for t in items)))
             mem.conversations.end(session, caller=caller)
             logged.update(t["dia_id"] for t in items)
         asked = questions(sample, {t["dia_id"] for _, items in everything for t in items}, counters)
         qs[sample["sample_id"]] = [q for q in asked if q["evidence"] <= logged]
         counters["questions_beyond_sessions"] += len(asked) - len(qs[sample["sample_id"]])
-    mem.backfill()
+    mem.upkeep.backfill()
     seconds = time.perf_counter() - start
     return Ingested(qs, {k: v for k, v in counters.items() if v}, seconds, len(dia), asker(mem, dia), dia)
 
@@ -242,7 +242,7 @@ def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo", budget_s
         for source_type in counted:
             counted[source_type] += len(mem.list(caller=Caller(user_id=conversation), source_type=source_type, limit=100_000))
     assert built.message_ids is not None
-    keyed = [r for r in mem.store.memories.fetch(list(built.message_ids)).values() if r.keys]
+    keyed = [r for r in mem._store.memories.fetch(list(built.message_ids)).values() if r.keys]
     stats = mem.jobs.stats(caller=Caller())
     return {
         "seconds": seconds, "facts": counted["extraction"], "session_summaries": counted["session_summary"],
@@ -257,7 +257,7 @@ def unkey(mem: Memory, built: Ingested) -> int:
     """Remove every message's keys and make its vector again of its content alone, through the write path
     extraction keys them by; how many messages had keys."""
     assert built.message_ids is not None
-    keyed = [r for r in mem.store.memories.fetch(list(built.message_ids)).values() if r.keys]
+    keyed = [r for r in mem._store.memories.fetch(list(built.message_ids)).values() if r.keys]
     if keyed:
         vectors = mem._embedding.passages([r.content for r in keyed])  # embedded_text(content, None)
         mem._writes.set_keys([r.model_copy(update={"keys": None}) for r in keyed], vectors)
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     extraction = None
     with tempfile.TemporaryDirectory() as tmp:
         mem = Memory.open(args.db or f"{tmp}/locomo.db", embedding={"provider": args.embedding, "model": args.embedding_model}, **llm)
-        mem.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
+        mem.upkeep.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
         if args.through == "memories":
             built = ingest(mem, data)
         else:

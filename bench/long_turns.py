@@ -199,8 +199,8 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
             start = time.perf_counter()
             for s in range(0, len(turns), 40):
                 mem.conversations.log(turns[s : s + 40], caller=caller, session_id=f"{name}-s{s // 40}")
-            mem.backfill()
-            mem.runtime.drain(600)
+            mem.upkeep.backfill()
+            mem.upkeep.runtime.drain(600)
             ingest_s += time.perf_counter() - start
             questions = [q for _, _, q in rng.sample(tails, min(len(tails), per_user + 2))]
             with timed_stages():
@@ -222,7 +222,7 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
                 tail_top1 += bool(hits) and answers(hits[0])
                 tail_vector += any(answers(h) for h in mem.search(q, caller=caller, sources=["message"], limit=10, mode="vector"))
             log(f"  {name}: {len(turns)} turns in {time.perf_counter() - start:.1f} s")
-        windows = mem.store.run("SELECT count(*) FROM memories WHERE kind = 'window'")[0][0]
+        windows = mem._store.run("SELECT count(*) FROM memories WHERE kind = 'window'")[0][0]
     report |= {
         "ingest_turns_per_s": round(report["turns"] / ingest_s, 1), "windows": windows,
         "search@10": {"first": summary(cold[10]), "later": summary(warm[10]), "all": summary(cold[10] + warm[10])},

@@ -7,7 +7,7 @@ dedup=False)` in chunks, then measures:
 
   * ingest rate (memories/s), split into engine work (validation, records, history rows)
     and the two statements (COPY into `memories`, INSERT into `history`). Two load paths:
-    `deferred` (default) loads N - `--tail` rows inside `mem.deferred_vector_index()` (the
+    `deferred` (default) loads N - `--tail` rows inside `mem.upkeep.deferred_vector_index()` (the
     engine's bulk-load path), whose exit builds the index once (timed, with the engine's
     `postgres.maintenance_work_mem`), then loads the last `--tail` rows with the index in
     place (maintained per row); `online` loads everything without deferring, so the first
@@ -16,7 +16,7 @@ dedup=False)` in chunks, then measures:
     "graph no longer fits into maintenance_work_mem" notice if any; `--compare-build`
     also rebuilds with the server's default maintenance_work_mem (what
     `store.build_vector_index()` gets on an untuned server);
-  * the vector leg itself, `mem.store.vector_candidates(q, Filters(...), 10)` — the code
+  * the vector leg itself, `mem._store.vector_candidates(q, Filters(...), 10)` — the code
     path of every search — for `--queries` queries (a stored vector plus noise),
     unfiltered and filtered to the query's own scope (~2% of rows), at each ef_search of
     `--ef` ("engine" is what the engine sets: max(postgres.hnsw_ef_search, k)); a scope
@@ -355,7 +355,7 @@ def hnsw_with(store: Any, params: str | None) -> Iterator[None]:
 
 
 def load(mem: Memory, data: Data, start: int, stop: int, chunk: int, label: str) -> dict:
-    timers = Timers(mem.store)
+    timers = Timers(mem._store)
     seconds = 0.0
     per_chunk = []
     with timers.attached():
@@ -411,7 +411,7 @@ class ProgressWatcher(threading.Thread):
 
 def build_index(mem: Memory, url: str, maintenance_work_mem: str | None, params: str | None = None) -> dict:
     """Drop and (re)build the HNSW index through the store, with the given maintenance_work_mem."""
-    store = mem.store
+    store = mem._store
     store.drop_vector_index()
     notices: list[str] = []
     watcher = ProgressWatcher(url, every=30.0)
@@ -488,7 +488,7 @@ def query_set(data: Data, args: argparse.Namespace) -> dict:
 
 
 def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
-    store = mem.store
+    store = mem._store
     qs = query_set(data, args)
     queries, qscopes, warm, wscopes, truth = qs["queries"], qs["qscopes"], qs["warm"], qs["wscopes"], qs["truth"]
     variants: list[tuple[int | None, str, tuple[str, ...]]] = [(ef, flt, ()) for ef in args.ef for flt in ("none", "scope")]
@@ -537,7 +537,7 @@ def vector_leg(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
 def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
     """A copy of (id, scope, embedding, deleted_at, expires_at) partitioned by scope, one HNSW per partition
     (the engine's expression and parameters), searched with the engine's vector-leg SQL and settings."""
-    store = mem.store
+    store = mem._store
     kind = args.partitioned
     by = "LIST" if kind == "list" else "HASH"
     parts = len(data.scope_names) if kind == "list" else int(kind.split(":")[1])
@@ -601,7 +601,7 @@ def partitioned(mem: Memory, data: Data, args: argparse.Namespace) -> dict:
 
 def exact_sql(mem: Memory, data: Data, queries: np.ndarray, qscopes: np.ndarray, truth: dict, count: int) -> list[dict]:
     """The exact top 10 in SQL (no index scans): checks the numpy ground truth; its latency is the no-index cost."""
-    store = mem.store
+    store = mem._store
     rows = []
     for flt in ("none", "scope"):
         lat, agree = [], []
@@ -654,7 +654,7 @@ def text_legs(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
             for i, q in enumerate(texts):
                 f = Filters(scopes=[data.scope_names[i % len(data.scope_names)]]) if scoped else Filters()
                 t = time.perf_counter()
-                getattr(mem.store, leg)(q, f, 50)
+                getattr(mem._store, leg)(q, f, 50)
                 lat.append((time.perf_counter() - t) * 1000)
             rows.append({"leg": leg, "scope": "one scope" if scoped else "all", "p50_ms": statistics.median(lat),
                          "p95_ms": pct(lat, 95), "queries": len(lat)})
@@ -663,7 +663,7 @@ def text_legs(mem: Memory, data: Data, args: argparse.Namespace) -> list[dict]:
 
 
 def footprint(mem: Memory) -> dict:
-    run = mem.store.run
+    run = mem._store.run
     sizes = {
         "heap_bytes": run("SELECT pg_relation_size('memories')")[0][0],
         "toast_bytes": run("SELECT coalesce(pg_total_relation_size(reltoastrelid), 0) FROM pg_class WHERE relname = 'memories'")[0][0],
@@ -708,25 +708,25 @@ def run_size(server: Server, n: int, args: argparse.Namespace) -> dict:
         tail = min(args.tail, n) if args.load == "deferred" else n
         bulk = n - tail
         if bulk:
-            deferred = mem.deferred_vector_index()
+            deferred = mem.upkeep.deferred_vector_index()
             deferred.__enter__()
             report["ingest"].append(load(mem, data, 0, bulk, args.chunk, "add_many in deferred_vector_index()"))
             t = time.perf_counter()
-            with hnsw_with(mem.store, args.hnsw):
+            with hnsw_with(mem._store, args.hnsw):
                 deferred.__exit__(None, None, None)  # builds the index
             seconds = time.perf_counter() - t
-            size = mem.store.run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
+            size = mem._store.run("SELECT pg_relation_size('idx_memories_embedding')")[0][0]
             log(f"HNSW build at the end of the deferred load: {seconds:.1f}s")
-            report["builds"].append({"seconds": seconds, "hnsw": args.hnsw or engine_hnsw(mem.store),
-                                     "maintenance_work_mem": mem.store.config.maintenance_work_mem,
-                                     "parallel_workers": mem.store.run("SHOW max_parallel_maintenance_workers")[0][0],
+            report["builds"].append({"seconds": seconds, "hnsw": args.hnsw or engine_hnsw(mem._store),
+                                     "maintenance_work_mem": mem._store.config.maintenance_work_mem,
+                                     "parallel_workers": mem._store.run("SHOW max_parallel_maintenance_workers")[0][0],
                                      "index_bytes": size, "notices": [], "leader_peak_rss_bytes": None, "rows": bulk})
         if tail:
             label = "add_many, HNSW maintained per row" + (f" (last {tail:,} rows)" if bulk else " (no deferral)")
-            with hnsw_with(mem.store, args.hnsw):
+            with hnsw_with(mem._store, args.hnsw):
                 report["ingest"].append(load(mem, data, bulk, n, args.chunk, label))
         t = time.perf_counter()
-        mem.store.run("VACUUM ANALYZE memories")
+        mem._store.run("VACUUM ANALYZE memories")
         report["vacuum_analyze_s"] = time.perf_counter() - t
         if args.compare_build:
             report["builds"].append({**build_index(mem, url, None, args.hnsw), "rows": n})
@@ -763,13 +763,13 @@ def reuse_size(server: Server, n: int, args: argparse.Namespace) -> dict:
     mem = open_memory(url, args)
     report: dict[str, Any] = {"size": n, "database": args.reuse, "load_before": loadavg(), "ingest": [], "builds": []}
     try:
-        ids = [str(r[0]) for r in mem.store.run("SELECT id FROM memories ORDER BY seq")]
+        ids = [str(r[0]) for r in mem._store.run("SELECT id FROM memories ORDER BY seq")]
         if len(ids) != n:
             raise SystemExit(f"{args.reuse} holds {len(ids)} memories, not {n}")
         for s in range(0, n, args.chunk):  # the same vectors again (same seed), in insertion order
             data.chunk(s, min(s + args.chunk, n))
         data.ids = ids
-        check = mem.store.vectors(ids[-1:])[ids[-1]]
+        check = mem._store.vectors(ids[-1:])[ids[-1]]
         if float(check @ data.vectors[-1]) < 0.9999:
             raise SystemExit(f"{args.reuse} was loaded with other data options")
         if args.compare_build:
@@ -793,9 +793,9 @@ def model_ingest(server: Server, args: argparse.Namespace) -> dict:
             w = [rng.integers(0, len(v), size=args.model_n) for v in (NAMES, VERBS, TOPICS, TOPICS, PLACES)]
             texts = [f"{NAMES[a].title()} {VERBS[b]} the {TOPICS[c]} and the {TOPICS[d]} at the {PLACES[e]} on day {i}."
                      for i, (a, b, c, d, e) in enumerate(zip(*w))]
-            mem.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
+            mem.upkeep.embedder.embed(["warm up"], kind="passage")  # model load is not ingest time
             t = time.perf_counter()
-            mem.embedder.embed(texts, kind="passage")
+            mem.upkeep.embedder.embed(texts, kind="passage")
             raw = len(texts) / (time.perf_counter() - t)
             t = time.perf_counter()
             for s in range(0, len(texts), 500):
@@ -803,7 +803,7 @@ def model_ingest(server: Server, args: argparse.Namespace) -> dict:
             per_s = len(texts) / (time.perf_counter() - t)
             log(f"add_many with the local model: {per_s:.0f}/s (raw embedding {raw:.0f}/s)")
             return {"memories": len(texts), "add_many_per_s": per_s, "raw_embed_per_s": raw,
-                    "model": f"{mem.embedder.provider}/{mem.embedder.model}", "batch_size": mem.embedder.batch_size}
+                    "model": f"{mem.upkeep.embedder.provider}/{mem.upkeep.embedder.model}", "batch_size": mem.upkeep.embedder.batch_size}
         finally:
             mem.close()
     finally:

@@ -25,7 +25,7 @@ from clawrecall import Memory
 
 def load(target: str, n: int) -> None:
     rng = np.random.default_rng(7)
-    with Memory.open(target, embedding={"provider": "hash"}) as mem, mem.deferred_vector_index():
+    with Memory.open(target, embedding={"provider": "hash"}) as mem, mem.upkeep.deferred_vector_index():
         for start in range(0, n, 5000):
             size = min(5000, n - start)
             vectors = rng.standard_normal((size, 384)).astype(np.float32)
@@ -36,7 +36,7 @@ def load(target: str, n: int) -> None:
 def measure(target: str, n: int) -> dict[str, float]:
     load(target, n)
     with Memory.open(target, embedding={"provider": "hash"}, check_embedding=False) as mem:
-        store = mem.store
+        store = mem._store
         timings: dict[str, float] = {}
 
         def timed(name: str, fn):

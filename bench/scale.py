@@ -284,7 +284,7 @@ def add_chunk(mem: Memory, chunk: list[dict], first_raw: bool, dedup: bool = Tru
 
     def raw() -> float:
         t = time.perf_counter()
-        mem.embedder.embed(texts, kind="passage")
+        mem.upkeep.embedder.embed(texts, kind="passage")
         return time.perf_counter() - t
 
     raw_s = raw() if first_raw else 0.0
@@ -303,7 +303,7 @@ def build(path: Path, n: int, log) -> dict:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     mem = Memory.open(path)
-    mem.embedder.embed(["warm up"] * 64, kind="passage")  # model load is not add time
+    mem.upkeep.embedder.embed(["warm up"] * 64, kind="passage")  # model load is not add time
     chunk_s: list[float] = []
     raw_pairs: list[float] = []
     add_pairs: list[float] = []
@@ -356,8 +356,8 @@ def marginal_add(path: Path, rounds: int, texts: list[str], log) -> dict:
     dst.close()
     try:
         mem = Memory.open(copy)
-        mem.embedder.embed(["warm up"] * 64, kind="passage")
-        mem.store._fresh_index()  # type: ignore[attr-defined]  # index load is not add time
+        mem.upkeep.embedder.embed(["warm up"] * 64, kind="passage")
+        mem._store._fresh_index()  # type: ignore[attr-defined]  # index load is not add time
         out: dict[str, dict] = {}
         cases = [(f"{kind}/on", kind, True) for kind in texts]
         if "sentences" in texts:
@@ -407,8 +407,8 @@ def stage_breakdown(mem: Memory, queries: list[tuple[str, str]], mode: str = "hy
                 stack.pop()
         return timed
 
-    pipeline = mem.pipeline
-    store = mem.store
+    pipeline = mem._pipeline
+    store = mem._store
     saved_store = {n: getattr(store, n) for n in ("vector_candidates", "text_candidates", "fuzzy_candidates", "fetch",
                                                    "session_neighbors", "vectors")}
     saved_pl = {n: getattr(pl, n) for n in ("fuse", "apply_neighbors", "apply_min_and_noise", "apply_mmr")}
@@ -474,7 +474,7 @@ def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, 
     # Query cache off so every search embeds its query, as a new question does.
     mem = Memory.open(path, embedding={"query_cache_size": 0})
     t = time.perf_counter()
-    mem.embedder.embed(["warm up"], kind="query")
+    mem.upkeep.embedder.embed(["warm up"], kind="query")
     info["model_load_s"] = time.perf_counter() - t
     q0, u0 = queries[0]
     t = time.perf_counter()
@@ -484,27 +484,27 @@ def measure(n: int, db_dir: Path, n_queries: int, repeat: int, add_rounds: int, 
     # The vector-index part of it, alone, on another fresh open.
     mem = Memory.open(path, embedding={"query_cache_size": 0})
     t = time.perf_counter()
-    mem.store._fresh_index()  # type: ignore[attr-defined]
+    mem._store._fresh_index()  # type: ignore[attr-defined]
     info["index_load_s"] = time.perf_counter() - t
 
     # One scoped nearest-neighbour lookup through the store (what dedup of a single new memory costs).
     from clawrecall.storage import Filters
 
-    rows = mem.store._conn.execute(  # type: ignore[attr-defined]
+    rows = mem._store._conn.execute(  # type: ignore[attr-defined]
         "SELECT embedding, scope FROM memories WHERE embedding IS NOT NULL ORDER BY random() LIMIT 200"
     ).fetchall()
     dedup = []
     for blob, scope in rows:
         v = np.frombuffer(blob, dtype=np.float32)
         t = time.perf_counter()
-        mem.store.vector_candidates(v, Filters(scopes=[scope]), 1)
+        mem._store.vector_candidates(v, Filters(scopes=[scope]), 1)
         dedup.append((time.perf_counter() - t) * 1000)
     info["dedup_check_p50_ms"] = statistics.median(dedup)
 
     emb = []
     for q, _ in queries:
         t = time.perf_counter()
-        mem.embedder.embed_one(q, kind="query")
+        mem.upkeep.embedder.embed_one(q, kind="query")
         emb.append((time.perf_counter() - t) * 1000)
     info["query_embed_p50_ms"] = statistics.median(emb)
 

@@ -47,7 +47,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for logged, mem in ((True, on), (False, off)):
                 results[logged] += timings(mem, queries)
-        on.runtime.drain()
+        on.upkeep.runtime.drain()
         logged_rows = len(on.insight.searches(limit=10_000))
         # the log's share of a search alone, free of the search's own noise: noting one with its 10 hits
         hits = on.search(queries[0], caller=ALICE, limit=10, min_score=0.0)
@@ -55,9 +55,9 @@ def main() -> None:
         for _ in range(args.rounds):
             started = time.perf_counter()
             for _ in range(1000):
-                on.insight.recorder.note(ALICE, ["global", "user:alice"], queries[0], "hybrid", hits, 1.0)
+                on._recorder.note(ALICE, ["global", "user:alice"], queries[0], "hybrid", hits, 1.0)
             noted.append((time.perf_counter() - started) * 1000)  # ms per 1000 = µs per search
-            on.runtime.drain()
+            on.upkeep.runtime.drain()
     for logged, ms in results.items():
         ms.sort()
         print(f"search_log={'on ' if logged else 'off'}  p50 {statistics.median(ms):.3f} ms  "

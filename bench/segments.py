@@ -99,7 +99,7 @@ def load(data: list[dict], mem: Memory, cache: Path | None) -> list[Session]:
     if cache is not None and cache.exists() and len(stored := np.load(cache)) == len(texts):
         vectors = stored
     else:
-        vectors = mem.embedder.embed(texts, kind="passage")
+        vectors = mem.upkeep.embedder.embed(texts, kind="passage")
         if cache is not None:
             np.save(cache, vectors)
     out, at = [], 0
@@ -174,9 +174,9 @@ def check(order: list[Session], window: int, threshold: float) -> dict:
                       "at": begin + timedelta(seconds=30 * (n + i))} for i, (u, t) in enumerate(zip(s.user, s.texts))]
             mem.conversations.log(transcript(items, names=False), caller=caller, session_id="chain")
             n += len(items)
-        mem.runtime.drain()
-        mem.backfill()
-        mem.runtime.drain()
+        mem.upkeep.runtime.drain()
+        mem.upkeep.backfill()
+        mem.upkeep.runtime.drain()
         messages = mem.conversations.show("chain", caller=caller, limit=100_000)
         reasons = {s.id: s.close_reason for s in mem.conversations.segments(caller=caller, session_id="chain", limit=10_000)}
         mem.close()
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     tuning = {d["sample_id"] for d in data[:TUNE]}
     with tempfile.TemporaryDirectory() as tmp, Memory.open(f"{tmp}/vectors.db") as mem:
         everything = load(data, mem, args.vectors)
-        stark = mem.embedder.embed(list(STARK), kind="passage")
+        stark = mem.upkeep.embedder.embed(list(STARK), kind="passage")
     parts = {"tune": [s for s in everything if s.conversation in tuning],
              "held out": [s for s in everything if s.conversation not in tuning]}
     measured = {(name, w): cosines(part, w) for name, part in parts.items() for w in WINDOWS}

@@ -62,7 +62,7 @@ def load_data(n: int, db_dir: Path, n_queries: int, force_random: bool) -> tuple
 
             qs = synthetic_queries(n_queries)
             mem = Memory.open(db, writes={"enabled": False})
-            queries = mem.embedder.embed([q for q, _ in qs], kind="query").astype(np.float32)
+            queries = mem.upkeep.embedder.embed([q for q, _ in qs], kind="query").astype(np.float32)
             mem.close()
             qscopes = np.array([code.get(f"user:{u}", 0) for _, u in qs], dtype=np.int32)
             return vectors, scopes, queries, qscopes, f"MiniLM embeddings of {db.name}"

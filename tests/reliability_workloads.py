@@ -56,7 +56,7 @@ def check_sound(target: str) -> None:
     """The store opens, passes its checks (and SQLite's integrity_check), takes a write and finds it."""
     assert sqlite_integrity(target) == [], sqlite_integrity(target)
     with Memory.open(target) as mem:
-        assert mem.store.integrity_problems() == []
+        assert mem._store.integrity_problems() == []
         probe = f"sound store probe {time.time_ns()}"
         assert mem.add(probe, user_id="alice", dedup=False).action == "created"
         assert [h.memory.content for h in mem.search(probe, user_id="alice", mode="bm25", limit=1)] == [probe]
@@ -170,9 +170,9 @@ def check_acknowledged(target: str, ack: Acknowledged) -> None:
     """Every acknowledged add, update, delete and capture is in the store; SQLite's integrity_check is ok."""
     assert sqlite_integrity(target) == [], sqlite_integrity(target)
     with Memory.open(target) as mem:
-        assert mem.store.integrity_problems() == []
+        assert mem._store.integrity_problems() == []
         ids = [*ack.added, *ack.updated, *ack.deleted]
-        stored = mem.store.memories.fetch(ids)
+        stored = mem._store.memories.fetch(ids)
         lost = [i for i in ack.added if i not in stored or stored[i].content != ack.added[i]]
         assert not lost, f"{len(lost)} acknowledged adds lost, e.g. {lost[:3]}"
         stale = [i for i, content in ack.updated.items()
@@ -322,7 +322,7 @@ def check_integrity(target: str, *, open_with_memory: bool = True) -> None:
     assert sqlite_integrity(target) == [], sqlite_integrity(target)
     if open_with_memory:
         with Memory.open(target) as mem:
-            assert mem.store.integrity_problems() == []
+            assert mem._store.integrity_problems() == []
 
 
 def crash_command(command: Command, new_target, rounds: int, log=lambda _: None) -> dict[str, Any]:
@@ -421,10 +421,10 @@ def concurrency(target: str, *, writers: int = 8, readers: int = 8, seconds: flo
     acked = [pair for r in results for pair in r["acked"]]
     errors = [e for r in results for e in r["errors"]]
     with Memory.open(target) as mem:
-        stored = mem.store.memories.fetch([i for i, _ in acked])
+        stored = mem._store.memories.fetch([i for i, _ in acked])
         lost = [i for i, content in acked if i not in stored or stored[i].content != content]
         users = [f"w{n}" for n in range(writers)]
-        rows = mem.store.run(f"SELECT content, count(*) FROM memories WHERE user_id IN ({mem.store.dialect.marks(writers)}) "
+        rows = mem._store.run(f"SELECT content, count(*) FROM memories WHERE user_id IN ({mem._store.dialect.marks(writers)}) "
                               "GROUP BY content", users)
         duplicated = [content for content, count in rows if count > 1]
         unacknowledged = sum(count for _, count in rows) - len(acked)

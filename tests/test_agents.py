@@ -2,7 +2,8 @@
 and the other agents' shared ones, never another agent's private or secret ones; a secret only when
 asked for, by its own agent. As a property over random agents, users, levels and operations on both
 backends, through every door: the Python API, REST, MCP over HTTP and the tools (TestClient), the
-CLI (its commands run in-process on the same store), the recall hook and export."""
+CLI (its commands run in-process on the same store), the recall hook, recaps and time-only questions,
+and export."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def doors(mem: Memory, client: TestClient, reader: Caller, db: str) -> tuple[str
         *(m.content for m in mem.list(caller=reader, limit=1000, include_superseded=True)),
         *(h.memory.content for h in mem.search(query, caller=reader, limit=100, min_score=0)),
         before_prompt_build(mem, {"prompt": "what do you know about the household note?"}, reader)["prependContext"] or "",
+        # a time-only question and a recap: answered by when things were said, not by what they say
+        *(h.memory.content for h in mem.search("what did we talk about today?", caller=reader, limit=100)),
+        before_prompt_build(mem, {"prompt": "Recap what we discussed today."}, reader)["prependContext"] or "",
         client.get("/v1/memories", params={"limit": 1000}, headers=headers).text,
         client.post("/v1/search", json={"query": query, "limit": 100, "min_score": 0}, headers=headers).text,
         client.post("/v1/context", json={"query": query}, headers=headers).text,
@@ -244,7 +248,7 @@ def test_a_conversation_with_one_agent_is_not_another_agents_to_read(db_target):
         assert not mem.search(query, caller=bob, sources=["message"], min_score=0)
         assert "blood test" not in str(before_prompt_build(mem, {"prompt": "How was my blood test?"}, bob))
         # nor through the record's own reads: its sessions, a session by id, segments, export
-        assert [c["session_id"] for c in mem.conversations.sessions(caller=dj)] == ["s-dj"]
+        assert [c.session_id for c in mem.conversations.sessions(caller=dj)] == ["s-dj"]
         assert mem.conversations.sessions(caller=bob) == []
         with pytest.raises(NotFoundError):
             mem.conversations.show("s-dj", caller=bob)

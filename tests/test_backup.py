@@ -79,7 +79,7 @@ def test_backup_while_four_writers_write_restores_identical(db_target, tmp_path)
         t.start()
     started.wait()
     path = tmp_path / "store.tar"
-    summary = backup(mem.store, path)
+    summary = backup(mem._store, path)
     stop.set()
     for t in threads:
         t.join()
@@ -114,7 +114,7 @@ def test_restore_into_the_other_backend_answers_the_same(db_target, other_backen
     source = Memory.open(db_target)
     _fill(source)
     path = tmp_path / "store.tar.gz"
-    backup(source.store, path)
+    backup(source._store, path)
 
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", other_backend, "restore", str(path), "--json"])
@@ -136,9 +136,9 @@ def test_restore_refuses_a_full_store_a_newer_schema_and_a_damaged_file(db_targe
     mem = Memory.open(db_target)
     _fill(mem)
     path = tmp_path / "store.tar"
-    backup(mem.store, path)
+    backup(mem._store, path)
     with pytest.raises(ValidationError, match="not empty"):
-        restore(mem.store, path)
+        restore(mem._store, path)
     mem.close()
 
     def rewritten(name: str, change) -> Path:
@@ -188,16 +188,16 @@ def test_scheduled_backups_come_when_due_and_keep_the_newest(tmp_path):
     mem = Memory.open(tmp_path / "m.db", backups={"dir": str(folder), "every_hours": 24, "keep": 2})
     _fill(mem)
     t0 = datetime(2026, 3, 1, 3, 0, tzinfo=timezone.utc)
-    assert mem.scheduled_backup(t0) is not None
-    assert mem.scheduled_backup(t0 + timedelta(hours=23)) is None  # not due yet
+    assert mem.upkeep.scheduled_backup(t0) is not None
+    assert mem.upkeep.scheduled_backup(t0 + timedelta(hours=23)) is None  # not due yet
     for day in (1, 2, 3):
-        assert mem.scheduled_backup(t0 + timedelta(days=day)) is not None
-    names = [p.name for p in mem.saved_backups()]
+        assert mem.upkeep.scheduled_backup(t0 + timedelta(days=day)) is not None
+    names = [p.name for p in mem.upkeep.saved_backups()]
     assert names == ["clawrecall-20260303T030000Z.tar.gz", "clawrecall-20260304T030000Z.tar.gz"]
-    assert len(_tables(mem.saved_backups()[-1])["memories"]) == mem.store.run("SELECT count(*) FROM memories")[0][0]
+    assert len(_tables(mem.upkeep.saved_backups()[-1])["memories"]) == mem._store.run("SELECT count(*) FROM memories")[0][0]
     mem.close()
     off = Memory.open(tmp_path / "off.db")
-    assert off.scheduled_backup(t0) is None and off.saved_backups() == []
+    assert off.upkeep.scheduled_backup(t0) is None and off.upkeep.saved_backups() == []
     off.close()
 
 
@@ -207,16 +207,16 @@ def test_the_sweep_purges_on_its_schedule_and_doctor_says_when(db_target, tmp_pa
     from clawrecall._time import utcnow
 
     mem = Memory.open(db_target, writes={"retention_days": 0, "purge_every_hours": 1})
-    assert mem.last_purge() is None
+    assert mem.upkeep.last_purge() is None
     gone = mem.add("A note that was deleted", user_id="alice")
     mem.delete(gone.id, user_id="alice")
     mem.add("A reminder that expired", user_id="alice", expires_at=utcnow() - timedelta(minutes=1))
     kept = mem.add("A note that stays", user_id="alice")
-    assert mem.sweep()["memories_purged"] == 2
-    assert mem.last_purge().purged == 2
+    assert mem.upkeep.sweep().memories_purged == 2
+    assert mem.upkeep.last_purge().purged == 2
     later = mem.add("Deleted after the purge", user_id="alice")
     mem.delete(later.id, user_id="alice")
-    assert mem.sweep()["memories_purged"] == 0  # the next purge is an hour away
+    assert mem.upkeep.sweep().memories_purged == 0  # the next purge is an hour away
     assert [m.id for m in mem.list(user_id="alice", include_deleted=True)] == [later.id, kept.id]
     mem.close()
 

@@ -68,7 +68,7 @@ def test_extraction_keys_the_messages_and_unkey_removes_only_the_keys(tmp_path):
 
             assert locomo.unkey(mem, built) == 2
             assert ["D1:1"] not in messages("s1", "canine", "bm25", 10)
-            rows = mem.store.memories.fetch(list(built.message_ids)).values()
+            rows = mem._store.memories.fetch(list(built.message_ids)).values()
             assert all(r.keys is None for r in rows) and len(rows) == 3
             assert messages("s1", "greyhound", "bm25", 10)[0] == ["D1:1"]  # the content is still found
         finally:

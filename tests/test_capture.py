@@ -20,7 +20,7 @@ from clawrecall.hooks import agent_end, capture, detect_category, keepable, shou
 def mem(tmp_path):
     m = Memory.open(tmp_path / "m.db")
     yield m
-    assert m.runtime.drain(30)
+    assert m.upkeep.runtime.drain(30)
     m.close()
 
 
@@ -220,7 +220,7 @@ def test_capture_stores_the_statement_not_the_question(mem):
     out = agent_end(mem, {"messages": [user("My cat is called Tom. And when is my dentist appointment?"),
                                        user("What is my cat called? And when is my dentist appointment?")]}, ctx())
     assert out["candidates"] == [{"text": "My cat is called Tom.", "category": "entity"}]
-    assert mem.runtime.drain(30)
+    assert mem.upkeep.runtime.drain(30)
     assert stored(mem) == ["My cat is called Tom."]
 
 
@@ -265,7 +265,7 @@ def test_agent_end_answers_before_the_write(mem):
         assert stored(mem) == []
     finally:
         gate.set()
-    assert mem.runtime.drain(10)
+    assert mem.upkeep.runtime.drain(10)
     [record] = mem.list(user_id="alice")
     assert record.content == "Remember that my locker code is 4711"
     assert (record.user_id, record.agent_id, record.session_id) == ("alice", "main", "s1")
@@ -276,7 +276,7 @@ def test_categories_reach_the_store(mem):
     messages = [user("We decided to use PostgreSQL for billing"), user("I prefer tea over coffee in the morning")]
     out = agent_end(mem, {"messages": messages}, ctx())
     assert [c["category"] for c in out["candidates"]] == ["decision", "preference"]
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert {r.category for r in mem.list(user_id="alice")} == {"decision", "preference"}
 
 
@@ -296,7 +296,7 @@ def test_user_messages_only_unless_configured(mem):
     mem.config.hooks.capture.capture_assistant = True
     out = agent_end(mem, {"messages": messages}, ctx())
     assert out["candidates"] == [{"text": "Remember: you always prefer green tea.", "category": "preference"}]
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert mem.list(user_id="alice")[0].metadata == {"role": "assistant"}
 
 
@@ -323,7 +323,7 @@ def test_envelopes_and_our_blocks_are_stripped_before_capture(mem):
     )
     out = agent_end(mem, {"messages": [user(wrapped)]}, ctx())
     assert out["candidates"] == [{"text": "I prefer aisle seats on trains", "category": "preference"}]
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert stored(mem) == ["I prefer aisle seats on trains"]
 
 
@@ -331,7 +331,7 @@ def test_dedup_against_the_store(mem):
     request = {"messages": [user("Remember that my locker code is 4711")]}
     assert agent_end(mem, request, ctx())["queued"] == 1
     assert agent_end(mem, request, ctx(session_id="s2"))["queued"] == 1
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert stored(mem) == ["Remember that my locker code is 4711"]
 
 
@@ -344,7 +344,7 @@ def test_skips(mem):
     mem.config.hooks.capture.enabled = True
     mem.config.writes.enabled = False
     assert agent_end(mem, request, ctx())["skipped"] == "writes_disabled"
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert stored(mem) == []
 
 
@@ -354,7 +354,7 @@ def test_a_token_allow_list_narrows_writes(mem):
     assert agent_end(mem, request, denied)["skipped"] == "scope_denied"
     allowed = Caller("alice", "main", "s1", scopes=("user:alice",))
     assert agent_end(mem, request, allowed)["queued"] == 1
-    mem.runtime.drain(30)
+    mem.upkeep.runtime.drain(30)
     assert [r.scope for r in mem.list(user_id="alice")] == ["user:alice"]
 
 
@@ -374,7 +374,7 @@ def test_a_turn_the_store_cannot_keep_is_refused_not_acknowledged(mem, bad):
         agent_end(mem, {"messages": [user(bad)]}, ctx())
     later = agent_end(mem, {"messages": [user(bad), assistant("ok"), user("Remember that my badge is 42")]}, ctx())
     assert later["queued"] == 1
-    mem.runtime.drain(10)
+    mem.upkeep.runtime.drain(10)
     assert [m.content for m in mem.list()] == ["Remember that my badge is 42"]
 
 
@@ -387,7 +387,7 @@ def test_full_queue_drops_instead_of_blocking(mem, monkeypatch):
     second = agent_end(mem, {"messages": [user("I prefer tea over coffee in the morning")]}, ctx())
     assert first["queued"] == 1 and (second["queued"], second["skipped"]) == (0, "queue_full")
     gate.set()
-    assert mem.runtime.drain(30)
+    assert mem.upkeep.runtime.drain(30)
     assert stored(mem) == ["Remember that my locker code is 4711"]
 
 
@@ -419,4 +419,4 @@ def test_a_message_of_the_turn_with_an_invalid_timestamp_is_refused_as_the_log_r
                 assert answer.status_code == 400 and "timestamp" in answer.json()["error"]["message"], answer.text
             assert mem.conversations.sessions(caller=Caller("bob")) == []
             tokens.close()
-        assert mem.runtime.drain(30)
+        assert mem.upkeep.runtime.drain(30)

@@ -80,7 +80,7 @@ def test_erasing_a_person_leaves_no_event_that_names_where_their_memories_were(d
         assert [e.type for e in mem.changes.after(start, caller=ADMIN).events] == ["forgotten", "added"]
         mem.erase(user_id="alice")
         assert mem.changes.after(start, caller=ADMIN).events == []
-        assert all("alice" not in json.dumps(h.after or {}) for h in mem.store.history.after(start, 100))
+        assert all("alice" not in json.dumps(h.after or {}) for h in mem._store.history.after(start, 100))
 
 
 def test_on_postgresql_a_later_writer_commits_its_change_after_an_earlier_one_so_a_reader_misses_none(pg_url):
@@ -94,7 +94,7 @@ def test_on_postgresql_a_later_writer_commits_its_change_after_an_earlier_one_so
         written, release, second_done = threading.Event(), threading.Event(), threading.Event()
 
         def first() -> None:
-            with mem.store.transaction():
+            with mem._store.transaction():
                 mem.add("The first change", user_id="alice")
                 written.set()
                 release.wait(WAIT_S)

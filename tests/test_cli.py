@@ -566,7 +566,7 @@ def test_doctor_compares_the_configured_model_when_the_provider_is_down(tmp_path
 
     remote = tmp_path / "remote.db"
     with Memory.open(remote) as mem:
-        mem.store.set_meta("embedding_fingerprint", EmbeddingFingerprint(
+        mem._store.set_meta("embedding_fingerprint", EmbeddingFingerprint(
             provider="openai-compatible", model="remote-model", dimensions=8).model_dump_json())
     checks = {c["name"]: c for c in run_json(remote, "--config", str(down), "doctor", code=1)["checks"]}
     assert checks["embedding"]["status"] == "fail" and checks["fingerprint"] == {

@@ -200,7 +200,7 @@ def test_an_import_with_a_deferred_index_interrupted_leaves_the_index_unbuilt(
 
     with Memory.open(pg_url) as mem:
         mem.add("already stored")
-        assert mem.store.has_vector_index()
+        assert mem._store.has_vector_index()
     source = tmp_path / "notes.jsonl"
     source.write_text(json.dumps({"content": "Ivan takes the 8:15 train"}) + "\n")
 
@@ -212,4 +212,4 @@ def test_an_import_with_a_deferred_index_interrupted_leaves_the_index_unbuilt(
     assert result.exit_code == 1
     assert "`clawrecall index build`" in result.stderr
     with Memory.open(pg_url) as mem:
-        assert not mem.store.has_vector_index()
+        assert not mem._store.has_vector_index()

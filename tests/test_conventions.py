@@ -27,12 +27,12 @@ def run(*args: str, code: int = 0, input: str | None = None) -> str:
 # -- Python API as mem0 users write it ----------------------------------------------------------
 def test_memory_with_no_arguments_opens_the_default_store():
     with Memory() as mem:
-        assert mem.store.location == str(default_db_path())
+        assert mem._store.location == str(default_db_path())
         mem.add("Frank drinks his coffee black", user_id="frank")
     with Memory.open() as again:
         assert [r.content for r in again.list(user_id="frank")] == ["Frank drinks his coffee black"]
     with Memory.open() as opened, pytest.raises(ValidationError, match="needs its config"):
-        Memory(opened.store)
+        Memory(opened._store)
 
 
 def test_add_takes_a_chat_and_stores_each_user_and_assistant_turn(db_target):
@@ -91,16 +91,16 @@ def test_an_import_without_ids_run_twice_adds_nothing_the_second_time(db_target)
         assert mem.count() == 0
         first = mem.import_jsonl(LINES)
         for result in (dry, first):
-            assert (result["read"], result["created"], result["duplicates"], result["skipped"]) == (3, 2, 1, 0)
-            assert [(d["line"], d["reason"], d["existing_line"], d["similarity"]) for d in result["left_out"]] == [
+            assert (result.read, result.created, result.duplicates, result.skipped) == (3, 2, 1, 0)
+            assert [(d["line"], d["reason"], d["existing_line"], d["similarity"]) for d in result.left_out] == [
                 (3, "duplicate", 1, 1.0)]
-        assert dry["dry_run"] and not first["dry_run"]
+        assert dry.dry_run and not first.dry_run
         again = mem.import_jsonl(LINES)
-        assert (again["created"], again["duplicates"]) == (0, 3)
-        assert {d["existing_id"] for d in again["left_out"]} == {r.id for r in mem.list()}
-        assert {d["existing_line"] for d in again["left_out"]} == {None}  # stored before: named by id
+        assert (again.created, again.duplicates) == (0, 3)
+        assert {d["existing_id"] for d in again.left_out} == {r.id for r in mem.list()}
+        assert {d["existing_line"] for d in again.left_out} == {None}  # stored before: named by id
         kept = mem.import_jsonl(LINES, on_duplicate="keep")
-        assert kept["created"] == 3 and mem.count() == 5
+        assert kept.created == 3 and mem.count() == 5
         with pytest.raises(ValidationError, match="on_duplicate must be skip or keep"):
             mem.import_jsonl(LINES, on_duplicate="merge")
 

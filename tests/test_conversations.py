@@ -51,7 +51,7 @@ def test_a_transcript_sent_turn_by_turn_is_stored_once(mem, shape):
     assert [m.content for m in messages] == [m["content"] for m in full]
     assert [m.role for m in messages[:2]] == ["user", "assistant"]
     again = mem.conversations.log(full, caller=ALICE, now=T0 + timedelta(hours=1))
-    assert (again["stored"], again["skipped"]) == (0, 30)
+    assert (again.stored, again.skipped) == (0, 30)
 
 
 def test_parts_become_reasoning_response_and_tool_call_with_model_and_tokens(mem):
@@ -149,8 +149,8 @@ def test_segments_that_should_have_closed_while_nothing_ran_close_at_the_next_st
     with Memory.open(db_target, conversations={"dir": str(tmp_path / "c")}) as mem:
         mem.conversations.log(transcript(2, start=datetime.now(timezone.utc) - timedelta(minutes=20)), caller=ALICE)
     with Memory.open(db_target, conversations={"dir": str(tmp_path / "c")}) as mem:
-        swept = mem.sweep()
-        assert swept["segments_closed"] == 1
+        swept = mem.upkeep.sweep()
+        assert swept.segments_closed == 1
         [segment] = mem.conversations.segments(caller=ALICE)
         assert segment.close_reason == "pause" and (tmp_path / "c" / segment.file).exists()
 
@@ -180,9 +180,9 @@ def test_retention_erases_old_segments_with_their_messages_and_files_and_keeps_t
     mem.conversations.log(transcript(1, start=T0 + timedelta(days=1)), caller=ALICE, now=T0 + timedelta(days=1))
     [old] = [s for s in mem.conversations.segments(caller=ALICE) if s.closed_at is not None]
     assert (tmp_path / "c" / old.file).exists()
-    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 0, "segments": 0, "files": 0}  # keep
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)).model_dump() == {"messages": 0, "segments": 0, "files": 0}  # keep
     mem.config.conversations.retention_days = 30
-    assert mem.conversations.prune(now=T0 + timedelta(days=40)) == {"messages": 4, "segments": 1, "files": 1}
+    assert mem.conversations.prune(now=T0 + timedelta(days=40)).model_dump() == {"messages": 4, "segments": 1, "files": 1}
     assert not (tmp_path / "c" / old.file).exists()
     assert [m.content for m in stored(mem)] == [m["content"] for m in transcript(1)]
     assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25", limit=50)[0].content == "Question 0 about the garden shed roof"
@@ -193,10 +193,10 @@ def test_the_sweep_purges_memories_soft_deleted_longer_ago_than_their_retention(
     """ShadowDB purges soft-deleted records once their retention has passed; `clawrecall serve` sweeps so too."""
     kept = mem.add("Deleted a moment ago, kept for its retention", user_id="alice", dedup=False)
     mem.delete(kept.id, user_id="alice")
-    assert mem.sweep()["memories_purged"] == 0 and mem.count(user_id="alice", include_deleted=True) == 1
+    assert mem.upkeep.sweep().memories_purged == 0 and mem.count(user_id="alice", include_deleted=True) == 1
     mem.config.writes.retention_days = 0
     mem.config.writes.purge_every_hours = 1e-9  # due again at once (the schedule: test_backup.py)
-    assert mem.sweep()["memories_purged"] == 1 and mem.count(user_id="alice", include_deleted=True) == 0
+    assert mem.upkeep.sweep().memories_purged == 1 and mem.count(user_id="alice", include_deleted=True) == 0
 
 
 # -- search and isolation -------------------------------------------------------------------------
@@ -207,8 +207,8 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
     mem.conversations.log(tea, caller=ALICE)
     words = mem.search("oolong", caller=ALICE, sources=["message"], mode="bm25")
     assert [h.content for h in words] == [tea[0]["content"]] and words[0].source == "message"
-    mem.backfill()  # with what the background run after `log` did, every row has its vector
-    assert mem.runtime.drain(30) and mem.store.memories.count_unembedded() == 0
+    mem.upkeep.backfill()  # with what the background run after `log` did, every row has its vector
+    assert mem.upkeep.runtime.drain(30) and mem.upkeep.unembedded() == 0
     assert mem.search("favourite tea oolong", caller=ALICE, sources=["message"], mode="vector")
     hits = mem.search("favourite tea oolong", caller=ALICE, sources=["memory", "message"])
     assert hits and hits[0].origin["session_id"] == "s1" and hits[0].origin["role"] == "user"
@@ -220,7 +220,7 @@ def test_messages_are_found_by_meaning_after_the_backfill_and_by_words_before(me
 
 def test_another_user_never_finds_a_conversation(mem):
     mem.conversations.log([{"role": "user", "content": "My locker code is 4711"}], caller=ALICE)
-    mem.backfill()
+    mem.upkeep.backfill()
     assert mem.search("locker code 4711", caller=BOB, sources=["memory", "message", "chunk"]) == []
     assert mem.conversations.sessions(caller=BOB) == [] and mem.conversations.segments(caller=BOB) == []
     assert mem.conversations.stats(caller=BOB) == []
@@ -241,7 +241,7 @@ def test_a_conversation_is_a_users_or_an_agents_never_everyones(mem, caplog):
     answer = agent_end(mem, {"messages": [{"role": "user", "content": "My salary is 91000 euros"}]}, Caller(session_id="s1"))
     assert answer["recorded"] == 0 and mem.conversations.sessions(caller=Caller()) == []
     agents = mem.conversations.log([{"role": "user", "content": "Deploy at noon"}], caller=Caller(None, "ops", "s2"))
-    assert agents["stored"] == 1 and mem.conversations.show("s2", caller=Caller(None, "ops"))[0].scope == "agent:ops"
+    assert agents.stored == 1 and mem.conversations.show("s2", caller=Caller(None, "ops"))[0].scope == "agent:ops"
     with pytest.raises(ValidationError, match="a session id is 1 to 200 characters"):
         mem.conversations.log([{"role": "user", "content": "hi"}], caller=ALICE, session_id="s" * 201)
     # a new session with nothing recorded, or a turn without a session: nothing to close, and nothing logged
@@ -260,7 +260,7 @@ def test_recall_draws_on_an_earlier_session_but_not_on_the_current_one(mem):
             {"role": "assistant", "content": "Noted."}]
     out = agent_end(mem, {"messages": said}, ALICE)
     assert out["recorded"] == 2 and out["queued"] == 0  # recorded, not captured
-    mem.backfill()
+    mem.upkeep.backfill()
     same = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)
     assert same["prependContext"] is None
     next_session = Caller("alice", "main", "s2")
@@ -274,11 +274,11 @@ def test_after_a_new_session_the_earlier_transcript_is_recalled_though_the_sessi
     old = T0 - timedelta(days=1)
     mem.conversations.log([{"role": "user", "content": "My favourite tea is oolong, remember it",
                             "timestamp": int(old.timestamp() * 1000)}], caller=ALICE)
-    mem.backfill()
+    mem.upkeep.backfill()
     assert before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"] is None
     before_prompt_build(mem, {"prompt": "hello again my friend", "messages": []}, ALICE)  # `/new`
     mem.conversations.log([{"role": "user", "content": "Do I like oolong tea or green tea?"}], caller=ALICE)
-    mem.backfill()
+    mem.upkeep.backfill()
     block = before_prompt_build(mem, {"prompt": "favourite tea oolong?"}, ALICE)["prependContext"]
     assert "My favourite tea is oolong" in block and "Do I like oolong" not in block
 
@@ -298,7 +298,7 @@ def test_a_question_that_names_only_a_time_lists_what_was_said_then(mem):
     _said_at(mem, ALICE, "dentist", yesterday - timedelta(days=4), "My dentist appointment moved to Thursday.")
     _said_at(mem, BOB, "bob", yesterday, "My locker code is 4711.")
     fact = mem.add("Alice is repainting her kitchen pale green", caller=ALICE, created_at=yesterday + timedelta(hours=1)).id
-    mem.backfill()
+    mem.upkeep.backfill()
     sources = ["memory", "message", "chunk"]
     hits = mem.search("What did we talk about yesterday?", caller=ALICE, sources=sources, explain=True)
     assert [h.content for h in hits] == ["Alice is repainting her kitchen pale green", "Pale green suits oak.",
@@ -343,7 +343,7 @@ def test_recall_answers_what_did_we_talk_about_yesterday_from_the_record(mem):
     now = datetime.now(timezone.utc)
     yesterday = datetime.combine(now.date() - timedelta(days=1), datetime.min.time(), timezone.utc) + timedelta(hours=10)
     _said_at(mem, ALICE, "s0", yesterday, "Let's plan the trip to Lisbon in May.", "Lisbon in May is lovely.")
-    mem.backfill()
+    mem.upkeep.backfill()
     block = before_prompt_build(mem, {"prompt": "What did we talk about yesterday?"}, Caller("alice", "main", "s2"))
     assert "Let's plan the trip to Lisbon in May." in block["prependContext"]
     assert "Lisbon in May is lovely." in block["prependContext"]
@@ -361,7 +361,7 @@ def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occ
     assert file.exists()
     fact = mem.add("Alice's shed roof gets cedar shingles", caller=ALICE).id
     said = [m.id for m in stored(mem)]
-    mem.store.occurrences.insert([
+    mem._store.occurrences.insert([
         Occurrence(id="00000000-0000-4000-8000-000000000001", memory_id=fact, scope="user:alice", segment_id=closed.id,
                    session_id="s1", at=T0, snippet="use cedar shingles", message_ids=said[:2]),
         Occurrence(id="00000000-0000-4000-8000-000000000002", memory_id=fact, scope="user:alice", at=T0, message_ids=[]),
@@ -370,11 +370,11 @@ def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occ
     assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="another-segment") is not None
 
     expected = {"messages": 6, "segments": 2, "occurrences": 1, "jobs": 1}
-    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True) == {"scope": "user:alice", "deleted": expected}
+    assert mem.conversations.delete("s1", caller=ALICE, dry_run=True).model_dump() == {"scope": "user:alice", "deleted": expected}
     assert len(stored(mem)) == 6 and file.exists()  # a dry run changes nothing
     with pytest.raises(NotFoundError, match="no conversation with session id 's1'"):
         mem.conversations.delete("s1", caller=Caller("carol", "main"))  # carol reads no s1
-    assert mem.conversations.delete("s1", caller=ALICE) == {"scope": "user:alice", "deleted": expected}
+    assert mem.conversations.delete("s1", caller=ALICE).model_dump() == {"scope": "user:alice", "deleted": expected}
     assert not file.exists()
     with pytest.raises(NotFoundError):
         stored(mem)
@@ -382,7 +382,7 @@ def test_deleting_a_conversation_erases_its_messages_segments_files_jobs_and_occ
     assert mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25")  # the other session's
     assert all(h.origin["session_id"] == "keep"
                for h in mem.search("garden shed roof", caller=ALICE, sources=["message"], mode="bm25"))
-    assert [o.id for o in mem.store.occurrences.of(fact)] == ["00000000-0000-4000-8000-000000000002"]
+    assert [o.id for o in mem._store.occurrences.of(fact)] == ["00000000-0000-4000-8000-000000000002"]
     assert [j.subject_id for j in mem.jobs.list(caller=Caller())] == ["another-segment"]
     assert mem.get(fact, caller=ALICE).content.startswith("Alice's shed roof")  # the facts stay
     assert len(stored(mem, BOB)) == 2  # bob's s1 is his
@@ -395,18 +395,18 @@ def test_a_delete_takes_one_conversation_the_callers_own_or_the_scope_named(mem)
     no user) and bob's are three. Alice deletes hers; the administrator names the scope."""
     for caller in (ALICE, Caller(None, "main"), BOB):
         mem.conversations.log(transcript(1), caller=caller, session_id="chat")
-    assert mem.conversations.delete("chat", caller=ALICE)["deleted"]["messages"] == 2
+    assert mem.conversations.delete("chat", caller=ALICE).deleted["messages"] == 2
     with pytest.raises(NotFoundError, match=r"'chat' in user:alice \(there is one in agent:main: name its scope\)"):
         mem.conversations.delete("chat", caller=ALICE)  # hers is gone; agent main's, which she reads, is not hers
-    assert {c["scope"] for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
+    assert {c.scope for c in mem.conversations.sessions(caller=Caller())} == {"agent:main", "user:bob"}
     with pytest.raises(NotFoundError, match="no conversation with session id 'chat' in global"):
         mem.conversations.delete("chat", caller=Caller(), scope="global")
-    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True)["deleted"]["messages"] == 2
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob", dry_run=True).deleted["messages"] == 2
     from clawrecall.errors import ScopeError
     with pytest.raises(ScopeError):
         mem.conversations.delete("chat", caller=ALICE, scope="user:bob")  # not hers to read
-    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob")["deleted"]["messages"] == 2
-    assert mem.conversations.delete("chat", caller=Caller(None, "main")) == {
+    assert mem.conversations.delete("chat", caller=Caller(), scope="user:bob").deleted["messages"] == 2
+    assert mem.conversations.delete("chat", caller=Caller(None, "main")).model_dump() == {
         "scope": "agent:main", "deleted": {"messages": 2, "segments": 1, "occurrences": 0, "jobs": 0}}
     assert mem.conversations.sessions(caller=Caller()) == []
 
@@ -417,7 +417,7 @@ def test_a_scope_picks_one_of_the_conversations_that_share_a_session_id(mem):
     admin = Caller()
     assert len(mem.conversations.show("chat", caller=admin)) == 3  # every scope the administrator reads
     assert [m.content for m in mem.conversations.show("chat", caller=admin, scope="user:bob")] == ["Use larch for the shed"]
-    assert [c["scope"] for c in mem.conversations.sessions(caller=admin, scope="agent:main")] == ["agent:main"]
+    assert [c.scope for c in mem.conversations.sessions(caller=admin, scope="agent:main")] == ["agent:main"]
     assert [g.scope for g in mem.conversations.segments(caller=admin, session_id="chat", scope="user:alice")] == ["user:alice"]
     out = io.StringIO()
     assert mem.conversations.export(out, caller=admin) == 3  # each conversation once, though they share an id
@@ -446,7 +446,7 @@ def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversatio
     import time
 
     mem.conversations.log(transcript(1), caller=ALICE)
-    find, late = mem.store.segments.find, []
+    find, late = mem._store.segments.find, []
 
     def find_then_log(*args, **kwargs):
         found = find(*args, **kwargs)
@@ -457,8 +457,8 @@ def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversatio
             time.sleep(0.3)  # it reaches the lock the delete holds
         return found
 
-    mem.store.segments.find = find_then_log
-    assert mem.conversations.delete("s1", caller=ALICE)["deleted"]["messages"] == 2
+    mem._store.segments.find = find_then_log
+    assert mem.conversations.delete("s1", caller=ALICE).deleted["messages"] == 2
     late[0].join(30)
     assert [m.content for m in stored(mem)] == ["said during the delete"]
     [segment] = mem.conversations.segments(caller=ALICE, session_id="s1")
@@ -473,16 +473,16 @@ def test_a_conversation_readable_but_not_erasable_is_refused(db_target):
     with Memory.open(db_target, access={"scopes": {"global": {"write": ["user:carol"]}}}) as mem:
         mem.conversations.log([{"role": "user", "content": "Shared notes from the old days"}], caller=Caller(None, "ops"),
                               session_id="old")
-        mem.store.run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
-        mem.store.run("UPDATE messages SET scope = 'global'")
-        mem.store.run("UPDATE segments SET scope = 'global', agent_id = NULL")
+        mem._store.run("UPDATE memories SET scope = 'global', agent_id = NULL WHERE kind = 'message'")
+        mem._store.run("UPDATE messages SET scope = 'global'")
+        mem._store.run("UPDATE segments SET scope = 'global', agent_id = NULL")
         assert mem.conversations.show("old", caller=ALICE)
         with pytest.raises(NotFoundError):
             mem.conversations.delete("old", caller=ALICE)  # her own conversation "old": there is none
         with pytest.raises(ScopeError, match="may be read but not erased"):
             mem.conversations.delete("old", caller=ALICE, scope="global")
         assert len(mem.conversations.show("old", caller=ALICE)) == 1
-        assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global")["deleted"] == {
+        assert mem.conversations.delete("old", caller=Caller("carol", "main"), scope="global").deleted == {
             "messages": 1, "segments": 1, "occurrences": 0, "jobs": 0}
 
 

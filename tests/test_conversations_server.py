@@ -151,8 +151,8 @@ def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(db_t
 
         kept = [m.content for m in mem.conversations.show("k", caller=Caller("alice"), limit=100_000)]
         assert kept[: len(acknowledged)] == acknowledged
-        assert mem.store.integrity_problems() == []
-        mem.sweep()
+        assert mem._store.integrity_problems() == []
+        mem.upkeep.sweep()
         assert mem.search(f"turn 0 question {round_}", caller=Caller("alice"), sources=["message"], mode="bm25")
 
 

@@ -63,7 +63,7 @@ def tokens(db, tmp_path_factory):  # noqa: F811
         assert (answer["recorded"], answer["queued"]) == (2, 0)
         mem.add("Alice brews her oolong tea at 85 degrees", caller=Caller("alice", "main"), category="preference")
         mem.files.ingest(notes, caller=Caller("alice", "main"))
-        mem.backfill()
+        mem.upkeep.backfill()
     store = TokenStore(db)
     token = store.create(user_id="alice", agent_id="main")[1]
     store.close()

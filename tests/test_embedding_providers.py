@@ -427,14 +427,14 @@ def test_vectors_that_are_not_finite_or_all_zero_are_refused_never_stored(tmp_pa
 
     with Memory.open(tmp_path / "bad.db") as mem:
         mem.add("a memory from before the provider broke")
-        dims = mem.embedder.dimensions
-        monkeypatch.setattr(type(mem.embedder), "_embed_batch",
+        dims = mem.upkeep.embedder.dimensions
+        monkeypatch.setattr(type(mem.upkeep.embedder), "_embed_batch",
                             lambda self, texts, kind: np.full((len(texts), dims), bad, dtype=np.float32))
         with pytest.raises(EmbeddingError, match="not finite or are all zero"):
             mem.add("a memory the provider cannot embed", embed_later=False)
         assert [m.content for m in mem.list()] == ["a memory from before the provider broke"]
         kept = mem.add("a memory kept until the provider answers")
-        assert mem.store.vectors([kept.id]) == {}  # no garbage stored
+        assert mem._store.vectors([kept.id]) == {}  # no garbage stored
         with pytest.raises(EmbeddingError, match="not finite or are all zero"):
             mem.search("a query the provider cannot embed either", mode="vector")
         assert "not finite or are all zero" in mem.search("a query the provider cannot embed either").without_vectors

@@ -33,7 +33,7 @@ from clawrecall.storage.migrations import CORE, latest
 
 def _rows(mem, sql="SELECT count(*) FROM memories", params=()):
     """One value from plain SQL on the store's own database (either backend)."""
-    return mem.store.run(sql, params)[0][0]
+    return mem._store.run(sql, params)[0][0]
 
 
 def _nested(depth: int) -> dict:
@@ -45,11 +45,11 @@ def _nested(depth: int) -> dict:
 
 def _text_left_anywhere(mem, word: str) -> int:
     """Rows that still hold `word`: the memories and history tables, and SQLite's full-text tables."""
-    like, p = f"%{word}%", mem.store.dialect.p
+    like, p = f"%{word}%", mem._store.dialect.p
     n = _rows(mem, f"SELECT count(*) FROM memories WHERE content LIKE {p}", (like,))
     n += _rows(mem, f"SELECT count(*) FROM history WHERE CAST(before AS TEXT) LIKE {p} OR CAST(after AS TEXT) LIKE {p}",
                (like, like))
-    if mem.store.backend == "sqlite":
+    if mem._store.backend == "sqlite":
         n += _rows(mem, f"SELECT count(*) FROM memories_fts WHERE memories_fts MATCH '{word}'")
         n += _rows(mem, f"SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH '{word}'")
     return n
@@ -131,7 +131,7 @@ def test_keyword_searches_need_no_query_vector(mem, monkeypatch):
         raise AssertionError("a keyword-only search embedded its query")
 
     monkeypatch.setattr(mem._embedding, "queries", down)
-    mem._pipeline = None
+    mem._built_pipeline = None
     for mode in ("bm25", "trigram"):
         hits = mem.search("billing PostgreSQL", mode=mode, explain=True)
         assert hits and hits[0].score == pytest.approx(hits[0].explain["ranking"], abs=1e-6)
@@ -179,9 +179,9 @@ def test_purge_removes_only_memories_deleted_past_retention(mem):
     mem.delete(old.id)
     mem.delete(recent.id)
     past = datetime.now(timezone.utc) - timedelta(days=31)  # age the first deletion past the 30-day retention
-    with mem.store.transaction():
-        p = mem.store.dialect.p
-        mem.store.run(f"UPDATE memories SET deleted_at = {p} WHERE id = {p}", (mem.store.dialect.ts(past), old.id))
+    with mem._store.transaction():
+        p = mem._store.dialect.p
+        mem._store.run(f"UPDATE memories SET deleted_at = {p} WHERE id = {p}", (mem._store.dialect.ts(past), old.id))
     assert mem.purge() == 1
     with pytest.raises(NotFoundError):
         mem.get(old.id)
@@ -226,13 +226,13 @@ def test_add_many_is_one_batch_with_in_batch_dedup(mem):
 
 def test_a_text_repeated_in_a_batch_is_embedded_once_and_stored_per_scope(mem):
     calls: list[list[str]] = []
-    stream = mem.embedder.stream
+    stream = mem.upkeep.embedder.stream
 
     def counting(texts, kind="passage"):
         calls.append(list(texts))
         return stream(texts, kind)
 
-    mem.embedder.stream = counting
+    mem.upkeep.embedder.stream = counting
     results = mem.add_many([{"content": "Standup is at 9:30", "user_id": u} for u in ("ann", "ben", "ann")] +
                            [{"content": "Retro is on Fridays", "user_id": "ann"}])
     assert [r.action for r in results] == ["created", "created", "duplicate", "created"]
@@ -547,12 +547,12 @@ def test_read_arguments_of_the_wrong_kind_are_clear_errors(mem):
 def test_a_batch_rejected_by_validation_stops_its_embedding(mem, model_runs):
     from clawrecall.embeddings import _onnx
 
-    runs = model_runs(mem.embedder)
+    runs = model_runs(mem.upkeep.embedder)
     items = [{"content": f"Note {i} on topic {i % 17}"} for i in range(3000)]
     items[2500]["category"] = "no-such-category"
     with pytest.raises(ValidationError, match="item 2501: unknown category"):
         mem.add_many(items)
-    assert sum(runs) <= _onnx._AHEAD + mem.embedder.batch_size  # started while validating, then dropped
+    assert sum(runs) <= _onnx._AHEAD + mem.upkeep.embedder.batch_size  # started while validating, then dropped
     assert _rows(mem) == 0
 
 
@@ -637,7 +637,7 @@ def test_list_count_stats(mem):
     assert (stats.total, stats.active, stats.deleted) == (6, 5, 1)
     assert stats.by_category == {"fact": 5}
     assert stats.embedding.model == "hashed-word-trigrams" and stats.embedding.dimensions == 384
-    assert stats.schema_version == latest() and stats.backend == mem.store.backend
+    assert stats.schema_version == latest() and stats.backend == mem._store.backend
 
 
 def test_writes_disabled_by_config(db_target):
@@ -716,7 +716,7 @@ def test_a_change_applies_to_the_memory_as_stored_when_it_commits(db_target, mon
 
         def resolve_while_b_changes(store, *args):
             found = resolve(store, *args)
-            if store is a.store:
+            if store is a._store:
                 b.update(doomed, importance=0.2)
             return found
 
@@ -760,9 +760,9 @@ def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_s
 
         a._writes.add_many = add_many_after_b
         counts = a.import_jsonl(lines, chunk=1)
-        assert {k: counts[k] for k in ("read", "created", "duplicates", "skipped")} == {
+        assert counts.model_dump(include={"read", "created", "duplicates", "skipped"}) == {
             "read": 3, "created": 1, "duplicates": 0, "skipped": 2}
-        assert [(d["line"], d["reason"]) for d in counts["left_out"]] == [(2, "id_exists"), (3, "id_exists")]
+        assert [(d["line"], d["reason"]) for d in counts.left_out] == [(2, "id_exists"), (3, "id_exists")]
         assert calls == [1]
 
         a._writes.add_many = add_many
@@ -777,7 +777,7 @@ def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_s
         with pytest.raises(ValidationError, match="already exists"):  # (skipping near-duplicates would hide the race)
             a.import_jsonl(more, on_duplicate="keep")
         a._embedding.collect = collect
-        assert a.import_jsonl(more)["skipped"] == 1
+        assert a.import_jsonl(more).skipped == 1
         assert a.count() == 4
     finally:
         a.close()
@@ -790,7 +790,7 @@ def test_data_survives_reopen_and_schema_version_is_recorded(db_target):
     with Memory.open(db_target) as m:
         assert m.get(a.id).content == "Persisted across restarts"
         assert m.search("restarts")[0].memory.id == a.id
-        assert m.store.schema_version() == latest()
+        assert m._store.schema_version() == latest()
         assert _rows(m, "SELECT count(*) FROM migrations WHERE migration_set = 'core'") == len(CORE.steps)
 
 
@@ -835,13 +835,13 @@ def test_export_import_round_trip(mem, tmp_path):
         assert mem.export_jsonl(fh, include_deleted=True) == 3
     with Memory.open(tmp_path / "other.db") as other:
         report = other.import_jsonl(out.read_text().splitlines())
-        assert report == {"read": 3, "created": 3, "duplicates": 0, "skipped": 0, "dry_run": False, "left_out": []}
+        assert report.model_dump() == {"read": 3, "created": 3, "duplicates": 0, "skipped": 0, "dry_run": False, "left_out": []}
         for memory_id in (a.id, b.id, c.id):
             copy = other.get(memory_id)
             original = mem.get(memory_id)
             assert copy.model_dump(exclude={"updated_at"}) == original.model_dump(exclude={"updated_at"})
         assert other.get(b.id).user_id == "bob" and other.get(c.id).scope == "agent:main"
-        assert other.import_jsonl(out.read_text().splitlines())["skipped"] == 3
+        assert other.import_jsonl(out.read_text().splitlines()).skipped == 3
 
 
 def test_an_import_keeps_a_current_memory_beside_its_deleted_expired_or_superseded_twin(mem):
@@ -855,10 +855,10 @@ def test_an_import_keeps_a_current_memory_beside_its_deleted_expired_or_supersed
         {"content": "Dave rides at 250 W", "valid_from": "2025-01-01T00:00:00Z", "valid_to": "2026-01-01T00:00:00Z"},
         {"content": "Dave rides at 250 W"},
     )]
-    assert mem.import_jsonl(lines)["created"] == 6
+    assert mem.import_jsonl(lines).created == 6
     assert {m.content for m in mem.list(scope="*")} == {"Carol lives in Lisbon", "The VPN code is 1234", "Dave rides at 250 W"}
     again = mem.import_jsonl(['{"content": "Carol lives in Lisbon", "user_id": "carol"}', '{"content": "Carol lives in Lisbon"}'])
-    assert again["created"] == 1 and again["duplicates"] == 1  # a current twin is still one (the second: another scope)
+    assert again.created == 1 and again.duplicates == 1  # a current twin is still one (the second: another scope)
 
 
 def test_import_with_a_bad_line_writes_nothing(mem):
@@ -894,8 +894,8 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
          "created_at": t0 + timedelta(seconds=i)} for i in range(30)
     ], dedup=False)
     asked: list[list[str]] = []
-    lookup = mem.store.memories.session_neighbors
-    mem.store.memories.session_neighbors = lambda ids, filters: asked.append(ids) or lookup(ids, filters)
+    lookup = mem._store.memories.session_neighbors
+    mem._store.memories.session_neighbors = lambda ids, filters: asked.append(ids) or lookup(ids, filters)
     hits = mem.search("garden shed paint", limit=3, explain=True)
     assert len(hits) == 3 and [len(ids) for ids in asked] == [6]
     assert any("neighbors" in h.explain for h in hits)
@@ -904,7 +904,7 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
         def score(self, query, documents):
             return None
 
-    mem.pipeline.reranker = Unanswered()
+    mem._pipeline.reranker = Unanswered()
     mem.config.retrieval.rerank.top_k = 12
     mem.search("garden shed paint", limit=3)
     assert [len(ids) for ids in asked] == [6, 12]
@@ -914,8 +914,8 @@ def test_vector_query_drops_words_most_memories_contain(mem):
     mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
     mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)
     seen: list[list[str]] = []
-    embed = mem.pipeline.embed_queries
-    mem.pipeline.embed_queries = lambda texts: seen.append(texts) or embed(texts)
+    embed = mem._pipeline.embed_queries
+    mem._pipeline.embed_queries = lambda texts: seen.append(texts) or embed(texts)
     mem.search("What did Alice plant in the garden?", limit=3)
     mem.search("Who is Alice?", limit=3)
     mem.config.retrieval.vector_common_share = 0.0
@@ -941,9 +941,9 @@ def test_import_rejects_repeated_ids_before_writing_and_matches_ids_in_any_case(
     with pytest.raises(ValidationError, match=f"^line 602: id {a} repeats line 1$"):
         mem.import_jsonl(lines, chunk=100)  # the repeat is chunks away from the first: still nothing written
     assert _rows(mem) == 0
-    assert mem.import_jsonl([f'{{"id": "{b.upper()}", "content": "upper case id"}}'])["created"] == 1
+    assert mem.import_jsonl([f'{{"id": "{b.upper()}", "content": "upper case id"}}']).created == 1
     assert mem.get(b).content == "upper case id"
-    assert mem.import_jsonl([f'{{"id": "{b}", "content": "upper case id"}}'])["skipped"] == 1
+    assert mem.import_jsonl([f'{{"id": "{b}", "content": "upper case id"}}']).skipped == 1
     assert _rows(mem) == 1
 
 
@@ -967,7 +967,7 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
     with Memory.open(db_target, check_embedding=False, embedding=failing) as m:
         with pytest.raises(Exception):
             m.reembed()
-        assert m.stored_fingerprint().model == "hashed-word-trigrams"
+        assert m.upkeep.stored_fingerprint().model == "hashed-word-trigrams"
     script = tmp_path / "embed.py"
     script.write_text(
         "import json, sys\n"
@@ -977,7 +977,7 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
     tiny = {"provider": "command", "command": [sys.executable, str(script)], "model": "tiny", "dimensions": 4}
     with Memory.open(db_target, check_embedding=False, embedding=tiny) as m:
         assert m.reembed() == 1
-        assert str(m.stored_fingerprint()) == "command/tiny (4 dims)"
+        assert str(m.upkeep.stored_fingerprint()) == "command/tiny (4 dims)"
     with Memory.open(db_target, embedding=tiny) as m:  # now consistent: opens, searches with 4-dim vectors
         assert m.search("Sourdough", mode="vector")[0].memory.id == a.id
         assert m.get(a.id).embedding_model == "command/tiny"
@@ -985,7 +985,7 @@ def test_reembed_adopts_the_new_model_only_after_success(db_target, tmp_path):
 
 def test_a_record_names_the_model_that_embedded_it_whatever_the_item_says(mem):
     made = mem.add_many([{"content": "Tea is served at four", "embedding_model": "openai/text-embedding-3-small"}])[0]
-    here = f"{mem.embedder.provider}/{mem.embedder.model}"
+    here = f"{mem.upkeep.embedder.provider}/{mem.upkeep.embedder.model}"
     assert here == "hash/hashed-word-trigrams"
     assert made.memory.embedding_model == mem.get(made.id).embedding_model == here
 
@@ -1031,7 +1031,7 @@ def test_old_schema_is_migrated_forward_on_open(db_target):
     )
     store.close()
     with Memory.open(db_target) as mem:
-        assert mem.store.schema_version() == latest()
+        assert mem._store.schema_version() == latest()
         assert mem.get("11111111").content == "from the first release"
         assert mem.search("first release", mode="bm25")[0].memory.id.startswith("11111111")
 
@@ -1113,7 +1113,7 @@ def test_keyword_legs_return_the_best_matches_that_pass_the_filters(mem):
 
     from clawrecall.storage import Filters
 
-    dims = mem.embedder.ensure_dimensions()
+    dims = mem.upkeep.embedder.ensure_dimensions()
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(301, dims)).astype(np.float32)
     # One "kiwi" in each, in ever longer texts: every memory ranks on its own, shorter first. Two
@@ -1126,7 +1126,7 @@ def test_keyword_legs_return_the_best_matches_that_pass_the_filters(mem):
     ids = [r.id for r in mem.add_many([*items, {"content": "zebra crossing"}], embeddings=vectors, dedup=False)]
     for memory_id in ids[:10]:
         mem.delete(memory_id)
-    legs = {"bm25": mem.store.text_candidates, "trigram": mem.store.fuzzy_candidates}
+    legs = {"bm25": mem._store.text_candidates, "trigram": mem._store.fuzzy_candidates}
     for name, leg in legs.items():
         everything = [c.id for c in leg("kiwi", Filters(include_deleted=True), 400)]
         assert len(everything) == 300, name
@@ -1138,4 +1138,4 @@ def test_keyword_legs_return_the_best_matches_that_pass_the_filters(mem):
         ]
         for filters, expected in cases:
             assert [c.id for c in leg("kiwi", filters, 10)] == expected, (name, filters)
-    assert [c.id for c in mem.store.text_candidates("zebra", Filters(), 10)] == [ids[-1]]  # fewer matches than asked
+    assert [c.id for c in mem._store.text_candidates("zebra", Filters(), 10)] == [ids[-1]]  # fewer matches than asked

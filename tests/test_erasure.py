@@ -52,10 +52,10 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         ids = seed(mem)
         # history: 3 adds, 1 update, 1 delete; signed by alice: those 5 and her change to the shared memory
         expected = {"memories": 3, "history": 5, "history_actor": 6, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 1, "jobs": 0, "searches": 0}
-        assert mem.erase(user_id="alice", dry_run=True) == expected
+        assert mem.erase(user_id="alice", dry_run=True).erased == expected
         assert mem.count(include_deleted=True) == 5  # a dry run changes nothing
 
-        assert mem.erase(user_id="alice") == expected
+        assert mem.erase(user_id="alice").erased == expected
         assert {r.id for r in mem.list(include_deleted=True)} == {ids["bob"], ids["shared"]}
         assert [e.content for e in mem.startup.list()] == ["The user is Bob"]
         for key in ("secret", "deleted", "global"):
@@ -66,8 +66,8 @@ def test_erase_a_user_counts_first_then_removes_memories_history_and_startup(db_
         shared = mem.history(ids["shared"])
         assert [(e.action, e.actor, e.after) for e in shared[1:]] == [("update", "user:(erased)", {"title": "Opening hours"})]
         assert {h.id for h in mem.search("passport number", min_score=0)} == {ids["bob"], ids["shared"]}
-        assert mem.erase(user_id="alice") == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
-        if mem.store.backend == "sqlite":
+        assert mem.erase(user_id="alice").erased == {"memories": 0, "history": 0, "history_actor": 0, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
+        if mem._store.backend == "sqlite":
             mem.close()
             raw = b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*"))
             assert b"X4471-QZ" not in raw and b"Lisbon" not in raw  # nor in the WAL: it was checkpointed
@@ -81,7 +81,7 @@ def test_erase_an_agent_takes_its_scope_and_what_it_owns(db_target):
         other = mem.add("Review bot checks style", agent_id="review").id
         shared = mem.add("The style guide lives in docs/").id
         mem.update(shared, title="style", caller=Caller("alice", "deploy"))
-        assert mem.erase(agent_id="deploy") == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
+        assert mem.erase(agent_id="deploy").erased == {"memories": 2, "history": 2, "history_actor": 3, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         assert {r.id for r in mem.list(include_deleted=True)} == {other, shared}
         assert [e.actor for e in mem.history(shared)] == ["local", "user:alice agent:(erased)"]
 
@@ -94,8 +94,8 @@ def test_only_the_administrator_or_the_person_may_erase(db_target):
         with pytest.raises(ScopeError):  # a token that does not list the person's scope
             mem.erase(user_id="alice", caller=Caller("alice", scopes=("global",)))
         assert mem.count(include_deleted=True) == 5
-        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 3
-        assert "user:alice" not in mem.store.history.actors() and "user:(erased)" in mem.store.history.actors()
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice"))).erased["memories"] == 3
+        assert "user:alice" not in mem._store.history.actors() and "user:(erased)" in mem._store.history.actors()
         assert mem.history(mem.list(scope="user:bob")[0].id)[-1].action == "add"
 
 
@@ -112,10 +112,10 @@ def test_an_agent_acting_for_a_user_may_not_erase_the_agent_and_the_agent_not_th
         with pytest.raises(ScopeError, match="only the administrator or agent 'planner' itself"):
             mem.erase(agent_id="planner", caller=Caller("bob", "planner"), dry_run=True)
         # the agent itself takes its own scope, not what alice said through it, even where the agent reads
-        counts = mem.erase(agent_id="planner", caller=Caller(None, "planner"))
+        counts = mem.erase(agent_id="planner", caller=Caller(None, "planner")).erased
         assert (counts["memories"], counts["messages"], counts["segments"]) == (1, 0, 0)
         assert {r.id for r in mem.list(scope="*")} == alices and mem.conversations.show("s1", caller=Caller("alice"))
-        counts = mem.erase(agent_id="planner")  # the administrator: everything the agent did, for anyone
+        counts = mem.erase(agent_id="planner").erased  # the administrator: everything the agent did, for anyone
         assert (counts["memories"], counts["messages"], counts["segments"]) == (3, 1, 1)
 
 
@@ -124,9 +124,9 @@ def test_a_self_erasure_stays_inside_the_tokens_list(db_target):
         mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(write=["user:alice"])})
         atlas = mem.add("Alice's estimate for Atlas: six weeks", caller=Caller("alice"), scope="project:atlas").id
         mem.add("Alice's own note", caller=Caller("alice"))
-        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice")))["memories"] == 1
+        assert mem.erase(user_id="alice", caller=Caller("alice", scopes=("global", "user:alice"))).erased["memories"] == 1
         assert mem.get(atlas).id == atlas  # the token does not reach project:atlas
-        assert mem.erase(user_id="alice", caller=Caller("alice"))["memories"] == 1  # without the token, she does
+        assert mem.erase(user_id="alice", caller=Caller("alice")).erased["memories"] == 1  # without the token, she does
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -148,7 +148,7 @@ def test_erasing_thousands_of_memories_is_one_statement_per_table(db_target):
         mem.add_many([{"content": f"Note {i} on topic {i * 31 % 97}"} for i in range(2000)], user_id="carol", dedup=False)
         mem.add("Dave's note", user_id="dave")
         started = time.perf_counter()
-        counts = mem.erase(user_id="carol")
+        counts = mem.erase(user_id="carol").erased
         took = time.perf_counter() - started
         assert counts == {"memories": 2000, "history": 2000, "history_actor": 2000, "occurrences": 0, "messages": 0, "segments": 0, "files": 0, "startup": 0, "jobs": 0, "searches": 0}
         assert took < 60, f"erasing 2,000 memories took {took:.2f} s"  # not one a memory: that took 12 minutes
@@ -159,7 +159,7 @@ def test_a_read_only_store_refuses_to_erase_but_answers_a_dry_run(tmp_path):
     with Memory.open(tmp_path / "m.db") as mem:
         mem.add("Erin likes tea", user_id="erin")
     with Memory.open(tmp_path / "m.db", writes={"enabled": False}) as mem:
-        assert mem.erase(user_id="erin", dry_run=True)["memories"] == 1
+        assert mem.erase(user_id="erin", dry_run=True).erased["memories"] == 1
         with pytest.raises(WritesDisabledError):
             mem.erase(user_id="erin")
         assert mem.count() == 1
@@ -331,13 +331,13 @@ def test_erasure_takes_the_persons_conversations_their_segments_and_jsonl_files(
     notes = tmp_path / "notes.md"
     notes.write_text("# Health\n\nThe qzxvwk treatment starts in May.\n")
     mem.files.ingest(notes, caller=alice)
-    dry = mem.erase(user_id="alice", dry_run=True)
+    dry = mem.erase(user_id="alice", dry_run=True).erased
     assert (dry["messages"], dry["segments"], dry["files"]) == (2, 1, 1) and (tmp_path / "conversations" / closed.file).exists()
     assert "2 messages, 1 segment, 1 file" in counts_text(dry)
-    assert mem.erase(user_id="alice") == dry
+    assert mem.erase(user_id="alice").erased == dry
     assert not (tmp_path / "conversations" / closed.file).exists()
     assert mem.conversations.sessions(caller=Caller()) == [
-        s for s in mem.conversations.sessions(caller=Caller()) if s["user_id"] == "bob"
+        s for s in mem.conversations.sessions(caller=Caller()) if s.user_id == "bob"
     ] and len(mem.conversations.sessions(caller=Caller())) == 1
     assert mem.search("qzxvwk diagnosis", sources=["message", "chunk"], mode="bm25") == []
     assert mem.files.list(caller=Caller()) == []

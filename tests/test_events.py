@@ -46,7 +46,7 @@ def test_a_listener_registered_by_event_name_runs_on_the_event_with_its_payload(
         mem.conversations.end("s1", caller=ALICE)
         mem._backfill.run()
         assert [type(e) for e in closed] == [SegmentClosed] and closed[0].segment.close_reason == "session_end"
-        assert [type(e) for e in stored] == [VectorsStored] and set(result["ids"]) <= set(stored[0].ids)
+        assert [type(e) for e in stored] == [VectorsStored] and set(result.ids) <= set(stored[0].ids)
         listed = mem.events.handlers()
         assert listed["segment_closed"] == ["test.closed"]
         assert listed["vectors_stored"] == ["conversations.check_topics", "test.stored"]

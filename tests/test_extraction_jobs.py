@@ -92,7 +92,7 @@ def test_a_closed_segment_becomes_facts_a_summary_and_keys(db_target, llm_stub, 
         assert set(texts) == {"In February 2026 the user moved to Brno.", "On 2026-03-02 the user's FTP was 250 W."}
         brno = texts["In February 2026 the user moved to Brno."]
         assert brno.source_type == "extraction" and brno.valid_from == datetime(2026, 2, 1, tzinfo=timezone.utc)
-        assert mem.store.segments.get(closed.id).summary == "The user moved to Brno and did a ramp test."
+        assert mem._store.segments.get(closed.id).summary == "The user moved to Brno and did a ramp test."
         [summary] = mem.list(caller=ALICE, category="session_summary")
         assert "The user moved to Brno and did a ramp test." in summary.content and summary.session_id == "s1"
         # the message a fact came from is found by the fact's words too (its text is unchanged)
@@ -115,7 +115,7 @@ def test_a_repeat_counts_an_occurrence_and_an_update_supersedes(db_target, llm_s
         say(mem, ["FTP still 250, legs tired.", "Rest then.", "Will do.", "Good."], start=T0 + timedelta(days=7), session="b")
         drain(mem)
         assert [m.id for m in facts_of(mem)] == [old.id]
-        assert [o.at.date().isoformat() for o in mem.facts.occurrences(old.id, caller=ALICE)] == ["2026-03-02", "2026-03-09"]
+        assert [o.at.date().isoformat() for o in mem.insight.occurrences(old.id, caller=ALICE)] == ["2026-03-02", "2026-03-09"]
 
         llm_stub.script.append(lambda r: {"json": {"facts": [
             fact("On 2026-03-16 the user's FTP was 262 W.", action="update", existing=known_as(r, "FTP"),
@@ -175,7 +175,7 @@ def test_an_llm_that_fails_makes_the_job_wait_and_nothing_is_lost(db_target, llm
         assert "unavailable" in first.last_error and first.run_after > started
         if trouble.get("status") == 429:  # the provider's Retry-After is the wait
             assert first.run_after >= started + timedelta(seconds=2.9)
-        assert mem.store.messages.in_segment(closed.id)  # the record is kept meanwhile
+        assert mem._store.messages.in_segment(closed.id)  # the record is kept meanwhile
         assert mem.jobs.stats(caller=Caller()).retrying == 1
         while (job := mem.jobs.run_once("w1", kinds=["extract"])) is None or job.status == "queued":
             time.sleep(0.1)
@@ -211,7 +211,7 @@ def test_with_an_llm_one_writer_makes_facts_the_segments_job(db_target, llm_stub
                              {"role": "assistant", "content": "Noted."}]}
         answer = agent_end(mem, turn, Caller("alice", "main", "s1"))
         assert (answer["recorded"], answer["queued"], answer["skipped"]) == (2, 0, "extraction")
-        assert mem.runtime.drain(30) and mem.list(caller=ALICE, limit=100) == []
+        assert mem.upkeep.runtime.drain(30) and mem.list(caller=ALICE, limit=100) == []
         mem.conversations.end("s1", caller=ALICE)
         drain(mem)
         # one turn: the rules' fact, once (without the change the hook's capture wrote it too)
@@ -221,7 +221,7 @@ def test_with_an_llm_one_writer_makes_facts_the_segments_job(db_target, llm_stub
 
         unrecorded = agent_end(mem, turn, Caller("bob", "main"))
         assert (unrecorded["recorded"], unrecorded["queued"], unrecorded["skipped"]) == (0, 1, None)
-        assert mem.runtime.drain(30)
+        assert mem.upkeep.runtime.drain(30)
         assert [m.source_type for m in mem.list(caller=Caller("bob", "main"), limit=100)] == ["capture"]
 
 
@@ -301,16 +301,16 @@ def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased
         erased = {}
 
         def erase_then_answer(request):
-            erased.update(mem.erase(agent_id="main"))  # while the worker waits for the model
+            erased.update(mem.erase(agent_id="main").erased)  # while the worker waits for the model
             return {"json": {"facts": [fact("In February 2026 the user moved to Brno.")], "summary": "Moving."}}
 
         llm_stub.script.append(erase_then_answer)
         job = mem.jobs.run_once("w1", kinds=["extract"])
         assert erased["segments"] == 1 and erased["jobs"] == 2  # the extract and summarize jobs, though in user:alice
         assert job is None or job.status != "done"
-        assert mem.store.segments.get(closed.id) is None
+        assert mem._store.segments.get(closed.id) is None
         assert mem.list(caller=Caller(), limit=100) == []  # no fact, no message
-        assert mem.store.run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
+        assert mem._store.run("SELECT count(*) FROM fact_occurrences")[0][0] == 0
 
 
 def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is_asked(db_target, llm_stub, monkeypatch):
@@ -320,14 +320,14 @@ def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is
     with open_mem(db_target, llm_stub, extraction={"summaries": False}) as mem:
         say(mem, ["I prefer aisle seats.", "Noted.", "On every flight.", "Sure."], start=T0)
         mem.add("The user flies to Lisbon often.", caller=ALICE)  # a known fact to look for by meaning
-        embed = type(mem.embedder)._embed_batch
-        dims = mem.embedder.dimensions
-        monkeypatch.setattr(type(mem.embedder), "_embed_batch",
+        embed = type(mem.upkeep.embedder)._embed_batch
+        dims = mem.upkeep.embedder.dimensions
+        monkeypatch.setattr(type(mem.upkeep.embedder), "_embed_batch",
                             lambda self, texts, kind: np.zeros((len(texts), dims), dtype=np.float32))
         waiting = mem.jobs.run_once("w1")
         assert waiting.status == "queued" and waiting.attempts == 0 and "embedding provider" in waiting.last_error
         assert llm_stub.requests == []  # no tokens spent on a job that could not finish
-        monkeypatch.setattr(type(mem.embedder), "_embed_batch", embed)
-        mem.store.run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem.store.dialect.p}", (waiting.id,))
+        monkeypatch.setattr(type(mem.upkeep.embedder), "_embed_batch", embed)
+        mem._store.run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem._store.dialect.p}", (waiting.id,))
         assert mem.jobs.run_once("w1").status == "done"
         assert [m.content for m in mem.list(caller=ALICE, category="preference")] == ["The user prefers aisle seats."]

@@ -1,4 +1,4 @@
-"""`mem.facts` on both backends: a segment's decisions applied in one transaction (new facts,
+"""The facts of a segment (`Facts`) on both backends: a segment's decisions applied in one transaction (new facts,
 repeats, supersedes, occurrences, the source messages' keys), the rule fallback, session summaries,
 and what recall and ranking make of occurrences."""
 
@@ -33,7 +33,7 @@ def segment(mem: Memory, texts: list[tuple[str, str]], *, session: str = "s1", s
     mem.conversations.log(transcript, caller=caller, session_id=session, now=start + timedelta(minutes=len(texts)))
     closed = mem.conversations.end(session, caller=caller)
     assert closed is not None
-    return closed, mem.store.messages.in_segment(closed.id)
+    return closed, mem._store.messages.in_segment(closed.id)
 
 
 def fact(text: str, *, action: str = "new", existing: str | None = None, source=(1,), confidence: float = 0.9,
@@ -45,12 +45,12 @@ def fact(text: str, *, action: str = "new", existing: str | None = None, source=
 
 def extract(mem: Memory, seg, facts: list[dict], within=None):
     """What the extraction job does with a model's answer: prompt, validate, decide, apply."""
-    p = mem.facts.prompt(seg)
+    p = mem._facts.prompt(seg)
     extraction, errors = validate({"facts": facts, "summary": None}, categories=mem.config.categories,
                                   messages=len(p.shown), known=len(p.known))
     assert errors == [], errors
-    decisions = mem.facts.decide(seg, p, extraction)
-    return p, decisions, mem.facts.apply(seg, p.shown, decisions, within=within)
+    decisions = mem._facts.decide(seg, p, extraction)
+    return p, decisions, mem._facts.apply(seg, p.shown, decisions, within=within)
 
 
 def ftp_fact(mem: Memory):
@@ -72,7 +72,7 @@ def test_a_new_fact_is_a_dated_memory_linked_to_its_messages_with_one_occurrence
     assert record.metadata == {"entities": ["user"], "segment_id": seg.id, "message_ids": [messages[0].id]}
     assert record.valid_from == datetime(2026, 2, 1, tzinfo=timezone.utc)
     assert (record.importance, record.confidence, record.visibility.value, record.session_id) == (0.6, 0.9, "shared", "s1")
-    [occ] = mem.facts.occurrences(record.id, caller=ALICE)
+    [occ] = mem.insight.occurrences(record.id, caller=ALICE)
     assert (occ.at, occ.segment_id, occ.session_id, occ.message_ids) == (messages[0].created_at, seg.id, "s1", [messages[0].id])
     assert occ.snippet == "I moved to Brno last month, loving it" and occ.sentiment == "neutral"
     assert [h.action for h in mem.history(record.id, caller=ALICE)] == ["add"]
@@ -84,7 +84,7 @@ def test_a_repeat_adds_an_occurrence_and_recall_says_how_often_and_when(mem):
     p, [d], result = extract(mem, seg, [fact(FTP_250, action="repeat", existing="F1", sentiment="reminder")])
     assert [k.id for k in p.known] == [known.id] and d.action == "repeat"
     assert result.repeated == [known.id] and result.created == [] and result.occurrences == 1
-    assert [o.sentiment for o in mem.facts.occurrences(known.id, caller=ALICE)] == ["neutral", "reminder"]
+    assert [o.sentiment for o in mem.insight.occurrences(known.id, caller=ALICE)] == ["neutral", "reminder"]
     [hit] = mem.search("functional threshold power", caller=ALICE, min_score=0, sources=["memory"])
     assert hit.discussed is not None and hit.discussed.count == 2
     assert hit.discussed.first_at.date().isoformat() == "2026-03-02" and hit.discussed.last_at == messages[0].created_at
@@ -145,24 +145,24 @@ def test_apply_inside_a_transaction_that_fails_writes_nothing(mem):
 
     @contextmanager
     def failing():  # as a job's lease commit does when the lease was lost
-        with mem.store.transaction():
+        with mem._store.transaction():
             yield
             raise RuntimeError("lease lost")
 
-    before = mem.store.history.count([old.id])
+    before = mem._store.history.count([old.id])
     with pytest.raises(RuntimeError, match="lease lost"):
         extract(mem, seg, [
             fact("On 2026-03-16 the user's functional threshold power was 262 W.", action="update", existing="F1"),
             fact("In March 2026 the user bought a gravel bike."),
         ], within=failing)
     assert [r.id for r in mem.list(caller=ALICE)] == [old.id] and mem.get(old.id, caller=ALICE).superseded_by is None
-    assert len(mem.facts.occurrences(old.id, caller=ALICE)) == 1 and mem.store.history.count([old.id]) == before
-    assert mem.store.memories.fetch([messages[0].id])[messages[0].id].keys is None
+    assert len(mem.insight.occurrences(old.id, caller=ALICE)) == 1 and mem._store.history.count([old.id]) == before
+    assert mem._store.memories.fetch([messages[0].id])[messages[0].id].keys is None
 
 
 def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(mem):
     seg, messages = segment(mem, [("user", "did the ramp test today, 262!"), ("assistant", "Well done.")])
-    mem.backfill()
+    mem.upkeep.backfill()
     query = "functional threshold power"
     assert mem.search(query, caller=Caller("alice", "main", "s2"), sources=["message"], mode="bm25") == []
     before = {h.memory.id: h.similarity for h in mem.search(query, caller=Caller("alice", "main", "s2"),
@@ -175,18 +175,18 @@ def test_a_message_is_found_by_the_facts_it_gave_and_still_shows_what_was_said(m
     vector_hits = mem.search(query, caller=reader, sources=["message"], mode="vector", min_score=0)
     assert vector_hits[0].memory.id == messages[0].id
     assert vector_hits[0].similarity > before.get(messages[0].id, 0.0) + 0.2
-    keys = mem.store.memories.fetch([messages[0].id])[messages[0].id].keys
+    keys = mem._store.memories.fetch([messages[0].id])[messages[0].id].keys
     assert keys == "On 2026-03-16 the user's functional threshold power was 262 W."
-    assert mem.store.integrity_problems() == []  # the full-text index holds what its source says
+    assert mem._store.integrity_problems() == []  # the full-text index holds what its source says
     mem.reembed()  # a new model embeds the content and keys again, as apply did
     assert mem.search(query, caller=reader, sources=["message"], mode="vector", min_score=0)[0].similarity == \
         pytest.approx(vector_hits[0].similarity, abs=1e-5)
     # a second fact from the same message joins the keys; the first is not repeated
     seg2 = seg.model_copy(update={"id": seg.id})
-    mem.facts.apply(seg2, messages, mem.facts.decide(seg, mem.facts.prompt(seg), validate(
+    mem._facts.apply(seg2, messages, mem._facts.decide(seg, mem._facts.prompt(seg), validate(
         {"facts": [fact("On 2026-03-16 the user did a ramp test.")], "summary": None},
         categories=mem.config.categories, messages=2, known=1)[0]))
-    assert mem.store.memories.fetch([messages[0].id])[messages[0].id].keys.split("\n") == [
+    assert mem._store.memories.fetch([messages[0].id])[messages[0].id].keys.split("\n") == [
         "On 2026-03-16 the user's functional threshold power was 262 W.", "On 2026-03-16 the user did a ramp test."]
 
 
@@ -194,35 +194,35 @@ def test_keys_are_not_made_when_switched_off(db_target):
     with Memory.open(db_target, extraction={"augment_keys": False}) as mem:
         seg, messages = segment(mem, [("user", "did the ramp test, 262!"), ("assistant", "ok")])
         _, _, result = extract(mem, seg, [fact("On 2026-03-16 the user's functional threshold power was 262 W.")])
-        assert result.keyed == 0 and mem.store.memories.fetch([messages[0].id])[messages[0].id].keys is None
+        assert result.keyed == 0 and mem._store.memories.fetch([messages[0].id])[messages[0].id].keys is None
 
 
 def test_known_facts_are_the_scopes_current_ones_and_never_secret(mem):
     ftp_fact(mem)
     mem.add("The user's bank PIN is 1234 for the FTP account.", caller=ALICE, visibility="secret", category="fact")
     mem.add("Bob's FTP is 300 W.", user_id="bob", category="fact")
-    known = mem.facts.known("user:alice", "what is my FTP power", 10)
+    known = mem._facts.known("user:alice", "what is my FTP power", 10)
     assert [k.content for k in known] == [FTP_250]
 
 
 def test_the_rule_fallback_captures_user_messages_by_the_capture_rules(mem):
     seg, messages = segment(mem, [("user", "I prefer dark mode in every editor"), ("assistant", "I prefer light."),
                                   ("user", "ok thanks")])
-    result = mem.facts.rule_fallback(seg, messages, ALICE)
+    result = mem._facts.rule_fallback(seg, messages, ALICE)
     [record] = [mem.get(i, caller=ALICE) for i in result.created]
     assert record.content == "I prefer dark mode in every editor" and record.category == "preference"
     assert record.source_type == "extraction" and record.confidence == 0.5
     assert result.occurrences == 1
     again, _ = segment(mem, [("user", "I prefer dark mode in every editor"), ("assistant", "Still?")], session="s3")
-    assert mem.facts.rule_fallback(again, mem.store.messages.in_segment(again.id)).repeated == [record.id]
+    assert mem._facts.rule_fallback(again, mem._store.messages.in_segment(again.id)).repeated == [record.id]
 
 
 def test_a_session_summary_is_one_memory_linked_to_the_session(mem):
     seg, _ = segment(mem, [("user", "planning the Brno trip"), ("assistant", "Sure.")])
-    first = mem.facts.summarize(seg, "The user planned a trip to Brno.")
+    first = mem._facts.summarize(seg, "The user planned a trip to Brno.")
     assert (first.category, first.session_id, first.source_type, first.source_id) == ("session_summary", "s1", "session_summary", "s1")
     assert first.metadata == {"segment_ids": [seg.id]}
-    second = mem.facts.summarize(seg, "The user planned a trip to Brno by train.", segment_ids=[seg.id, "other"])
+    second = mem._facts.summarize(seg, "The user planned a trip to Brno by train.", segment_ids=[seg.id, "other"])
     assert second.supersedes == first.id
     [current] = mem.list(caller=ALICE, category="session_summary")
     assert current.id == second.id and current.metadata == {"segment_ids": [seg.id, "other"]}
@@ -233,7 +233,7 @@ def test_recurring_facts_rank_higher_and_explain_says_why(db_target):
         a = mem.add("The user trains on the bike every morning.", caller=ALICE).id
         b = mem.add("The user trains on the bike every evening.", caller=ALICE).id
         at = datetime(2026, 3, 1, tzinfo=timezone.utc)
-        mem.store.occurrences.insert([
+        mem._store.occurrences.insert([
             Occurrence(id=f"00000000-0000-4000-8000-00000000000{i}", memory_id=b, scope="user:alice",
                        at=at + timedelta(days=i), message_ids=[]) for i in range(4)
         ])
@@ -251,9 +251,9 @@ def test_erasing_a_person_removes_their_occurrences_and_counts_them(mem):
     known = ftp_fact(mem)
     seg, _ = segment(mem, [("user", "FTP still 250"), ("assistant", "ok")])
     extract(mem, seg, [fact(FTP_250, action="repeat", existing="F1")])
-    assert mem.erase(user_id="alice", dry_run=True)["occurrences"] == 2
-    assert mem.erase(user_id="alice")["occurrences"] == 2
-    assert mem.store.occurrences.summary([known.id]) == {}
+    assert mem.erase(user_id="alice", dry_run=True).erased["occurrences"] == 2
+    assert mem.erase(user_id="alice").erased["occurrences"] == 2
+    assert mem._store.occurrences.summary([known.id]) == {}
 
 
 def test_rest_search_hits_carry_discussed(mem):
@@ -277,33 +277,33 @@ def test_which_segments_are_extracted(db_target):
         long, _ = segment(mem, [("user", "hi"), ("assistant", "hello"), ("user", "I moved to Brno"), ("assistant", "ok")],
                           session="b")
         assert (short.turn_count, long.turn_count) == (1, 2)
-        assert not mem.facts.wanted(short) and mem.facts.wanted(long)
-        assert not mem.facts.wanted(long.model_copy(update={"closed_at": None}))
+        assert not mem._facts.wanted(short) and mem._facts.wanted(long)
+        assert not mem._facts.wanted(long.model_copy(update={"closed_at": None}))
     with Memory.open(db_target) as mem:
-        assert not mem.facts.wanted(long)  # no LLM by default: nothing is extracted
+        assert not mem._facts.wanted(long)  # no LLM by default: nothing is extracted
     with Memory.open(db_target, llm=llm, extraction={"enabled": False}) as mem:
-        assert not mem.facts.wanted(long)
+        assert not mem._facts.wanted(long)
 
 
 def test_decisions_of_another_segment_are_refused(mem):
     seg, messages = segment(mem, [("user", "I moved to Brno"), ("assistant", "ok")])
     other, _ = segment(mem, [("user", "I prefer tea"), ("assistant", "ok")], session="s2")
-    p = mem.facts.prompt(seg)
+    p = mem._facts.prompt(seg)
     extraction, _ = validate({"facts": [fact("In March 2026 the user moved to Brno.")], "summary": None},
                              categories=mem.config.categories, messages=len(p.shown), known=len(p.known))
     with pytest.raises(ValidationError, match="decisions name messages that are not the segment's"):
-        mem.facts.apply(other, mem.store.messages.in_segment(other.id), mem.facts.decide(seg, p, extraction))
+        mem._facts.apply(other, mem._store.messages.in_segment(other.id), mem._facts.decide(seg, p, extraction))
     assert mem.list(caller=ALICE) == []
 
 
 def test_a_store_without_the_knowledge_set_gets_it(db_target):
     with Memory.open(db_target) as mem:
-        mem.store.run("DROP TABLE fact_occurrences")
-        mem.store.run("DELETE FROM migrations WHERE migration_set = 'knowledge'")
+        mem._store.run("DROP TABLE fact_occurrences")
+        mem._store.run("DELETE FROM migrations WHERE migration_set = 'knowledge'")
     with Memory.open(db_target) as mem:
-        assert "knowledge/initial" not in [s.label for s in mem.store.pending_migrations()]
+        assert "knowledge/initial" not in [s.label for s in mem._store.pending_migrations()]
         known = ftp_fact(mem)
-        assert mem.store.occurrences.summary([known.id])[known.id][0] == 1
+        assert mem._store.occurrences.summary([known.id])[known.id][0] == 1
 
 
 def test_extracted_facts_take_the_writing_agents_visibility_rules(db_target):
@@ -324,7 +324,7 @@ def test_extracted_facts_take_the_writing_agents_visibility_rules(db_target):
         seg2, messages = segment(mem, [("user", "I prefer dark mode in every editor"), ("assistant", "Nice."),
                                        ("user", "We decided to use PostgreSQL for the clinic's records")],
                                  caller=dj, session="s2")
-        made = [mem.get(i, caller=dj) for i in mem.facts.rule_fallback(seg2, messages).created]
+        made = [mem.get(i, caller=dj) for i in mem._facts.rule_fallback(seg2, messages).created]
         assert [(m.category, m.visibility.value) for m in made] == [("preference", "shared"), ("decision", "private")]
         # another agent's facts keep the store's default
         main = Caller("alice", "main", "s3")

@@ -115,7 +115,7 @@ def test_a_provider_down_slow_or_answering_garbage_keeps_new_memories_and_refuse
             *(f"Alice's dog is called Rex ({fault})" for fault in FAULTS),
             *(f"Remember that my badge number is 4{n} ({fault})" for n, fault in enumerate(FAULTS))])
         stored = [np.frombuffer(v, dtype=np.float32) for (v,) in
-                  mem.store.run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
+                  mem._store.run("SELECT embedding FROM memories WHERE embedding IS NOT NULL")]
         assert stored and all(np.isfinite(v).all() and v.any() for v in stored)
 
 
@@ -174,15 +174,15 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_intact(tmp_path):
         assert error["message"] == f"cannot write to SQLite database {db}: {said}", (how, error)
         assert sqlite_integrity(str(db)) == []
         with Memory.open(db) as mem:  # every acknowledged batch is there, and reads work on the full disk
-            assert mem.store.integrity_problems() == []
-            assert set(mem.store.memories.fetch(acked)) == set(acked)
+            assert mem._store.integrity_problems() == []
+            assert set(mem._store.memories.fetch(acked)) == set(acked)
             assert mem.search("tide tables north pier", mode="bm25", limit=1)
         copy = tmp_path / "copy.db"  # room again: the same store takes writes
         for suffix in ("", "-wal"):
             if Path(f"{db}{suffix}").exists():
                 copy.with_name(copy.name + suffix).write_bytes(Path(f"{db}{suffix}").read_bytes())
     with Memory.open(copy) as mem:
-        assert set(mem.store.memories.fetch(acked)) == set(acked)
+        assert set(mem._store.memories.fetch(acked)) == set(acked)
     check_sound(str(copy))
 
 
@@ -204,7 +204,7 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             kept = mem.add("Alice parks on level 3", user_id="alice")  # writes.embed_later, the default
             again = mem.add("Alice's badge number is 4417", user_id="alice", embed_later=True)
             assert kept.action == again.action == "created"  # not deduplicated: there is no vector to compare
-            assert mem.store.vectors([kept.id]) == {} and mem.store.memories.count_unembedded() == 2
+            assert mem._store.vectors([kept.id]) == {} and mem.upkeep.unembedded() == 2
             [hit] = mem.search("parks level", user_id="alice", mode="bm25", min_score=0)
             assert hit.memory.id == kept.id
             hybrid = mem.search("where does alice park", user_id="alice", min_score=0)  # keyword legs, and it says so
@@ -212,8 +212,8 @@ def test_a_write_that_may_embed_later_is_kept_while_the_provider_is_down_and_emb
             with pytest.raises(EmbeddingError):
                 mem.search("where does alice park", user_id="alice", mode="vector")
             stub.mode = "ok"
-            assert mem.backfill() == 2 and mem.store.memories.count_unembedded() == 0
-            assert set(mem.store.vectors([kept.id, first.id])) == {kept.id, first.id}
+            assert mem.upkeep.backfill() == 2 and mem.upkeep.unembedded() == 0
+            assert set(mem._store.vectors([kept.id, first.id])) == {kept.id, first.id}
             assert kept.id in {h.memory.id for h in mem.search("parks level", user_id="alice", mode="vector", min_score=0)}
             assert mem.search("where does alice park", user_id="alice", min_score=0).without_vectors is None
     finally:

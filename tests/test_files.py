@@ -80,7 +80,7 @@ def lines_of(path: Path, first: int, last: int) -> str:
 def chunks_of(mem: Memory, file_id: str, caller: Caller = ADMIN) -> list:
     from clawrecall.storage import Filters
 
-    rows = mem.store.memories.find(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
+    rows = mem._store.memories.find(Filters(kinds=("chunk",), source_ids=[file_id]), limit=10_000, offset=0, order="oldest")
     return sorted(rows, key=lambda r: r.metadata["chunk"])
 
 
@@ -97,9 +97,9 @@ def test_markdown_chunks_start_at_headings_and_keep_their_lines(small, tmp_path)
     path = tmp_path / "notes.md"
     path.write_text(MARKDOWN)
     result = small.files.ingest(path, caller=ADMIN)
-    assert result["action"] == "created" and result["file_type"] == "markdown" and result["chunks"] > 2
-    chunks = chunks_of(small, result["file_id"])
-    assert len(chunks) == result["chunks"]
+    assert result.action == "created" and result.file_type == "markdown" and result.chunks > 2
+    chunks = chunks_of(small, result.file_id)
+    assert len(chunks) == result.chunks
     for c in chunks:
         first, last = c.metadata["lines"]
         assert c.content == lines_of(path, first, last)  # the line range is exactly where the text is
@@ -112,8 +112,8 @@ def test_code_chunks_fit_the_window_overlap_and_cover_every_line(small, tmp_path
     path = tmp_path / "pipeline.py"
     path.write_text(PYTHON)
     result = small.files.ingest(path, caller=ADMIN)
-    assert result["file_type"] == "code"
-    chunks = chunks_of(small, result["file_id"])
+    assert result.file_type == "code"
+    chunks = chunks_of(small, result.file_id)
     covered: set[int] = set()
     for c in chunks:
         first, last = c.metadata["lines"]
@@ -156,27 +156,27 @@ def test_a_pdf_is_read_page_by_page(small, tmp_path):
     path = tmp_path / "report.pdf"
     path.write_bytes(data)
     result = small.files.ingest(path, caller=ADMIN)
-    assert result["file_type"] == "pdf"
-    chunks = chunks_of(small, result["file_id"])
+    assert result.file_type == "pdf"
+    chunks = chunks_of(small, result.file_id)
     assert "lines" not in chunks[0].metadata
     pages = {c.metadata["pages"][0]: c for c in chunks}
     assert "walrus" in pages[1].content and "flamingo" in pages[2].content
-    small.runtime.drain()
-    small.backfill()
-    assert small.store.memories.count_unembedded() == 0
+    small.upkeep.runtime.drain()
+    small.upkeep.backfill()
+    assert small.upkeep.unembedded() == 0
     hits = small.search("flamingo habitats", sources=["chunk"], caller=ADMIN)
     assert hits and hits[0].source == "chunk"
-    assert hits[0].origin == {"file_id": result["file_id"], "path": str(path), "pages": [2, 2], "chunk": len(chunks)}
+    assert hits[0].origin == {"file_id": result.file_id, "path": str(path), "pages": [2, 2], "chunk": len(chunks)}
 
 
 def test_search_finds_a_chunk_with_its_file_and_lines(mem, tmp_path):
     path = tmp_path / "deploy.md"
     path.write_text(MARKDOWN)
-    file_id = mem.files.ingest(path, caller=ALICE)["file_id"]
+    file_id = mem.files.ingest(path, caller=ALICE).file_id
     assert mem.search("Amsterdam backups", sources=["chunk"], caller=ALICE, mode="bm25")  # keyword search: at once
-    mem.runtime.drain()  # the embedding the ingest started in the background, then any left here
-    mem.backfill()
-    assert mem.store.memories.count_unembedded() == 0
+    mem.upkeep.runtime.drain()  # the embedding the ingest started in the background, then any left here
+    mem.upkeep.backfill()
+    assert mem.upkeep.unembedded() == 0
     hits = mem.search("nightly backups Amsterdam", sources=["chunk"], caller=ALICE, mode="vector")
     assert hits and hits[0].origin["file_id"] == file_id and hits[0].origin["path"] == str(path)
     first, last = hits[0].origin["lines"]
@@ -190,16 +190,16 @@ def test_an_unchanged_file_is_left_as_it_is_and_a_changed_one_replaced(small, tm
     path = tmp_path / "notes.md"
     path.write_text(MARKDOWN)
     first = small.files.ingest(path, caller=ADMIN)
-    before = [c.id for c in chunks_of(small, first["file_id"])]
+    before = [c.id for c in chunks_of(small, first.file_id)]
     again = small.files.ingest(path, caller=ADMIN)
-    assert again["action"] == "unchanged" and again["file_id"] == first["file_id"]
-    assert [c.id for c in chunks_of(small, first["file_id"])] == before
+    assert again.action == "unchanged" and again.file_id == first.file_id
+    assert [c.id for c in chunks_of(small, first.file_id)] == before
 
     path.write_text(MARKDOWN.replace("Amsterdam", "Lisbon") + "\n## Monitoring\n\nGrafana dashboards watch latency.\n")
     changed = small.files.ingest(path, caller=ADMIN)
-    assert changed["action"] == "replaced" and changed["file_id"] == first["file_id"]
-    now = chunks_of(small, first["file_id"])
-    assert len(now) == changed["chunks"] and not set(before) & {c.id for c in now}
+    assert changed.action == "replaced" and changed.file_id == first.file_id
+    now = chunks_of(small, first.file_id)
+    assert len(now) == changed.chunks and not set(before) & {c.id for c in now}
     assert not small.search("Amsterdam", sources=["chunk"], caller=ADMIN, mode="bm25")
     assert small.search("Lisbon", sources=["chunk"], caller=ADMIN, mode="bm25")
     (listed,) = small.files.list(caller=ADMIN)
@@ -209,7 +209,7 @@ def test_an_unchanged_file_is_left_as_it_is_and_a_changed_one_replaced(small, tm
 def test_removal_erases_the_chunks_and_the_record(mem, tmp_path):
     path = tmp_path / "deploy.md"
     path.write_text(MARKDOWN)
-    file_id = mem.files.ingest(path, caller=ADMIN)["file_id"]
+    file_id = mem.files.ingest(path, caller=ADMIN).file_id
     removed = mem.files.remove(file_id[:8], caller=ADMIN)
     assert removed.id == file_id and mem.files.list(caller=ADMIN) == []
     assert chunks_of(mem, file_id) == []
@@ -225,30 +225,30 @@ def test_another_user_never_finds_or_removes_your_file(mem, tmp_path):
     path = tmp_path / "secret.md"
     path.write_text("# Alice's secret\n\nThe vault combination is saffron-octopus-42.\n")
     result = mem.files.ingest(path, caller=ALICE)
-    assert result["scope"] == "user:alice"
-    mem.backfill()
+    assert result.scope == "user:alice"
+    mem.upkeep.backfill()
     assert mem.search("saffron octopus vault", sources=["chunk"], caller=ALICE)
     for mode in ("hybrid", "bm25", "vector", "trigram"):
         assert not mem.search("saffron octopus vault", sources=["chunk"], caller=BOB, mode=mode)
     assert mem.files.list(caller=BOB) == []
     with pytest.raises(NotFoundError):
-        mem.files.remove(result["file_id"], caller=BOB)
+        mem.files.remove(result.file_id, caller=BOB)
     with pytest.raises(NotFoundError):
         mem.files.remove(str(path), caller=BOB)
     bobs = mem.files.ingest(path, caller=BOB)  # bob's own copy, in his scope
-    assert bobs["action"] == "created" and bobs["file_id"] != result["file_id"]
+    assert bobs.action == "created" and bobs.file_id != result.file_id
 
 
 def test_a_shared_file_is_removed_only_by_who_may_write_its_scope(mem, tmp_path):
     path = tmp_path / "handbook.md"
     path.write_text("# Handbook\n\nExpenses are filed by Friday.\n")
     shared = mem.files.ingest(path, caller=ADMIN)
-    assert shared["scope"] == "global" and mem.files.get(shared["file_id"], caller=BOB).id == shared["file_id"]
-    for wanted in (shared["file_id"], str(path)):
+    assert shared.scope == "global" and mem.files.get(shared.file_id, caller=BOB).id == shared.file_id
+    for wanted in (shared.file_id, str(path)):
         with pytest.raises(ScopeError, match="read-only"):
             mem.files.remove(wanted, caller=BOB)
-    assert [f.id for f in mem.files.list(caller=BOB)] == [shared["file_id"]] and chunks_of(mem, shared["file_id"])
-    assert mem.files.remove(shared["file_id"], caller=ADMIN).id == shared["file_id"]
+    assert [f.id for f in mem.files.list(caller=BOB)] == [shared.file_id] and chunks_of(mem, shared.file_id)
+    assert mem.files.remove(shared.file_id, caller=ADMIN).id == shared.file_id
 
 
 # -- limits ------------------------------------------------------------------------------------
@@ -302,9 +302,9 @@ def test_within_roots_refuses_paths_outside_them_symlinks_followed(db_target, tm
     with Memory.open(db_target) as mem:
         with pytest.raises(ValidationError, match="files.roots is empty"):
             mem.files.ingest(root / "ok.md", caller=ADMIN, within_roots=True)
-        assert mem.files.ingest(outside / "key.md", caller=ADMIN)["action"] == "created"  # a local caller reads anything
+        assert mem.files.ingest(outside / "key.md", caller=ADMIN).action == "created"  # a local caller reads anything
     with Memory.open(db_target, files={"roots": [str(root)]}) as mem:
-        assert mem.files.ingest(root / "ok.md", caller=ALICE, within_roots=True)["action"] == "created"
+        assert mem.files.ingest(root / "ok.md", caller=ALICE, within_roots=True).action == "created"
         for path in (outside / "key.md", root / "link.md", root / "dir" / "key.md", root / ".." / "private" / "key.md",
                      outside / "missing.md"):
             with pytest.raises(ValidationError, match="outside the folders"):
@@ -340,7 +340,7 @@ def test_cli_adds_lists_and_removes_files(tmp_path):
     assert [Path(f["path"]).name for f in body["files"]] == ["deploy.md", "pipeline.py", "report.pdf"]
     assert {f["action"] for f in body["files"]} == {"created"} and body["failed"] == 0
     with Memory.open(db) as mem:
-        assert mem.store.memories.count_unembedded() == 0  # embedded before the command returned
+        assert mem.upkeep.unembedded() == 0  # embedded before the command returned
         hits = mem.search("Flamingo appendix", sources=["chunk"])
         assert hits[0].origin["pages"] == [1, 2]  # two short pages, one chunk
 
@@ -393,9 +393,9 @@ def test_a_file_may_name_the_message_it_came_with(mem, tmp_path):
         mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id="not-an-id")
     said = mem.conversations.log([{"role": "user", "content": "Here is the contract draft"}], caller=ALICE, session_id="s1")
     with pytest.raises(NotFoundError, match="no message"):  # another user's message is none of bob's business
-        mem.files.ingest(tmp_path / "a.md", caller=BOB, message_id=said["ids"][0])
-    made = mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id=said["ids"][0])
-    assert mem.files.get(made["file_id"], caller=ALICE).message_id == said["ids"][0]
+        mem.files.ingest(tmp_path / "a.md", caller=BOB, message_id=said.ids[0])
+    made = mem.files.ingest(tmp_path / "a.md", caller=ALICE, message_id=said.ids[0])
+    assert mem.files.get(made.file_id, caller=ALICE).message_id == said.ids[0]
 
 
 # -- a hostile client --------------------------------------------------------------------------
@@ -445,7 +445,7 @@ def test_a_hard_link_to_a_file_outside_the_roots_is_refused(db_target, tmp_path)
         with pytest.raises(ValidationError, match="other hard links"):
             mem.files.ingest(root / "innocent.md", caller=ALICE, within_roots=True)
         assert mem.files.list(caller=ALICE) == []
-        assert mem.files.ingest(root / "innocent.md", caller=ALICE)["action"] == "created"  # the local user may
+        assert mem.files.ingest(root / "innocent.md", caller=ALICE).action == "created"  # the local user may
 
 
 def test_a_file_name_is_never_looked_up_on_the_servers_filesystem(tmp_path, monkeypatch):
@@ -581,7 +581,7 @@ def test_roots_may_be_per_user_or_agent(db_target, tmp_path):
     (shared / "main" / "agent.md").write_text("# Agent\n\nThe agent's own notes.\n")
     roots = [str(shared / "{user}"), str(shared / "{agent}")]
     with Memory.open(db_target, files={"roots": roots}) as mem:
-        assert mem.files.ingest(shared / "alice" / "notes.md", caller=ALICE, within_roots=True)["action"] == "created"
+        assert mem.files.ingest(shared / "alice" / "notes.md", caller=ALICE, within_roots=True).action == "created"
         assert mem.files.ingest(shared / "main" / "agent.md", caller=Caller(None, "main"), within_roots=True)
         for caller, path in ((BOB, shared / "alice" / "notes.md"), (Caller(".."), tmp_path / "top.md"),
                              (Caller(None, "main"), shared / "alice" / "notes.md"), (ADMIN, shared / "bob" / "notes.md")):

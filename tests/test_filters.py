@@ -33,8 +33,8 @@ def _fill(mem) -> None:
 
 def test_the_vector_index_and_sql_apply_the_same_filters(mem):
     _fill(mem)
-    store = mem.store
-    query = np.asarray(mem.embedder.embed(["harbour boat"], kind="query")[0], dtype=np.float32)
+    store = mem._store
+    query = np.asarray(mem.upkeep.embedder.embed(["harbour boat"], kind="query")[0], dtype=np.float32)
     total = store.memories.count(Filters(include_deleted=True, include_expired=True))
     combos = itertools.product(
         (None, ["global"], ["user:alice", "global"], []),  # scopes
@@ -61,12 +61,12 @@ def test_validity_and_as_of_agree_in_sql_and_in_the_vector_index(mem):
     """Versions superseded at different times, facts true since before they were recorded: the current
     rule and every `as_of` select the same rows in SQL and in the vector index."""
     _fill(mem)
-    store = mem.store
+    store = mem._store
     for n, record in enumerate(store.memories.find(Filters(now=NOW), limit=100, offset=0, order="oldest")[::3]):
         mem.supersede(record.id, f"Note {n} revised: the harbour moved", valid_from=record.created_at + timedelta(days=1 + n % 3))
     mem.add("The lighthouse has stood since long before it was noted", valid_from=T0 - timedelta(days=30),
             created_at=T0 + timedelta(days=6))
-    query = np.asarray(mem.embedder.embed(["harbour boat"], kind="query")[0], dtype=np.float32)
+    query = np.asarray(mem.upkeep.embedder.embed(["harbour boat"], kind="query")[0], dtype=np.float32)
     total = store.memories.count(Filters(include_deleted=True, include_expired=True, include_superseded=True))
     seen = set()
     for as_of in (None, *(T0 + timedelta(days=d, hours=12) for d in range(-31, 16, 2))):

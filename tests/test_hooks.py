@@ -381,7 +381,7 @@ def earlier_session(mem, *texts, user_id="alice"):
     """Messages said in an earlier session (user and assistant in turn), embedded."""
     messages = [(user if n % 2 == 0 else assistant)(text) for n, text in enumerate(texts)]
     mem.conversations.log(messages, caller=ctx(user_id=user_id, session_id="earlier"))
-    mem.backfill()
+    mem.upkeep.backfill()
 
 
 def test_near_identical_lines_are_recalled_once(mem):
@@ -466,8 +466,8 @@ def test_the_bundled_model_knows_english_words_whole_and_not_czech_ones():
 def test_a_model_whose_vocabulary_is_unknown_is_trusted(mem):
     from clawrecall.hooks.recall import _evidence
 
-    assert mem.embedder.known_share("Kam nasazujeme projekt Kometa?") is None  # the hash provider
-    assert _evidence("Kam nasazujeme projekt Kometa?", mem.embedder, 0.7)("Moje dcera se jmenuje Eliška.")
+    assert mem.upkeep.embedder.known_share("Kam nasazujeme projekt Kometa?") is None  # the hash provider
+    assert _evidence("Kam nasazujeme projekt Kometa?", mem.upkeep.embedder, 0.7)("Moje dcera se jmenuje Eliška.")
 
 
 def test_skipped_turns_count_and_new_session_resets(alice):

@@ -163,10 +163,10 @@ def test_an_import_does_not_tell_whether_another_users_memory_id_is_stored(tmp_p
             line = json.dumps({"id": memory_id, "content": f"Bob's note about the {name} id"})
             answers[name] = mem.import_jsonl([line], user_id="bob")
         assert answers["taken"] == answers["unused"]
-        assert answers["taken"]["created"] == 1 and answers["taken"]["left_out"] == []
+        assert answers["taken"].created == 1 and answers["taken"].left_out == []
         assert mem.get(secret.id).content == "Alice's locker code is 7731" and mem.get(secret.id).user_id == "alice"
         bobs = {r.content: r.id for r in mem.list(user_id="bob", scope="user:bob")}
         assert bobs["Bob's note about the taken id"] != secret.id and bobs["Bob's note about the unused id"] == unused
         again = mem.import_jsonl([json.dumps({"id": secret.id, "content": "Alice's locker code is 7731"})],
                                  user_id="alice")
-        assert again["skipped"] == 1 and again["left_out"][0]["reason"] == "id_exists"  # her own: skipped
+        assert again.skipped == 1 and again.left_out[0]["reason"] == "id_exists"  # her own: skipped

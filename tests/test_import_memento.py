@@ -73,9 +73,9 @@ def test_memento_facts_arrive_row_by_row_and_twice_adds_nothing(db_target, tmp_p
     assert again["imported"] == 0 and again["already_there"] == 6
 
     mem = Memory.open(db_target)
-    got = {r.source_id: r for r in mem.store.memories.fetch([_mid(t, i) for t, i in
+    got = {r.source_id: r for r in mem._store.memories.fetch([_mid(t, i) for t, i in
                                                     [("facts", f[0]) for f in FACTS] + [("master_facts", "m2")]]).values()}
-    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 6
+    assert mem._store.run("SELECT count(*) FROM memories")[0][0] == 6
     old, new = got["facts:f1"], got["facts:f2"]
     assert (old.scope, old.agent_id, old.category, old.title) == ("agent:main", "main", "preference", "FTP 250W")
     assert old.created_at.isoformat().startswith("2026-01-01") and old.updated_at.isoformat().startswith("2026-01-02")
@@ -105,6 +105,6 @@ def test_an_import_killed_half_way_finishes_when_run_again(tmp_path):
     assert killed.returncode == -9
     done = _import(str(db), source)
     mem = Memory.open(db)
-    ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
+    ids = [r[0] for r in mem._store.run("SELECT id FROM memories")]
     assert len(ids) == len(set(ids)) == 6 and done["imported"] + done["already_there"] == 6
     mem.close()

@@ -56,8 +56,8 @@ def _import(db: str, system: str, source: str, *extra: str, code: int = 0) -> di
 def _stored(db: str) -> dict[str, object]:
     """The store's memories by their source_id."""
     mem = Memory.open(db)
-    ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
-    rows = {r.source_id: r for r in mem.store.memories.fetch(ids).values()}
+    ids = [r[0] for r in mem._store.run("SELECT id FROM memories")]
+    rows = {r.source_id: r for r in mem._store.memories.fetch(ids).values()}
     mem.close()
     return rows
 
@@ -70,7 +70,7 @@ def _is_vector_of(stored: np.ndarray, text: str) -> bool:
 
 def _vectors(db: str, ids: list[str]) -> dict[str, np.ndarray]:
     mem = Memory.open(db)
-    out = mem.store.vectors(ids)
+    out = mem._store.vectors(ids)
     mem.close()
     return out
 
@@ -196,7 +196,7 @@ def test_an_import_killed_half_way_resumes_and_finishes_with_nothing_twice(sourc
     done = _import(str(db), "mem0", source_pg, "--history", str(history))
     assert done["already_there"] == partial and done["imported"] == 6 - partial
     mem = Memory.open(db)
-    ids = [r[0] for r in mem.store.run("SELECT id FROM memories")]
+    ids = [r[0] for r in mem._store.run("SELECT id FROM memories")]
     assert len(ids) == len(set(ids)) == 6
     mem.close()
 

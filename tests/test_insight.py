@@ -34,7 +34,7 @@ def seeded(mem):
 
 
 def logged(mem: Memory, **kwargs):
-    mem.runtime.drain()  # the log is written off the request path: wait for the writes queued so far
+    mem.upkeep.runtime.drain()  # the log is written off the request path: wait for the writes queued so far
     return mem.insight.searches(**kwargs)
 
 
@@ -55,7 +55,7 @@ def test_reports_count_popular_and_unanswered_queries_and_recalled_memories(mem,
         mem.search(query, caller=ALICE)
     for _ in range(2):
         mem.search("xylophone zeppelin", caller=ALICE, min_score=0.99)
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     popular = mem.insight.popular(caller=ALICE)
     assert [(q.query.lower(), q.count) for q in popular] == [("oolong tea", 3), ("xylophone zeppelin", 2), ("red bicycle", 1)]
     assert [(q.query, q.count, q.mean_results) for q in mem.insight.unanswered(caller=ALICE)] == [("xylophone zeppelin", 2, 0)]
@@ -71,16 +71,16 @@ def test_reports_count_popular_and_unanswered_queries_and_recalled_memories(mem,
 
 def backdate(mem: Memory, *, days: float) -> None:
     """Every memory stored `days` ago (the test's clock: the log's own times stay now)."""
-    d = mem.store.dialect
-    with mem.store.transaction():
-        mem.store.run(f"UPDATE memories SET created_at = {d.p}", (d.ts(utcnow() - timedelta(days=days)),))
+    d = mem._store.dialect
+    with mem._store.transaction():
+        mem._store.run(f"UPDATE memories SET created_at = {d.p}", (d.ts(utcnow() - timedelta(days=days)),))
 
 
 def test_a_caller_reads_its_own_searches_and_the_administrator_all(mem, seeded):
     mem.search("oolong tea", caller=ALICE)
     mem.search("cello", caller=BOB)
     mem.search("office hours")  # the administrator's: only the administrator reads it
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     assert [r.query for r in mem.insight.searches(caller=ALICE)] == ["oolong tea"]
     assert [r.query for r in mem.insight.searches(caller=BOB)] == ["cello"]
     assert {r.query for r in mem.insight.searches()} == {"oolong tea", "cello", "office hours"}
@@ -94,7 +94,7 @@ def test_a_memorys_recalls_show_only_the_searches_the_caller_may_read(mem, seede
     office = seeded["office"]
     mem.search("when does the office close", caller=ALICE)
     mem.search("office closing time", caller=BOB)
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     as_alice = mem.insight.recalls(office, caller=ALICE)
     assert len(as_alice) == 2 and all(r.score > 0 and r.rank >= 1 for r in as_alice)
     assert {r.query for r in as_alice} == {"when does the office close", None}  # bob's question stays bob's
@@ -108,12 +108,12 @@ def test_erasing_a_person_erases_its_searches_and_the_hits_on_its_memories(mem, 
     mem.search("oolong tea", caller=ALICE)
     mem.search("what does alice drink, oolong?")  # the administrator's search found alice's memory
     mem.search("cello", caller=BOB)
-    mem.runtime.drain()
-    assert mem.erase(user_id="alice", dry_run=True)["searches"] == 1
-    counts = mem.erase(user_id="alice")
+    mem.upkeep.runtime.drain()
+    assert mem.erase(user_id="alice", dry_run=True).erased["searches"] == 1
+    counts = mem.erase(user_id="alice").erased
     assert counts["searches"] == 1
     assert {r.query for r in mem.insight.searches()} == {"what does alice drink, oolong?", "cello"}
-    hits = mem.store.run("SELECT memory_id FROM search_hits")
+    hits = mem._store.run("SELECT memory_id FROM search_hits")
     assert seeded["tea"] not in {str(r[0]) for r in hits} and hits  # bob's and the admin's other hits stay
 
 
@@ -129,10 +129,10 @@ def test_the_sweep_removes_searches_past_the_retention(mem, seeded):
     search = LoggedSearch(id="00000000-0000-4000-8000-000000000001", at=old, door="python", scope="user:alice",
                           user_id="alice", query="an old question", mode="hybrid", result_count=1, top_score=0.9,
                           took_ms=1.0)
-    mem.store.search_log.append([(search, [LoggedHit(log_id=search.id, rank=1, memory_id=seeded["tea"], score=0.9, at=old)])])
+    mem._store.search_log.append([(search, [LoggedHit(log_id=search.id, rank=1, memory_id=seeded["tea"], score=0.9, at=old)])])
     mem.search("a new question", caller=ALICE)
-    mem.runtime.drain()
-    assert mem.sweep()["searches_pruned"] == 1
+    mem.upkeep.runtime.drain()
+    assert mem.upkeep.sweep().searches_pruned == 1
     assert [r.query for r in mem.insight.searches()] == ["a new question"]
     assert mem.insight.recalls(seeded["tea"]) == []
 
@@ -154,7 +154,7 @@ def test_every_door_is_named_in_the_log(db_target, tmp_path):
                     "params": {"name": "memory_recall", "arguments": {"query": "mcp door tea"}}}
             answer = http.post("/mcp", json=call, headers={**who, "Accept": "application/json, text/event-stream"})
             assert answer.status_code == 200, answer.text
-            mem.runtime.drain()
+            mem.upkeep.runtime.drain()
             listed = http.get("/v1/insight/searches", headers=who).json()["searches"]
     result = CliRunner().invoke(cli, ["--db", db_target, "search", "cli door tea", "--user", "alice", "--json"])
     assert result.exit_code == 0, result.output
@@ -172,7 +172,7 @@ def test_the_reports_over_rest_and_the_cli(db_target):
         tea = mem.add("Alice drinks oolong tea every morning", caller=ALICE).id
         for _ in range(2):
             mem.search("oolong tea", caller=ALICE)
-        mem.runtime.drain()
+        mem.upkeep.runtime.drain()
         with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
                         base_url="http://127.0.0.1:8765") as http:
             who = {"X-Clawrecall-User": "alice"}
@@ -201,7 +201,7 @@ def test_why_an_extracted_fact_is_stored_and_recalled(mem):
     _, _, result = extract(mem, seg, [fact("In February 2026 the user moved to Brno.", valid_from="2026-02-01")])
     [fact_id] = result.created
     mem.search("where does the user live now? Brno", caller=ALICE)
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     p = mem.insight.why(fact_id[:8], caller=ALICE_S1)
     assert p.memory.id == fact_id and p.origin == "extraction" and "segment" in p.explanation
     assert p.segment is not None and p.segment.id == seg.id
@@ -225,7 +225,7 @@ def test_why_names_each_origin(mem, tmp_path):
     why_added, why_tool, why_chunk = (mem.insight.why(i, caller=ALICE) for i in (added, stored, chunk))
     assert (why_added.origin, why_added.added_by) == ("add", "user:alice")
     assert why_tool.origin == "tool" and "memory_store" in why_tool.explanation
-    assert why_chunk.origin == "file" and why_chunk.file is not None and why_chunk.file.id == ingested["file_id"]
+    assert why_chunk.origin == "file" and why_chunk.file is not None and why_chunk.file.id == ingested.file_id
     exported = tmp_path / "out.jsonl"
     with exported.open("w") as f:
         mem.export_jsonl(f, caller=ALICE)
@@ -240,7 +240,7 @@ def test_why_over_rest_and_the_cli(db_target):
     with Memory.open(db_target) as mem:
         tea = mem.add("Alice drinks oolong tea every morning", caller=ALICE).id
         mem.search("oolong tea", caller=ALICE)
-        mem.runtime.drain()
+        mem.upkeep.runtime.drain()
         with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
                         base_url="http://127.0.0.1:8765") as http:
             body = http.get(f"/v1/insight/memories/{tea}/why", headers={"X-Clawrecall-User": "alice"}).json()
@@ -268,12 +268,12 @@ def test_coverage_counts_each_kind_exactly_after_writes_the_backfill_and_another
     assert before["memory"] == (2, 2, 0, 0) and before["fact"] == (1, 1, 0, 0)
     messages = before["message"]
     assert messages[0] == 2 and messages[2] == messages[0] - messages[1]  # recorded first, embedded by the backfill
-    mem.backfill()
+    mem.upkeep.backfill()
     assert of(caller=ALICE)["message"] == (2, 2, 0, 0)
     assert of()["memory"] == (3, 3, 0, 0)  # the administrator: bob's too
-    d = mem.store.dialect
-    with mem.store.transaction():  # a vector left by another model (a re-embedding under way, a swapped provider)
-        mem.store.run(f"UPDATE memories SET embedding_model = {d.p} WHERE content = {d.p}", ("other/model", "Alice rides a red bicycle to work"))
+    d = mem._store.dialect
+    with mem._store.transaction():  # a vector left by another model (a re-embedding under way, a swapped provider)
+        mem._store.run(f"UPDATE memories SET embedding_model = {d.p} WHERE content = {d.p}", ("other/model", "Alice rides a red bicycle to work"))
     [memories] = [c for c in mem.insight.coverage(caller=ALICE) if c.kind == "memory"]
     assert (memories.total, memories.embedded, memories.other_model, memories.percent) == (2, 1, 1, 50.0)
     assert memories.models["other/model"] == 1

@@ -82,7 +82,7 @@ def test_the_cleanup_report_names_each_reason_and_deletes_only_what_is_confirmed
     }
     copies = [mem.add(t, caller=ALICE, dedup=False).id for t in (BIKE[0], BIKE[0] + ".")]
     mem.search("dentist in Brno", caller=ALICE)
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     report = mem.insight.cleanup(caller=ALICE, duplicate_threshold=0.95)
     reasons = {i.memory.id: i.reasons for i in report.items}
     assert "near_empty" in reasons[made["empty"]] and "noise" in reasons[made["noise"]]
@@ -147,7 +147,7 @@ def test_memory_why_tells_an_agent_where_a_memory_came_from_in_a_marked_block(me
 
     stored = run_tool(mem, ALICE, "memory_store", {"content": "Alice's dentist is Dr. Novak in Brno"}).details["id"]
     mem.search("dentist", caller=ALICE)
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()
     why = run_tool(mem, ALICE, "memory_why", {"id": stored[:8]})
     assert not why.is_error, why.text
     assert why.details["origin"] == "tool" and why.details["changes"] == ["add"] and why.details["recalls"] == 1

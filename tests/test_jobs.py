@@ -49,11 +49,11 @@ def test_enqueue_joins_the_callers_transaction(jobs_mem):
     """Rolled back with the caller's writes, the job is gone too; committed, both are there."""
     mem = jobs_mem
     with pytest.raises(RuntimeError):
-        with mem.store.transaction():
+        with mem._store.transaction():
             assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1") is not None
             raise RuntimeError("the segment's close failed")
     assert mem.jobs.list(caller=ADMIN) == []
-    with mem.store.transaction():
+    with mem._store.transaction():
         mem.add("The segment's own write", user_id="alice")
         job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1", payload={"segment": "seg-1"})
     assert job is not None and [j.id for j in mem.jobs.list(caller=ADMIN)] == [job.id]
@@ -131,9 +131,9 @@ def test_failures_back_off_then_the_job_is_dead_with_its_reason(db_target):
 
 def _due_now(mem: Memory, job_id: str) -> None:
     """Skip a job's wait (the test's clock, not the queue's rule)."""
-    d = mem.store.dialect
-    with mem.store.transaction():
-        mem.store.run(f"UPDATE jobs SET run_after = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), job_id))
+    d = mem._store.dialect
+    with mem._store.transaction():
+        mem._store.run(f"UPDATE jobs SET run_after = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), job_id))
 
 
 def test_retry_later_sets_the_time_exactly_and_gives_the_attempt_back(jobs_mem):
@@ -204,11 +204,11 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
     raised = []
 
     def overtaken(j, lease):
-        d = mem.store.dialect
-        with mem.store.transaction():  # as if this worker had stalled past its lease
-            mem.store.run(f"UPDATE jobs SET lease_until = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), j.id))
+        d = mem._store.dialect
+        with mem._store.transaction():  # as if this worker had stalled past its lease
+            mem._store.run(f"UPDATE jobs SET lease_until = {d.p} WHERE id = {d.p}", (d.ts(utcnow() - timedelta(seconds=1)), j.id))
         now = utcnow()
-        assert mem.store.jobs.claim("w2", now, now + timedelta(seconds=60), ["extract"]).id == j.id
+        assert mem._store.jobs.claim("w2", now, now + timedelta(seconds=60), ["extract"]).id == j.id
         try:
             with lease.commit():
                 mem.add("written by a worker that lost its lease", user_id="alice")
@@ -225,14 +225,14 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
 def test_the_heartbeat_keeps_a_long_job_its_own(db_target):
     with Memory.open(db_target, jobs={"lease_s": 1.5}) as mem:
         mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
-        taken, renewed, renew = [], queue.Queue(), mem.store.jobs.renew
-        mem.store.jobs.renew = lambda *args: (renewed.put(args), renew(*args))[1]
+        taken, renewed, renew = [], queue.Queue(), mem._store.jobs.renew
+        mem._store.jobs.renew = lambda *args: (renewed.put(args), renew(*args))[1]
 
         def long_call(j, lease):
             for _ in range(6):  # a beat every 0.5 s: 3 s, past its 1.5 s lease twice over
                 renewed.get(timeout=60)
                 now = utcnow()  # a thief right after a beat (not 1.5 s after: a loaded machine may be that slow)
-                taken.append(mem.store.jobs.claim("thief", now, now + timedelta(seconds=60), ["extract"]))
+                taken.append(mem._store.jobs.claim("thief", now, now + timedelta(seconds=60), ["extract"]))
             assert not lease.lost
             with lease.commit():
                 mem.add("a fact from a slow model", user_id="alice")
@@ -247,9 +247,9 @@ def test_a_job_whose_workers_keep_dying_is_dead(jobs_mem):
     """Claimed max_attempts times without an outcome (each worker killed), it is not run again."""
     mem = jobs_mem
     job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
-    d = mem.store.dialect
-    with mem.store.transaction():
-        mem.store.run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
+    d = mem._store.dialect
+    with mem._store.transaction():
+        mem._store.run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
                        (d.ts(utcnow() - timedelta(seconds=1)), job.id))
     mem.events.job("extract", lambda j, lease: pytest.fail("run a fourth time"))
     ran = mem.jobs.run_once("w1")
@@ -259,8 +259,8 @@ def test_a_job_whose_workers_keep_dying_is_dead(jobs_mem):
 def _two_scopes(mem: Memory):
     mine = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-a")
     theirs = mem.jobs.enqueue("extract", scope="user:bob", subject_id="seg-b")
-    with mem.store.transaction():  # bob's job failed for good
-        mem.store.run(f"UPDATE jobs SET status = 'dead' WHERE id = {mem.store.dialect.p}", (theirs.id,))
+    with mem._store.transaction():  # bob's job failed for good
+        mem._store.run(f"UPDATE jobs SET status = 'dead' WHERE id = {mem._store.dialect.p}", (theirs.id,))
     return mine, theirs
 
 
@@ -354,8 +354,8 @@ def test_close_stops_the_workers_it_started(jobs_mem):
 def test_erasing_a_person_removes_their_jobs(jobs_mem):
     mem = jobs_mem
     _two_scopes(mem)
-    assert mem.erase(user_id="alice", dry_run=True)["jobs"] == 1
-    assert mem.erase(user_id="alice")["jobs"] == 1
+    assert mem.erase(user_id="alice", dry_run=True).erased["jobs"] == 1
+    assert mem.erase(user_id="alice").erased["jobs"] == 1
     assert [j.scope for j in mem.jobs.list(caller=ADMIN)] == ["user:bob"]
 
 
@@ -373,7 +373,7 @@ def test_doctor_and_stats_report_jobs(db_target):
 
     with Memory.open(db_target) as mem:  # nothing dead, but a ready job waited 11 minutes: no worker runs
         for job in mem.jobs.list(caller=ADMIN):
-            mem.store.run(f"DELETE FROM jobs WHERE id = {mem.store.dialect.p}", (job.id,))
+            mem._store.run(f"DELETE FROM jobs WHERE id = {mem._store.dialect.p}", (job.id,))
         mem.jobs.enqueue("extract", scope="user:alice", subject_id="late", run_after=utcnow() - timedelta(minutes=11))
     report = json.loads(runner.invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
     jobs = next(c for c in report["checks"] if c["name"] == "jobs")
@@ -417,13 +417,13 @@ def test_a_store_without_the_queue_gets_it_when_opened(db_target):
     the `jobs` set on open, and records it."""
     with Memory.open(db_target) as mem:
         mem.add("Written before the queue existed", user_id="alice")
-        mem.store.run("DROP TABLE jobs")
-        mem.store.run("DELETE FROM migrations WHERE migration_set = 'jobs'")
+        mem._store.run("DROP TABLE jobs")
+        mem._store.run("DELETE FROM migrations WHERE migration_set = 'jobs'")
     store = open_store(db_target, migrate=False)
     assert [s.label for s in store.pending_migrations()] == ["jobs/initial"]
     store.close()
     with Memory.open(db_target) as mem:
-        assert mem.store.schema_version() == latest() and mem.store.pending_migrations() == []
+        assert mem._store.schema_version() == latest() and mem._store.pending_migrations() == []
         assert mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1") is not None
         assert _contents(mem) == ["Written before the queue existed"]
 

@@ -55,7 +55,7 @@ def test_a_worker_killed_mid_job_leaves_nothing_and_the_job_runs_again(db_target
 def test_two_worker_processes_run_every_job_exactly_once(db_target, tmp_path):
     n = 120
     with Memory.open(db_target) as mem:
-        with mem.store.transaction():
+        with mem._store.transaction():
             ids = {mem.jobs.enqueue("extract", scope="user:alice", subject_id=f"seg-{i}").id for i in range(n)}
     workers = [_worker(db_target, "count", tmp_path, lease_s=30) for _ in range(2)]
     try:

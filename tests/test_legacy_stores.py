@@ -37,13 +37,13 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     before.close()
 
     with Memory.open(db_target) as mem:
-        assert sorted(_recorded(mem.store)) == ALL_STEPS
-        assert mem.store.get_meta("schema_version") == REFUSED_BY_OLD_RELEASES
+        assert sorted(_recorded(mem._store)) == ALL_STEPS
+        assert mem._store.get_meta("schema_version") == REFUSED_BY_OLD_RELEASES
         assert mem.stats().schema_version == latest()
         if backend == "postgres":  # the vectors became half precision, and the HNSW index was made again over them
-            assert mem.store.run("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            assert mem._store.run("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                                   "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'")[0][0] == "halfvec"
-            index = mem.store.run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
+            index = mem._store.run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
             assert "(embedding)::halfvec(384)" in index and "halfvec_cosine_ops" in index and "m='24'" in index
 
         [kept] = mem.list()
@@ -57,7 +57,7 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
         assert mem.history(kept.id)[1].after == {"importance": 0.9}
         assert [e.key for e in mem.startup.list()] == ["rules"]
 
-        tokens = TokenStore(mem.store)
+        tokens = TokenStore(mem._store)
         token = tokens.verify(TOKENS[backend])
         assert token is not None and token.user_id == "alice" and token.scopes == ["global", "user:alice"]
         assert tokens.verify(TOKENS[backend][:-1] + "x") is None
@@ -68,7 +68,7 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
         assert mem.search("where is the van parked", user_id="alice", mode="vector")[0].memory.id == kept.id
         added = mem.add("The camper van needs new tyres before the trip.", user_id="alice")
         assert {h.memory.id for h in mem.search("camper van", user_id="alice", mode="bm25")} == {kept.id, added.id}
-        assert mem.store.integrity_problems() == []
+        assert mem._store.integrity_problems() == []
 
 
 @pytest.mark.parametrize("version", ["v1", "latest"])
@@ -119,7 +119,7 @@ def test_an_upgraded_store_opens_on_a_read_only_replica(pg_server, pg_url):
     open_store(pg_url).close()  # the primary migrates
     _admin(pg_server, f"ALTER DATABASE {urlsplit(pg_url).path.lstrip('/')} SET default_transaction_read_only = on")
     with Memory.open(pg_url, writes={"enabled": False}) as mem:
-        assert mem.store.schema_version() == latest() and mem.store.pending_migrations() == []
+        assert mem._store.schema_version() == latest() and mem._store.pending_migrations() == []
         assert [m.content for m in mem.list(include_deleted=True, order="oldest")][0].startswith("Alice's camper van")
         assert mem.search("camper van", mode="bm25", user_id="alice")[0].memory.content.startswith("Alice's")
 

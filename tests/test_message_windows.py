@@ -17,15 +17,15 @@ LONG = "Here is the full migration report.\n\n" + FILLER * 30 + TAIL
 
 
 def windows_of(mem: Memory, message_id: str) -> list[tuple]:
-    return mem.store.run(
+    return mem._store.run(
         "SELECT id, content, embedding IS NOT NULL FROM memories WHERE kind = 'window' AND source_id = "
-        f"{mem.store.dialect.p}", (message_id,))
+        f"{mem._store.dialect.p}", (message_id,))
 
 
 def found_by_window(mem: Memory, hits: list, message_id: str):
     """The message's hit, ranked first by the vector leg with a cosine its own vector does not reach."""
     [hit] = [h for h in hits if h.memory.id == message_id]
-    own = float(mem.store.vectors([message_id])[message_id] @ mem._embedding.queries([TAIL])[0])
+    own = float(mem._store.vectors([message_id])[message_id] @ mem._embedding.queries([TAIL])[0])
     assert hit.explain["legs"]["vector"]["rank"] == 1 and hit.explain["legs"]["vector"]["score"] > own + 0.1
     return hit
 
@@ -33,8 +33,8 @@ def found_by_window(mem: Memory, hits: list, message_id: str):
 def log_long(mem: Memory) -> str:
     mem.conversations.log([{"role": "user", "content": "How did the migration go?"},
                            {"role": "assistant", "content": LONG}], caller=ALICE)
-    mem.backfill()
-    assert mem.runtime.drain(30) and mem.store.memories.count_unembedded() == 0
+    mem.upkeep.backfill()
+    assert mem.upkeep.runtime.drain(30) and mem.upkeep.unembedded() == 0
     return mem.conversations.show("s1", caller=ALICE)[1].id
 
 
@@ -67,20 +67,20 @@ def test_a_removed_message_takes_its_windows_with_it(mem):
     assert windows_of(mem, message_id)
     mem.conversations.delete("s1", caller=ALICE)
     assert windows_of(mem, message_id) == []
-    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0
+    assert mem._store.run("SELECT count(*) FROM memories")[0][0] == 0
 
 
 def test_long_messages_embedded_before_windows_get_them_from_the_backfill(mem):
     """What the message-windows migration does to a store of the release before: its long messages go back
     to the backfill's queue, which embeds them again with their windows."""
     message_id = log_long(mem)
-    mem.store.run("DELETE FROM memories WHERE kind = 'window'")  # a store from before windows
-    assert windows_of(mem, message_id) == [] and mem.store.memories.count_unembedded() == 0
-    with mem.store.transaction():
-        mem.store.run(MESSAGE_WINDOWS[1])  # the migration's own statement
-    assert mem.store.memories.count_unembedded() == 1  # the long message; the short question keeps its vector
-    mem.backfill()
-    assert len(windows_of(mem, message_id)) >= 2 and mem.store.memories.count_unembedded() == 0
+    mem._store.run("DELETE FROM memories WHERE kind = 'window'")  # a store from before windows
+    assert windows_of(mem, message_id) == [] and mem.upkeep.unembedded() == 0
+    with mem._store.transaction():
+        mem._store.run(MESSAGE_WINDOWS[1])  # the migration's own statement
+    assert mem.upkeep.unembedded() == 1  # the long message; the short question keeps its vector
+    mem.upkeep.backfill()
+    assert len(windows_of(mem, message_id)) >= 2 and mem.upkeep.unembedded() == 0
     found_by_window(mem, mem.search(TAIL, caller=ALICE, sources=["message"], mode="vector", explain=True), message_id)
 
 
@@ -96,7 +96,7 @@ def test_the_last_paragraph_of_a_long_answer_is_found_by_meaning(db_target):
             ending = TAIL if n == 2 else f"In short, {topic} is on track."
             mem.conversations.log([{"role": "assistant", "content": body + ending}], caller=ALICE,
                                   session_id=f"s{n}")
-        mem.backfill()
+        mem.upkeep.backfill()
         target = mem.conversations.show("s2", caller=ALICE)[0].id
         question = "when is the billing database password rotated?"
         assert mem.search(question, caller=ALICE, sources=["message"], mode="vector", limit=1)[0].memory.id == target
@@ -112,20 +112,36 @@ def test_a_message_erased_while_its_windows_are_embedded_leaves_no_window(mem, m
 
     def erase_midway(texts):
         if not erased:
-            erased.append(mem.erase(user_id="alice"))
+            erased.append(mem.erase(user_id="alice").erased)
         return passages(texts)
 
     monkeypatch.setattr(mem._embedding, "passages", erase_midway)
     mem.conversations.log([{"role": "assistant", "content": LONG}], caller=ALICE)
-    mem.backfill()
-    assert mem.runtime.drain(30)
+    mem.upkeep.backfill()
+    assert mem.upkeep.runtime.drain(30)
     assert erased and erased[0]["messages"] == 1
-    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0
+    assert mem._store.run("SELECT count(*) FROM memories")[0][0] == 0
 
 
 def test_an_erasure_removes_windows_whose_message_is_gone(mem):
     message_id = log_long(mem)
-    mem.store.run(f"DELETE FROM memories WHERE id = {mem.store.dialect.p}", (message_id,))  # as a crash could leave
+    mem._store.run(f"DELETE FROM memories WHERE id = {mem._store.dialect.p}", (message_id,))  # as a crash could leave
     assert windows_of(mem, message_id)
     mem.erase(user_id="alice")
-    assert mem.store.run("SELECT count(*) FROM memories")[0][0] == 0
+    assert mem._store.run("SELECT count(*) FROM memories")[0][0] == 0
+
+
+def test_only_the_roles_searches_read_are_cut_into_windows(db_target):
+    """A pasted tool output as long as the report gets no windows (no search reads its role unless asked),
+    until the store is told to search that role too."""
+    with Memory.open(db_target) as mem:
+        mem.conversations.log([{"role": "user", "content": LONG}, {"role": "tool_result", "content": LONG}], caller=ALICE)
+        mem.upkeep.backfill()
+        said, tool = mem.conversations.show("s1", caller=ALICE)
+        assert tool.role == "tool_result" and windows_of(mem, tool.id) == []
+        assert len(windows_of(mem, said.id)) >= 2
+    with Memory.open(db_target, retrieval={"message_roles": ["user", "assistant", "tool_result"]}) as mem:
+        mem.conversations.log([{"role": "tool_result", "content": LONG + " (again)"}], caller=ALICE)
+        mem.upkeep.backfill()
+        again = mem.conversations.show("s1", caller=ALICE)[-1]
+        assert again.role == "tool_result" and len(windows_of(mem, again.id)) >= 2

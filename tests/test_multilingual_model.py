@@ -86,7 +86,7 @@ def test_a_small_stores_vector_leg_tells_memories_apart_though_the_models_cosine
     not from 0, where every memory here would score above 0.9 and a stray keyword or trigram match
     would decide the ranking."""
     with Memory.open(tmp_path / "m.db", **MULTILINGUAL) as mem:
-        assert 0.6 < mem.embedder.unrelated_cosine() < 0.8
+        assert 0.6 < mem.upkeep.embedder.unrelated_cosine() < 0.8
         for fact in ("The user works as a backend engineer at a logistics startup.",
                      "Production deploys happen on Tuesdays and Thursdays.",
                      "The user's cat Mila has kidney problems and eats only special food.",
@@ -109,7 +109,7 @@ def test_similarity_thresholds_mean_for_this_model_what_they_mean_for_the_defaul
     from clawrecall.tools import run_tool
 
     with Memory.open(tmp_path / "m.db", **MULTILINGUAL) as mem:
-        assert 0.98 < mem.embedder.cosine_for(0.95) < 0.99
+        assert 0.98 < mem.upkeep.embedder.cosine_for(0.95) < 0.99
         green = mem.add("Petr drinks green tea every morning.", user_id="petr")
         assert mem.add("Petr drinks black tea every morning.", user_id="petr").action == "created"
         again = mem.add("Petr drinks green tea every morning", user_id="petr")

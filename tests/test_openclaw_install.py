@@ -218,7 +218,7 @@ def test_sections_are_paragraphs_and_top_level_items_under_their_heading():
 @pytest.fixture
 def client(tmp_path):
     mem = Memory.open(tmp_path / "m.db")
-    tokens = TokenStore(mem.store)
+    tokens = TokenStore(mem._store)
     _, token = tokens.create(kind="service")
     with TestClient(create_app(mem, tokens=tokens)) as c:
         c.headers["authorization"] = f"Bearer {token}"

@@ -30,7 +30,7 @@ def test_no_sql_function_reads_past_the_scope_check(pg_url):
     """The database offers no search of its own: every read goes through the engine's one scope check."""
     with Memory.open(pg_url) as mem:
         mem.add("Alice prefers TypeScript over JavaScript", user_id="alice")
-        assert mem.store.run("SELECT to_regprocedure('search_memories(vector, text, text, integer, real)'), "
+        assert mem._store.run("SELECT to_regprocedure('search_memories(vector, text, text, integer, real)'), "
                              "to_regclass('conversation_stats')") == [(None, None)]
 
 
@@ -41,7 +41,7 @@ def test_an_in_flight_call_fails_clearly_and_the_next_one_works(pg_url):
 
         def long_query():
             try:
-                mem.store.run("SELECT pg_sleep(10)")
+                mem._store.run("SELECT pg_sleep(10)")
             except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
                 errors.append(exc)
 
@@ -67,13 +67,13 @@ def test_an_in_flight_call_fails_clearly_and_the_next_one_works(pg_url):
 def test_scope_filters_never_starve_the_vector_leg(pg_url):
     rng = np.random.default_rng(7)
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         crowd = [{"content": f"crowd memory {i}", "scope": "custom:crowd"} for i in range(3000)]
         mem.add_many(crowd, embeddings=rng.normal(size=(len(crowd), dims)), dedup=False)
         few = [{"content": f"rare memory {i}", "scope": "custom:rare"} for i in range(25)]
         mem.add_many(few, embeddings=rng.normal(size=(len(few), dims)), dedup=False)
-        candidates = mem.store.vector_candidates(
-            mem.embedder.embed_one("anything"), __import__("clawrecall.storage", fromlist=["Filters"]).Filters(scopes=["custom:rare"]), 20
+        candidates = mem._store.vector_candidates(
+            mem.upkeep.embedder.embed_one("anything"), __import__("clawrecall.storage", fromlist=["Filters"]).Filters(scopes=["custom:rare"]), 20
         )
         assert len(candidates) == 20
         hits = mem.search("anything at all", scope="custom:rare", mode="vector", limit=20, min_score=0)
@@ -108,7 +108,7 @@ def test_two_processes_write_and_search_one_database_concurrently(pg_url, tmp_pa
     assert len(ids) == 80 and len(set(ids)) == 80
     with Memory.open(pg_url) as mem:
         assert mem.count() == 80
-        assert set(mem.store.memories.fetch(ids)) == set(ids)
+        assert set(mem._store.memories.fetch(ids)) == set(ids)
         assert {h.memory.content.split()[0] for h in mem.search("wrote note", limit=40)} == {"alpha", "beta"}
 
 
@@ -131,7 +131,7 @@ def test_database_block_in_config(pg_server, pg_url, monkeypatch):
     monkeypatch.setenv("PGPASSWORD_FOR_TEST", "")
     db = {"host": socket_dir, "database": parts.path.lstrip("/"), "user": "postgres", "password": "${PGPASSWORD_FOR_TEST}"}
     with Memory.open(None, database=db) as mem:
-        assert mem.store.backend == "postgres"
+        assert mem._store.backend == "postgres"
         mem.add("configured through the database block")
         assert mem.count() == 1
 
@@ -156,32 +156,32 @@ def test_hnsw_and_pool_settings_come_from_the_postgres_block(pg_url):
     postgres = {"hnsw_m": 8, "hnsw_ef_construction": 40, "hnsw_ef_search": 77, "maintenance_work_mem": "96MB",
                 "pool_size": 3, "exact_search_rows": 0}
     with Memory.open(pg_url, postgres=postgres) as mem:
-        assert mem.store._pool.max_size == 3
-        dims = mem.embedder.ensure_dimensions()
-        with mem.store.transaction():  # SET LOCAL lasts to the end of the outer transaction
+        assert mem._store._pool.max_size == 3
+        dims = mem.upkeep.embedder.ensure_dimensions()
+        with mem._store.transaction():  # SET LOCAL lasts to the end of the outer transaction
             mem.add_many([{"content": f"note {i}"} for i in range(50)], embeddings=_unit(np.random.default_rng(1), 50, dims))
-            assert mem.store.run("SHOW maintenance_work_mem")[0][0] == "96MB"
-        assert "m='8'" in _index_def(mem.store) and "ef_construction='40'" in _index_def(mem.store)
-        query = mem.embedder.embed_one("note")
+            assert mem._store.run("SHOW maintenance_work_mem")[0][0] == "96MB"
+        assert "m='8'" in _index_def(mem._store) and "ef_construction='40'" in _index_def(mem._store)
+        query = mem.upkeep.embedder.embed_one("note")
         for k, ef in ((10, 77), (300, 300), (5000, 1000)):
-            with mem.store.transaction():
-                mem.store.vector_candidates(query, Filters(), k)
-                assert mem.store.run("SHOW hnsw.ef_search")[0][0] == str(ef)
+            with mem._store.transaction():
+                mem._store.vector_candidates(query, Filters(), k)
+                assert mem._store.run("SHOW hnsw.ef_search")[0][0] == str(ef)
     with Memory.open(pg_url, postgres={"exact_search_rows": 0}) as mem:  # defaults: m 24, ef_c 128, ef_search 100
-        mem.store.drop_vector_index()
-        mem.store.build_vector_index()
-        assert "m='24'" in _index_def(mem.store) and "ef_construction='128'" in _index_def(mem.store)
-        assert mem.store._pool.max_size == 10
-        with mem.store.transaction():
-            mem.store.vector_candidates(query, Filters(), 10)
-            assert mem.store.run("SHOW hnsw.ef_search")[0][0] == "100"
+        mem._store.drop_vector_index()
+        mem._store.build_vector_index()
+        assert "m='24'" in _index_def(mem._store) and "ef_construction='128'" in _index_def(mem._store)
+        assert mem._store._pool.max_size == 10
+        with mem._store.transaction():
+            mem._store.vector_candidates(query, Filters(), 10)
+            assert mem._store.run("SHOW hnsw.ef_search")[0][0] == "100"
 
 
 def test_binary_copy_round_trips_every_column(pg_url):
     from datetime import datetime, timezone
 
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         vectors = _unit(np.random.default_rng(2), 2, dims)
         created = datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=timezone.utc)
         full = {"content": "Zoë's café ☕ — \"quoted\", tab\there\nnew line \\ backslash", "title": "Tïtle",
@@ -191,13 +191,13 @@ def test_binary_copy_round_trips_every_column(pg_url):
                 "created_at": created, "expires_at": datetime(2999, 1, 1, tzinfo=timezone.utc)}
         bare = {"content": "plain"}
         ids = [r.id for r in mem.add_many([full, bare], embeddings=vectors, dedup=False)]
-        got = mem.store.memories.fetch(ids)
+        got = mem._store.memories.fetch(ids)
         a, b = got[ids[0]], got[ids[1]]
         for key in ("content", "title", "category", "tags", "importance", "confidence", "scope", "session_id",
                     "source_type", "source_id", "metadata", "created_at", "expires_at"):
             assert getattr(a, key) == full[key], key
         assert a.visibility.value == "private" and b.title is None and b.tags == [] and b.metadata == {}
-        stored = mem.store.vectors(ids)
+        stored = mem._store.vectors(ids)
         # stored in half precision: each component is its float16 rounding, exactly
         assert all(np.array_equal(stored[i], v.astype(np.float16).astype(np.float32)) for i, v in zip(ids, vectors))
         assert [h.memory.id for h in mem.search("café quoted", mode="bm25", min_score=0)] == [ids[0]]
@@ -206,24 +206,24 @@ def test_binary_copy_round_trips_every_column(pg_url):
 def test_deferred_vector_index_builds_once_after_a_bulk_load(pg_url):
     rng = np.random.default_rng(3)
     with Memory.open(pg_url) as mem, Memory.open(pg_url) as other:
-        dims = mem.embedder.ensure_dimensions()
-        with mem.deferred_vector_index():
+        dims = mem.upkeep.embedder.ensure_dimensions()
+        with mem.upkeep.deferred_vector_index():
             mem.add_many([{"content": f"bulk {i}"} for i in range(300)], embeddings=_unit(rng, 300, dims), dedup=False)
             other.add_many([{"content": "another process writes meanwhile"}], embeddings=_unit(rng, 1, dims))
-            assert not mem.store.has_vector_index()  # neither process built it
-            query = mem.store.vectors([other.list(limit=1)[0].id])
-            hits = other.store.vector_candidates(next(iter(query.values())), Filters(), 5)
+            assert not mem._store.has_vector_index()  # neither process built it
+            query = mem._store.vectors([other.list(limit=1)[0].id])
+            hits = other._store.vector_candidates(next(iter(query.values())), Filters(), 5)
             assert hits[0].score == pytest.approx(1.0, abs=1e-5)  # exact meanwhile
-        assert mem.store.has_vector_index() and mem.store.get_meta("vector_index_deferred") is None
+        assert mem._store.has_vector_index() and mem._store.get_meta("vector_index_deferred") is None
         analyzed = "SELECT reltuples FROM pg_class WHERE relname = 'memories'"
-        assert mem.store.run(analyzed)[0][0] == 301  # the planner knows the new rows at once
-        with mem.deferred_vector_index(rebuild=True):  # an existing index is dropped for the load
-            assert not mem.store.has_vector_index()
+        assert mem._store.run(analyzed)[0][0] == 301  # the planner knows the new rows at once
+        with mem.upkeep.deferred_vector_index(rebuild=True):  # an existing index is dropped for the load
+            assert not mem._store.has_vector_index()
             mem.add_many([{"content": "one more"}], embeddings=_unit(rng, 1, dims))
-        assert mem.store.has_vector_index()
-        with pytest.raises(RuntimeError), mem.deferred_vector_index(rebuild=True):
+        assert mem._store.has_vector_index()
+        with pytest.raises(RuntimeError), mem.upkeep.deferred_vector_index(rebuild=True):
             raise RuntimeError("the load failed half way")
-        assert mem.store.has_vector_index()  # what was loaded is indexed all the same
+        assert mem._store.has_vector_index()  # what was loaded is indexed all the same
         assert mem.count() == 302
 
 
@@ -237,18 +237,18 @@ def test_import_defer_index_and_index_build_commands(pg_url, tmp_path):
     runner = CliRunner()
     with Memory.open(pg_url) as mem:
         mem.add("already stored")
-        assert mem.store.has_vector_index()
+        assert mem._store.has_vector_index()
     result = runner.invoke(cli, ["--db", pg_url, "import", str(export), "--defer-index", "--json"])
     assert result.exit_code == 0, result.output
     with Memory.open(pg_url) as mem:
-        assert mem.count() == 41 and mem.store.has_vector_index()
-        with pytest.raises(KeyboardInterrupt), mem.deferred_vector_index(rebuild=True):
+        assert mem.count() == 41 and mem._store.has_vector_index()
+        with pytest.raises(KeyboardInterrupt), mem.upkeep.deferred_vector_index(rebuild=True):
             raise KeyboardInterrupt  # interrupted: nothing is built on the way out
-        assert not mem.store.has_vector_index()
+        assert not mem._store.has_vector_index()
     result = runner.invoke(cli, ["--db", pg_url, "index", "build", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["built"] is True
     with Memory.open(pg_url) as mem:
-        assert mem.store.has_vector_index() and mem.store.get_meta("vector_index_deferred") is None
+        assert mem._store.has_vector_index() and mem._store.get_meta("vector_index_deferred") is None
 
 
 def test_small_scopes_are_read_exactly_and_large_ones_through_hnsw(pg_url):
@@ -256,12 +256,12 @@ def test_small_scopes_are_read_exactly_and_large_ones_through_hnsw(pg_url):
     # A deliberately poor graph, so that anything read through it misses neighbours.
     poor = {"hnsw_m": 2, "hnsw_ef_construction": 4, "hnsw_ef_search": 1}
     with Memory.open(pg_url, postgres={**poor, "exact_search_rows": 1000}) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         big, small = _unit(rng, 3000, dims), _unit(rng, 400, dims)
         mem.add_many([{"content": f"big {i}", "scope": "custom:big"} for i in range(3000)], embeddings=big, dedup=False)
         ids = [r.id for r in mem.add_many([{"content": f"small {i}", "scope": "custom:small"} for i in range(400)],
                                           embeddings=small, dedup=False)]
-        mem.store.run("ANALYZE memories")
+        mem._store.run("ANALYZE memories")
         queries = _unit(rng, 10, dims)
 
         def recall(store, scope: str, vectors: np.ndarray, scope_ids: list[str] | None) -> float:
@@ -274,28 +274,28 @@ def test_small_scopes_are_read_exactly_and_large_ones_through_hnsw(pg_url):
                 found += len({h.id for h in hits} & truth)
             return found / (10 * len(queries))
 
-        assert recall(mem.store, "custom:small", small, ids) == 1.0
-        assert recall(mem.store, "custom:big", big, None) < 0.9  # through the (poor) graph
+        assert recall(mem._store, "custom:small", small, ids) == 1.0
+        assert recall(mem._store, "custom:big", big, None) < 0.9  # through the (poor) graph
     with Memory.open(pg_url, postgres={**poor, "exact_search_rows": 0}) as mem:
-        assert recall(mem.store, "custom:small", small, ids) < 0.9  # the same scope through the graph
+        assert recall(mem._store, "custom:small", small, ids) < 0.9  # the same scope through the graph
 
 
 def test_a_reembed_to_other_dimensions_by_another_process_needs_no_restart(pg_url):
     rng = np.random.default_rng(5)
     with Memory.open(pg_url) as server, Memory.open(pg_url) as admin:
-        dims = server.embedder.ensure_dimensions()
+        dims = server.upkeep.embedder.ensure_dimensions()
         server.add_many([{"content": f"fact {i}"} for i in range(20)], embeddings=_unit(rng, 20, dims), dedup=False)
-        assert len(server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)) == 5  # dims cached
+        assert len(server._store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)) == 5  # dims cached
         # another process moves every vector to a 16-d model, as `reembed` does
-        admin.store.drop_vector_index()
-        with admin.store.transaction():
-            for record, _ in admin.store.memories.iter_all(Filters()):
-                admin.store.memories.update(record, _unit(rng, 1, 16)[0])
-        admin.store.build_vector_index()
-        hits = server.store.vector_candidates(_unit(rng, 1, 16)[0], Filters(), 5)
+        admin._store.drop_vector_index()
+        with admin._store.transaction():
+            for record, _ in admin._store.memories.iter_all(Filters()):
+                admin._store.memories.update(record, _unit(rng, 1, 16)[0])
+        admin._store.build_vector_index()
+        hits = server._store.vector_candidates(_unit(rng, 1, 16)[0], Filters(), 5)
         assert len(hits) == 5
         with pytest.raises(StorageError, match="16 dimensions"):
-            server.store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)
+            server._store.vector_candidates(_unit(rng, 1, dims)[0], Filters(), 5)
 
 
 @pytest.mark.parametrize("table", [
@@ -363,25 +363,25 @@ def test_api_tokens_live_in_the_database_and_every_server_shares_them(pg_url, tm
 def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
     rng = np.random.default_rng(6)
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         for scope in ("custom:a", "custom:b"):
             items = [{"content": f"alice planned the hiking budget at the cafe number {i}", "scope": scope} for i in range(500)]
             mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
-        mem.store.run("ANALYZE memories")
+        mem._store.run("ANALYZE memories")
         issued: list[tuple[str, tuple]] = []
-        run = mem.store.run
+        run = mem._store.run
 
         def recording(sql: str, params=()):
             if "ts_rank" in sql or "word_similarity(?" in sql:
                 issued.append((sql, tuple(params)))
             return run(sql, params)
 
-        mem.store.run = recording
-        text = mem.store.text_candidates("alice hiking", Filters(scopes=["custom:a"]), 10)
-        fuzzy = mem.store.fuzzy_candidates("alice hikking", Filters(scopes=["custom:a"]), 10)
-        del mem.store.run
+        mem._store.run = recording
+        text = mem._store.text_candidates("alice hiking", Filters(scopes=["custom:a"]), 10)
+        fuzzy = mem._store.fuzzy_candidates("alice hikking", Filters(scopes=["custom:a"]), 10)
+        del mem._store.run
         assert len(text) == 10 and len(fuzzy) == 10
-        assert {r.scope for r in mem.store.memories.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
+        assert {r.scope for r in mem._store.memories.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
     # On 1,000 rows the planner rightly reads a scope through its btree; without that index (and
     # without sequential scans) the only way left to the scope must be the leg's own GIN index.
     with psycopg.connect(pg_url) as conn:
@@ -397,11 +397,11 @@ def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
 
 def test_keyword_ranking_weighs_rare_words_over_common_ones(pg_url):
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         common = [{"content": f"alice ran {i}"} for i in range(20)]
         rare = {"content": "a zebra appeared near the old wooden bridge by the river yesterday evening"}
         ids = [r.id for r in mem.add_many([*common, rare], embeddings=_unit(np.random.default_rng(8), 21, dims), dedup=False)]
-        hits = mem.store.text_candidates("alice zebra", Filters(), 5)
+        hits = mem._store.text_candidates("alice zebra", Filters(), 5)
         assert hits[0].id == ids[-1]  # plain ts_rank puts the short "alice" memories first
         assert len(hits) == 5 and all(h.score > 0 for h in hits)
 
@@ -431,11 +431,11 @@ def test_a_role_that_may_not_install_pgvector_gets_one_clear_error_at_once(pg_se
 def test_integrity_problems_name_missing_extensions_and_invalid_indexes(pg_url):
     with Memory.open(pg_url) as mem:
         mem.add("A sound store")
-        assert mem.store.integrity_problems() == []
+        assert mem._store.integrity_problems() == []
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'idx_memories_scope'::regclass")
             conn.execute("DROP EXTENSION pg_trgm CASCADE")
-        assert mem.store.integrity_problems() == [
+        assert mem._store.integrity_problems() == [
             "extension pg_trgm is missing",
             "index idx_memories_scope is invalid (REINDEX INDEX idx_memories_scope rebuilds it)",
         ]
@@ -447,7 +447,7 @@ def test_sql_with_question_marks_reaches_postgres_as_written(pg_url):
     with Memory.open(pg_url) as mem:
         asked = mem.add("Did Alice park the camper van by the mill?", metadata={"question": True})
         mem.add("Alice parked the camper van by the mill.", metadata={"answer": True})
-        store = mem.store
+        store = mem._store
         rows = store.run(
             "SELECT id FROM memories WHERE metadata ? 'question' AND metadata ?| %s AND content LIKE '%%?' "
             "AND position('?' in content) > %s",
@@ -496,15 +496,15 @@ def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_r
     with Memory.open(pg_url, insight={"search_log": False}) as mem:  # the log writes later, on a connection of its own
         mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(30)])
         mem.conversations.log([{"role": "user", "content": "tomatoes need sun"}], caller=Caller("alice"), session_id="s1")
-        mem.runtime.drain()  # the message's vector is made in the background, on connections of its own
+        mem.upkeep.runtime.drain()  # the message's vector is made in the background, on connections of its own
         borrowed = []
-        lend = mem.store._pool.connection
+        lend = mem._store._pool.connection
 
         def counting(*args, **kwargs):
             borrowed.append(threading.current_thread().name)
             return lend(*args, **kwargs)
 
-        mem.store._pool.connection = counting
+        mem._store._pool.connection = counting
         hits = mem.search("tomatoes gardening", user_id="alice", sources=["memory", "message"], exclude_session="s1")
         # the session's start, the vector query's common words, the keyword legs with their records (on a worker
         # thread, beside the embedding), the vector leg, then the reads and neighbours (one, taken after the
@@ -512,17 +512,17 @@ def test_a_search_borrows_one_pooled_connection_and_a_transaction_inside_it_is_r
         assert hits and len(borrowed) == 5
         assert sum(name != threading.current_thread().name for name in borrowed) == 1
         # a write inside a pinned block is still one transaction: a failure undoes all of it
-        with mem.store.pinned():
-            with pytest.raises(RuntimeError), mem.store.transaction():
-                mem.store.set_meta("pinned-check", "written")
+        with mem._store.pinned():
+            with pytest.raises(RuntimeError), mem._store.transaction():
+                mem._store.set_meta("pinned-check", "written")
                 raise RuntimeError("undo")
-            assert mem.store.get_meta("pinned-check") is None
+            assert mem._store.get_meta("pinned-check") is None
 
 
 def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
     with Memory.open(pg_url) as mem:
         mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(10)])
-        store, seen = mem.store, {}
+        store, seen = mem._store, {}
         vector_started, keyword_started = threading.Event(), threading.Event()
         vector, text = store.vector_candidates, store.text_candidates
 
@@ -551,7 +551,7 @@ def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
 
 def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
     with Memory.open(pg_url) as mem:
-        store, here = mem.store, threading.current_thread().name
+        store, here = mem._store, threading.current_thread().name
         with store.transaction():
             store.set_meta("beside-check", "uncommitted")
             assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")), Filters())() == \
@@ -587,11 +587,11 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
 
     rng = np.random.default_rng(6)
     with Memory.open(pg_url, postgres={"exact_search_rows": 100}) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         mem.add_many([{"content": f"fact {i}", "scope": "custom:grows"} for i in range(50)],
                      embeddings=_unit(rng, 50, dims), dedup=False)
-        mem.store.run("ANALYZE memories")
-        store, asked = mem.store, []
+        mem._store.run("ANALYZE memories")
+        store, asked = mem._store, []
         run = store.run
 
         def counting(sql, *args, **kwargs):
@@ -614,7 +614,7 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
         monkeypatch.setattr(backend, "_monotonic", lambda: clock + 61)
         assert store.reads_exactly(grows) and len(asked) == 5  # a minute later: asked again
         # a bulk load gives the planner new statistics, and the answers are asked again at once
-        with mem.deferred_vector_index():
+        with mem.upkeep.deferred_vector_index():
             mem.add_many([{"content": f"more {i}", "scope": "custom:grows"} for i in range(300)],
                          embeddings=_unit(rng, 300, dims), dedup=False)
         assert not store.reads_exactly(grows)
@@ -684,8 +684,8 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
         ids = [r.id for r in mem.add_many([{"content": f"row {i}"} for i in range(40)], embeddings=vectors, dedup=False)]
-        mem.store.staged.begin("another model")
-        mem.store.staged.stage("another model", mem.store.staged.pending(0, 1), vectors[:1])
+        mem._store.staged.begin("another model")
+        mem._store.staged.stage("another model", mem._store.staged.pending(0, 1), vectors[:1])
     with psycopg.connect(pg_url, autocommit=True) as conn:  # as an older release left it
         conn.execute("DROP INDEX idx_memories_embedding")
         conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector USING embedding::vector")
@@ -695,19 +695,19 @@ def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_in
         conn.execute("DELETE FROM migrations WHERE name IN ('half-precision-vectors', 'row-revisions', "
                      "'change-feed', 'no-change-feed', 'half-precision-staging')")
     with Memory.open(pg_url, embedding={"provider": "hash"}, postgres={"exact_search_rows": 0}) as mem:
-        types = dict(mem.store.run("SELECT attrelid::regclass::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+        types = dict(mem._store.run("SELECT attrelid::regclass::text, format_type(atttypid, atttypmod) FROM pg_attribute "
                                     "WHERE attname = 'embedding' AND attrelid IN ('memories'::regclass, 'staged_vectors'::regclass)"))
         assert types == {"memories": "halfvec", "staged_vectors": "halfvec"}
-        index = mem.store.run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
+        index = mem._store.run("SELECT pg_get_indexdef('idx_memories_embedding'::regclass)")[0][0]
         assert "(embedding)::halfvec(384)" in index and "halfvec_cosine_ops" in index
-        assert not mem.store.reads_exactly(Filters())  # through the rebuilt HNSW index
-        assert [c.id for c in mem.store.vector_candidates(vectors[3], Filters(), 5)][0] == ids[3]
-        assert mem.store.staged.count() == 1 and mem.store.staged.target() == "another model"
-        assert not mem.store.run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass "
+        assert not mem._store.reads_exactly(Filters())  # through the rebuilt HNSW index
+        assert [c.id for c in mem._store.vector_candidates(vectors[3], Filters(), 5)][0] == ids[3]
+        assert mem._store.staged.count() == 1 and mem._store.staged.target() == "another model"
+        assert not mem._store.run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass "
                                   "AND attname IN ('rev', 'wxid') AND NOT attisdropped")
-        [scope] = [r[0] for r in mem.store.run("SELECT DISTINCT scope FROM memories")]
+        [scope] = [r[0] for r in mem._store.run("SELECT DISTINCT scope FROM memories")]
         mem.delete(ids[5])
-        assert ids[5] not in _ids(mem.store.vector_candidates(vectors[5], Filters(scopes=[scope]), 5))
+        assert ids[5] not in _ids(mem._store.vector_candidates(vectors[5], Filters(scopes=[scope]), 5))
 
 
 @pytest.mark.parametrize("version, too_old", [("0.8.0", False), ("0.8.2", False), ("0.10.1", False), ("1.0", False),
@@ -754,7 +754,7 @@ def test_a_search_sees_every_write_of_another_store_at_once(pg_url):
             Memory.open(pg_url, embedding={"provider": "hash"}) as writer, \
             Memory.open(pg_url, embedding={"provider": "hash"}) as other:
         writer.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(50)], embeddings=base, dedup=False)
-        top = lambda: _ids(reader.store.vector_candidates(query, scope, 3))  # noqa: E731
+        top = lambda: _ids(reader._store.vector_candidates(query, scope, 3))  # noqa: E731
         before = top()
         assert top() == before
 
@@ -762,19 +762,19 @@ def test_a_search_sees_every_write_of_another_store_at_once(pg_url):
         assert top()[0] == near.id  # an insert
 
         away = -query
-        writer.store.run("UPDATE memories SET embedding = %s WHERE id = %s", (writer.store.dialect.to_db["vector"](away), near.id))
+        writer._store.run("UPDATE memories SET embedding = %s WHERE id = %s", (writer._store.dialect.to_db["vector"](away), near.id))
         assert near.id not in top() and top() == before  # a vector changed
 
-        writer.store.run("UPDATE memories SET embedding = %s WHERE id = %s", (writer.store.dialect.to_db["vector"](query), near.id))
+        writer._store.run("UPDATE memories SET embedding = %s WHERE id = %s", (writer._store.dialect.to_db["vector"](query), near.id))
         assert top()[0] == near.id
         writer.delete(near.id, user_id="alice")
         assert top() == before  # a soft delete
 
-        writer.store.run("DELETE FROM memories WHERE id = %s", (before[0],))
+        writer._store.run("DELETE FROM memories WHERE id = %s", (before[0],))
         assert top() == before[1:] + top()[2:3] and before[0] not in top()  # a row erased
 
         late_vector, early_vector = query * 0.9 + base[0] * 0.1, query * 0.8 + base[1] * 0.2
-        with writer.store.transaction():  # takes its revision first, commits last
+        with writer._store.transaction():  # takes its revision first, commits last
             [late] = writer.add_many([{"content": "late", "user_id": "alice"}], embeddings=(late_vector / np.linalg.norm(late_vector))[None, :], dedup=False)
             [early] = other.add_many([{"content": "early", "user_id": "alice"}], embeddings=(early_vector / np.linalg.norm(early_vector))[None, :], dedup=False)
             assert top()[0] == early.id and late.id not in top()
@@ -788,13 +788,13 @@ def test_a_search_inside_a_transaction_reads_its_own_writes(pg_url):
     with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
         mem.add_many([{"content": f"row {i}", "user_id": "alice"} for i in range(20)], embeddings=vectors, dedup=False)
         q = _unit_rows(rng, 1)[0]
-        assert len(mem.store.vector_candidates(q, scope, 50)) == 20
+        assert len(mem._store.vector_candidates(q, scope, 50)) == 20
         with pytest.raises(RuntimeError):
-            with mem.store.transaction():
+            with mem._store.transaction():
                 [new] = mem.add_many([{"content": "new", "user_id": "alice"}], embeddings=q[None, :], dedup=False)
-                assert _ids(mem.store.vector_candidates(q, scope, 1)) == [new.id]  # its own write, read in SQL
+                assert _ids(mem._store.vector_candidates(q, scope, 1)) == [new.id]  # its own write, read in SQL
                 raise RuntimeError("roll back")
-        found = mem.store.vector_candidates(q, scope, 50)
+        found = mem._store.vector_candidates(q, scope, 50)
         assert len(found) == 20 and new.id not in _ids(found)
 
 
@@ -806,7 +806,7 @@ def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_
     with Memory.open(pg_url, embedding={"provider": "hash"}) as mem:
         ids = [r.id for r in mem.add_many([{"content": f"row {i}"} for i in range(10)], embeddings=_unit_rows(rng, 10),
                                           dedup=False)]
-        store = mem.store
+        store = mem._store
         store.run("DROP INDEX idx_memories_embedding")
         with psycopg.connect(pg_url) as older:  # a transaction whose snapshot predates the swap
             older.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

@@ -142,5 +142,5 @@ def test_a_server_waits_out_a_short_postgres_outage_answers_a_long_one_clearly_a
                           headers={"x-clawrecall-user": "alice"}).json()["results"]
         assert [h["memory"]["content"] for h in hits] == [some]
     with Memory.open(url) as mem:
-        stored = mem.store.memories.fetch(list(acked))
+        stored = mem._store.memories.fetch(list(acked))
         assert {i: r.content for i, r in stored.items()} == acked

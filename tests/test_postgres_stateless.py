@@ -109,7 +109,7 @@ def test_a_server_on_a_streaming_standby_finds_what_the_primary_committed_once_r
         old = primary.add("Alice kept bees on the garden roof", user_id="alice", dedup=False)
         _replayed(primary_url, standby_url)
         with Memory.open(standby_url) as replica:
-            assert replica.store.run("SELECT pg_is_in_recovery()")[0][0]
+            assert replica._store.run("SELECT pg_is_in_recovery()")[0][0]
             found = lambda q: [h.id for h in replica.search(q, user_id="alice", limit=5)]
             for _ in range(3):
                 assert found("pangolin sanctuary in the garden") and old.id in found("bees on the garden roof")
@@ -133,13 +133,13 @@ def test_the_keyword_leg_ranks_every_match_up_to_its_bound_and_beyond_it_the_row
     rare = [{"content": f"project juniper note {i}", "user_id": "alice"} for i in range(5)]
     with Memory.open(pg_url) as mem:
         mem.add_many(every + rare, dedup=False)
-        mem.store.run("ANALYZE memories")
+        mem._store.run("ANALYZE memories")
         alice = Filters(scopes=["user:alice"])
-        found = lambda q: mem.store.text_candidates(q, alice, 500)  # noqa: E731
+        found = lambda q: mem._store.text_candidates(q, alice, 500)  # noqa: E731
         whole = found("project juniper")
         assert len(whole) == 205
         monkeypatch.setattr(postgres, "_RANKED", 50)
-        pruned = mem.store.text_candidates("project juniper", alice, 20)
+        pruned = mem._store.text_candidates("project juniper", alice, 20)
         assert [c.id for c in pruned[:5]] == [c.id for c in whole[:5]]  # the juniper rows, in the same order
         assert len(pruned) == 20  # and k rows of the others, as it has fewer than k
         assert len(found("project")) == 50  # one common word: at most the bound
@@ -171,7 +171,7 @@ def test_a_store_with_the_change_feed_of_the_last_release_upgrades_without_it(pg
         conn.execute("INSERT INTO meta (key, value) VALUES ('departures_pruned', '1')")
         conn.execute("DELETE FROM migrations WHERE name = 'no-change-feed'")
     with Memory.open(pg_url) as mem:
-        store = mem.store
+        store = mem._store
         assert not store.run("SELECT 1 FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'wxid' "
                               "AND NOT attisdropped")
         assert not store.run("SELECT tgname FROM pg_trigger WHERE tgrelid = 'memories'::regclass AND tgname <> 'memories_fts'")

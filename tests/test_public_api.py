@@ -1,8 +1,13 @@
-"""The public API is what `clawrecall.__all__` names: pinned here, so a name cannot appear or vanish by accident."""
+"""The public API is what `clawrecall.__all__` names, and what `Memory` and its namespaces answer to: pinned
+here, so a name cannot appear or vanish by accident (docs/architecture.md lists the same surface)."""
 
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
+
+import pytest
 
 from pydantic import BaseModel
 
@@ -10,15 +15,16 @@ import clawrecall
 from clawrecall import errors, models
 
 PUBLIC = [
-    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ClawrecallError", "CleanupItem",
-    "CleanupReport", "Cluster", "Config", "ConfigError", "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError",
-    "FileRecord", "ForbiddenError", "HistoryEntry", "InvalidRequestError", "Job", "JobKindStats", "JobStateError",
-    "JobStats", "LLMError", "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "LoggedHit", "LoggedSearch",
-    "Memory", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
-    "PermanentJobError", "Provenance", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation", "SecretsStatus",
-    "Segment", "ShuttingDownError", "StartupEntry", "Stats",
-    "StorageError",
+    "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ChangePage", "ClawrecallError",
+    "CleanupItem", "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted",
+    "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased",
+    "FileRecord", "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job",
+    "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError",
+    "LeaseLostError", "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryEvent", "MemoryFields",
+    "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
+    "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
+    "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation",
+    "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
 ]
 
@@ -59,3 +65,121 @@ def test_a_memory_is_built_from_exported_names_only(tmp_path):
             assert isinstance(exc, clawrecall.ClawrecallError)
         else:
             raise AssertionError("a read-only store accepted a write")
+
+
+# Every public name on `Memory` and on each of its namespaces; machinery (the store, the pipeline, the
+# write path, extraction's internals) is private, and what runs the store is `mem.upkeep`.
+SURFACE = {
+    "Memory": [
+        "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
+        "erase", "events", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
+        "open", "purge", "reembed", "search", "secrets", "startup", "stats", "supersede", "undelete", "update", "upkeep",
+        "versions",
+    ],
+    "startup": ["delete", "list", "set"],
+    "conversations": [
+        "check_topics", "close_due", "delete", "end", "export", "folder", "log", "prune", "segments", "sessions", "show",
+        "stats",
+    ],
+    "files": ["get", "ingest", "list", "remove"],
+    "jobs": [
+        "cancel", "enqueue", "get", "handlers", "list", "poll_s", "retry", "run_once", "start_workers", "stats",
+        "stop_workers",
+    ],
+    "insight": [
+        "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled", "recalls",
+        "searches", "unanswered", "why",
+    ],
+    "secrets": ["rotate", "status"],
+    "changes": ["after", "close", "closed", "config", "last", "start", "store", "subscribe"],
+    "events": ["emit", "handlers", "job", "jobs", "on"],
+    "upkeep": [
+        "backend", "backfill", "build_vector_index", "check_fingerprint", "check_llm", "configured_fingerprint",
+        "deferred_vector_index", "embedder", "extracting", "integrity_problems", "last_purge", "location",
+        "reembed_state", "runtime", "saved_backups", "scheduled_backup", "schema_version", "stored_fingerprint",
+        "sweep", "unembedded",
+    ],
+}
+NAMESPACES = [n for n in SURFACE if n != "Memory"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _public(obj: object) -> list[str]:
+    """The names a user reaches without an underscore: the class's and the instance's own."""
+    return sorted({n for n in dir(type(obj)) if not n.startswith("_")} | {n for n in vars(obj) if not n.startswith("_")})
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory):
+    with clawrecall.Memory.open(tmp_path_factory.mktemp("surface") / "memory.db") as opened:
+        yield opened
+
+
+def test_memory_and_its_namespaces_answer_to_exactly_the_pinned_names(mem):
+    assert _public(mem) == SURFACE["Memory"]
+    for name in NAMESPACES:
+        assert _public(getattr(mem, name)) == SURFACE[name], name
+
+
+def test_the_architecture_doc_lists_the_whole_surface():
+    """docs/architecture.md's "The facade" section names every public verb, as `mem.verb` or `mem.namespace.verb`."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc.split("## The facade", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`(?:mem\.)?([a-z_]+)`", section))
+    for name, names in SURFACE.items():
+        missing = set(names) - listed
+        assert not missing, f"{name}: {sorted(missing)} not in docs/architecture.md"
+    assert set(NAMESPACES) <= listed
+
+
+def test_every_verb_takes_the_caller_one_way(mem):
+    """A verb that reads or writes as someone takes `caller=` or `user_id=`/`agent_id=`, all three keyword-only
+    and optional (no caller: the local administrator), on `Memory` and on every namespace alike."""
+    checked = 0
+    for obj in [mem, *(getattr(mem, n) for n in NAMESPACES)]:
+        for name in _public(obj):
+            verb = getattr(obj, name)
+            if not inspect.ismethod(verb) or name == "erase":  # erase's user_id/agent_id name whom to erase
+                continue
+            params = inspect.signature(verb).parameters
+            if "caller" not in params:
+                continue
+            for who in ("caller", "user_id", "agent_id"):
+                assert who in params, f"{name} takes caller but not {who}"
+                assert params[who].kind is inspect.Parameter.KEYWORD_ONLY and params[who].default is None, (name, who)
+            checked += 1
+    assert checked >= 30
+
+
+def test_add_search_and_list_take_typed_fields_and_refuse_unknown_names(mem):
+    """Their keywords are TypedDicts a type checker reads; a misspelt one is the TypeError Python gives."""
+    for verb, fields in ((mem.add, clawrecall.MemoryFields), (mem.search, clawrecall.SearchFilters),
+                         (mem.list, clawrecall.ListFilters)):
+        [variadic] = [p for p in inspect.signature(verb).parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+        assert variadic.annotation == f"Unpack[{fields.__name__}]"
+    alice = clawrecall.Caller("alice")
+    with pytest.raises(TypeError, match="categry"):
+        mem.add("Alice prefers tea", caller=alice, categry="preference")
+    with pytest.raises(TypeError, match="limt"):
+        mem.search("tea", caller=alice, limt=3)
+    with pytest.raises(TypeError, match="ordr"):
+        mem.list(caller=alice, ordr="oldest")
+    assert mem.list(caller=alice) == []  # nothing was written by the refused add
+
+
+def test_every_public_verb_returns_a_model_not_a_dict():
+    """What a verb returns is a model (or a list of them, a number, a path): no plain dict to guess the keys of."""
+    from clawrecall.engine._conversations import Conversations
+    from clawrecall.engine._files import Files
+    from clawrecall.engine._insight import Insight
+    from clawrecall.engine._jobs import Jobs
+    from clawrecall.engine._secrets import SecretKeys
+    from clawrecall.engine._startup import Startup
+    from clawrecall.engine._upkeep import Upkeep
+
+    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys):
+        for name, fn in vars(cls).items():
+            if name.startswith("_") or not callable(fn):
+                continue
+            returned = str(inspect.signature(fn).return_annotation)  # as written: the module postpones annotations
+            assert "dict" not in returned, f"{cls.__name__}.{name} returns {returned}"

@@ -53,8 +53,8 @@ def fill(db: str, n: int) -> list[str]:
 
 def models(mem: Memory) -> dict[str | None, int]:
     """How many rows each model embedded (None: rows awaiting a vector)."""
-    rows = mem.store.run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
-    unembedded = mem.store.memories.count_unembedded()
+    rows = mem._store.run("SELECT embedding_model, count(*) FROM memories WHERE embedding IS NOT NULL GROUP BY embedding_model")
+    unembedded = mem.upkeep.unembedded()
     return {m: n for m, n in rows} | ({None: unembedded} if unembedded else {})
 
 
@@ -70,13 +70,13 @@ def unit(v: list[float]) -> np.ndarray:
 
 def as_stored(mem: Memory, v: np.ndarray) -> np.ndarray:
     """A vector as the store keeps it: PostgreSQL's are half precision."""
-    return v.astype(np.float16).astype(np.float32) if mem.store.dialect.name == "postgres" else v
+    return v.astype(np.float16).astype(np.float32) if mem._store.dialect.name == "postgres" else v
 
 
 def assert_stub_vectors(mem: Memory) -> None:
     """Every row holds the stub model's vector of its own text."""
-    rows = mem.store.run("SELECT id, content FROM memories")
-    vectors = mem.store.vectors([str(i) for i, _ in rows])
+    rows = mem._store.run("SELECT id, content FROM memories")
+    vectors = mem._store.vectors([str(i) for i, _ in rows])
     assert len(vectors) == len(rows)
     for memory_id, content in rows:
         assert np.allclose(vectors[str(memory_id)], as_stored(mem, unit(fake_embed(content))), atol=1e-6), content
@@ -93,12 +93,12 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
                                {"role": "assistant", "content": "The beds need mulch in spring. " * 200}],  # windows too
                               caller=alice, session_id="s1")
         mem.files.ingest(notes, caller=alice)
-        mem.backfill()
+        mem.upkeep.backfill()
         mem.delete(mem.list(limit=1)[0].id)  # deleted rows are re-embedded too: they can be undeleted
         # some rows still await their vector, as messages and chunks do right after they are written
-        mem.store.run("UPDATE memories SET embedding = NULL, embedding_model = NULL WHERE kind = 'message'")
-        total = mem.store.run("SELECT count(*) FROM memories")[0][0]
-        kinds = {k for (k,) in mem.store.run("SELECT DISTINCT kind FROM memories")}
+        mem._store.run("UPDATE memories SET embedding = NULL, embedding_model = NULL WHERE kind = 'message'")
+        total = mem._store.run("SELECT count(*) FROM memories")[0][0]
+        kinds = {k for (k,) in mem._store.run("SELECT DISTINCT kind FROM memories")}
     assert kinds == {"memory", "message", "chunk", "window"} and total > 20
 
     reported: list[tuple[int, int]] = []
@@ -107,9 +107,9 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
         assert mem.reembed(batch_size=8, progress=lambda done, all_: reported.append((done, all_))) == total
         assert models(mem) == {STUB: total}
-        assert mem.store.staged.rows() == 0 and mem.store.staged.target() is None
-        assert str(mem.stored_fingerprint()) == "openai-compatible/stub-embed (8 dims)"
-        assert mem.reembed_state().model_dump() == {"target": None, "staged": 0, "other_model": 0, "other_dimensions": 0}
+        assert mem._store.staged.rows() == 0 and mem._store.staged.target() is None
+        assert str(mem.upkeep.stored_fingerprint()) == "openai-compatible/stub-embed (8 dims)"
+        assert mem.upkeep.reembed_state().model_dump() == {"target": None, "staged": 0, "other_model": 0, "other_dimensions": 0}
     # it searches and writes no more (one clear line, not a traceback), and writes nothing of the old model
     with pytest.raises(StorageError, match="^the stored vectors have 8 dimensions, the query 384: run `clawrecall reembed`"):
         old.search("fact number 3", mode="vector")
@@ -128,7 +128,7 @@ def test_every_row_of_every_kind_moves_to_the_new_model_in_one_swap(db_target, s
 def test_a_provider_failing_half_way_changes_nothing_and_the_next_run_resumes(db_target, stub):
     ids = fill(db_target, 40)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
+        contents = {r.content for r in mem._store.memories.fetch(ids).values()}
 
     def fail_after_two_batches(done: int, total: int) -> None:
         if done >= 16:
@@ -137,12 +137,12 @@ def test_a_provider_failing_half_way_changes_nothing_and_the_next_run_resumes(db
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
         with pytest.raises(EmbeddingError, match="500"):
             mem.reembed(batch_size=8, progress=fail_after_two_batches)
-        assert mem.store.staged.rows() == 16
+        assert mem._store.staged.rows() == 16
     with Memory.open(db_target) as mem:  # the old model still serves every row
-        assert mem.stored_fingerprint().model == "hashed-word-trigrams"
+        assert mem.upkeep.stored_fingerprint().model == "hashed-word-trigrams"
         assert models(mem) == {HASH: 40}
         assert mem.search("fact number 33 about topic 231", mode="vector")[0].memory.content == "fact number 33 about topic 231"
-        state = mem.reembed_state()
+        state = mem.upkeep.reembed_state()
         assert (state.staged, str(state.target)) == (16, "openai-compatible/stub-embed (8 dims)")
 
     stub.mode = "ok"
@@ -150,14 +150,14 @@ def test_a_provider_failing_half_way_changes_nothing_and_the_next_run_resumes(db
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
         assert mem.reembed(batch_size=8) == 40
         assert texts_embedded(stub, contents) == 40 - 16  # the staged ones were not embedded again
-        assert models(mem) == {STUB: 40} and mem.store.staged.rows() == 0
+        assert models(mem) == {STUB: 40} and mem._store.staged.rows() == 0
         assert_stub_vectors(mem)
 
 
 def test_a_run_for_another_model_starts_over(db_target, stub):
     ids = fill(db_target, 24)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
+        contents = {r.content for r in mem._store.memories.fetch(ids).values()}
     def fail_after_one_batch(done: int, total: int) -> None:
         if done >= 8:
             stub.mode = "error500"
@@ -165,7 +165,7 @@ def test_a_run_for_another_model_starts_over(db_target, stub):
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub)) as mem:
         with pytest.raises(EmbeddingError):
             mem.reembed(batch_size=8, progress=fail_after_one_batch)
-        assert mem.store.staged.rows() == 8
+        assert mem._store.staged.rows() == 8
     stub.mode = "ok"
     stub.requests.clear()
     with Memory.open(db_target, check_embedding=False, embedding=remote(stub, "stub-other")) as mem:
@@ -192,8 +192,8 @@ def test_rows_written_or_changed_during_a_reembed_are_embedded_again_before_the_
     try:
         with Memory.open(db_target, check_embedding=False, embedding=same_size) as mem:
             assert mem.reembed(batch_size=8, progress=write_meanwhile) == 30
-            assert models(mem) == {new_model: 30} and mem.store.staged.rows() == 0
-            vectors = mem.store.vectors([changes["changed"], changes["added"]])
+            assert models(mem) == {new_model: 30} and mem._store.staged.rows() == 0
+            vectors = mem._store.vectors([changes["changed"], changes["added"]])
             assert np.allclose(vectors[changes["changed"]], as_stored(mem, unit(fake_embed("fact number zero was corrected", 384))), atol=1e-6)
             assert np.allclose(vectors[changes["added"]], as_stored(mem, unit(fake_embed("Zoe joined the team in March", 384))), atol=1e-6)
         # the old-model writer checked the store's model before the swap: its next write is refused, not mixed in
@@ -226,7 +226,7 @@ def test_a_run_overtaken_by_another_adopts_nothing(db_target, stub):
         other.close()
     with Memory.open(db_target, embedding=remote(stub, "stub-other")) as mem:
         assert models(mem) == {"openai-compatible/stub-other": 24}
-        assert mem.reembed_state().staged == 0
+        assert mem.upkeep.reembed_state().staged == 0
 
 
 def test_batch_size_is_checked(mem):
@@ -249,11 +249,11 @@ def test_doctor_reports_a_mixed_store_and_reembed_fixes_it(db_target):
     ids = fill(db_target, 5)
     with Memory.open(db_target) as mem:
         # what an older release's failed re-embedding left: rows of another model, some of other dimensions
-        records, vectors = mem.store.memories.fetch(ids[:2]), mem.store.vectors(ids[:2])
-        mem.store.drop_vector_index()  # as it did first (PostgreSQL's index admits only the old dimensions)
-        mem.store.memories.update(records[ids[0]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
+        records, vectors = mem._store.memories.fetch(ids[:2]), mem._store.vectors(ids[:2])
+        mem._store.drop_vector_index()  # as it did first (PostgreSQL's index admits only the old dimensions)
+        mem._store.memories.update(records[ids[0]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
                          unit([1.0] * 8))
-        mem.store.memories.update(records[ids[1]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
+        mem._store.memories.update(records[ids[1]].model_copy(update={"embedding_model": "openai/text-embedding-3-small"}),
                          vectors[ids[1]])
     report = cli_json(db_target, "doctor", code=1)
     vectors = checks(report)["vectors"]
@@ -270,7 +270,7 @@ def test_doctor_reports_a_mixed_store_and_reembed_fixes_it(db_target):
 def test_kill_9_during_reembed_leaves_the_old_model_serving_and_a_rerun_finishes(db_target, stub, tmp_path):
     ids = fill(db_target, 40)
     with Memory.open(db_target) as mem:
-        contents = {r.content for r in mem.store.memories.fetch(ids).values()}
+        contents = {r.content for r in mem._store.memories.fetch(ids).values()}
     config = remote_config(stub, tmp_path / "remote.toml")
     stub.mode, stub.slow_s = "slow", 0.3
     process = subprocess.Popen(
@@ -280,17 +280,17 @@ def test_kill_9_during_reembed_leaves_the_old_model_serving_and_a_rerun_finishes
     )
     with Memory.open(db_target) as watcher:
         deadline = time.monotonic() + 60
-        while watcher.store.staged.rows() < 10 and process.poll() is None and time.monotonic() < deadline:
+        while watcher._store.staged.rows() < 10 and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
     assert process.returncode == -signal.SIGKILL, process.stderr.read()
 
     with Memory.open(db_target) as mem:  # the old model, as configured before: opens and searches
-        staged = mem.store.staged.rows()
+        staged = mem._store.staged.rows()
         assert 10 <= staged < 40
-        assert mem.stored_fingerprint().model == "hashed-word-trigrams" and models(mem) == {HASH: 40}
-        assert mem.store.integrity_problems() == []
+        assert mem.upkeep.stored_fingerprint().model == "hashed-word-trigrams" and models(mem) == {HASH: 40}
+        assert mem._store.integrity_problems() == []
         assert mem.search("fact number 12 about topic 84", mode="vector")[0].memory.content == "fact number 12 about topic 84"
     report = cli_json(db_target, "doctor")
     vectors = checks(report)["vectors"]

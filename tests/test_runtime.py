@@ -28,10 +28,10 @@ def test_two_stores_have_their_own_capture_writers(tmp_path):
         assert agent_end(a, LOCKER, ctx())["queued"] == 1
         assert agent_end(b, LOCKER, ctx())["queued"] == 1
         # b's write does not wait behind a's blocked one
-        assert b.runtime.drain(30) and contents(b) == ["Remember that my locker code is 4711"]
-        assert not a.runtime.drain(0.1) and contents(a) == []
+        assert b.upkeep.runtime.drain(30) and contents(b) == ["Remember that my locker code is 4711"]
+        assert not a.upkeep.runtime.drain(0.1) and contents(a) == []
         gate.set()
-        assert a.runtime.drain(30) and contents(a) == ["Remember that my locker code is 4711"]
+        assert a.upkeep.runtime.drain(30) and contents(a) == ["Remember that my locker code is 4711"]
 
 
 def test_two_memories_have_their_own_session_state(tmp_path):
@@ -43,7 +43,7 @@ def test_two_memories_have_their_own_session_state(tmp_path):
         assert startup_context(a, first, ctx())["prependContext"] is not None
         assert startup_context(a, {"messages": [user("hi")]}, ctx())["reason"] == "already_injected"
         assert startup_context(b, {"messages": [user("hi")]}, ctx())["prependContext"] is not None
-        assert a.runtime.sessions("startup", dict) is not b.runtime.sessions("startup", dict)
+        assert a.upkeep.runtime.sessions("startup", dict) is not b.upkeep.runtime.sessions("startup", dict)
 
 
 def test_close_writes_the_captures_queued_before_it(tmp_path):
@@ -65,7 +65,7 @@ def test_a_closed_store_takes_no_more_background_work(tmp_path):
     mem.close()
     mem.close()  # twice is harmless
     with pytest.raises(ShuttingDownError, match="closed"):
-        mem.runtime.queue("capture")
+        mem.upkeep.runtime.queue("capture")
 
 
 def test_a_hook_during_shutdown_is_a_503_the_runtime_can_retry(tmp_path):
@@ -77,9 +77,9 @@ def test_a_hook_during_shutdown_is_a_503_the_runtime_can_retry(tmp_path):
     from clawrecall.server import create_app
 
     with Memory.open(tmp_path / "m.db") as mem:
-        app = create_app(mem, tokens=TokenStore(mem.store), allow_anonymous=True)
+        app = create_app(mem, tokens=TokenStore(mem._store), allow_anonymous=True)
         client = TestClient(app, base_url="http://127.0.0.1:8765")
-        mem.runtime.stop()
+        mem.upkeep.runtime.stop()
         headers = {"x-clawrecall-user": "alice", "x-clawrecall-agent": "main", "x-clawrecall-session": "s1"}
         for route, body in (
             ("agent_end", {"messages": [user("Remember that my locker code is 4711")]}),

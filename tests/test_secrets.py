@@ -40,9 +40,9 @@ def stored_bytes(mem: Memory, db_target: str) -> bytes:
     if not is_postgres_url(db_target):
         return b"".join(p.read_bytes() for p in Path(db_target).parent.glob(Path(db_target).name + "*")
                         if not p.name.endswith((".key", ".log")))
-    tables = [r[0] for r in mem.store.run("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    tables = [r[0] for r in mem._store.run("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
     assert {"memories", "history", "search_log", "messages", "fact_occurrences"} <= set(tables)
-    return "\n".join(str(row[0]) for t in tables for row in mem.store.run(f"SELECT t::text FROM {t} t")).encode()
+    return "\n".join(str(row[0]) for t in tables for row in mem._store.run(f"SELECT t::text FROM {t} t")).encode()
 
 
 def open_mem(db_target: str, stub=None, **overrides) -> Memory:
@@ -115,7 +115,7 @@ def test_a_secrets_text_is_in_no_byte_of_the_store_its_logs_or_a_prompt(db_targe
         others = mem.search("bank PIN", caller=BOB, secrets=True, limit=20, min_score=0)
         assert not any(m in h.memory.content for h in others for m in markers.values())
 
-        mem.insight.recorder.flush()
+        mem._recorder.flush()
         raw = stored_bytes(mem, db_target)
     prompts = "\n".join(json.dumps(r.body) for r in llm_stub.requests)
     logged = log_path.read_text(errors="replace")
@@ -151,8 +151,8 @@ def test_masked_everywhere_but_an_explicit_request_and_changes_keep_it_sealed(db
         assert not [h for h in mem.search("ferritin", caller=BOB, secrets=True, min_score=0) if h.id == secret.id]
         # the search log keeps that a secret search was made, not its words (they may spell the secret)
         mem.search("qxblood7zz", caller=DRJONES, secrets=True)
-        mem.insight.recorder.flush()
-        queries = [r[0] for r in mem.store.run("SELECT query FROM search_log")]
+        mem._recorder.flush()
+        queries = [r[0] for r in mem._store.run("SELECT query FROM search_log")]
         assert "ferritin blood" in queries and MASK in queries and "qxblood7zz" not in queries
         # the dashboard's page of it shows the mask
         client = TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
@@ -178,17 +178,17 @@ def test_masked_everywhere_but_an_explicit_request_and_changes_keep_it_sealed(db
         # a private memory made secret leaves the indexes, its vector and its history's text behind
         private = mem.add("Salary is qxsalary5zz a month", caller=DRJONES, visibility="private").memory
         assert mem.search("qxsalary5zz", caller=DRJONES, mode="bm25")
-        assert mem.store.vectors([private.id])
+        assert mem._store.vectors([private.id])
         mem.update(private.id, visibility="secret", caller=DRJONES)
         assert not mem.search("qxsalary5zz", caller=DRJONES, mode="bm25", min_score=0)
         assert not mem.search("qxsalary5zz", caller=DRJONES, mode="trigram", min_score=0)
-        assert not mem.store.vectors([private.id])
+        assert not mem._store.vectors([private.id])
         assert "qxsalary5zz" not in json.dumps([h.model_dump(mode="json") for h in mem.history(private.id, caller=DRJONES)])
         assert "qxsalary5zz" in mem.get(private.id, caller=DRJONES).content
         # its user makes it readable again: indexed and embedded once more
         mem.update(private.id, visibility="private", user_id="alice")
         assert mem.search("qxsalary5zz", caller=DRJONES, mode="bm25")[0].id == private.id
-        assert mem.store.vectors([private.id])
+        assert mem._store.vectors([private.id])
 
         raw = stored_bytes(mem, db_target)
     for marker in ("qxblood7zz", "qxblood8zz", "qxblood9zz", "qxtitle7zz"):
@@ -200,7 +200,7 @@ def test_a_key_rotation_cut_short_leaves_every_secret_readable_and_running_it_ag
     with open_mem(db_target) as mem:
         ids = [r.id for r in mem.add_many([{"content": f"PIN {n} is qxpin{n}zz", "visibility": "secret"} for n in range(5)],
                                           caller=DRJONES)]
-        key_file = mem.secrets.key_file()
+        key_file = mem._secrets.key_file()
         old = parse_keys(key_file.read_text(), "old")
         assert len(old) == 1 and key_file.stat().st_mode & 0o777 == 0o600
 
@@ -227,7 +227,7 @@ def test_a_key_rotation_cut_short_leaves_every_secret_readable_and_running_it_ag
         status = json.loads(runner.invoke(cli, ["--db", db_target, "secrets", "status", "--json"]).output)
         assert status["keys"] == 1 and status["sealed"] == 6 and status["key"] == status["store_key"]
         assert "qxpin5zz" in mem.get(later, caller=DRJONES).content
-        tokens = [t for _, t in mem.store.memories.sealed_tokens(None, 100)]
+        tokens = [t for _, t in mem._store.memories.sealed_tokens(None, 100)]
         assert len(tokens) == 6
         with pytest.raises(SecretKeyError):  # the old key opens none of them now
             Keyring(tuple(old), "old").open(tokens[0])
@@ -261,7 +261,7 @@ def test_a_lost_key_file_is_a_clear_error_not_a_new_key(tmp_path):
     db = tmp_path / "m.db"
     with Memory.open(db) as mem:
         secret = mem.add("Door code qxdoor1zz", caller=DRJONES, visibility="secret").id
-        key_file = mem.secrets.key_file()
+        key_file = mem._secrets.key_file()
     assert key_file == tmp_path / "m.db.key"
     key_file.rename(tmp_path / "elsewhere.key")
     with Memory.open(db) as mem:
@@ -295,7 +295,7 @@ def test_secrets_stored_before_encryption_are_sealed_when_the_store_is_migrated(
         assert "qxtax1zz" in mem.get(plain.id, caller=DRJONES).content
         assert plain.id not in {h.id for h in mem.search("tax number", caller=DRJONES, mode="bm25", min_score=0)}
         assert plain.id not in {h.id for h in mem.search("tax numbr", caller=DRJONES, mode="trigram", min_score=0)}
-        assert not mem.store.vectors([plain.id])
+        assert not mem._store.vectors([plain.id])
         assert [h.action for h in mem.history(plain.id, caller=DRJONES)] == ["add", "update"]
         assert mem.search("tax office Brno", caller=DRJONES, mode="bm25")[0].id == kept
     # read once the store is closed: SQLite's WAL frames written before the sealing are checkpointed away by then
@@ -310,4 +310,4 @@ class SimpleMem:
     """What `stored_bytes` reads of a store opened without the engine."""
 
     def __init__(self, store) -> None:
-        self.store = store
+        self._store = store

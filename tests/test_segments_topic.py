@@ -69,9 +69,9 @@ def chat(texts: list[str]) -> list[dict]:
 def segments_after_backfill(mem, messages: list[dict]) -> list[tuple[int, str | None]]:
     """Log the transcript, embed it; each segment's first message (its position) and why it closed."""
     mem.conversations.log(messages, caller=CALLER, session_id="s1")
-    mem.runtime.drain()  # the write's own background backfill, then ours for anything left
-    mem.backfill()
-    mem.runtime.drain()
+    mem.upkeep.runtime.drain()  # the write's own background backfill, then ours for anything left
+    mem.upkeep.backfill()
+    mem.upkeep.runtime.drain()
     stored = mem.conversations.show("s1", caller=CALLER)
     first = {}
     for position, message in enumerate(stored):

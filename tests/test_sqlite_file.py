@@ -20,12 +20,12 @@ def test_writes_are_checkpointed_in_the_background_and_the_thread_stops_on_close
     before = len(_checkpoint_threads())
     mem = Memory.open(path)
     assert path.stat().st_size < 50 * 1536
-    assert mem.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WRITER_AUTOCHECKPOINT
+    assert mem._store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WRITER_AUTOCHECKPOINT
     mem.add_many([{"content": f"Checkpointed note {i}"} for i in range(50)], dedup=False)
     deadline = time.monotonic() + 10
-    while mem.store._checkpointer.runs == 0 and time.monotonic() < deadline:
+    while mem._store._checkpointer.runs == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert mem.store._checkpointer.runs >= 1
+    assert mem._store._checkpointer.runs >= 1
     # the pages reached the database file itself (before, all of them were in the WAL)
     assert path.stat().st_size > 50 * 1536
     mem.close()
@@ -53,21 +53,21 @@ def test_the_checkpoint_thread_follows_the_file_not_the_working_directory(tmp_pa
     monkeypatch.chdir(tmp_path / "elsewhere")  # before the first write starts the thread
     mem.add("Written after the working directory changed")
     deadline = time.monotonic() + 10
-    while mem.store._checkpointer.runs == 0 and time.monotonic() < deadline:
+    while mem._store._checkpointer.runs == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     mem.close()
-    assert mem.store._checkpointer.runs >= 1
+    assert mem._store._checkpointer.runs >= 1
     assert not (tmp_path / "elsewhere" / "relative.db").exists()
 
 
 def test_a_write_the_file_refuses_is_one_clear_error_and_the_store_stays_usable(tmp_path):
     with Memory.open(tmp_path / "m.db") as mem:
         kept = mem.add("A memory written before the file became read-only")
-        mem.store._conn.execute("PRAGMA query_only = ON")  # SQLite refuses writes as for a read-only file
+        mem._store._conn.execute("PRAGMA query_only = ON")  # SQLite refuses writes as for a read-only file
         with pytest.raises(StorageError, match=r"^cannot write to SQLite database .*m\.db: attempt to write a readonly database \(is the file, or its folder, read-only\?\)$"):
             mem.add("refused")
         assert [r.id for r in mem.list()] == [kept.id]
-        mem.store._conn.execute("PRAGMA query_only = OFF")
+        mem._store._conn.execute("PRAGMA query_only = OFF")
         assert mem.add("accepted again").action == "created"
 
 
@@ -102,12 +102,12 @@ def test_a_damaged_file_is_one_clear_error(damaged_db):
 def test_integrity_problems_name_what_quick_check_and_the_full_text_checks_find(tmp_path, damaged_db):
     with Memory.open(tmp_path / "sound.db") as mem:
         mem.add("A sound store")
-        assert mem.store.integrity_problems() == []
+        assert mem._store.integrity_problems() == []
         # a full-text row with no memory behind it: every page is sound, the index is not
-        mem.store.run("INSERT INTO memories_trgm (rowid, content) VALUES (99999, 'a ghost row')")
-        assert mem.store.integrity_problems() == ["full-text index memories_trgm: database disk image is malformed"]
+        mem._store.run("INSERT INTO memories_trgm (rowid, content) VALUES (99999, 'a ghost row')")
+        assert mem._store.integrity_problems() == ["full-text index memories_trgm: database disk image is malformed"]
     with Memory.open(damaged_db) as mem:
-        problems = mem.store.integrity_problems()
+        problems = mem._store.integrity_problems()
         assert problems[0] == "quick_check: database disk image is malformed"
 
 
@@ -129,23 +129,23 @@ def test_a_large_scope_runs_its_keyword_legs_on_a_reader_beside_the_vector_leg(t
         mem.add_many([{"content": f"Bob's note {i} about the harbour", "user_id": "bob"} for i in range(10)], dedup=False)
         inline = _hits(mem, "harbour ferry", "alice")
         threads = []
-        text_candidates = mem.store.text_candidates
-        monkeypatch.setattr(mem.store, "text_candidates", lambda *a: threads.append(threading.current_thread().name) or text_candidates(*a))
+        text_candidates = mem._store.text_candidates
+        monkeypatch.setattr(mem._store, "text_candidates", lambda *a: threads.append(threading.current_thread().name) or text_candidates(*a))
         assert _hits(mem, "harbour ferry", "alice") == inline and threads == ["MainThread"]  # 60 rows: inline
         monkeypatch.setattr(backend, "_BESIDE_ROWS", 50)
         assert _hits(mem, "harbour ferry", "alice") == inline
         assert threads[-1].startswith("clawrecall-sqlite")
         assert _hits(mem, "harbour", "bob")[0][0] in {m.id for m in mem.list(caller=Caller("bob", "main"))}
         assert threads[-1] == "MainThread"  # bob's 10 rows: inline
-        with mem.store.transaction():
+        with mem._store.transaction():
             mine = mem.add("Alice's uncommitted harbour ferry pass", caller=alice, dedup=False)
             assert mine.id in {h[0] for h in _hits(mem, "uncommitted ferry pass", "alice")}
             assert threads[-1] == "MainThread"
         with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the reader never writes
-            mem.store._reader_call(lambda: mem.store.run("DELETE FROM memories"))
+            mem._store._reader_call(lambda: mem._store.run("DELETE FROM memories"))
         assert mem.count(caller=alice) == 61
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):  # a closed store fails as it does for any call
-        mem.store.beside(lambda: mem.store.memories.count(Filters()), Filters(scopes=["user:alice"]))()
+        mem._store.beside(lambda: mem._store.memories.count(Filters()), Filters(scopes=["user:alice"]))()
     assert not [t for t in threading.enumerate() if t.name.startswith("clawrecall-sqlite")]  # stopped on close
 
 
@@ -161,7 +161,7 @@ def test_the_reader_opens_the_stores_own_file_after_a_change_of_directory(tmp_pa
         mem.search("night train", limit=3)  # loads the vector index: the next search runs beside
         monkeypatch.chdir(tmp_path / "b")
         assert len(mem.search("night train Vienna", limit=3)) == 3
-        assert mem.store._reader is not None
+        assert mem._store._reader is not None
     assert not (tmp_path / "b" / "rel.db").exists()
 
 
@@ -173,17 +173,17 @@ def test_the_keyword_leg_leaves_out_the_scope_clause_when_the_scopes_hold_most_r
         mem.add_many([{"content": f"Dan's garden note {i}: basil only", "user_id": "dan"} for i in range(5)], dedup=False)
         mem.add("Global: the garden tap is off in winter")
         matches = []
-        fts = mem.store._fts
+        fts = mem._store._fts
         def bm25_fts(table, match, *a, every_match=None):
             if table == "memories_fts":
                 matches.append(match)
                 assert "scope_key" in every_match  # the fallback over every match still narrows
             return fts(table, match, *a, every_match=every_match)
 
-        monkeypatch.setattr(mem.store, "_fts", bm25_fts)
+        monkeypatch.setattr(mem._store, "_fts", bm25_fts)
         free = {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")}
         assert len(matches) == 2 and "scope_key" not in matches[0] and "scope_key" in matches[1]  # carol's: 41 of 46 rows
-        monkeypatch.setattr(mem.store, "_indexed_rows", lambda scopes: 0)  # sizes unknown: the clause always
+        monkeypatch.setattr(mem._store, "_indexed_rows", lambda scopes: 0)  # sizes unknown: the clause always
         matches.clear()
         assert {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")} == free
         assert len(matches) == 2 and all("scope_key" in m for m in matches)
@@ -196,13 +196,13 @@ def test_sqlite_exact_search_rows_reaches_the_vector_index(tmp_path):
                              dedup=False)
         assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
         assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
-        index = mem.store._index
+        index = mem._store._index
         index.clustering.join()  # the second search started clustering the scope (1,200 rows)
         assert index.exact_rows == 100 and index._parts["global"].lists is not None
         assert mem.search("invoice 147 paid", mode="vector", limit=1)[0].memory.id == added[21].id
     with Memory.open(tmp_path / "m.db") as mem:
         mem.search("invoice 147 paid", mode="vector", limit=1)
-        assert mem.store._index.clustering is None  # under the default line: read whole
+        assert mem._store._index.clustering is None  # under the default line: read whole
 
 
 def test_filters_checked_in_sql_find_as_much_in_a_clustered_scope_as_in_an_exact_one(tmp_path):
@@ -215,8 +215,8 @@ def test_filters_checked_in_sql_find_as_much_in_a_clustered_scope_as_in_an_exact
               "session_id": "s1" if i % 40 == 0 else None, "tags": ["audit"] if i % 50 == 0 else []} for i in range(1_200)]
 
     def leg(mem):
-        query = mem.pipeline.embed_queries(["violin glacier note"])[0]
-        found = [mem.store.vector_candidates(query, Filters(scopes=["global"], **f), k)  # most of the 30 / 24 rows
+        query = mem._pipeline.embed_queries(["violin glacier note"])[0]
+        found = [mem._store.vector_candidates(query, Filters(scopes=["global"], **f), k)  # most of the 30 / 24 rows
                  for f, k in (({"session_id": "s1"}, 25), ({"tags": ["audit"]}, 20))]
         return [({c.id for c in hits}, [round(c.score, 6) for c in hits]) for hits in found]  # rows of equal score may swap
 
@@ -224,8 +224,8 @@ def test_filters_checked_in_sql_find_as_much_in_a_clustered_scope_as_in_an_exact
         mem.add_many(items, dedup=False)
         mem.search("note", mode="vector")
         mem.search("note", mode="vector")
-        mem.store._index.clustering.join()
-        assert mem.store._index._parts["global"].lists is not None
+        mem._store._index.clustering.join()
+        assert mem._store._index._parts["global"].lists is not None
         got = leg(mem)
     with Memory.open(path) as exact:
         want = leg(exact)

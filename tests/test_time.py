@@ -131,7 +131,7 @@ def test_export_and_import_keep_the_chain(mem, tmp_path):
     assert mem.export_jsonl(out, user_id="alice") == 2
     target = Memory.open(tmp_path / "copy.db")
     try:
-        assert target.import_jsonl(out.getvalue().splitlines(), user_id="alice")["created"] == 2
+        assert target.import_jsonl(out.getvalue().splitlines(), user_id="alice").created == 2
         assert [m.id for m in target.list(user_id="alice")] == [new]
         assert [m.id for m in target.versions(old, user_id="alice")] == [old, new]
         assert [m.id for m in target.list(user_id="alice", as_of=T0 + timedelta(days=1))] == [old]

@@ -110,8 +110,8 @@ def test_messages_with_their_own_ids_sent_out_of_order_are_both_kept(db_target):
     with _open(db_target) as mem:
         later = {"id": "msg-2", "role": "user", "content": "yes", "timestamp": T0 + 120_000}
         earlier = {"id": "msg-1", "role": "user", "content": "yes", "timestamp": T0}
-        assert mem.conversations.log([later], caller=alice)["stored"] == 1
-        assert mem.conversations.log([earlier], caller=alice)["stored"] == 1
+        assert mem.conversations.log([later], caller=alice).stored == 1
+        assert mem.conversations.log([earlier], caller=alice).stored == 1
         assert [m.content for m in mem.conversations.show("chat", caller=alice)] == ["yes", "yes"]
 
 

@@ -173,17 +173,17 @@ def test_a_writer_puts_its_own_rows_in_its_index_at_commit_and_still_sees_other_
         a.add("The sailing club meets on Tuesdays")
         a.search("sailing", mode="vector")  # loads a's index
         mine = a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Canoe paddles hang by the door"}])
-        index = a.store._index
+        index = a._store._index
         assert all(index.vector(r.id) is not None for r in mine)  # taken at commit, not re-read later
         theirs = b.add("The harbour master is called Ines")
         after = a.add("Life jackets are checked every spring", dedup=False)  # (dedup would catch up first)
-        assert a.store._index.vector(after.id) is None  # b wrote in between: a re-reads the log instead
+        assert a._store._index.vector(after.id) is None  # b wrote in between: a re-reads the log instead
         assert a.search("who is the harbour master?", mode="vector")[0].memory.id == theirs.id
         assert a.search("life jackets", mode="vector")[0].memory.id == after.id
-        with pytest.raises(RuntimeError), a.store.transaction():
+        with pytest.raises(RuntimeError), a._store.transaction():
             gone = a.add("Rolled back: the boathouse key is under the mat")
             raise RuntimeError
-        assert a.store._index.vector(gone.id) is None
+        assert a._store._index.vector(gone.id) is None
         assert all(h.memory.id != gone.id for h in a.search("boathouse key", mode="vector"))
     finally:
         a.close()
@@ -227,16 +227,16 @@ def test_a_failed_commit_or_a_rollback_leaves_the_index_true_to_the_database(tmp
     try:
         a.add("The sailing club meets on Tuesdays")
         a.search("sailing", mode="vector")
-        real = a.store._conn
-        a.store._conn = _CommitFails(real)
+        real = a._store._conn
+        a._store._conn = _CommitFails(real)
         with pytest.raises(Exception, match="disk is full"):
             a.add_many([{"content": "Kayaks are stored in shed two"}, {"content": "Oars hang by the door"}])
-        a.store._conn = real
+        a._store._conn = real
         assert a.count() == 1
         a.add("Sails are patched in the loft")
-        assert len(a.store._index) == a.count() == 2  # the failed batch never reached the index
+        assert len(a._store._index) == a.count() == 2  # the failed batch never reached the index
         # A search inside a transaction reads its uncommitted rows; the rollback must drop them too.
-        with pytest.raises(RuntimeError), a.store.transaction():
+        with pytest.raises(RuntimeError), a._store.transaction():
             ghost = a.add("The ghost rowboat is moored at pier nine")
             a.add("Pier nine has a blue crane")  # its dedup check reads the index, ghost included
             raise RuntimeError
@@ -244,7 +244,7 @@ def test_a_failed_commit_or_a_rollback_leaves_the_index_true_to_the_database(tmp
         mine = a.add("Life jackets are checked every spring")
         hits = {h.memory.id for h in a.search("harbour master, life jackets, rowboat, kayaks", mode="vector", limit=10)}
         assert {theirs.id, mine.id} <= hits
-        assert all(a.store._index.vector(x) is None for x in (ghost.id,))
+        assert all(a._store._index.vector(x) is None for x in (ghost.id,))
         assert a.count() == 4
     finally:
         a.close()

@@ -72,9 +72,9 @@ class TokenStore:
 
     @classmethod
     def for_memory(cls, mem: Memory) -> "TokenStore":
-        tokens = cls(mem.store)
+        tokens = cls(mem._store)
         legacy = data_dir() / "tokens.db"
-        if mem.store.backend != "sqlite" and mem.config.writes.enabled and legacy.exists():  # not on a replica
+        if mem._store.backend != "sqlite" and mem.config.writes.enabled and legacy.exists():  # not on a replica
             tokens._adopt(legacy)
         return tokens
 

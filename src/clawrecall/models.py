@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal, cast
+from typing import Any, Literal, Mapping, Sequence, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -75,6 +75,16 @@ class PurgeRun(BaseModel):
 
     at: datetime
     purged: int
+
+
+class Sweep(BaseModel):
+    """What one pass of the server's upkeep (`mem.upkeep.sweep()`) did."""
+
+    segments_closed: int
+    messages_pruned: int
+    memories_purged: int
+    searches_pruned: int
+    awaiting_vectors: int
 
 
 #: what a stored row is: a memory, a conversation message, or a chunk of an ingested file (`KINDS`, what reads
@@ -328,6 +338,153 @@ class NewMemory(BaseModel):
     valid_to: datetime | None = None
     superseded_by: str | None = None
     supersedes: str | None = None
+
+
+class Logged(BaseModel):
+    """What `mem.conversations.log` kept of a transcript."""
+
+    stored: int = Field(description="Messages stored now.")
+    skipped: int = Field(description="Messages stored before (by provider id, time or position and content).")
+    unstorable: int = 0  # left out by `skip_bad`
+    ids: list[str]
+    segment_id: str | None
+
+
+class Conversation(BaseModel):
+    """One conversation the caller may read (`mem.conversations.sessions`)."""
+
+    scope: str
+    session_id: str
+    user_id: str | None
+    agent_id: str | None
+    channel: str | None
+    messages: int
+    first_at: datetime
+    last_at: datetime
+
+
+class StatsGroup(BaseModel):
+    """Messages and tokens of one user, agent or session (`mem.conversations.stats`)."""
+
+    key: str | None = Field(description="The user, agent or session the group counts.")
+    messages: int
+    by_role: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+
+
+class ConversationDeleted(BaseModel):
+    """What `mem.conversations.delete` erased (with `dry_run`: would erase) of one conversation."""
+
+    scope: str = Field(description="The conversation's scope: the one asked for, else the caller's own.")
+    deleted: dict[str, int] = Field(description="Rows erased (with dry_run: that would be) per kind: messages, "
+                                    "segments (each with its JSONL file), occurrences, jobs.")
+
+
+class Pruned(BaseModel):
+    """What `mem.conversations.prune` erased of the record past its retention."""
+
+    messages: int
+    segments: int
+    files: int
+
+
+class Erased(BaseModel):
+    """What `mem.erase` erased of a person (with `dry_run`: would erase)."""
+
+    erased: dict[str, int] = Field(description="Rows per kind: memories, history, history_actor, messages, segments, files, startup.")
+    dry_run: bool
+
+
+class Imported(BaseModel):
+    """What `mem.import_jsonl` did: lines read, memories created (in a dry run: would be), and each line left out
+    and why (`{"line", "reason": "id_exists", "id"}` or `{"line", "reason": "duplicate", "existing_id",
+    "existing_line", "similarity"}`)."""
+
+    read: int
+    created: int
+    duplicates: int
+    skipped: int
+    dry_run: bool
+    left_out: list[dict[str, Any]]
+
+
+class Journal(BaseModel):
+    """What `mem.export_journal` wrote: Markdown files, and the memories in them."""
+
+    files: int
+    memories: int
+
+
+class Ingested(BaseModel):
+    """What `mem.files.ingest` did with a file."""
+
+    action: Literal["created", "replaced", "unchanged"]
+    file_id: str
+    path: str
+    file_type: Literal["markdown", "text", "code", "pdf"]
+    chunks: int
+    size_bytes: int
+    scope: str
+
+
+class MemoryFields(TypedDict, total=False):
+    """What `mem.add(content, **fields)` takes besides the content and the caller; a type checker checks the names."""
+
+    session_id: str | None
+    scope: str | None
+    category: str | None
+    title: str | None
+    tags: Sequence[str] | None
+    importance: float | None
+    confidence: float | None
+    visibility: str | None
+    source_type: str | None
+    source_id: str | None
+    metadata: Mapping[str, Any] | None
+    created_at: datetime | None
+    expires_at: datetime | None
+    valid_from: datetime | None
+    dedup: bool | None
+    embed_later: bool | None
+
+
+class MemoryFilters(TypedDict, total=False):
+    """The filters `search` and `list` share."""
+
+    scope: str | list[str] | None
+    category: str | list[str] | None
+    tags: Sequence[str] | None
+    session_id: str | None
+    since: datetime | None
+    until: datetime | None
+    include_deleted: bool
+    as_of: datetime | None
+    secrets: bool
+
+
+class SearchFilters(MemoryFilters, total=False):
+    """What `mem.search(query, **filters)` takes besides the query, the caller and `limit`."""
+
+    mode: str  # hybrid (default), vector, bm25 or trigram
+    explain: bool
+    diverse: bool
+    min_score: float | None
+    threshold: float | None
+    sources: Sequence[str] | None
+    exclude_session: str | None
+    message_roles: Sequence[str] | None
+
+
+class ListFilters(MemoryFilters, total=False):
+    """What `mem.list(**filters)` takes besides the caller, `limit` and `offset`."""
+
+    only_deleted: bool
+    include_expired: bool
+    source_type: str | None
+    source_id: str | Sequence[str] | None
+    order: str  # newest (default), oldest or updated
+    include_superseded: bool
 
 
 class StartupEntry(BaseModel):

@@ -1,6 +1,6 @@
 """What an open store keeps in process besides its database: background work and per-session state.
 
-A `Runtime` belongs to one `Memory` (`mem.runtime`), so two stores in one process share neither
+A `Runtime` belongs to one `Memory` (`mem.upkeep.runtime`), so two stores in one process share neither
 their queues nor their sessions, and `Memory.close()` drains the work queued on it before the
 store goes: a capture queued just before close is written, not lost. Work runs on named queues
 (`capture` writes after the hook has answered; `recall` searches the hook may stop waiting for);

@@ -308,7 +308,7 @@ def init(state: State, as_json: bool) -> None:
     mem = state.open(embeds=False, creates=True)
     data: dict[str, Any] = {
         "data_dir": str(home), "config": str(config_path), "config_created": created,
-        "db": mem.store.location, "schema_version": mem.store.schema_version(), "memories": mem.count(),
+        "db": mem.upkeep.location, "schema_version": mem.upkeep.schema_version(), "memories": mem.count(),
     }
     out.respond(as_json, data, out.key_values([
         ("Data directory", home),
@@ -541,8 +541,8 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
         if output is not None:
             raise click.UsageError("--journal writes a folder of Markdown; --output is for JSONL")
         written = mem.export_journal(journal, **engine_args(filters))
-        out.respond(as_json, {**written, "journal": journal},
-                    f"Wrote {out.plural(written['files'], 'journal file')} ({out.memories(written['memories'])}) "
+        out.respond(as_json, {**written.model_dump(), "journal": journal},
+                    f"Wrote {out.plural(written.files, 'journal file')} ({out.memories(written.memories)}) "
                     f"to {journal}.")
         return
     if output is None:
@@ -601,7 +601,7 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
         except UnicodeDecodeError as exc:
             raise click.FileError(source, f"not UTF-8 text ({exc.reason})") from None
     mem = state.open(embeds=True, creates=not dry_run)
-    deferred = mem.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
+    deferred = mem.upkeep.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
     name = "stdin" if source == "-" else source
     written = [0, 0]  # lines committed, lines to import: what an interruption leaves behind
 
@@ -619,7 +619,8 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
         if not isinstance(deferred, nullcontext):
             text += "; the vector index is not built until `clawrecall index build` or the import's end"
         raise click.Abort(text) from None
-    out.respond(as_json, {**result, "source": name}, import_text(result, name))
+    summary = result.model_dump()
+    out.respond(as_json, {**summary, "source": name}, import_text(summary, name))
 
 
 @click.command()
@@ -633,11 +634,11 @@ def reembed(state: State, batch_size: int, as_json: bool) -> None:
     Searches keep the old vectors until the new ones are all made; an interrupted run (a crash,
     a provider that failed) resumes where it stopped when run again."""
     mem = state.open(embeds=False)
-    before = mem.reembed_state()
-    resumed = before.staged if before.target == mem.embedder.fingerprint else 0
+    before = mem.upkeep.reembed_state()
+    resumed = before.staged if before.target == mem.upkeep.embedder.fingerprint else 0
     with out.progress_bar("Re-embedding") as progress:
         done = mem.reembed(progress=progress, batch_size=batch_size)
-    fingerprint = mem.stored_fingerprint()
+    fingerprint = mem.upkeep.stored_fingerprint()
     text = f"Re-embedded {out.plural(done, 'row')} with {fingerprint}"
     if resumed:
         text += f" ({min(resumed, done)} from the run interrupted before)"
@@ -656,8 +657,8 @@ def index_group() -> None:
 def index_build(state: State, as_json: bool) -> None:
     """Build the vector index if it is missing, e.g. after an interrupted `import --defer-index`."""
     mem = state.open(embeds=False)
-    mem.build_vector_index()
-    out.respond(as_json, {"built": True, "db": mem.store.location}, f"Vector index of {mem.store.location} is in place.")
+    mem.upkeep.build_vector_index()
+    out.respond(as_json, {"built": True, "db": mem.upkeep.location}, f"Vector index of {mem.upkeep.location} is in place.")
 
 
 @click.command()
@@ -728,30 +729,30 @@ class Doctor:
 
     def database(self, config: Config) -> tuple[Memory, str]:
         mem = self.state.open(embeds=False)
-        return mem, f"{mem.store.backend} {mem.store.location} (schema v{mem.store.schema_version()})"
+        return mem, f"{mem.upkeep.backend} {mem.upkeep.location} (schema v{mem.upkeep.schema_version()})"
 
     def integrity(self, mem: Memory) -> tuple[bool, str]:
         """Before counting: a damaged store may still count, and counting may be what fails."""
-        if problems := mem.store.integrity_problems():
-            raise StorageError(f"{mem.store.location}: " + "; ".join(problems))
+        if problems := mem.upkeep.integrity_problems():
+            raise StorageError(f"{mem.upkeep.location}: " + "; ".join(problems))
         return True, f"no problems found ({out.memories(mem.count(include_deleted=True))})"
 
     def embedding(self, mem: Memory) -> tuple[EmbeddingFingerprint, str]:
         started = time.perf_counter()
-        mem.embedder.embed(["clawrecall doctor"], kind="passage")
-        fingerprint = mem.embedder.fingerprint
-        runtime = getattr(mem.embedder, "active_runtime", None)
+        mem.upkeep.embedder.embed(["clawrecall doctor"], kind="passage")
+        fingerprint = mem.upkeep.embedder.fingerprint
+        runtime = getattr(mem.upkeep.embedder, "active_runtime", None)
         on = f" on {_RUNTIMES.get(runtime, runtime)}" if runtime else ""
         return fingerprint, f"{fingerprint} loaded{on} and embedding ({time.perf_counter() - started:.1f} s)"
 
     def fingerprint(self, mem: Memory, *, loaded: EmbeddingFingerprint | None) -> tuple[Any, str]:
         """The loaded model against the stored vectors; when it did not load (a provider down), what the
         config names, as `search` compares it: a changed model is reported either way."""
-        stored = mem.stored_fingerprint()
+        stored = mem.upkeep.stored_fingerprint()
         if stored is None:
             return loaded, "no vectors stored yet"
         if loaded is None:
-            mem.check_fingerprint(static_only=True)
+            mem.upkeep.check_fingerprint(static_only=True)
             return stored, f"stored vectors match {stored} as configured (the model did not load to confirm it)"
         if stored != loaded:
             raise EmbeddingMismatchError(
@@ -763,8 +764,8 @@ class Doctor:
     def vectors(self, mem: Memory, sound: bool) -> tuple[ReembedState, str, bool]:
         """Every vector from the store's model (an older release's failed `reembed` could leave some of
         another), and a re-embedding left unfinished (a warning: searches still use the old vectors)."""
-        state = mem.reembed_state()
-        stored = mem.stored_fingerprint()
+        state = mem.upkeep.reembed_state()
+        stored = mem.upkeep.stored_fingerprint()
         if stored is not None and (state.other_model or state.other_dimensions):
             found = [f"{out.plural(state.other_model, 'row')} embedded by another model than {stored.provider}/{stored.model}"
                      if state.other_model else "",
@@ -784,23 +785,23 @@ class Doctor:
 
     def upkeep(self, mem: Memory) -> tuple[bool, str]:
         """When memories were last purged, and the scheduled backups (docs/backups.md)."""
-        last = mem.last_purge()
+        last = mem.upkeep.last_purge()
         every = mem.config.writes.purge_every_hours
         purge = ("never purged" if last is None else
                  f"last purge {age_string(last.at)} ({out.plural(last.purged, 'memory', 'memories')} erased)")
         schedule = f"the server purges every {every:g} h" if every else "the server does not purge (writes.purge_every_hours = 0)"
         backups = mem.config.backups
-        saved = mem.saved_backups()
+        saved = mem.upkeep.saved_backups()
         kept = ("scheduled backups off (backups.dir unset)" if not backups.dir else
                 f"{out.plural(len(saved), 'backup')} in {backups.dir}" + (f", newest {saved[-1].name}" if saved else ""))
         return True, f"{purge}; {schedule}; {kept}"
 
     def llm(self, mem: Memory) -> tuple[bool, str, bool]:
         """The LLM extraction asks, asked one word now: a warning when it does not answer (jobs wait, nothing is lost)."""
-        if not mem.facts.active:
+        if not mem.upkeep.extracting:
             why = "none configured" if mem.config.llm.provider == "none" else "extraction.enabled is false"
             return True, f"{why}: no facts are extracted from conversations; capture is rule-based", False
-        answers, detail = mem.extraction.check()
+        answers, detail = mem.upkeep.check_llm()
         if not answers:
             detail += "; extraction jobs wait and retry until it answers, and the record is kept meanwhile"
         return answers, detail, not answers
@@ -1099,7 +1100,7 @@ def serve(
 
     def listening(url: str) -> None:  # for people; the logs (stderr) stay JSON lines
         if not as_json:
-            click.echo(f"clawrecall serving {mem.store.location} at {url} (REST /v1, MCP /mcp, docs /docs); Ctrl-C stops it")
+            click.echo(f"clawrecall serving {mem.upkeep.location} at {url} (REST /v1, MCP /mcp, docs /docs); Ctrl-C stops it")
 
     run_server(mem, host=host, port=port, max_body_bytes=max_body_bytes, log_level=log_level, listening=listening)
 

@@ -35,8 +35,8 @@ def conversations_group() -> None:
 def list_conversations(state: State, caller: Caller, scope: str | None, limit: int, offset: int, as_json: bool) -> None:
     """The conversations you may read, the latest first."""
     found = state.open(embeds=False).conversations.sessions(caller=caller, scope=scope, limit=limit, offset=offset)
-    rows = [[c["session_id"], c["scope"], str(c["messages"]), out.timestamp(c["first_at"]) or "",
-             out.timestamp(c["last_at"]) or ""] for c in found]
+    rows = [[c.session_id, c.scope, str(c.messages), out.timestamp(c.first_at) or "",
+             out.timestamp(c.last_at) or ""] for c in found]
     text = out.table(["SESSION", "SCOPE", "MESSAGES", "FIRST", "LAST"], rows, right=[2]) if rows else "No conversations."
     out.respond(as_json, found, text)
 
@@ -99,8 +99,8 @@ def export(state: State, session_id: str | None, caller: Caller, scope: str | No
 def stats(state: State, caller: Caller, by: str, as_json: bool) -> None:
     """Messages per role and tokens, per user, agent or session."""
     groups = state.open(embeds=False).conversations.stats(caller=caller, by=by)
-    rows = [[str(g["key"] or "-"), str(g["messages"]), ", ".join(f"{r} {n}" for r, n in g["by_role"].items()),
-             str(g["input_tokens"]), str(g["output_tokens"])] for g in groups]
+    rows = [[str(g.key or "-"), str(g.messages), ", ".join(f"{r} {n}" for r, n in g.by_role.items()),
+             str(g.input_tokens), str(g.output_tokens)] for g in groups]
     headers = [by.upper(), "MESSAGES", "BY ROLE", "TOKENS IN", "TOKENS OUT"]
     out.respond(as_json, groups, out.table(headers, rows, right=[1, 3, 4]) if rows else "No conversations.")
 
@@ -118,7 +118,7 @@ def log_messages(state: State, source: str, session_id: str, channel: str | None
     messages = _parse_messages(text)
     result = state.open(embeds=False, creates=True).conversations.log(messages, caller=caller, session_id=session_id,
                                                                        channel=channel)
-    out.respond(as_json, dict(result), f"Recorded {out.plural(result['stored'], 'message')} ({result['skipped']} already recorded).")
+    out.respond(as_json, result, f"Recorded {out.plural(result.stored, 'message')} ({result.skipped} already recorded).")
 
 
 @conversations_group.command("end")
@@ -147,12 +147,12 @@ def delete(state: State, session_id: str, caller: Caller, scope: str | None, dry
     record = state.open(embeds=False).conversations
     done = record.delete(session_id, caller=caller, scope=scope, dry_run=True)
     if not dry_run:
-        confirm(f"Erase conversation {session_id} in {done['scope']} for good: {counts_text(done['deleted'])}?", yes)
+        confirm(f"Erase conversation {session_id} in {done.scope} for good: {counts_text(done.deleted)}?", yes)
         done = record.delete(session_id, caller=caller, scope=scope)
     verb = "Would erase" if dry_run else "Erased"
-    text = (f"{verb} conversation {session_id} in {done['scope']}: {counts_text(done['deleted'])}."
+    text = (f"{verb} conversation {session_id} in {done.scope}: {counts_text(done.deleted)}."
             + (" Nothing changed (dry run)." if dry_run else ""))
-    out.respond(as_json, {**done, "dry_run": dry_run, "session_id": session_id}, text)
+    out.respond(as_json, {**done.model_dump(), "dry_run": dry_run, "session_id": session_id}, text)
 
 
 @conversations_group.command("sweep")
@@ -163,9 +163,7 @@ def sweep(state: State, as_json: bool) -> None:
     memories soft-deleted long ago) and embed the rows still waiting for a vector: what `clawrecall
     serve` does every 30 s, for a store no server runs on (e.g. from cron)."""
     mem = state.open(embeds=True)
-    data = mem.sweep()
-    data["embedded"] = mem.backfill()
-    data.pop("awaiting_vectors")
+    data = {**mem.upkeep.sweep().model_dump(exclude={"awaiting_vectors"}), "embedded": mem.upkeep.backfill()}
     out.respond(as_json, data, f"Closed {out.plural(data['segments_closed'], 'segment')}; erased {out.plural(data['messages_pruned'], 'message')}"
                 f" and purged {out.plural(data['memories_purged'], 'deleted memory', 'deleted memories')} past"
                 f" retention; embedded"
@@ -185,8 +183,8 @@ def prune(state: State, older_than_days: float | None, yes: bool, as_json: bool)
         raise click.UsageError("no retention is set: give --older-than-days or set conversations.retention_days")
     confirm("Erase old conversations for good?", yes)
     counts = mem.conversations.prune(older_than_days=older_than_days)
-    out.respond(as_json, counts, f"Erased {out.plural(counts['messages'], 'message')}, {out.plural(counts['segments'], 'segment')} and "
-                f"{out.plural(counts['files'], 'file')}.")
+    out.respond(as_json, counts, f"Erased {out.plural(counts.messages, 'message')}, {out.plural(counts.segments, 'segment')} and "
+                f"{out.plural(counts.files, 'file')}.")
 
 
 def _read(path: str) -> str:

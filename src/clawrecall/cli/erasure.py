@@ -51,10 +51,10 @@ def erase(state: State, user_id: str | None, agent_id: str | None, dry_run: bool
         raise click.UsageError("name one person: --user ID or --agent ID")
     who = f"user {user_id}" if user_id is not None else f"agent {agent_id}"
     mem = state.open(embeds=False)
-    counts = mem.erase(user_id=user_id, agent_id=agent_id, dry_run=True)
+    counts = mem.erase(user_id=user_id, agent_id=agent_id, dry_run=True).erased
     if not dry_run and any(counts.values()):
         confirm(f"Erase {who} for good: {counts_text(counts)}?", yes)
-        counts = mem.erase(user_id=user_id, agent_id=agent_id)
+        counts = mem.erase(user_id=user_id, agent_id=agent_id).erased
     verb = "Would erase" if dry_run else "Erased"
     text = f"{verb} {who}: {counts_text(counts)}." + (" Nothing changed (dry run)." if dry_run else "")
     out.respond(as_json, {"erased": counts, "dry_run": dry_run, "user_id": user_id, "agent_id": agent_id}, text)

@@ -46,7 +46,7 @@ def files_add(state: State, paths: tuple[str, ...], message_id: str | None, as_j
     with out.progress_bar("Ingesting") as progress:
         for n, target in enumerate(targets, start=1):
             try:
-                results.append(dict(mem.files.ingest(target, caller=caller, message_id=message_id)))
+                results.append(mem.files.ingest(target, caller=caller, message_id=message_id).model_dump())
             except ClawrecallError as exc:
                 results.append({"path": target, "error": {"code": exc.code, "message": " ".join(str(exc).split())}})
             if progress is not None:
@@ -100,13 +100,13 @@ def expand(paths: tuple[str, ...]) -> list[str]:
 def embed_now(mem: Any) -> None:
     """Wait for the background embedding the ingests started, with a bar, then embed what is left here
     (so a provider's failure is this command's error, not a log line)."""
-    total = mem.store.memories.count_unembedded()
+    total = mem.upkeep.unembedded()
     if total:
         with out.progress_bar("Embedding") as progress:
-            while not mem.runtime.drain(_POLL_S):
+            while not mem.upkeep.runtime.drain(_POLL_S):
                 if progress is not None:
-                    progress(total - min(mem.store.memories.count_unembedded(), total), total)
-    mem.backfill()
+                    progress(total - min(mem.upkeep.unembedded(), total), total)
+    mem.upkeep.backfill()
 
 
 def added_text(results: list[dict[str, Any]]) -> str:

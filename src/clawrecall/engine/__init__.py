@@ -1,6 +1,7 @@
 """The engine: `Memory`, a facade over one private module per job.
 
     _memory       Memory: the verbs every door calls, and its namespaces (`mem.startup`)
+    _upkeep       `mem.upkeep`: what runs the store (sweep, backfill, vector index, embedding model, background work)
     _validate     checks on input, and the one place an item becomes a record
     _writes       the one write path: add, update, delete/undelete (one or by filter), forget — scope, dedup, history
     _reads        the filters of a read; an id or prefix resolved in the caller's scopes

@@ -70,10 +70,13 @@ class Backfill:
             rows = self.store.memories.unembedded(BATCH if limit is None else min(BATCH, limit - done))
             if not rows:
                 break
-            ids = [i for i, _, _ in rows]
-            cut = {i: parts for i, text, kind in rows if kind == "message" and (parts := self._windows(text))}
+            ids = [i for i, _, _, _ in rows]
+            # only what searches read by default is cut: a pasted tool output's tail costs model passes no search uses
+            roles = self.embedding.config.retrieval.message_roles
+            cut = {i: parts for i, text, kind, role in rows
+                   if kind == "message" and role in roles and (parts := self._windows(text))}
             windows = self._window_records(cut)
-            vectors = self.embedding.passages([text for _, text, _ in rows] + [w.content for w in windows])
+            vectors = self.embedding.passages([text for _, text, _, _ in rows] + [w.content for w in windows])
             # the windows first: a crash before the message's vector leaves it to be cut again, not half done
             if cut:
                 self.store.memories.put_windows(windows, vectors[len(rows):], list(cut))

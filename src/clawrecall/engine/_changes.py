@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..config import Config
 from ..models import CHANGE_TYPES, ChangePage, MemoryEvent, MemoryRecord
-from ..scopes import Caller, read_scopes, sees
+from ..scopes import Caller, as_caller, read_scopes, sees
 from ..storage import Store
 from ._validate import check_int
 
@@ -52,18 +52,25 @@ class Changes:
         """The newest event's id: a feed that starts now reads after it."""
         return self.store.history.last()
 
-    def start(self, *, caller: Caller, scope: str | list[str] | None = None, after: int | None = None) -> int:
+    def start(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, after: int | None = None,
+    ) -> int:
         """Where a feed starts: after `after`, else now; the caller's scopes are checked first, so a scope it
         may not read is refused before anything waits."""
-        read_scopes(caller, scope, access=self.config.access)
+        read_scopes(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
         if after is None:
             return self.last()
         check_int(after, "after", 0, _MAX_ID)
         return after
 
-    def after(self, cursor: int, *, caller: Caller, scope: str | list[str] | None = None, limit: int = 100) -> ChangePage:
+    def after(
+        self, cursor: int, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, limit: int = 100,
+    ) -> ChangePage:
         """The events after `cursor` (an event's id, or `last()`) that the caller may read, oldest first, at most
         `limit`; the page's `cursor` is where to read on. `scope` narrows them as a search's does."""
+        caller = as_caller(caller, user_id, agent_id)
         check_int(cursor, "cursor", 0, _MAX_ID)
         check_int(limit, "limit", 1, MAX_EVENTS)
         scopes = read_scopes(caller, scope, access=self.config.access)

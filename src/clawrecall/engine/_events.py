@@ -50,8 +50,8 @@ EVENTS: Mapping[str, Event] = {
 
 #: the job kinds the engine makes (a job's payload model is `Job`; its handler gets the `Lease` too)
 JOB_KINDS: Mapping[str, str] = {
-    "extract": "facts from a closed segment by the configured LLM (`mem.extraction`)",
-    "summarize": "a session's summary once its last segment closed (`mem.extraction`)",
+    "extract": "facts from a closed segment by the configured LLM (engine/_extraction.py)",
+    "summarize": "a session's summary once its last segment closed (engine/_extraction.py)",
 }
 
 Listener = Callable[[Any], None]
@@ -99,7 +99,7 @@ class Topics(Protocol):
 
 
 class Extracting(Protocol):
-    """`mem.extraction`, as the wiring needs it."""
+    """Extraction (engine/_extraction.py), as the wiring needs it."""
 
     @property
     def active(self) -> bool: ...

@@ -1,10 +1,10 @@
-"""`mem.extraction`: facts from closed segments by the configured LLM, as background jobs
+"""Extraction: facts from closed segments by the configured LLM, as background jobs
 (memento-local's extraction layer; docs/extraction.md).
 
 A segment that closes queues its `extract` job in the closing transaction; a session that ends
 queues a `summarize` job too. A worker runs them: the segment and the facts already known go to the
 model, whose JSON answer is validated (one repair attempt, then the rule-based capture), decided
-(new, repeat, update) and applied by `mem.facts` inside the job's lease commit, so a worker killed
+(new, repeat, update) and applied by `Facts` inside the job's lease commit, so a worker killed
 mid-job leaves nothing half-written and the job runs again. An LLM that is down makes the job wait
 (`RetryLaterError`); the record is kept meanwhile. With no LLM configured (the default) nothing is
 queued and capture stays rule-based.

@@ -1,4 +1,4 @@
-"""`mem.facts`: a segment's extracted facts applied to the store (docs/extraction.md).
+"""Facts: a segment's extracted facts applied to the store (docs/extraction.md).
 
 The model's slow work happens elsewhere (the extraction job); here is what it needs before and
 after: the known facts to show it (`known`, `prompt`), its answer turned into decisions (`decide`),
@@ -224,14 +224,6 @@ class Facts:
             else:
                 self.writes.insert_new([record], vector[None, :], actor_of(caller))
         return record
-
-    # -- reads ------------------------------------------------------------------------------------
-    def occurrences(self, memory_id: str, *, caller: Caller, scope: str | list[str] | None = None) -> list[Occurrence]:
-        """A fact's occurrences, oldest first, if the caller may read the fact."""
-        from ._reads import resolve
-
-        record = resolve(self.store, memory_id, caller, scope, self.config.access)
-        return self.store.occurrences.of(record.id)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _level(self, segment: Segment) -> Callable[[str], str]:

@@ -29,8 +29,8 @@ from .._time import utcnow
 from ..config import Config
 from ..errors import NotFoundError, ValidationError
 from ..files import FILE_TYPES, FileType, Limits, chunk, file_type, read, tokens_for
-from ..models import FileRecord, MemoryRecord
-from ..scopes import Caller, check_change, read_scopes, write_scope
+from ..models import FileRecord, Ingested, MemoryRecord
+from ..scopes import Caller, as_caller, check_change, read_scopes, write_scope
 from ..storage import Filters, Store
 from ._backfill import Backfill
 from ._validate import _is_uuid, check_int, check_text, new_ids, require_writes
@@ -41,63 +41,60 @@ _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 _ALL = 1_000_000_000
 
 
-class IngestResult(dict):
-    """`{"action": "created" | "replaced" | "unchanged", "file_id", "path", "file_type", "chunks",
-    "size_bytes", "scope"}`: what `ingest` did with a file."""
-
-
 class Files:
     def __init__(self, store: Store, config: Config, writes: Writes, backfill: Backfill):
-        self.store = store
-        self.config = config
-        self.writes = writes
-        self.backfill = backfill
+        self._store = store
+        self._config = config
+        self._writes = writes
+        self._backfill = backfill
 
     def ingest(
-        self, path: str | os.PathLike[str], *, caller: Caller, message_id: str | None = None, within_roots: bool = False
-    ) -> IngestResult:
+        self, path: str | os.PathLike[str], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, message_id: str | None = None, within_roots: bool = False,
+    ) -> Ingested:
         """Make a file searchable in the caller's own scope; durable when it returns, embedded after.
 
         A file already ingested there (same resolved path) is replaced if its content changed, else
         left as it is. `message_id`: the conversation message the file came with. `within_roots`:
         refuse paths outside `files.roots` (for doors serving other processes)."""
-        require_writes(self.config)
+        caller = as_caller(caller, user_id, agent_id)
+        require_writes(self._config)
         if message_id is not None and not (isinstance(message_id, str) and _is_uuid(message_id.lower())):
             raise ValidationError(f"invalid message id {message_id!r}: ids are UUIDs")
-        scope = write_scope(caller, None, access=self.config.access)
+        scope = write_scope(caller, None, access=self._config.access)
         target, kind, root = self._check_path(path, caller if within_roots else None)
         data = self._read(target, root)
         digest = hashlib.sha256(data).hexdigest()
-        known = self.store.files.at(scope, str(target))
+        known = self._store.files.at(scope, str(target))
         if known is not None and known.content_hash == digest:
             return _result("unchanged", known)
         if message_id is not None:
             message_id = message_id.lower()
-            said, scopes = self.store.messages.of([message_id]).get(message_id), read_scopes(caller, None, access=self.config.access)
+            said, scopes = self._store.messages.of([message_id]).get(message_id), read_scopes(caller, None, access=self._config.access)
             if said is None or (scopes is not None and said.scope not in scopes):
                 raise NotFoundError(f"no message with id {message_id!r}")
-        cfg = self.config.files
+        cfg = self._config.files
         limits = Limits(cfg.max_text_chars, cfg.max_pages, cfg.max_seconds)
-        chunks = chunk(read(data, kind, target.name, limits), tokens_for(self.config.embedding, cfg.chunk_tokens), cfg.overlap)
+        chunks = chunk(read(data, kind, target.name, limits), tokens_for(self._config.embedding, cfg.chunk_tokens), cfg.overlap)
         if not chunks:
             raise ValidationError(f"{target} has no text to index")
         for attempt in (1, 2):
             try:
-                return self._store(target, kind, data, digest, chunks, caller, scope, message_id)
+                return self._save(target, kind, data, digest, chunks, caller, scope, message_id)
             except Exception as exc:  # another writer ingested the same file between our read and insert
-                if attempt == 2 or not self.store.is_conflict(exc):
+                if attempt == 2 or not self._store.is_conflict(exc):
                     raise
         raise AssertionError("unreachable")
 
-    def _store(
+    def _save(
         self, target: Path, kind: str, data: bytes, digest: str, chunks: list[Any], caller: Caller, scope: str,
         message_id: str | None,
-    ) -> IngestResult:
+    ) -> Ingested:
         now = utcnow()
-        with self.store.transaction():
-            known = self.store.files.at(scope, str(target))
+        with self._store.transaction():
+            known = self._store.files.at(scope, str(target))
             if known is not None:
-                known = self.store.files.get(known.id, for_update=True)  # PostgreSQL: one replacement at a time
+                known = self._store.files.get(known.id, for_update=True)  # PostgreSQL: one replacement at a time
             if known is not None and known.content_hash == digest:
                 return _result("unchanged", known)
             file = FileRecord(
@@ -108,7 +105,7 @@ class Files:
             )
             stale = self._chunk_ids(known) if known is not None else []
             place = "pages" if kind == "pdf" else "lines"
-            self.writes.record([
+            self._writes.record([
                 MemoryRecord(
                     id=chunk_id, content=c.text, importance=_CHUNK_IMPORTANCE, scope=scope, user_id=caller.user_id,
                     agent_id=caller.agent_id, source_type="file", source_id=file.id, created_at=now, updated_at=now,
@@ -117,57 +114,69 @@ class Files:
                 for n, (chunk_id, c) in enumerate(zip(new_ids(len(chunks)), chunks), start=1)
             ])
             if known is None:
-                self.store.files.insert([file])
+                self._store.files.insert([file])
             else:
-                self.writes.unrecord(stale)
-                self.store.files.replace(file)
-        self.backfill.kick()
+                self._writes.unrecord(stale)
+                self._store.files.replace(file)
+        self._backfill.kick()
         return _result("created" if known is None else "replaced", file)
 
-    def list(self, *, caller: Caller, limit: int = 1000, offset: int = 0) -> list[FileRecord]:
+    def list(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        limit: int = 1000, offset: int = 0,
+    ) -> list[FileRecord]:
         """The ingested files the caller may read, by path."""
+        caller = as_caller(caller, user_id, agent_id)
         check_int(limit, "limit", 1, 100_000)
         check_int(offset, "offset", 0, _ALL)
-        return self.store.files.find(read_scopes(caller, None, access=self.config.access), limit=limit, offset=offset)
+        return self._store.files.find(read_scopes(caller, None, access=self._config.access), limit=limit, offset=offset)
 
-    def get(self, path_or_id: str, *, caller: Caller, within_roots: bool = False) -> FileRecord:
+    def get(
+        self, path_or_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        within_roots: bool = False,
+    ) -> FileRecord:
         """An ingested file by its id (or 8+ first characters of it) or by its path, in the caller's scopes.
 
         `within_roots` (a server's client): the path is matched as written (made absolute lexically),
         never looked up on this machine's filesystem (`~user`, symlinks)."""
+        caller = as_caller(caller, user_id, agent_id)
         if not isinstance(path_or_id, str) or not path_or_id.strip():
             raise ValidationError("give a file's id or path")
         check_text(path_or_id, "file")
         wanted = path_or_id.strip()
-        scopes = read_scopes(caller, None, access=self.config.access)
+        scopes = read_scopes(caller, None, access=self._config.access)
         if _ID_PREFIX.match(wanted.lower()):
-            found = [f for f in self.store.files.find(scopes, limit=_ALL, offset=0) if f.id.startswith(wanted.lower())]
+            found = [f for f in self._store.files.find(scopes, limit=_ALL, offset=0) if f.id.startswith(wanted.lower())]
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:
                 raise ValidationError(f"{wanted!r} is the start of {len(found)} file ids: give more of it")
         path = os.path.normpath(wanted) if within_roots else _local_path(wanted)
-        own = write_scope(caller, None, access=self.config.access)
+        own = write_scope(caller, None, access=self._config.access)
         for scope in [own] + [s for s in scopes or [] if s != own]:
-            if (file := self.store.files.at(scope, path)) is not None:
+            if (file := self._store.files.at(scope, path)) is not None:
                 return file
         raise NotFoundError(f"no ingested file {wanted!r}")
 
-    def remove(self, path_or_id: str, *, caller: Caller, within_roots: bool = False) -> FileRecord:
+    def remove(
+        self, path_or_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        within_roots: bool = False,
+    ) -> FileRecord:
         """Forget an ingested file: its chunks (text, vectors, index entries) and its row are gone. Erased as a
         memory is: by who ingested it, or with write access to its scope (a shared file is not any reader's)."""
-        require_writes(self.config)
+        caller = as_caller(caller, user_id, agent_id)
+        require_writes(self._config)
         file = self.get(path_or_id, caller=caller, within_roots=within_roots)
-        check_change(caller, file, access=self.config.access, erase=True)
-        with self.store.transaction():
-            self.writes.unrecord(self._chunk_ids(file))
-            self.store.files.delete(file.id)
+        check_change(caller, file, access=self._config.access, erase=True)
+        with self._store.transaction():
+            self._writes.unrecord(self._chunk_ids(file))
+            self._store.files.delete(file.id)
         return file
 
     def _chunk_ids(self, file: FileRecord) -> builtins.list[str]:
         filters = Filters(scopes=[file.scope], kinds=("chunk",), source_ids=[file.id], include_deleted=True,
                           include_expired=True)
-        return [r.id for r in self.store.memories.find(filters, limit=_ALL, offset=0, order="oldest")]
+        return [r.id for r in self._store.memories.find(filters, limit=_ALL, offset=0, order="oldest")]
 
     # -- what may be read ---------------------------------------------------------------------
     def _check_path(self, path: str | os.PathLike[str], client: Caller | None) -> tuple[Path, FileType, Path | None]:
@@ -186,7 +195,7 @@ class Files:
         root = None
         if client is not None:  # before looking at the file: outside the roots, whether it exists is no one's business
             roots = self._roots(client)
-            if not self.config.files.roots:
+            if not self._config.files.roots:
                 raise ValidationError("this server reads no files: files.roots is empty (configure the folders it may read)")
             root = next((r for r in roots if target.is_relative_to(r)), None)
             if root is None:
@@ -196,7 +205,7 @@ class Files:
         if target.is_dir():
             raise ValidationError(f"{str(path)!r} is a folder: give the files in it")
         kind = file_type(target)
-        allowed = self.config.files.types
+        allowed = self._config.files.types
         if kind is None or kind not in allowed:
             what = f"{target.suffix} files" if target.suffix else f"{target.name} (no extension to tell its type)"
             raise ValidationError(
@@ -209,7 +218,7 @@ class Files:
         """`files.roots` as they apply to this caller: `{user}` and `{agent}` in a root stand for its ids. A root
         naming an id the caller lacks, or one that is no plain folder name (`..`, a `/`), is not among its roots."""
         out = []
-        for root in self.config.files.roots:
+        for root in self._config.files.roots:
             for key, value in (("{user}", caller.user_id), ("{agent}", caller.agent_id)):
                 if key in root:
                     plain = value is not None and value not in (".", "..") and "/" not in value and os.sep not in value
@@ -221,7 +230,7 @@ class Files:
     def _read(self, target: Path, root: Path | None) -> bytes:
         """The file's bytes, if it is a regular file within the size limit (a FIFO or device is refused, not read).
         Under a root: the file the check saw, or an error (`_open_under`)."""
-        limit = self.config.files.max_bytes
+        limit = self._config.files.max_bytes
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
         try:
             fd = os.open(target, flags) if root is None else _open_under(root, target.relative_to(root).parts, flags)
@@ -273,8 +282,8 @@ def _local_path(given: str) -> str:
         return os.path.abspath(given)
 
 
-def _result(action: str, file: FileRecord) -> IngestResult:
-    return IngestResult(
+def _result(action: str, file: FileRecord) -> Ingested:
+    return Ingested(
         action=action, file_id=file.id, path=file.path, file_type=file.file_type, chunks=file.chunk_count,
         size_bytes=file.size_bytes, scope=file.scope,
     )

@@ -9,21 +9,17 @@ the query shown only of the searches the caller may read.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError
 from ..insight.cleanup import REASONS, text_reasons
-from ..insight.clusters import groups
 from ..insight.log import SearchRecorder
 from ..models import (
-    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Provenance, QueryCount, Recall,
-    RecallCount,
+    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Occurrence, Provenance, QueryCount,
+    Recall, RecallCount,
 )
-from ..runtime import Runtime
 from ..scopes import Caller, as_caller, household, may_read, read_scopes
 from ..storage import Filters, Store
 from ..storage.insight import coverage
@@ -33,19 +29,22 @@ from ._facts import SOURCE_TYPE as EXTRACTED
 from ._facts import SUMMARY_SOURCE
 from ._validate import check_int, check_when
 
+if TYPE_CHECKING:
+    import numpy as np
+
 Resolve = Callable[[str, Caller, "str | list[str] | None"], MemoryRecord]
 Delete = Callable[[str, Caller], MemoryRecord]
 
 
 class Insight:
-    def __init__(self, store: Store, config: Config, runtime: Runtime, embedding: Embedding, resolve: Resolve,
+    def __init__(self, store: Store, config: Config, recorder: SearchRecorder, embedding: Embedding, resolve: Resolve,
                  delete: Delete):
         self._store = store
         self._embedding = embedding
         self._config = config
         self._resolve = resolve
         self._delete = delete
-        self.recorder = SearchRecorder(store, config, runtime)
+        self._recorder = recorder
 
     def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
                 scope: str | list[str] | None) -> tuple[Caller, list[str] | None]:
@@ -122,6 +121,14 @@ class Insight:
                               query=search.query if shown else None))
         return out
 
+    def occurrences(
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | list[str] | None = None,
+    ) -> list[Occurrence]:
+        """A fact's occurrences (each time a conversation said it again), oldest first, if the caller may read the fact."""
+        memory = self._resolve(memory_id, as_caller(caller, user_id, agent_id), scope)
+        return self._store.occurrences.of(memory.id)
+
     def why(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, scope: str | list[str] | None = None,
@@ -194,7 +201,7 @@ class Insight:
         who, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
         _check_threshold(threshold)
-        return self._clusters(self._memories(who, scopes), threshold)[:limit]
+        return self._clusters(self._store.memories.vectors_by_scope(self._filters(who, scopes)), threshold, limit)
 
     def cleanup(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -209,10 +216,11 @@ class Insight:
         check_int(limit, "limit", 1, 100_000)
         _check_threshold(duplicate_threshold)
         _check_days(days)
-        rows = self._memories(who, scopes)
+        rows = list(self._store.memories.iter_all(self._filters(who, scopes)))
         reasons = {r.id: text_reasons(r.content) for r, _ in rows}
         copies: dict[str, str] = {}
-        for cluster in self._clusters(rows, duplicate_threshold):
+        vectors = [(r.id, r.scope, v) for r, v in rows if v is not None]
+        for cluster in self._clusters(vectors, duplicate_threshold, len(vectors), {r.id: r for r, _ in rows}):
             for memory_id in cluster.remove:
                 copies[memory_id] = cluster.keep
                 reasons[memory_id].append("duplicate")
@@ -239,27 +247,35 @@ class Insight:
             raise ValidationError("ids must be a list of memory ids")
         return [self._delete(memory_id, who) for memory_id in dict.fromkeys(ids)]
 
-    def _memories(self, who: Caller, scopes: list[str] | None) -> list[tuple[MemoryRecord, np.ndarray | None]]:
-        filters = Filters(scopes=scopes, **household(who, access=self._config.access))  # type: ignore[arg-type]
-        return list(self._store.memories.iter_all(filters))
+    def _filters(self, who: Caller, scopes: list[str] | None) -> Filters:
+        return Filters(scopes=scopes, **household(who, access=self._config.access))  # type: ignore[arg-type]
 
-    @staticmethod
-    def _clusters(rows: list[tuple[MemoryRecord, np.ndarray | None]], threshold: float) -> list[Cluster]:
-        by_scope: dict[str, list[tuple[MemoryRecord, np.ndarray]]] = {}
-        for record, vector in rows:
-            if vector is not None:
-                by_scope.setdefault(record.scope, []).append((record, vector))
+    def _clusters(self, rows: Iterable[tuple[str, str, np.ndarray]], threshold: float, limit: int,
+                  records: dict[str, MemoryRecord] | None = None) -> list[Cluster]:
+        """The `limit` largest groups of `rows` (id, scope, vector), grouped per scope; their memories are read
+        from `records`, else from the store (only theirs: a 100k scope's records are not built)."""
+        import numpy as np  # here: a read of the search log's reports loads no numpy
+
+        from ..insight.clusters import groups
+
+        by_scope: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        for memory_id, scope, vector in rows:
+            ids, vectors = by_scope.setdefault(scope, ([], []))
+            ids.append(memory_id)
+            vectors.append(vector)
+        found = [(scope, [ids[i] for i in g.members], g.similarities)
+                 for scope, (ids, vectors) in by_scope.items() for g in groups(np.stack(vectors), threshold)]
+        found.sort(key=lambda f: (-len(f[1]), -sum(f[2]) / len(f[2]), f[0]))
+        found = found[:limit]
+        if records is None:
+            records = self._store.memories.fetch([i for _, ids, _ in found for i in ids])
         out = []
-        for scope, members in by_scope.items():
-            for group in groups(np.stack([v for _, v in members]), threshold):
-                found = sorted((members[i][0] for i in group.members),
-                               key=lambda m: (m.importance, m.updated_at), reverse=True)
-                out.append(Cluster(
-                    scope=scope, size=len(found), memories=found, keep=found[0].id, remove=[m.id for m in found[1:]],
-                    min_similarity=min(group.similarities),
-                    mean_similarity=round(sum(group.similarities) / len(group.similarities), 4),
-                ))
-        return sorted(out, key=lambda c: (-c.size, -c.mean_similarity, c.scope))
+        for scope, ids, sims in found:
+            members = sorted((records[i] for i in ids), key=lambda m: (m.importance, m.updated_at), reverse=True)
+            out.append(Cluster(scope=scope, size=len(members), memories=members, keep=members[0].id,
+                               remove=[m.id for m in members[1:]], min_similarity=min(sims),
+                               mean_similarity=round(sum(sims) / len(sims), 4)))
+        return out
 
     def _reads(self, who: Caller, memory: MemoryRecord) -> bool:
         return self._reads_scope(who, memory.scope)

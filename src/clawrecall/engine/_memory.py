@@ -2,7 +2,8 @@
 
 Its verbs check their arguments and hand the work to one part per job: `Writes` (the one write
 path), `Embedding`, `Maintenance`, `Transfer`; searches go to the retrieval pipeline. New nouns
-arrive as namespaces (`mem.startup`), not as more methods. Storage is behind `Store`.
+arrive as namespaces (`mem.startup`), not as more methods; what runs the store is `mem.upkeep`. The
+machinery (the store, the pipeline, the parts) is private: the public surface is pinned by a test.
 """
 
 from __future__ import annotations
@@ -10,18 +11,18 @@ from __future__ import annotations
 import builtins
 import time
 from dataclasses import replace
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, overload
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, overload
 
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, MASK, AddResult, BackupSummary, EmbeddingFingerprint, HistoryEntry, MemoryRecord, NewMemory, PurgeRun, ReembedState, SearchHits,
-    Stats,
+    KINDS, MASK, AddResult, BackupSummary, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
+    NewMemory, SearchFilters, SearchHits, Stats,
 )
+from ..insight.log import SearchRecorder
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
@@ -39,16 +40,16 @@ from ._insight import Insight
 from ._jobs import Jobs
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
-from ._secrets import Secrets
+from ._secrets import SecretKeys, Secrets
 from ._startup import Startup
 from ._transfer import Transfer
+from ._upkeep import Upkeep
 from ._validate import chat_turns, check_int, check_share, check_text
 from ._writes import Writes
 
 if TYPE_CHECKING:
     import numpy as np  # imported where vectors are made: `clawrecall stats` never needs it
 
-    from ..embeddings.base import Embedder
     from ..retrieval.pipeline import RetrievalPipeline
 
 _MAX_ROWS = 1_000_000_000  # list limit/offset: beyond what a store holds, within a 64-bit SQL integer
@@ -57,8 +58,10 @@ _MAX_ROWS = 1_000_000_000  # list limit/offset: beyond what a store holds, withi
 class Memory:
     """Long-term memory on one store. Open with `Memory.open()`; close with `close()` or `with`.
 
-    Every verb takes the caller as `caller=Caller(...)` or, for short, as `user_id=`/`agent_id=`
-    (not both); no caller at all is the local administrator.
+    Every verb, and every verb of its namespaces (`startup`, `conversations`, `files`, `jobs`,
+    `insight`), takes the caller as `caller=Caller(...)` or, for short, as `user_id=`/`agent_id=`
+    (not both); no caller at all is the local administrator. What runs the store rather than its
+    memories (the sweep, the backfill, the embedding model, background work) is `mem.upkeep`.
     """
 
     def __init__(self, store: Store | None = None, config: Config | None = None, *, check_embedding: bool = True):
@@ -70,33 +73,37 @@ class Memory:
             store = _open_store(None, config, create=True)
         elif config is None:
             raise ValidationError("Memory(store) needs its config too: Memory(store, config), or Memory.open(path)")
-        self.store = store
+        self._store = store
         self.config = config
         self._embedding = Embedding(store, config)
-        self.secrets = Secrets(store, config)  # secret memories' keys: rotate, status (docs/agents.md)
-        self._writes = Writes(store, config, self._embedding, self.secrets)
+        self._secrets = Secrets(store, config)
+        self.secrets = SecretKeys(self._secrets)  # secret memories' key: rotate, status (docs/agents.md)
+        self._writes = Writes(store, config, self._embedding, self._secrets)
         self._maintenance = Maintenance(store, config, self._embedding, self._writes)
         self._transfer = Transfer(store, config, self._writes)
-        self._pipeline: RetrievalPipeline | None = None
+        self._built_pipeline: RetrievalPipeline | None = None
         self.startup = Startup(store, config)
-        self.runtime = Runtime()  # this store's background work and session state; close() drains it
+        self._runtime = Runtime()  # this store's background work and session state; close() drains it
         self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
         self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
-        self._backfill = Backfill(store, self._embedding, self.runtime, self.events)
+        self._backfill = Backfill(store, self._embedding, self._runtime, self.events)
         self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
         self.files = Files(store, config, self._writes, self._backfill)
         self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
-        self.facts = Facts(store, config, self._writes, self._embedding, lambda: self.pipeline)
-        self.extraction = Extraction(store, config, self.facts, self.jobs)
-        wire(self.events, self.conversations, self.extraction)
+        self._facts = Facts(store, config, self._writes, self._embedding, lambda: self._pipeline)
+        self._extraction = Extraction(store, config, self._facts, self.jobs)
+        wire(self.events, self.conversations, self._extraction)
         # the search log's reports and a memory's recalls; every search below is noted in its log
-        self.insight = Insight(store, config, self.runtime, self._embedding,
+        self._recorder = SearchRecorder(store, config, self._runtime)
+        self.insight = Insight(store, config, self._recorder, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
                                lambda mid, who: self.delete(mid, caller=who))
+        self.upkeep = Upkeep(store, config, self._embedding, self._maintenance, self._backfill, self.conversations,
+                             self._recorder, self._facts, self._extraction, self._runtime)
         try:
             if check_embedding:
-                self.check_fingerprint(static_only=True)
-            self.secrets.seal_legacy()  # secrets stored before encryption: sealed once, when a key is at hand
+                self._embedding.check_fingerprint(static_only=True)
+            self._secrets.seal_legacy()  # secrets stored before encryption: sealed once, when a key is at hand
         except BaseException:
             if opened:
                 store.close()
@@ -132,8 +139,8 @@ class Memory:
     def close(self) -> None:
         self.changes.close()
         self.jobs.stop_workers()
-        self.runtime.stop()
-        self.store.close()
+        self._runtime.stop()
+        self._store.close()
 
     def __enter__(self) -> "Memory":
         return self
@@ -141,68 +148,42 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- embedding -------------------------------------------------------------------------
     @property
-    def embedder(self) -> Embedder:
-        """The configured provider, built on first use so commands that never embed stay light."""
-        return self._embedding.embedder
-
-    def configured_fingerprint(self) -> tuple[str, str, int | None]:
-        return self._embedding.configured_fingerprint()
-
-    def stored_fingerprint(self) -> EmbeddingFingerprint | None:
-        return self._embedding.stored_fingerprint()
-
-    def check_fingerprint(self, *, static_only: bool) -> None:
-        """Raise EmbeddingMismatchError when the configured model is not the one that made the stored
-        vectors; `static_only` compares what the config names, without loading or calling the model."""
-        self._embedding.check_fingerprint(static_only=static_only)
-
-    @property
-    def pipeline(self) -> RetrievalPipeline:
-        if self._pipeline is None:
+    def _pipeline(self) -> RetrievalPipeline:
+        """The one search pipeline, built on the first search so commands that never search stay light."""
+        if self._built_pipeline is None:
             from ..retrieval.pipeline import RetrievalPipeline
             from ..retrieval.rerank import create_reranker
 
             provider, model, _ = self._embedding.configured_fingerprint()
-            self._pipeline = RetrievalPipeline(
-                self.config.retrieval, self.store, self._embedding.queries, create_reranker(self.config.retrieval.rerank),
-                model=f"{provider}/{model}", cosine_for=lambda cosine: self.embedder.cosine_for(cosine),
+            self._built_pipeline = RetrievalPipeline(
+                self.config.retrieval, self._store, self._embedding.queries, create_reranker(self.config.retrieval.rerank),
+                model=f"{provider}/{model}", cosine_for=lambda cosine: self._embedding.embedder.cosine_for(cosine),
             )
-        return self._pipeline
+        return self._built_pipeline
 
     # -- writes ----------------------------------------------------------------------------
     @overload
-    def add(self, content: str, **fields: Any) -> AddResult: ...
+    def add(
+        self, content: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        **fields: Unpack[MemoryFields],
+    ) -> AddResult: ...
 
     @overload
-    def add(self, content: Sequence[Mapping[str, Any]], **fields: Any) -> list[AddResult]: ...
+    def add(
+        self, content: Sequence[Mapping[str, Any]], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, **fields: Unpack[MemoryFields],
+    ) -> builtins.list[AddResult]: ...
 
-    def add(  # type: ignore[misc]  # the overloads name the keywords below as **fields
-        self,
-        content: str | Sequence[Mapping[str, Any]],
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        scope: str | None = None,
-        category: str | None = None,
-        title: str | None = None,
-        tags: Sequence[str] | None = None,
-        importance: float | None = None,
-        confidence: float | None = None,
-        visibility: str | None = None,
-        source_type: str | None = None,
-        source_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | None = None,
-        expires_at: datetime | None = None,
-        valid_from: datetime | None = None,
-        dedup: bool | None = None,
-        embed_later: bool | None = None,
-    ) -> AddResult | list[AddResult]:
+    def add(
+        self, content: str | Sequence[Mapping[str, Any]], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, **fields: Unpack[MemoryFields],
+    ) -> AddResult | builtins.list[AddResult]:
         """Store one memory. A near-identical memory in the same scope returns `duplicate` and writes nothing.
+
+        `fields` are `MemoryFields`: `category`, `title`, `tags`, `importance`, `confidence`, `visibility`,
+        `metadata`, `source_type`/`source_id`, `created_at`, `expires_at`, `valid_from`, `scope`,
+        `session_id`, `dedup`, `embed_later`.
 
         It belongs to the caller and its session unless `session_id` names another; `scope` defaults
         to the caller's user, else agent, else global. `content` may also be a chat, a list of
@@ -211,16 +192,15 @@ class Memory:
         comes back, one per stored turn. `valid_from`: since when it is true, when the source says
         (default: now). `embed_later` (default: `writes.embed_later`, true): if the embedding provider fails,
         store it anyway, without a vector and not deduplicated; keyword search finds it at once and the backfill
-        (`backfill()`, `clawrecall serve`'s sweep) embeds it once the provider answers. False: the add fails."""
-        item = dict(
-            session_id=session_id, scope=scope, category=category, title=title,
-            tags=[] if tags is None else tags, importance=importance, confidence=confidence, visibility=visibility,
-            source_type=source_type, source_id=source_id, metadata=metadata, created_at=created_at, expires_at=expires_at,
-            valid_from=valid_from,
-        )
+        (`mem.upkeep.backfill()`, `clawrecall serve`'s sweep) embeds it once the provider answers. False: the add fails."""
+        given = _known("add", fields, MemoryFields)
+        dedup, embed_later = given.pop("dedup", None), given.pop("embed_later", None)
+        item = {key: given.get(key) for key in MemoryFields.__annotations__ if key not in ("dedup", "embed_later")}
+        item["tags"] = [] if item["tags"] is None else item["tags"]
         who = as_caller(caller, user_id, agent_id)
-        if not isinstance(content, (list, tuple)):
+        if not isinstance(content, (builtins.list, tuple)):
             return self._writes.add_many([{**item, "content": content}], who, dedup=dedup, embed_later=embed_later)[0]
+        metadata = given.get("metadata")
         turns = chat_turns(content)
         items = [{**item, "content": text, "metadata": {**(metadata or {}), "role": role}} for role, text in turns]
         return self._writes.add_many(items, who, dedup=dedup, embed_later=embed_later) if items else []
@@ -308,7 +288,7 @@ class Memory:
         """Every version of a fact, the first first: the memories it superseded and those that superseded
         it (one version when it was never superseded)."""
         caller = as_caller(caller, user_id, agent_id)
-        record = resolve(self.store, memory_id, caller, scope, self.config.access)
+        record = resolve(self._store, memory_id, caller, scope, self.config.access)
         chain = [record]
         while chain[0].supersedes and (earlier := self._version(chain[0].supersedes, caller, scope)) is not None:
             chain.insert(0, earlier)
@@ -319,7 +299,7 @@ class Memory:
     def _version(self, memory_id: str, caller: Caller, scope: str | list[str] | None) -> MemoryRecord | None:
         """A linked version the caller may read (an erased one ends the chain)."""
         try:
-            return resolve(self.store, memory_id, caller, scope, self.config.access)
+            return resolve(self._store, memory_id, caller, scope, self.config.access)
         except NotFoundError:
             return None
 
@@ -342,25 +322,26 @@ class Memory:
     ) -> str:
         """Hard delete (GDPR): content, vector, index rows and the content kept in history are gone, and so are
         the logged searches that found it (written first, so none noted before comes back after)."""
-        self.insight.recorder.flush()
+        self._recorder.flush()
         return self._writes.forget(memory_id, as_caller(caller, user_id, agent_id), scope)
 
     def erase(
         self, *, user_id: str | None = None, agent_id: str | None = None, caller: Caller | None = None,
         dry_run: bool = False,
-    ) -> dict[str, int]:
+    ) -> Erased:
         """Erase a person for good (GDPR): every memory of the user or agent named (owned by it, or
         in its scope; deleted ones included), their history's old values, its name on the changes
         history says it made (now `user:(erased)`), its startup entries.
 
         Unlike other verbs, `user_id`/`agent_id` name whom to erase (as mem0's `delete_all` does),
         not who asks: that is `caller` (default: the administrator), who must be the administrator
-        or the person itself. Returns the rows per kind, e.g. `{"memories": 4, "history": 9,
+        or the person itself. Returns the rows per kind in `erased`, e.g. `{"memories": 4, "history": 9,
         "history_actor": 9, "messages": 12, "segments": 2, "startup": 1}` (a closed segment's JSONL
         file goes with it); with `dry_run`, what would go, and nothing changes."""
         person = Person.named(user_id, agent_id)
-        return erase_person(self.store, self._writes, person, caller or Caller(), dry_run=dry_run,
-                            folder=self.conversations.folder())
+        counts = erase_person(self._store, self._writes, person, caller or Caller(), dry_run=dry_run,
+                              folder=self.conversations.folder())
+        return Erased(erased=counts, dry_run=dry_run)
 
     def delete_bulk(
         self,
@@ -397,100 +378,26 @@ class Memory:
         """Hard-delete memories soft-deleted longer ago than the retention period (default 30 days)."""
         return self._maintenance.purge(as_caller(caller, user_id, agent_id), older_than_days)
 
-    def last_purge(self) -> PurgeRun | None:
-        """When memories were last purged (by `purge` or the server's schedule), and how many; None: never."""
-        return self._maintenance.last_purge()
-
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> BackupSummary:
         """The whole store as one file (a tar; `.tar.gz` compresses), consistent while others write;
         `clawrecall restore` puts it into an empty store of either backend (docs/backups.md)."""
-        return backup(self.store, path, progress)
-
-    def scheduled_backup(self, now: datetime | None = None) -> BackupSummary | None:
-        """The server's daily backup, when `backups.dir` is set and the newest there is old enough."""
-        return self._maintenance.scheduled_backup(now or utcnow())
-
-    def saved_backups(self) -> builtins.list[Path]:
-        """The scheduled backups kept in `backups.dir`, oldest first."""
-        return self._maintenance.saved_backups()
+        return backup(self._store, path, progress)
 
     def reembed(self, *, progress: Progress | None = None, batch_size: int = 256) -> int:
         """Re-embed every row with the configured model and adopt it as the store's model, in one swap
         once all are done; an interrupted run is resumed. Returns how many rows it re-embedded."""
         return self._maintenance.reembed(progress=progress, batch_size=batch_size)
 
-    def reembed_state(self) -> ReembedState:
-        """A re-embedding not finished, and rows whose vector is not the store's model's."""
-        return self._maintenance.reembed_state()
-
-    @contextmanager
-    def deferred_vector_index(self, *, rebuild: bool = False) -> Iterator[None]:
-        """For bulk loads on PostgreSQL: `add_many` inside the block skips the HNSW index, built once at the end.
-
-        Maintaining the graph costs milliseconds per row; building it once is 10-30x cheaper. With
-        `rebuild`, an index that already exists is dropped first (worth it when the load is large
-        next to what is stored). Searches meanwhile read exactly. SQLite has nothing to defer.
-        """
-        with self._maintenance.deferred_vector_index(rebuild=rebuild):
-            yield
-
-    def build_vector_index(self) -> None:
-        """Build the vector index if it is missing (after a deferred load that was interrupted)."""
-        self._maintenance.build_vector_index()
-
-    def sweep(self) -> dict[str, int]:
-        """The store's upkeep, run by `clawrecall serve` at start and every 30 s: close the segments whose
-        pause has passed (also those that should have closed while nothing ran), erase the record past
-        `conversations.retention_days` and the memories soft-deleted longer ago than
-        `writes.retention_days` (ShadowDB's automatic purge) and the search log past `insight.search_log_days`, and schedule the embedding of rows
-        waiting for a vector."""
-        closed = self.conversations.close_due()
-        writes = self.config.writes.enabled
-        pruned = self.conversations.prune() if writes else {"messages": 0}
-        purged = self._maintenance.purge(Caller()) if writes and self._maintenance.purge_due(utcnow()) else 0
-        searches = self.insight.recorder.prune() if writes else 0
-        waiting = self._backfill.pending()
-        if waiting:
-            self._backfill.kick()
-        return {"segments_closed": len(closed), "messages_pruned": pruned["messages"], "memories_purged": purged,
-                "searches_pruned": searches, "awaiting_vectors": waiting}
-
-    def backfill(self, *, limit: int | None = None) -> int:
-        """Embed now the rows stored without a vector (messages, file chunks, memories written while the
-        embedding provider was down); how many were embedded.
-
-        The server does this in the background after each write; a script that logs messages and then
-        searches by meaning calls it in between."""
-        return self._backfill.run(limit=limit)
-
     # -- reads -----------------------------------------------------------------------------
     def search(
-        self,
-        query: str,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        limit: int = 10,
-        category: str | list[str] | None = None,
-        tags: Sequence[str] | None = None,
-        session_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        include_deleted: bool = False,
-        mode: str = "hybrid",
-        explain: bool = False,
-        diverse: bool = True,
-        min_score: float | None = None,
-        threshold: float | None = None,
-        sources: Sequence[str] | None = None,
-        exclude_session: str | None = None,
-        message_roles: Sequence[str] | None = None,
-        as_of: datetime | None = None,
-        secrets: bool = False,
+        self, query: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        limit: int = 10, **filters: Unpack[SearchFilters],
     ) -> SearchHits:
         """Hybrid search in the scopes the caller may read. Hits carry `.memory`, `.score`, `.age`.
+
+        `filters` are `SearchFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
+        `include_deleted`, `as_of`, `secrets`, `mode` (hybrid, vector, bm25, trigram), `explain`, `diverse`,
+        `min_score` (or `threshold`), `sources`, `exclude_session`, `message_roles`.
 
         `.score` is absolute: the estimated probability that the hit is relevant (docs/retrieval.md).
         Hits below `min_score` (default `retrieval.min_score`) are left out, so a query about nothing
@@ -516,6 +423,9 @@ class Memory:
         When the embedding provider fails, a hybrid search runs on its keyword legs and the hits say why
         (`hits.without_vectors`); their scores are then ranking scores. A `vector` search fails."""
         caller = as_caller(caller, user_id, agent_id)
+        f = _known("search", filters, SearchFilters)
+        min_score, threshold, mode = f.get("min_score"), f.get("threshold"), f.get("mode", "hybrid")
+        secrets = f.get("secrets", False)
         if threshold is not None:
             if min_score is not None and min_score != threshold:
                 raise ValidationError("give min_score or threshold (the same thing), not both")
@@ -528,23 +438,24 @@ class Memory:
             raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
-        sources, message_roles = covered(sources, message_roles, self.config.retrieval,
+        category, tags, exclude_session = f.get("category"), f.get("tags"), f.get("exclude_session")
+        sources, message_roles = covered(f.get("sources"), f.get("message_roles"), self.config.retrieval,
                                          memory_only=bool(category) or bool(tags))
-        filters = read_filters(
-            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
-            session_id=session_id, since=since, until=until, include_deleted=include_deleted, sources=sources,
-            exclude_session=exclude_session,
-            exclude_since=None if exclude_session is None else self.conversations.transcript_start(caller, exclude_session),
-            message_roles=message_roles, as_of=as_of, secrets=secrets,
+        read = read_filters(
+            caller, f.get("scope"), self.config.categories, access=self.config.access, category=category, tags=tags,
+            session_id=f.get("session_id"), since=f.get("since"), until=f.get("until"),
+            include_deleted=f.get("include_deleted", False), sources=sources, exclude_session=exclude_session,
+            exclude_since=None if exclude_session is None else self.conversations._transcript_start(caller, exclude_session),
+            message_roles=message_roles, as_of=f.get("as_of"), secrets=secrets,
         )
         query, started = query.strip()[:4000], time.perf_counter()
-        hits = self.pipeline.search(query, replace(filters, secrets=False), limit=limit, mode=mode, explain=explain,  # type: ignore[arg-type]
-                                    diverse=diverse, min_score=min_score)
+        hits = self._pipeline.search(query, replace(read, secrets=False), limit=limit, mode=mode,
+                                     explain=f.get("explain", False), diverse=f.get("diverse", True), min_score=min_score)
         if secrets:  # never indexed nor embedded: the caller's own, opened and matched by their words here
-            found = self.secrets.search(query, filters, limit)
+            found = self._secrets.search(query, read, limit)
             hits[:] = sorted([*hits, *found], key=lambda h: h.score, reverse=True)[:limit]
-        self.insight.recorder.note(caller, filters.scopes, MASK if secrets else query, mode, hits,
-                                   (time.perf_counter() - started) * 1000)  # a secret search's words may spell one
+        self._recorder.note(caller, read.scopes, MASK if secrets else query, mode, hits,
+                            (time.perf_counter() - started) * 1000)  # a secret search's words may spell one
         return hits
 
     def get(
@@ -558,49 +469,37 @@ class Memory:
         would) and answers "not found" for a memory elsewhere. A secret the caller may read is shown
         opened: an id is an explicit request (`reveal=False`: masked, as a list shows it).
         """
-        record = resolve(self.store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
-        return self.secrets.reveal(record) if reveal else record
+        record = resolve(self._store, memory_id, as_caller(caller, user_id, agent_id), scope, self.config.access, KINDS)
+        return self._secrets.reveal(record) if reveal else record
 
     def list(
-        self,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
-        tags: Sequence[str] | None = None,
-        session_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        include_deleted: bool = False,
-        only_deleted: bool = False,
-        include_expired: bool = False,
-        source_type: str | None = None,
-        source_id: str | Sequence[str] | None = None,
-        limit: int = 50,
-        offset: int = 0,
-        order: str = "newest",
-        as_of: datetime | None = None,
-        include_superseded: bool = False,
-        secrets: bool = False,
-    ) -> list[MemoryRecord]:
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        limit: int = 50, offset: int = 0, **filters: Unpack[ListFilters],
+    ) -> builtins.list[MemoryRecord]:
         """Memories without searching, newest first; deleted, expired and superseded ones only when asked for.
+
+        `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
+        `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
+        `source_type`, `source_id`, `order` (newest, oldest, updated).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
         caller = as_caller(caller, user_id, agent_id)
+        f = _known("list", filters, ListFilters)
+        order = f.get("order", "newest")
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
         if order not in ("newest", "oldest", "updated"):
             raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
-        filters = read_filters(
-            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
-            session_id=session_id, since=since, until=until, include_deleted=include_deleted, only_deleted=only_deleted,
-            include_expired=include_expired, source_type=source_type, source_id=source_id, as_of=as_of,
-            include_superseded=include_superseded, secrets=secrets,
+        read = read_filters(
+            caller, f.get("scope"), self.config.categories, access=self.config.access, category=f.get("category"),
+            tags=f.get("tags"), session_id=f.get("session_id"), since=f.get("since"), until=f.get("until"),
+            include_deleted=f.get("include_deleted", False), only_deleted=f.get("only_deleted", False),
+            include_expired=f.get("include_expired", False), source_type=f.get("source_type"),
+            source_id=f.get("source_id"), as_of=f.get("as_of"), include_superseded=f.get("include_superseded", False),
+            secrets=f.get("secrets", False),
         )
-        return self.store.memories.find(filters, limit=limit, offset=offset, order=order)  # type: ignore[arg-type]
+        return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 
     def count(
         self,
@@ -617,7 +516,7 @@ class Memory:
             as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
             category=category, include_deleted=include_deleted, include_expired=include_expired,
         )
-        return self.store.memories.count(filters)
+        return self._store.memories.count(filters)
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -626,26 +525,26 @@ class Memory:
         """Every change to a memory. A forgotten memory's history keeps only who erased it, when and where it was."""
         caller = as_caller(caller, user_id, agent_id)
         try:
-            record_id = resolve(self.store, memory_id, caller, scope, self.config.access).id
+            record_id = resolve(self._store, memory_id, caller, scope, self.config.access).id
         except NotFoundError:
             if not caller.administrator:  # an erased memory's scope is gone with it: only the administrator sees its trace
                 raise
             prefix = memory_id.strip().lower()
-            matches = self.store.history.ids_with_prefix(prefix)
+            matches = self._store.history.ids_with_prefix(prefix)
             if len(matches) > 1 and prefix not in matches:
                 raise AmbiguousIdError(memory_id, matches) from None
-            entries = self.store.history.of(prefix if prefix in matches else matches[0]) if matches else []
+            entries = self._store.history.of(prefix if prefix in matches else matches[0]) if matches else []
             if entries and entries[-1].action in ("forget", "purge"):
                 return entries
             raise
-        return self.store.history.of(record_id)
+        return self._store.history.of(record_id)
 
     def stats(self) -> Stats:
-        s = self.store.memories.stats()
+        s = self._store.memories.stats()
         return Stats(
             total=s.total, active=s.total - s.deleted - s.expired, deleted=s.deleted, expired=s.expired,
-            by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self.stored_fingerprint(),
-            schema_version=self.store.schema_version(), backend=self.store.backend, location=self.store.location,
+            by_category=s.by_category, by_scope=s.by_scope, by_kind=s.by_kind, users=s.users, embedding=self._embedding.stored_fingerprint(),
+            schema_version=self._store.schema_version(), backend=self._store.backend, location=self._store.location,
             size_bytes=s.size_bytes, oldest=s.oldest, newest=s.newest, jobs=self.jobs.stats(caller=Caller()),
         )
 
@@ -662,17 +561,18 @@ class Memory:
     def export_journal(
         self, folder: str | Path, *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, scope: str | builtins.list[str] | None = None, secrets: bool = False,
-    ) -> dict[str, int]:
+    ) -> Journal:
         """Write the readable journal: `<scope>/memory/YYYY-MM-DD.md` under `folder`, one file per scope and
         day (decisions, preferences, facts, what changed), which OpenClaw's memory-core indexes and
         `clawrecall openclaw import` reads back. Deleted memories are left out; secret ones unless `secrets`."""
-        return self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+        written = self._transfer.export_journal(Path(folder), as_caller(caller, user_id, agent_id), scope, secrets=secrets)
+        return Journal(**written)
 
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
         progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 
         Lines whose id is stored are skipped, and near-duplicates of a stored memory or an earlier
@@ -690,3 +590,13 @@ def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) ->
     """The store a path or URL names, else the config's `db` or `database`, else the default file."""
     target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
     return open_store(target, postgres=cfg.postgres, sqlite=cfg.sqlite, create=create)
+
+
+def _known(verb: str, given: Mapping[str, Any], fields: Any) -> dict[str, Any]:
+    """A verb's keyword fields, each named by its TypedDict: a name it does not know is the TypeError Python
+    raises for a misspelt keyword (a type checker says it before the call is made)."""
+    names = fields.__required_keys__ | fields.__optional_keys__
+    for key in given:
+        if key not in names:
+            raise TypeError(f"{verb}() got an unexpected keyword argument {key!r}")
+    return dict(given)

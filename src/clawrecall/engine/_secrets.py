@@ -215,3 +215,19 @@ class Secrets:
             sealed=sealed, unsealed=unsealed,
         )
 
+
+
+class SecretKeys:
+    """`mem.secrets`: the key secret memories are sealed with, its status and its rotation; sealing and
+    opening rows is the write path's and the reads' business (`Secrets`), not a user's."""
+
+    def __init__(self, secrets: Secrets):
+        self._secrets = secrets
+
+    def status(self) -> SecretsStatus:
+        """Where the key comes from, and how many secrets are sealed under which key."""
+        return self._secrets.status()
+
+    def rotate(self, progress: Progress | None = None, *, keep_old: bool = False) -> SecretRotation:
+        """Seal every secret again under a new key (`Secrets.rotate`)."""
+        return self._secrets.rotate(progress, keep_old=keep_old)

@@ -18,16 +18,16 @@ class Startup:
     """The startup-entry namespace of a `Memory`: `mem.startup.set/list/delete`."""
 
     def __init__(self, store: Store, config: Config):
-        self.store = store
-        self.config = config
+        self._store = store
+        self._config = config
 
     def set(
         self, key: str, content: str, *, priority: int = 2, reinforce: bool = False, scope: str | None = None,
         caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
     ) -> StartupEntry:
         """Create or replace the entry `key` in `scope` (default: the caller's user, agent, or global)."""
-        require_writes(self.config)
-        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
+        require_writes(self._config)
+        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self._config.access)
         check_text(key, "key")
         try:
             entry = StartupEntry(
@@ -36,7 +36,7 @@ class Startup:
             )
         except PydanticValidationError as exc:
             raise ValidationError(pydantic_message(exc, StartupEntry)) from None
-        self.store.startup.put(entry)
+        self._store.startup.put(entry)
         return entry
 
     def list(
@@ -44,8 +44,8 @@ class Startup:
         scope: str | list[str] | None = None,
     ) -> list[StartupEntry]:
         """The entries in the scopes the caller reads, by priority then key."""
-        scopes = read_scopes(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
-        return self.store.startup.of(scopes)
+        scopes = read_scopes(as_caller(caller, user_id, agent_id), scope, access=self._config.access)
+        return self._store.startup.of(scopes)
 
     def delete(
         self, key: str, *, scope: str | None = None, caller: Caller | None = None, user_id: str | None = None,
@@ -53,8 +53,8 @@ class Startup:
     ) -> None:
         """Remove the entry `key` from `scope`, by default the one `set` writes to (the caller's user,
         agent, or global): a caller deletes its own entry, not a shared one of the same key."""
-        require_writes(self.config)
-        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
+        require_writes(self._config)
+        target = write_scope(as_caller(caller, user_id, agent_id), scope, access=self._config.access)
         check_text(key, "key")
-        if not self.store.startup.delete(target, key):
+        if not self._store.startup.delete(target, key):
             raise NotFoundError(f"no startup entry {key!r} in scope {target!r}")

@@ -11,7 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
-from ..models import AddResult, NewMemory
+from ..models import AddResult, Imported, NewMemory
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
@@ -67,7 +67,7 @@ class Transfer:
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
         progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """Every line is validated before anything is written. A line whose id is stored is skipped (by a
         memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
         so running an import again adds nothing. `vectors` (by item id) are stored for their items instead of
@@ -127,12 +127,10 @@ class Transfer:
             if progress:
                 progress(min(start + size, len(todo)), len(todo))
         left_out.sort(key=lambda d: d["line"])
-        return {
-            "read": len(items_by_line), "created": created,
-            "duplicates": sum(d["reason"] == "duplicate" for d in left_out),
-            "skipped": sum(d["reason"] == "id_exists" for d in left_out),
-            "dry_run": dry_run, "left_out": left_out,
-        }
+        return Imported(
+            read=len(items_by_line), created=created, duplicates=sum(d["reason"] == "duplicate" for d in left_out),
+            skipped=sum(d["reason"] == "id_exists" for d in left_out), dry_run=dry_run, left_out=left_out,
+        )
 
     def _write(self, items: list[NewMemory], caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
                embeddings: np.ndarray | None) -> list[AddResult]:

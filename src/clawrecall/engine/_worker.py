@@ -14,7 +14,6 @@ import socket
 import threading
 from typing import Callable, Protocol, Sequence
 
-from ..config import Config
 from ..models import Job
 
 log = logging.getLogger("clawrecall.jobs")
@@ -23,9 +22,10 @@ _numbers = itertools.count(1)
 
 class Queue(Protocol):
     """What a worker needs of the job queue (`mem.jobs`, which starts workers itself): a ready job run
-    under a lease, and the config's `jobs.poll_s`."""
+    under a lease, and how long to wait when none is ready."""
 
-    config: Config
+    @property
+    def poll_s(self) -> float: ...
 
     def run_once(self, worker: str, kinds: Sequence[str] | None = None) -> Job | None: ...
 
@@ -60,7 +60,7 @@ class Worker:
             if job is None:
                 if once:
                     break
-                self._stop.wait(self.jobs.config.jobs.poll_s)
+                self._stop.wait(self.jobs.poll_s)
                 continue
             ran += 1
             if self.on_finish is not None:

@@ -5,7 +5,7 @@
 - `agent_end(mem, request, caller)`: capture — queue what the finished turn said worth keeping.
 
 `caller` is a `clawrecall.Caller`: its `user_id`, `agent_id` and `session_id` (any may be None). Their
-per-session state and background writes belong to the store's runtime (`mem.runtime`), which
+per-session state and background writes belong to the store's runtime (`mem.upkeep.runtime`), which
 `Memory.close()` drains. The REST server mounts these under `/v1/hooks/…`.
 """
 

@@ -81,7 +81,7 @@ def _record(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, ch
     store refused then is left out, not refused again."""
     if not (messages and _recorded(mem, caller)):
         return 0
-    return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True)["stored"]
+    return mem.conversations.log(messages, caller=caller, channel=channel, skip_bad=True).stored
 
 
 def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, success: bool | None) -> Captured:
@@ -94,12 +94,12 @@ def _capture(mem: "Memory", messages: list[Mapping[str, Any]], caller: Caller, s
         return _answer([], "writes_disabled")
     if not may_write(caller, access=mem.config.access):
         return _answer([], "scope_denied")
-    if mem.facts.active and _recorded(mem, caller):
+    if mem.upkeep.extracting and _recorded(mem, caller):
         return _answer([], "extraction")  # one writer of facts: the model, once the turn's segment closes
     candidates = _candidates(messages, cfg, mem.config.categories)
     if not candidates:
         return _answer([], "no_candidates")
-    writes = mem.runtime.queue("capture", max_pending=MAX_PENDING)  # one thread: writes land in turn order
+    writes = mem.upkeep.runtime.queue("capture", max_pending=MAX_PENDING)  # one thread: writes land in turn order
     if writes.submit(_write, mem, candidates, caller, cfg.importance) is None:
         log.warning("capture queue full; %d candidate(s) dropped", len(candidates))
         return _answer(candidates, "queue_full", queued=0)

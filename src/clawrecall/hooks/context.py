@@ -1,5 +1,5 @@
 """Which session a hook is in, what it reads, and what its request says (the per-session state itself
-belongs to the store's runtime, `mem.runtime`).
+belongs to the store's runtime, `mem.upkeep.runtime`).
 
 Who is calling is a `Caller`, from the runtime's trusted context (OpenClaw's hook `ctx`),
 never from the event body.

@@ -64,7 +64,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     if not cfg.enabled:
         return _answer(skipped="disabled")
     key = session_key(caller)
-    session = None if key is None else mem.runtime.sessions("recall", _Session).get(key, reset=messages == [])
+    session = None if key is None else mem.upkeep.runtime.sessions("recall", _Session).get(key, reset=messages == [])
     if messages == [] and caller.session_id is not None:
         end_segment(mem, caller)
     if session is not None:
@@ -78,7 +78,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
     limit = min(cfg.max_items * 2 + (len(session.injected) if session else 0), 100)
     # on a queue of its own, so the hook can stop waiting; a search that overruns finishes unobserved
     # explained, for each hit's own score (a session neighbour may lend it a better one)
-    future = mem.runtime.queue("recall", threads=SEARCH_THREADS).submit(
+    future = mem.upkeep.runtime.queue("recall", threads=SEARCH_THREADS).submit(
         contextvars.copy_context().run, mem.search, query, caller=caller, scope=read_scope(caller), limit=limit, min_score=cfg.min_score,
         sources=cfg.sources, exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
         explain=True,
@@ -99,7 +99,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
 
     floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
     chosen, lines = _select(hits, cfg, session, floor, caller, mem.config.retrieval.master_weight,
-                            _evidence(query, mem.embedder, cfg.min_known_words))
+                            _evidence(query, mem.upkeep.embedder, cfg.min_known_words))
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:

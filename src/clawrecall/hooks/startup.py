@@ -67,7 +67,7 @@ def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -
     if key is None:
         reason: str | None = "no_session"  # nothing can be remembered, so every turn is a first turn
     else:
-        session = mem.runtime.sessions("startup", _Session).get(key, reset=messages == [])
+        session = mem.upkeep.runtime.sessions("startup", _Session).get(key, reset=messages == [])
         reason = _due(cfg, session, digest)
         if reason is not None:
             session.injected_at, session.digest = _monotonic(), digest

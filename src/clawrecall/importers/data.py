@@ -61,12 +61,12 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     the JSONL import: ids stored already are skipped, so a second run or a resumed one adds nothing twice."""
     options = options or Options()
     plan = read(source, options)
-    vectors, vector_note = reusable(plan, mem.embedder.fingerprint, options.vectors_from)
+    vectors, vector_note = reusable(plan, mem.upkeep.embedder.fingerprint, options.vectors_from)
     startup = _startup(mem, plan, caller, dry_run)  # few and replaced whole: before the memories
     result = mem.import_jsonl(_lines(plan.items), caller=caller, on_duplicate="keep", dry_run=dry_run,
                               progress=progress, vectors=vectors, chunk=chunk)
     return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
-            "imported": result["created"], "already_there": result["skipped"], "dry_run": dry_run,
+            "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
             "vectors": {"reused": len(vectors), "embedded": len(plan.items) - len(vectors), "why": vector_note},
             "startup": startup, "mapped": plan.mapped, "skipped": plan.skipped}
 

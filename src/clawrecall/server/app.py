@@ -115,7 +115,7 @@ def create_app(
         if backups is not None:
             backups.cancel()
         await asyncio.to_thread(mem.jobs.stop_workers)  # each finishes the job it is running
-        if not mem.runtime.drain(CAPTURE_DRAIN_S):
+        if not mem.upkeep.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("background work (capture writes) still running at shutdown")
 
     app = FastAPI(
@@ -142,12 +142,12 @@ def create_app(
     def health() -> Health | JSONResponse:
         """Liveness, E5-style: 200 while the server runs, the model loading included (`status: loading`);
         503 when the model failed to load (`status: failed`) or the store cannot be read. Needs no token."""
-        provider, model, dimension = mem.configured_fingerprint()
-        stored = mem.stored_fingerprint()  # reads the store: a broken database fails here
+        provider, model, dimension = mem.upkeep.configured_fingerprint()
+        stored = mem.upkeep.stored_fingerprint()  # reads the store: a broken database fails here
         body = Health(
             status="ok" if warmup.state == "ready" else warmup.state, model=model,
-            dimension=mem.embedder.dimensions or dimension, provider=provider,
-            store=StoreInfo(backend=mem.store.backend, embedding=str(stored) if stored else None),
+            dimension=mem.upkeep.embedder.dimensions or dimension, provider=provider,
+            store=StoreInfo(backend=mem.upkeep.backend, embedding=str(stored) if stored else None),
             writes=mem.config.writes.enabled, version=__version__, error=warmup.error,
         )
         if warmup.state == "failed":
@@ -161,7 +161,7 @@ def create_app(
         if warmup.state != "ready":
             said = f"the embedding model is {warmup.state}" + (f": {warmup.error}" if warmup.error else "")
             return JSONResponse(error_body("not_ready", said), status_code=503)
-        return Ready(ready=True, model=mem.embedder.model)
+        return Ready(ready=True, model=mem.upkeep.embedder.model)
 
     # no GET: a stateless server sends nothing unasked, so the event stream GET opens would never close
     app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["POST", "DELETE"]))
@@ -180,7 +180,7 @@ async def _sweep_every(mem: Memory, seconds: float) -> None:
     have closed while the server was down first) and embed what is waiting for a vector."""
     while True:
         try:
-            await asyncio.to_thread(mem.sweep)
+            await asyncio.to_thread(mem.upkeep.sweep)
         except Exception:  # a failed sweep is retried at the next; serving goes on
             log.exception("record sweep failed")
         await asyncio.sleep(seconds)
@@ -190,7 +190,7 @@ async def _backup_every(mem: Memory, seconds: float) -> None:
     """At start and then every `seconds`: the scheduled backup, if one is due (`backups.dir`)."""
     while True:
         try:
-            if (taken := await asyncio.to_thread(mem.scheduled_backup)) is not None:
+            if (taken := await asyncio.to_thread(mem.upkeep.scheduled_backup)) is not None:
                 log.info("backup written to %s (%d bytes)", taken.path, taken.bytes)
         except Exception:  # retried at the next look; serving goes on
             log.exception("scheduled backup failed")
@@ -240,7 +240,7 @@ def serve(
     app = create_app(mem, tokens=tokens, allow_anonymous=loopback, max_body_bytes=max_body_bytes)
     auth = not loopback or tokens.any_active()
     bound = sock.getsockname()[1]
-    log.info("serving", extra={"host": host, "port": bound, "db": mem.store.location, "auth": auth})
+    log.info("serving", extra={"host": host, "port": bound, "db": mem.upkeep.location, "auth": auth})
     if listening is not None:
         listening(f"http://{f'[{host}]' if ':' in host else host}:{bound}")
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=log_level)

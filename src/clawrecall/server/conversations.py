@@ -8,7 +8,6 @@ The messages' owner is the authenticated caller, as for every route; the session
 from __future__ import annotations
 
 import io
-from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
 from ..errors import NotFoundError, ScopeError, ValidationError, WritesDisabledError
-from ..models import Message, Segment
+from ..models import Conversation, ConversationDeleted, Logged, Message, Segment, StatsGroup
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -48,35 +47,8 @@ class EndIn(BaseModel):
     reason: Literal["session_end", "explicit"] = "session_end"
 
 
-class Logged(BaseModel):
-    stored: int = Field(description="Messages stored now.")
-    skipped: int = Field(description="Messages stored before (by provider id, time or position and content).")
-    unstorable: int = 0
-    ids: list[str]
-    segment_id: str | None
-
-
-class Conversation(BaseModel):
-    scope: str
-    session_id: str
-    user_id: str | None
-    agent_id: str | None
-    channel: str | None
-    messages: int
-    first_at: datetime
-    last_at: datetime
-
-
 class Conversations(BaseModel):
     conversations: list[Conversation]
-
-
-class StatsGroup(BaseModel):
-    key: str | None = Field(description="The user, agent or session the group counts.")
-    messages: int
-    by_role: dict[str, int]
-    input_tokens: int
-    output_tokens: int
 
 
 class ConversationStats(BaseModel):
@@ -97,18 +69,15 @@ class Ended(BaseModel):
     closed: Segment | None
 
 
-class Deleted(BaseModel):
+class Deleted(ConversationDeleted):
     session_id: str
-    scope: str = Field(description="The conversation's scope: the one asked for, else the caller's own.")
-    deleted: dict[str, int] = Field(description="Rows erased (with dry_run: that would be) per kind: messages, "
-                                    "segments (each with its JSONL file), occurrences, jobs.")
     dry_run: bool
 
 
 @router.post("/messages", responses=WRITE)
 def log_messages(body: MessagesIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Logged:
     """Store the messages not stored yet; they are in the database when this answers (embedded just after)."""
-    return Logged(**mem.conversations.log(body.messages, caller=ctx, session_id=body.session_id, channel=body.channel))
+    return mem.conversations.log(body.messages, caller=ctx, session_id=body.session_id, channel=body.channel)
 
 
 @router.get("", responses=READ)
@@ -167,7 +136,7 @@ def delete_conversation(
     """Erase the conversation for good: its messages, segments and their files, the extraction jobs of its
     segments and the fact occurrences quoting them (the facts stay)."""
     return Deleted(session_id=session_id, dry_run=dry_run,
-                   **mem.conversations.delete(session_id, caller=ctx, scope=scope, dry_run=dry_run))
+                   **mem.conversations.delete(session_id, caller=ctx, scope=scope, dry_run=dry_run).model_dump())
 
 
 # last: a session id may hold "/", so this route would take the ones above for its own

@@ -47,10 +47,10 @@ class BatchIn(BaseModel):
 @router.post("/embed", responses=errors(EmbeddingError))
 def embed(body: EmbedIn, mem: Memory = Depends(memory)) -> Embedding:
     """One text's embedding (L2-normalised)."""
-    return Embedding(embedding=mem.embedder.embed_one(body.text, kind=body.type).tolist())
+    return Embedding(embedding=mem.upkeep.embedder.embed_one(body.text, kind=body.type).tolist())
 
 
 @router.post("/batch", responses=errors(EmbeddingError))
 def embed_batch(body: BatchIn, mem: Memory = Depends(memory)) -> Embeddings:
     """Embeddings of several texts, in order."""
-    return Embeddings(embeddings=mem.embedder.embed(body.texts, kind=body.type).tolist())
+    return Embeddings(embeddings=mem.upkeep.embedder.embed(body.texts, kind=body.type).tolist())

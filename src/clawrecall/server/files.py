@@ -10,14 +10,13 @@ ingesting never takes the threads searches are answered on.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
 from ..errors import AmbiguousIdError, NotFoundError, ScopeError, ValidationError, WritesDisabledError
-from ..models import FileRecord
+from ..models import FileRecord, Ingested
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -34,16 +33,6 @@ class FileIn(BaseModel):
     message_id: str | None = Field(None, description="The conversation message the file came with.")
 
 
-class Ingested(BaseModel):
-    action: Literal["created", "replaced", "unchanged"]
-    file_id: str
-    path: str
-    file_type: Literal["markdown", "text", "code", "pdf"]
-    chunks: int
-    size_bytes: int
-    scope: str
-
-
 class FileList(BaseModel):
     files: list[FileRecord]
 
@@ -57,10 +46,10 @@ class FileRemoved(BaseModel):
 @router.post("", summary="Ingest a file under the server's files.roots (again: replaced if changed, else nothing)",
              responses={**FIND, **errors(WritesDisabledError)})
 async def ingest_file(body: FileIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Ingested:
-    queue = mem.runtime.queue("files", threads=mem.config.files.workers)
+    queue = mem.upkeep.runtime.queue("files", threads=mem.config.files.workers)
     future = queue.submit(mem.files.ingest, body.path, caller=ctx, message_id=body.message_id, within_roots=True)
     assert future is not None  # the queue has no bound: a waiting request is an await, not a thread
-    return Ingested(**await asyncio.wrap_future(future))
+    return await asyncio.wrap_future(future)
 
 
 @router.get("", summary="The ingested files the caller may read, by path", responses=errors(ValidationError, ScopeError))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from ..engine import Memory
 from ..errors import NotFoundError, ScopeError, ValidationError, WritesDisabledError
-from ..models import StartupEntry
+from ..models import Erased, StartupEntry
 from ..scopes import Caller
 from .deps import caller, memory
 from .memories import When, _Body
@@ -58,11 +58,6 @@ class StartupIn(_Body):
     scope: str | None = Field(None, description="Default: user:<caller>, else agent:<caller>, else global.")
 
 
-class Erased(BaseModel):
-    erased: dict[str, int] = Field(description="Rows per kind: memories, history, history_actor, messages, segments, files, startup.")
-    dry_run: bool
-
-
 class BulkDeleted(BaseModel):
     matched: int
     deleted: int
@@ -77,8 +72,7 @@ class StartupEntries(BaseModel):
 def erase(body: EraseIn, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Erased:
     """Erase a person for good (GDPR): the user's or agent's memories, their history's old values and its
     startup entries. The administrator may erase anyone; a token only its own user (or agent)."""
-    counts = mem.erase(user_id=body.user_id, agent_id=body.agent_id, caller=ctx, dry_run=body.dry_run)
-    return Erased(erased=counts, dry_run=body.dry_run)
+    return mem.erase(user_id=body.user_id, agent_id=body.agent_id, caller=ctx, dry_run=body.dry_run)
 
 
 @router.post("/memories/delete-bulk", tags=["memories"], responses=CHANGE)

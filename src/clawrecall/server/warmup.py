@@ -33,7 +33,7 @@ class ModelWarmup:
     def _load(self) -> None:
         started = time.perf_counter()
         try:
-            self.mem.embedder.embed(["warm up"], kind="query")
+            self.mem.upkeep.embedder.embed(["warm up"], kind="query")
         except ClawrecallError as exc:
             log.error("embedding model failed to load", extra={"error": str(exc)})
             # `/health` answers without a token: where the provider lives is for the log, not for anyone asking
@@ -41,4 +41,4 @@ class ModelWarmup:
             return
         self.state = "ready"
         seconds = round(time.perf_counter() - started, 2)
-        log.info("embedding model ready", extra={"model": self.mem.embedder.model, "s": seconds})
+        log.info("embedding model ready", extra={"model": self.mem.upkeep.embedder.model, "s": seconds})

@@ -189,20 +189,32 @@ class Memories:
         return [self._record(r) for r in rows]
 
     def iter_all(self, filters: Filters, batch: int = 500) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
-        p, oc = self._store.dialect.p, self._store.dialect.order_column
         from_vector = self._store.dialect.from_db["vector"]
+        for row in self._pages(f"{self._columns}, m.embedding", filters, batch):
+            yield self._record(row[:-1]), from_vector(row[-1])
+
+    def vectors_by_scope(self, filters: Filters, batch: int = 5000) -> Iterator[tuple[str, str, np.ndarray]]:
+        """(id, scope, vector) of every memory with a vector that passes `filters`: what a pass over a whole
+        scope's vectors needs (insight's clusters), without building 100k records."""
+        from_vector = self._store.dialect.from_db["vector"]
+        for row in self._pages("m.id, m.scope, m.embedding", filters, batch, "m.embedding IS NOT NULL"):
+            yield str(row[0]), row[1], from_vector(row[2])
+
+    def _pages(self, columns: str, filters: Filters, batch: int, also: str = "1=1") -> Iterator[Sequence[Any]]:
+        """Rows of `columns` that pass `filters`, read in keyset pages of `batch` in storage order."""
+        p, oc = self._store.dialect.p, self._store.dialect.order_column
         where_, params = self._where(filters)
         last = 0
         while True:
             rows = self._store.run(
-                f"SELECT m.{oc}, {self._columns}, m.embedding FROM memories m WHERE m.{oc} > {p} AND {where_} "
+                f"SELECT m.{oc}, {columns} FROM memories m WHERE m.{oc} > {p} AND {where_} AND {also} "
                 f"ORDER BY m.{oc} LIMIT {p}",
                 (last, *params, batch),
             )
             if not rows:
                 return
             for row in rows:
-                yield self._record(row[1:-1]), from_vector(row[-1])
+                yield row[1:]
             last = rows[-1][0]
 
     def ids(self, filters: Filters) -> list[str]:
@@ -264,12 +276,12 @@ class Memories:
                                f"OR (expires_at IS NOT NULL AND expires_at <= {d.p})", (d.ts(before), d.ts(before)))
         return [str(r[0]) for r in rows]
 
-    def unembedded(self, limit: int) -> list[tuple[str, str, str]]:
-        """(id, text to embed, kind) of rows written without a vector (messages, chunks), oldest first: the
-        content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
-        rows = self._store.run(f"SELECT id, content, keys, kind FROM memories WHERE embedding IS NULL AND {_UNSEALED} "
-                               f"ORDER BY created_at LIMIT {self._store.dialect.p}", (limit,))
-        return [(str(r[0]), embedded_text(r[1], r[2]), r[3]) for r in rows]
+    def unembedded(self, limit: int) -> list[tuple[str, str, str, str | None]]:
+        """(id, text to embed, kind, source id: a message's role) of rows written without a vector (messages,
+        chunks), oldest first: the content, and the row's keys if it has them (`MemoryRecord.embedded_text`)."""
+        rows = self._store.run(f"SELECT id, content, keys, kind, source_id FROM memories WHERE embedding IS NULL AND "
+                               f"{_UNSEALED} ORDER BY created_at LIMIT {self._store.dialect.p}", (limit,))
+        return [(str(r[0]), embedded_text(r[1], r[2]), r[3], r[4]) for r in rows]
 
     def count_unembedded(self) -> int:
         return int(self._store.run(f"SELECT count(*) FROM memories WHERE embedding IS NULL AND {_UNSEALED}")[0][0])

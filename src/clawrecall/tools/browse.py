@@ -91,10 +91,10 @@ def memory_stats(mem: Memory, caller: Caller, args: StatsArgs) -> ToolResult:
         by_scope = mem.stats().by_scope
     else:
         by_scope = {s: n for s in scopes if (n := mem.count(caller=caller, scope=s))}
-    fingerprint = mem.stored_fingerprint()
+    fingerprint = mem.upkeep.stored_fingerprint()
     details = {
         "active": active, "deleted": deleted, "by_category": by_category, "by_scope": by_scope,
-        "embedding": fingerprint.model_dump() if fingerprint else None, "backend": mem.store.backend,
+        "embedding": fingerprint.model_dump() if fingerprint else None, "backend": mem.upkeep.backend,
         "jobs": mem.jobs.stats(caller=caller).model_dump(mode="json"),
     }
     counts = ", ".join(f"{name} {n}" for name, n in sorted(by_category.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -92,7 +92,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
         as_of=args.asOf,  # type: ignore[arg-type]  # ISO text: the engine reads it as it reads every caller's time
         secrets=args.secrets,
     )
-    provider, model, _ = mem.configured_fingerprint()
+    provider, model, _ = mem.upkeep.configured_fingerprint()
     results: list[SearchResult] = []
     for h in hits:
         result: SearchResult = {
@@ -109,7 +109,7 @@ def memory_search(mem: Memory, caller: Caller, args: SearchArgs) -> ToolResult:
     text = (untrusted([line(n, h.memory, h.score, label=label(h), discussed=h.discussed) for n, h in enumerate(hits, 1)])
             if hits else "No relevant records.") + keywords_only(hits)
     details: SearchDetails = {
-        "results": results, "provider": PROVIDER, "backend": mem.store.backend, "model": f"{provider}/{model}",
+        "results": results, "provider": PROVIDER, "backend": mem.upkeep.backend, "model": f"{provider}/{model}",
         "citations": "auto", **degraded(hits),  # type: ignore[typeddict-item]
     }
     return ToolResult(text, details)
