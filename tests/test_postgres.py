@@ -627,11 +627,11 @@ def test_the_keyword_legs_word_estimates_are_asked_once_a_minute_per_word_and_fi
 
     rng = np.random.default_rng(7)
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         items = [{"content": f"the budget of the hiking trip {i}", "scope": "custom:a"} for i in range(30)]
         mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
-        mem.store.run("ANALYZE memories")
-        store, asked = mem.store, []
+        mem._store.run("ANALYZE memories")
+        store, asked = mem._store, []
         run = store.run
 
         def counting(sql, *args, **kwargs):
@@ -656,23 +656,23 @@ def test_each_words_estimate_is_its_own_when_the_planner_would_read_them_in_para
     rows are every word's together. Each word must still get its own estimate, as when asked alone."""
     rng = np.random.default_rng(8)
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         items = [{"content": ("budget " * (1 + i % 2)) + ("hiking " if i % 3 == 0 else "") + f"trip {i}",
                   "scope": "custom:a"} for i in range(600)]
         mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
-        mem.store.run("ANALYZE memories")
+        mem._store.run("ANALYZE memories")
         for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
                         "min_parallel_index_scan_size = 0"):
-            mem.store.run(f"ALTER DATABASE {urlsplit(pg_url).path[1:]} SET {setting}")
+            mem._store.run(f"ALTER DATABASE {urlsplit(pg_url).path[1:]} SET {setting}")
     with Memory.open(pg_url) as mem:
-        where, params = mem.store.where(Filters(scopes=["custom:a"]), "m")
+        where, params = mem._store.where(Filters(scopes=["custom:a"]), "m")
         one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('english', %s) AND {where}"
         words = ["budget", "hiking", "trip"]
-        assert "Gather" in "\n".join(r[0] for r in mem.store.run(
+        assert "Gather" in "\n".join(r[0] for r in mem._store.run(
             "EXPLAIN " + " UNION ALL ".join([one] * 3), [p for w in words for p in (w, *params)]))
-        together = mem.store._estimates([(one, [w, *params]) for w in words])
-        mem.store._plans.clear()
-        alone = [mem.store._estimates([(one, [w, *params])])[0] for w in words]
+        together = mem._store._estimates([(one, [w, *params]) for w in words])
+        mem._store._plans.clear()
+        alone = [mem._store._estimates([(one, [w, *params])])[0] for w in words]
         assert together == alone and alone[1] < alone[0]
 
 
@@ -843,26 +843,26 @@ def test_an_exact_read_of_a_scope_visits_only_the_index_of_scope_ordered_vectors
     rng = np.random.default_rng(11)
     widest = _widest_id()
     with Memory.open(pg_url) as mem:
-        dims = mem.embedder.ensure_dimensions()
+        dims = mem.upkeep.embedder.ensure_dimensions()
         # the users' rows interleaved, as they arrive in use
         items = [{"content": f"note {i}", "scope": f"user:{('alice', 'bob', 'carol')[i % 3]}"} for i in range(1500)]
         items += [{"content": f"wide note {i}", "scope": f"agent:{widest}", "agent_id": widest} for i in range(20)]
         mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
-        mem.store.run("VACUUM ANALYZE memories")
+        mem._store.run("VACUUM ANALYZE memories")
         issued: list[tuple[str, tuple]] = []
-        run = mem.store.run
+        run = mem._store.run
 
         def recording(sql: str, params=(), **kw):
             if "<=>" in sql and "OFFSET 0" in sql:
                 issued.append((sql, tuple(params)))
             return run(sql, params, **kw)
 
-        mem.store.run = recording
+        mem._store.run = recording
         mem.search("note 7", caller=Caller("alice", "main"), sources=["memory", "message", "chunk"])
-        del mem.store.run
+        del mem._store.run
         [(sql, params)] = issued
-        read = [str(r[0]) for r in mem.store.run(sql, params)]
-        assert read and {r.scope for r in mem.store.memories.fetch(read).values()} == {"user:alice"}
+        read = [str(r[0]) for r in mem._store.run(sql, params)]
+        assert read and {r.scope for r in mem._store.memories.fetch(read).values()} == {"user:alice"}
     # On 1,500 rows the planner may well read the few heap pages; on 120,000 it takes the index (docs/scaling.md).
     # Without bitmap and sequential scans, what must be left is a read of that index alone.
     with psycopg.connect(pg_url) as conn:
@@ -880,5 +880,5 @@ def test_vectors_too_large_for_an_index_entry_beside_the_longest_ids_get_no_scop
     with Memory.open(pg_url, embedding={"dimensions": 1024}) as mem:
         mem.add_many([{"content": f"wide {i}", "scope": f"agent:{widest}", "agent_id": widest} for i in range(5)],
                      embeddings=_unit(np.random.default_rng(12), 5, 1024), dedup=False)
-        assert mem.store.has_vector_index()
-        assert mem.store.run("SELECT to_regclass('idx_memories_scope_vectors')") == [(None,)]
+        assert mem._store.has_vector_index()
+        assert mem._store.run("SELECT to_regclass('idx_memories_scope_vectors')") == [(None,)]
