@@ -125,7 +125,12 @@ def postgres_cpu_s(pg: Server | None) -> float | None:
     """CPU seconds of our own PostgreSQL server and its backends (None for a server of `--db-url`)."""
     if pg is None or pg.pg is None:
         return None
-    postmaster = int((Path(pg.pg.pgdata) / "postmaster.pid").read_text().split()[0])
+    return server_cpu_s(Path(pg.pg.pgdata))
+
+
+def server_cpu_s(pgdata: Path) -> float:
+    """CPU seconds of the server of this data directory: its postmaster and every process it started."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
     total = cpu_s(postmaster)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:

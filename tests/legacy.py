@@ -36,8 +36,8 @@ def load(target: str, version: str) -> None:
 
 
 def catalog(store) -> set[tuple]:
-    """What a store's schema is made of, as comparable tuples (whitespace aside); the HNSW index
-    left out, which follows the stored vectors rather than the schema."""
+    """What a store's schema is made of, as comparable tuples (whitespace aside); the vector indexes
+    left out, which follow the stored vectors rather than the schema."""
     if store.backend == "sqlite":
         rows = store.run("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
         return {(kind, name, table, _squeeze(sql)) for kind, name, table, sql in rows}
@@ -47,7 +47,7 @@ def catalog(store) -> set[tuple]:
         "SELECT 'constraint', conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
         "WHERE connamespace = 'public'::regnamespace",
         "SELECT 'index', tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' "
-        "AND indexname <> 'idx_memories_embedding'",
+        "AND indexname NOT IN ('idx_memories_embedding', 'idx_memories_scope_vectors')",
         "SELECT 'trigger', tgrelid::regclass::text, tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal",
         "SELECT 'function', proname, pg_get_functiondef(p.oid) FROM pg_proc p "
         "WHERE pronamespace = 'public'::regnamespace AND NOT EXISTS "

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from clawrecall import Caller, ConfigError, Memory, StorageError
 from clawrecall.storage import Filters
@@ -621,6 +622,60 @@ def test_the_exact_or_hnsw_question_is_asked_once_a_minute_per_filter(pg_url, mo
         assert len(hits) == 10
 
 
+def test_the_keyword_legs_word_estimates_are_asked_once_a_minute_per_word_and_filter(pg_url, monkeypatch):
+    import clawrecall.storage.postgres as backend
+
+    rng = np.random.default_rng(7)
+    with Memory.open(pg_url) as mem:
+        dims = mem.upkeep.embedder.ensure_dimensions()
+        items = [{"content": f"the budget of the hiking trip {i}", "scope": "custom:a"} for i in range(30)]
+        mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem._store.run("ANALYZE memories")
+        store, asked = mem._store, []
+        run = store.run
+
+        def counting(sql, *args, **kwargs):
+            if sql.startswith("EXPLAIN"):
+                asked.append(sql.count("to_tsquery"))  # the words asked about
+            return run(sql, *args, **kwargs)
+
+        store.run = counting
+        scoped = Filters(scopes=["custom:a"])
+        first = store.text_candidates("hiking budget", scoped, 10)
+        assert len(first) == 10 and asked == [2]
+        assert store.text_candidates("hiking budget", scoped, 10) == first and asked == [2]
+        assert len(store.text_candidates("budget trip", scoped, 10)) == 10 and asked == [2, 1]  # only the new word
+        assert store.text_candidates("hiking budget", Filters(scopes=["custom:b"]), 10) == [] and asked == [2, 1, 2]
+        clock = time.monotonic()
+        monkeypatch.setattr(backend, "_monotonic", lambda: clock + 61)
+        assert store.text_candidates("hiking budget", scoped, 10) == first and asked == [2, 1, 2, 2]  # a minute later
+
+
+def test_each_words_estimate_is_its_own_when_the_planner_would_read_them_in_parallel(pg_url):
+    """Asked together, the words' statements could get one parallel plan: a Gather over them all, whose
+    rows are every word's together. Each word must still get its own estimate, as when asked alone."""
+    rng = np.random.default_rng(8)
+    with Memory.open(pg_url) as mem:
+        dims = mem.upkeep.embedder.ensure_dimensions()
+        items = [{"content": ("budget " * (1 + i % 2)) + ("hiking " if i % 3 == 0 else "") + f"trip {i}",
+                  "scope": "custom:a"} for i in range(600)]
+        mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem._store.run("ANALYZE memories")
+        for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+                        "min_parallel_index_scan_size = 0"):
+            mem._store.run(f"ALTER DATABASE {urlsplit(pg_url).path[1:]} SET {setting}")
+    with Memory.open(pg_url) as mem:
+        where, params = mem._store.where(Filters(scopes=["custom:a"]), "m")
+        one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('english', %s) AND {where}"
+        words = ["budget", "hiking", "trip"]
+        assert "Gather" in "\n".join(r[0] for r in mem._store.run(
+            "EXPLAIN " + " UNION ALL ".join([one] * 3), [p for w in words for p in (w, *params)]))
+        together = mem._store._estimates([(one, [w, *params]) for w in words])
+        mem._store._plans.clear()
+        alone = [mem._store._estimates([(one, [w, *params])])[0] for w in words]
+        assert together == alone and alone[1] < alone[0]
+
+
 def test_a_store_with_full_precision_vectors_moves_to_half_precision_with_its_index(pg_url):
     """A database made before half precision (`vector` columns, an HNSW index over `vector`) gets halfvec
     columns, the HNSW index made again over them and used, and its staged vectors kept."""
@@ -777,3 +832,57 @@ def test_an_index_build_after_a_reembed_waits_for_a_transaction_that_still_sees_
         with pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions, not 384"):
             store.build_vector_index()
         assert time.monotonic() - started < 30 and not store.has_vector_index()  # not the 60 s wait for transactions
+
+
+def _widest_id() -> str:
+    """The longest id allowed, in the widest characters (4 bytes each in UTF-8), and ones that do not compress."""
+    rng = np.random.default_rng(13)
+    return "".join(chr(c) for c in rng.integers(0x20000, 0x2A6DF, 199))
+
+
+def test_an_exact_read_of_a_scope_visits_only_the_index_of_scope_ordered_vectors(pg_url):
+    """A scope's vectors sit together in their own index, beside the HNSW one: a caller's search reading its
+    scopes exactly touches no heap page once vacuum has marked them (there its rows lie among every other
+    scope's). The longest ids still fit an index entry; vectors too large for one get no such index."""
+    rng = np.random.default_rng(11)
+    widest = _widest_id()
+    with Memory.open(pg_url) as mem:
+        dims = mem.upkeep.embedder.ensure_dimensions()
+        # the users' rows interleaved, as they arrive in use
+        items = [{"content": f"note {i}", "scope": f"user:{('alice', 'bob', 'carol')[i % 3]}"} for i in range(1500)]
+        items += [{"content": f"wide note {i}", "scope": f"agent:{widest}", "agent_id": widest} for i in range(20)]
+        mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
+        mem._store.run("VACUUM ANALYZE memories")
+        issued: list[tuple[str, tuple]] = []
+        run = mem._store.run
+
+        def recording(sql: str, params=(), **kw):
+            if "<=>" in sql and "OFFSET 0" in sql:
+                issued.append((sql, tuple(params)))
+            return run(sql, params, **kw)
+
+        mem._store.run = recording
+        mem.search("note 7", caller=Caller("alice", "main"), sources=["memory", "message", "chunk"])
+        del mem._store.run
+        [(sql, params)] = issued
+        read = [str(r[0]) for r in mem._store.run(sql, params)]
+        assert read and {r.scope for r in mem._store.memories.fetch(read).values()} == {"user:alice"}
+    # On 1,500 rows the planner may well read the few heap pages; on 120,000 it takes the index (docs/scaling.md).
+    # Without bitmap and sequential scans, what must be left is a read of that index alone.
+    with psycopg.connect(pg_url) as conn:
+        register_vector(conn)
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params))
+        conn.rollback()
+        assert "Index Only Scan using idx_memories_scope_vectors" in plan, plan
+        assert "Heap Fetches: 0" in plan, plan
+
+
+def test_vectors_too_large_for_an_index_entry_beside_the_longest_ids_get_no_scope_ordered_index(pg_url):
+    widest = _widest_id()
+    with Memory.open(pg_url, embedding={"dimensions": 1024}) as mem:
+        mem.add_many([{"content": f"wide {i}", "scope": f"agent:{widest}", "agent_id": widest} for i in range(5)],
+                     embeddings=_unit(np.random.default_rng(12), 5, 1024), dedup=False)
+        assert mem._store.has_vector_index()
+        assert mem._store.run("SELECT to_regclass('idx_memories_scope_vectors')") == [(None,)]

@@ -59,6 +59,7 @@ CORE = MigrationSet(
         "message-windows",  # memories.kind 'window': a long message's parts, embedded; its long messages embedded again
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
         "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
+        "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),

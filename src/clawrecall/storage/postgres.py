@@ -6,11 +6,13 @@ server restart costs the in-flight call (a clear `StorageError`) and nothing aft
 No row is kept between calls: every search reads the database, so several servers on one database,
 or on a read replica, answer as the database does, by construction. Cached are only the vector
 dimensions (re-read when a query's differ, as after a `reembed` by another process) and, for a
-minute, the planner's answer to whether a filter's vector search reads exactly or through HNSW.
+minute, the planner's estimates (`_estimates`): whether a filter's vector search reads exactly or
+through HNSW, and how many rows each keyword matches under a filter.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
-exactly instead, which is both faster and complete there. Bulk loads can defer the index (`deferred_vector_index`) and
+exactly instead, which is both faster and complete there, from an index that keeps each scope's
+vectors together (`_SCOPE_VECTORS`). Bulk loads can defer the index (`deferred_vector_index`) and
 build it once at the end.
 """
 
@@ -50,11 +52,11 @@ log = logging.getLogger("clawrecall.storage")
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 PGVECTOR_NEEDED = (0, 8)  # halfvec (0.7) and iterative HNSW scans (0.8)
 _MIGRATION_LOCK = 0x636C6177  # pg_advisory_xact_lock key: "claw"
-_PLAN_TTL_S = 60.0  # how long `_few_rows` trusts an answer
+_PLAN_TTL_S = 60.0  # how long `_estimates` trusts the planner's answer
 _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
-_PLANS_KEPT = 4096  # answers kept (a filter each: a user's scopes, a session…)
+_PLANS_KEPT = 4096  # answers kept (a filter each, or a word and a filter: a user's scopes, a session…)
 _RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
-_monotonic = time.monotonic  # `_few_rows`' clock
+_monotonic = time.monotonic  # `_estimates`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
 
@@ -122,6 +124,19 @@ def _hnsw_index(dims: int | str, cfg: PostgresConfig) -> str:
     """The vector index over vectors of `dims` dimensions (a migration's placeholder, filled when it runs)."""
     return (f"CREATE INDEX IF NOT EXISTS idx_memories_embedding ON memories USING hnsw ((embedding::halfvec({dims})) "
             f"halfvec_cosine_ops) WITH (m = {cfg.hnsw_m}, ef_construction = {cfg.hnsw_ef_construction})")
+
+
+# A scope's vectors in scope order, read index-only by an exact search: a user's 6,000 rows of a 120k-row
+# store sit on ~1,600 heap pages among other users' rows, and on ~750 pages of this index. It holds every
+# column a search's filters test but the session and the source (up to 800 and 4,000 bytes), so a search
+# that leaves out a session, or names message roles, reads the heap. A btree entry holds at most 2,704
+# bytes: with ids of 200 four-byte characters, a vector of 384 dimensions still fits, and larger vectors
+# get no such index. Like the HNSW index, it follows the stored vectors: made with it, dropped with it.
+_SCOPE_VECTORS_DIMS = 384
+_SCOPE_VECTORS = ("CREATE INDEX IF NOT EXISTS idx_memories_scope_vectors ON memories (scope, kind) INCLUDE "
+                  "(id, deleted_at, expires_at, valid_from, valid_to, created_at, visibility, agent_id, embedding) "
+                  "WHERE embedding IS NOT NULL")
+_DROP_VECTOR_INDEXES = ["DROP INDEX IF EXISTS idx_memories_embedding", "DROP INDEX IF EXISTS idx_memories_scope_vectors"]
 
 
 def pgvector_too_old(version: str) -> str | None:
@@ -199,6 +214,17 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         ],
         "no-change-feed": _NO_CHANGE_FEED,
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
+        # a store with its HNSW index gets the scope-ordered vectors beside it (a store without one, when it is built)
+        "scope-vectors": [
+            f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
+            f"""DO $$
+            BEGIN
+                IF to_regclass('idx_memories_embedding') IS NOT NULL
+                   AND (SELECT value::int FROM meta WHERE key = 'vector_dims') <= {_SCOPE_VECTORS_DIMS} THEN
+                    EXECUTE '{_SCOPE_VECTORS}';
+                END IF;
+            END $$""",
+        ],
     }
 
 
@@ -267,7 +293,7 @@ class PostgresStore(Store):
         self._dims: int | None = None
         self._indexed = False  # the HNSW index is known to exist (another process may drop it: reembed)
         self._deferring = 0  # deferred_vector_index() blocks open in this process
-        self._plans: dict[tuple, tuple[float, bool]] = {}  # `_few_rows`: filters -> (when asked, the answer)
+        self._plans: dict[tuple, tuple[float, float]] = {}  # `_estimates`: statement -> (when asked, rows)
         self._workers: ThreadPoolExecutor | None = None  # `beside`, started on first use
         self._workers_lock = threading.Lock()
         self._closed = False
@@ -554,6 +580,8 @@ class PostgresStore(Store):
         self.lock_schema()
         self.run(f"SET LOCAL maintenance_work_mem = '{self.config.maintenance_work_mem}'")
         self.run(_hnsw_index(dims, self.config))
+        if dims <= _SCOPE_VECTORS_DIMS:
+            self.run(_SCOPE_VECTORS)
         self._indexed = True
 
     def lock_writes(self) -> None:
@@ -562,9 +590,10 @@ class PostgresStore(Store):
         self.run("LOCK TABLE memories IN EXCLUSIVE MODE")
 
     def swap_staged_vectors(self, target: str, model: str) -> int:
-        """The HNSW index goes first (it is built over the old dimensions, and rebuilding it beats
-        updating its graph row by row); `build_vector_index` makes it again after COMMIT."""
-        self.run("DROP INDEX IF EXISTS idx_memories_embedding")
+        """The vector indexes go first (built over the old dimensions, and rebuilding them beats updating
+        them row by row); `build_vector_index` makes them again after COMMIT."""
+        for sql in _DROP_VECTOR_INDEXES:
+            self.run(sql)
         changed = super().swap_staged_vectors(target, model)
         rows = self.run("SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1")
         if rows:
@@ -579,7 +608,8 @@ class PostgresStore(Store):
     def drop_vector_index(self) -> None:
         with self.transaction():
             self.lock_schema()
-            self.run("DROP INDEX IF EXISTS idx_memories_embedding")
+            for sql in _DROP_VECTOR_INDEXES:
+                self.run(sql)
             self.run("DELETE FROM meta WHERE key = 'vector_dims'")
         self._dims = None
         self._indexed = False
@@ -625,7 +655,8 @@ class PostgresStore(Store):
             self.lock_schema()
             self.set_meta(_INDEX_DEFERRED, "1")
             if rebuild:
-                self.run("DROP INDEX IF EXISTS idx_memories_embedding")
+                for sql in _DROP_VECTOR_INDEXES:
+                    self.run(sql)
         self._indexed = False
         self._deferring += 1
         try:
@@ -716,25 +747,35 @@ class PostgresStore(Store):
         return [Candidate(str(r[0]), 1.0 - float(r[1])) for r in sorted(rows, key=lambda r: float(r[1]))]
 
     def _few_rows(self, candidates: str, params: list[Any]) -> bool:
-        """Whether the planner expects at most `exact_search_rows` rows to pass the filters. Asked once a
-        minute per filter (its times to the minute, `_plan_key`): a scope grows by a few rows a minute,
-        and the question costs a round trip and a plan."""
+        """Whether the planner expects at most `exact_search_rows` rows to pass the filters."""
         limit = self.config.exact_search_rows
-        if limit <= 0:
-            return False
-        key = (candidates, tuple(_plan_key(p) for p in params))
+        return limit > 0 and self._estimates([(candidates, [None, *params])])[0] <= limit
+
+    def _estimates(self, statements: list[tuple[str, list[Any]]]) -> list[float]:
+        """The rows the planner expects of each statement (statements of one shape: they are asked together,
+        as one `UNION ALL`). Each answer is kept a minute (its times to the minute, `_plan_key`): a scope grows
+        by a few rows a minute, and the question costs a round trip and a plan, which searches of the same
+        filter, or of the same words under it, then spare."""
         now = _monotonic()
-        if (known := self._plans.get(key)) is not None and now - known[0] < _PLAN_TTL_S:
-            return known[1]
-        plan = self.run(f"EXPLAIN (FORMAT JSON) {candidates}", (None, *params))[0][0]
-        plan = json.loads(plan) if isinstance(plan, str) else plan
-        few = plan[0]["Plan"]["Plan Rows"] <= limit
-        if len(self._plans) >= _PLANS_KEPT:
-            self._plans = {k: v for k, v in list(self._plans.items()) if now - v[0] < _PLAN_TTL_S}
-            if len(self._plans) >= _PLANS_KEPT:
-                self._plans.clear()
-        self._plans[key] = (now, few)
-        return few
+        keys = [(sql, tuple(_plan_key(p) for p in params)) for sql, params in statements]
+        known = {k: v[1] for k in keys if (v := self._plans.get(k)) is not None and now - v[0] < _PLAN_TTL_S}
+        ask = [(key, statement) for key, statement in dict(zip(keys, statements)).items() if key not in known]
+        if ask:
+            with self.transaction():
+                # a parallel plan would put one Gather over the statements, each estimate a worker's share
+                self.run("SET LOCAL max_parallel_workers_per_gather = 0")
+                plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join(sql for _, (sql, _) in ask),
+                                [p for _, (_, params) in ask for p in params])[0][0]
+            plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+            rows = [p["Plan Rows"] for p in plan["Plans"]] if len(ask) > 1 else [plan["Plan Rows"]]
+            if len(self._plans) + len(ask) > _PLANS_KEPT:
+                self._plans = {k: v for k, v in list(self._plans.items()) if now - v[0] < _PLAN_TTL_S}
+                if len(self._plans) + len(ask) > _PLANS_KEPT:
+                    self._plans.clear()
+            for (key, _), n in zip(ask, rows):
+                self._plans[key] = (now, n)
+                known[key] = n
+        return [known[k] for k in keys]
 
     def text_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         """Matches of any keyword, ranked BM25-like: each keyword's `ts_rank` (term frequency, length
@@ -773,7 +814,7 @@ class PostgresStore(Store):
     def _ranked(self, terms: list[str], where: str, params: list[Any]) -> tuple[str, int | None]:
         """Which matches the keyword leg ranks: a tsquery and at most how many rows (None: all).
 
-        The planner estimates each word's matches under the filters (one EXPLAIN). When they add up to
+        The planner estimates each word's matches under the filters (`_estimates`). When they add up to
         `_RANKED` or fewer, every match is ranked. Otherwise the words are taken rarest first while their
         matches stay within `_RANKED`, and the rows ranked are those that have one of these rarer words;
         a row that has only common words is not ranked. With no rarer word, the rows that have two of the
@@ -782,10 +823,7 @@ class PostgresStore(Store):
         when the planner's estimate fell short."""
         any_word = " | ".join(terms)
         one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('{self.ts_config}', %s) AND {where}"
-        plan = self.run("EXPLAIN (FORMAT JSON) " + " UNION ALL ".join([one] * len(terms)),
-                         [p for t in terms for p in (t, *params)])[0][0]
-        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-        rows = [p["Plan Rows"] for p in plan["Plans"]] if len(terms) > 1 else [plan["Plan Rows"]]
+        rows = self._estimates([(one, [t, *params]) for t in terms])
         if sum(rows) <= _RANKED:
             return any_word, None
         rare, common, total = [], [], 0.0
