@@ -8,6 +8,9 @@ real `clawrecall serve` process, called with a user token.
 
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +28,8 @@ from clawrecall.server.spawn import spawn_server
 
 EXAMPLES_PER_OPERATION = 6
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+# answered with a stream that stays open (Server-Sent Events): checked by its status and head, then closed
+STREAMS = {"/v1/events"}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +55,10 @@ def test_no_input_causes_a_server_error_and_every_answer_is_as_described(live):
                       suppress_health_check=list(HealthCheck))
             @given(case=operation.as_strategy(generation_mode=mode))
             def fuzz(case: schemathesis.Case) -> None:
-                case.call_and_validate(headers=auth, checks=CHECKS, timeout=60)
+                if operation.path in STREAMS:
+                    _open_stream(case, auth, server.url, documented=set(operation.definition.raw["responses"]))
+                else:
+                    case.call_and_validate(headers=auth, checks=CHECKS, timeout=60)
 
             try:
                 fuzz()
@@ -61,6 +69,19 @@ def test_no_input_causes_a_server_error_and_every_answer_is_as_described(live):
     assert not failures, "\n".join(failures)
     answered = [r["status"] for r in server.records() if r["logger"] == "clawrecall.access"]
     assert sum(200 <= status < 300 for status in answered) > 2 * len(operations)  # the fuzz got past the door
+
+
+def _open_stream(case: schemathesis.Case, auth: dict[str, str], base_url: str, documented: set[str]) -> None:
+    """A streaming route's answer to a generated request: a documented status, never a 5xx; an event stream
+    when it is 200, else a JSON error body. The stream is closed once its head is read."""
+    sent = case.as_transport_kwargs(base_url=base_url, headers=auth)
+    with httpx.Client(timeout=60) as client, client.stream(
+            sent["method"], sent["url"], params=sent.get("params"), headers={**sent["headers"], **auth}) as answer:
+        assert answer.status_code < 500 and str(answer.status_code) in documented, (answer.status_code, sent)
+        if answer.status_code == 200:
+            assert answer.headers["content-type"].startswith("text/event-stream"), answer.headers
+        else:
+            assert "error" in json.loads(answer.read()), sent
 
 
 def _first_lines(exc: BaseException) -> str:
