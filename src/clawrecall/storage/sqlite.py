@@ -260,6 +260,7 @@ class SQLiteStore(Store):
             raise StorageError(f"cannot open SQLite database {self.path}: {exc}") from None
         self._lock = threading.RLock()
         self._depth = 0
+        self._in_transaction: int | None = None  # the thread whose transaction is open
         self._local = threading.local()  # `reader`: the connection `beside`'s worker reads through
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()  # the reader's statements
@@ -371,7 +372,8 @@ class SQLiteStore(Store):
         rows or more: there FTS5 ranks tens of thousands of matches while the caller embeds the query and
         scans the vectors, and both leave the GIL. Below, a thread per search costs more than it saves
         (docs/retrieval.md). Inline inside a transaction, whose writes another connection would not see."""
-        if self._depth or str(self.path) == ":memory:" or self._indexed_rows(filters.scopes) < _BESIDE_ROWS:
+        if (self._depth and self._in_transaction == threading.get_ident()) or str(self.path) == ":memory:" \
+                or self._indexed_rows(filters.scopes) < _BESIDE_ROWS:
             return super().beside(fn, filters)
         with self._worker_lock:
             if self._closed:
@@ -439,7 +441,7 @@ class SQLiteStore(Store):
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise self._refused(exc) from None
-            self._depth = 1
+            self._depth, self._in_transaction = 1, threading.get_ident()  # another thread's search may still go beside
             index = self._index
             seen = None if index is None else index.last_seq
             try:
