@@ -216,8 +216,9 @@ def _add(url: str, user: str, content: str) -> str:
 def test_a_write_through_another_server_reaches_a_stream_of_the_first_and_only_its_readers(db_target, tmp_path):
     """Two server processes on one store (PostgreSQL: NOTIFY; SQLite: the poll of the log); a stream resumes
     after its last event id without loss or repeat."""
-    with spawn_server(db_target, log_path=tmp_path / "one.log") as one, \
-            spawn_server(db_target, log_path=tmp_path / "two.log") as two:
+    quick = {"CLAWRECALL_INSIGHT__EVENTS_KEEPALIVE_S": "0.5"}  # a closed stream is noticed at the next keepalive
+    with spawn_server(db_target, log_path=tmp_path / "one.log", env=quick) as one, \
+            spawn_server(db_target, log_path=tmp_path / "two.log", env=quick) as two:
         with stream(one.url, "alice") as alice, stream(one.url, "bob") as bob:
             hers = _add(two.url, "alice", "Alice parks on level 3")
             his = _add(two.url, "bob", "Bob parks on level 5")

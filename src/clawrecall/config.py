@@ -475,6 +475,9 @@ class InsightConfig(_Section):
     # the change feed (/v1/events) on SQLite: how often another process's changes are looked for, in
     # seconds (this process's own arrive at once; PostgreSQL is told by NOTIFY, and reconnects this often)
     events_poll_s: float = Field(default=0.25, gt=0, le=60)
+    # a stream with nothing to say sends a comment this often, so proxies keep it open and a server notices
+    # a client that left (its write fails), in seconds
+    events_keepalive_s: float = Field(default=15.0, gt=0, le=300)
 
 
 class HooksConfig(_Section):

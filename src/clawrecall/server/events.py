@@ -4,7 +4,7 @@
 Each event is one change to a memory; its SSE `id` is its history id, so a client that reconnects with
 `Last-Event-ID` (browsers' EventSource does it by itself) gets every change after it, none twice. The
 stream waits on the store's wake-ups (PostgreSQL NOTIFY from every server; SQLite's own commits and a
-poll), never on a timer of its own, and sends a comment line every `KEEPALIVE_S` so proxies and clients
+poll), never on a timer of its own, and sends a comment line every `insight.events_keepalive_s` (15 s) so proxies and clients
 see it is alive.
 """
 
@@ -25,7 +25,6 @@ from .deps import caller, memory
 from .openapi import errors
 
 router = APIRouter(prefix="/v1", tags=["insight"])
-KEEPALIVE_S = 15.0
 RETRY_MS = 1000  # how soon a client reconnects after the stream broke
 
 
@@ -86,7 +85,7 @@ async def _stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int
             if page.more:
                 continue
             try:
-                await asyncio.wait_for(woken.wait(), KEEPALIVE_S)
+                await asyncio.wait_for(woken.wait(), mem.config.insight.events_keepalive_s)
             except TimeoutError:
                 yield ": keepalive\n\n"
     finally:
