@@ -267,9 +267,8 @@ def _detail(request: Request, caller: Caller, memory_id: str) -> dict[str, Any]:
     scope = request.query_params.get("scope") or None
     record = mem.get(memory_id, caller=caller, scope=scope, reveal=False)  # a page shows a secret masked
     chain = mem.versions(record.id, caller=caller, scope=scope) if record.kind == "memory" else [record]
-    history = mem.history(record.id, caller=caller, scope=scope) if record.kind == "memory" else []
     why = mem.insight.why(record.id, caller=caller, scope=scope) if record.kind == "memory" else None
-    return {"m": record, "chain": chain, "history": history, "why": why, "scope": scope,
+    return {"m": record, "chain": chain, "history": why.history if why else [], "why": why, "scope": scope,
             "writable": record.kind == "memory" and may_write(caller, record.scope, access=mem.config.access)}
 
 
