@@ -39,7 +39,7 @@ def read(url: str, options: Options) -> Plan:
         if not collections:
             db.require("mem0", {"id", "vector", "payload"})  # the default collection's name, for the message
         for table in collections:
-            for row in db.rows(f'SELECT id::text AS id, vector::text AS vector, payload FROM "{table}" '
+            for row in db.rows(f'SELECT id::text AS id, vector_send(vector) AS vector, payload FROM "{table}" '
                                "ORDER BY payload->>'created_at', id"):
                 current.add(row["id"])
                 payload = row["payload"] or {}
@@ -51,7 +51,7 @@ def read(url: str, options: Options) -> Plan:
                 chain(versions)
                 plan.items += versions
                 if row["vector"] is not None:
-                    plan.vectors[versions[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+                    plan.vectors[versions[-1]["id"]] = vector(row["vector"])
     for memory_id, events in history.items():
         if memory_id not in current:
             _deleted(plan, memory_id, events)

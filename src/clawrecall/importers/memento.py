@@ -41,7 +41,7 @@ def read(path: str, options: Options) -> Plan:
                                  "reason": f"supersedes {f['supersedes']}, which is not in the database: imported alone"})
         plan.items.append(_fact(f, "facts", f["agent_id"], by_successor.get(f["id"]), known))
         if f["embedding"]:
-            plan.vectors[plan.items[-1]["id"]] = vector(f["embedding"])  # type: ignore[assignment]
+            plan.vectors[plan.items[-1]["id"]] = vector(f["embedding"])
     for m in masters:
         if m["source_fact_id"] in known:
             plan.skipped.append({"table": "master_facts", "id": m["id"],

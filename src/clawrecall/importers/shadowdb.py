@@ -30,10 +30,11 @@ def read(url: str, options: Options) -> Plan:
     with Source(url, "ShadowDB") as db:
         db.require("memories", {"id", "content", "record_type", "deleted_at"})
         plan = Plan(mapped=dict(MAPPED))
-        for row in db.rows("SELECT *, embedding::text AS vector FROM memories ORDER BY id"):
+        columns = db.columns("memories", but={"embedding", "fts"})  # fts: its generated full-text column
+        for row in db.rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY id"):
             plan.items.append(_memory(row))
             if row["vector"] is not None:
-                plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+                plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])
         if "startup" in db.tables:
             for row in db.rows("SELECT * FROM startup ORDER BY priority, key"):
                 _entry(plan, "startup", row, bool(row.get("reinforce")))
