@@ -79,3 +79,37 @@ def test_a_lancedb_vector_column_reads_as_its_rows(tmp_path):
     assert got[0] is None and got[1].dtype == np.float32
     ragged = pa.chunked_array([pa.array([[1.0, 2.0], None], type=pa.list_(pa.float32()))])
     assert [None if v is None else v.tolist() for v in lancedb_pro._vectors(ragged)] == [[1.0, 2.0], None]
+
+
+def test_import_from_a_system_honours_defer_index(vectors_pg, pg_url, monkeypatch):
+    """`--defer-index` drops PostgreSQL's vector index for an import from another system too, and builds
+    it once at the end: maintaining the graph row by row is most of a large import's time there."""
+    from click.testing import CliRunner
+
+    from clawrecall.cli import cli
+    from clawrecall.engine._upkeep import Upkeep
+
+    vectors_pg.execute("CREATE TABLE mem0 (id UUID PRIMARY KEY, vector vector(4), payload JSONB)")
+    for i in range(3):
+        vectors_pg.execute("INSERT INTO mem0 VALUES (%s, NULL, %s)",
+                           (str(uuid.UUID(int=i + 1)), json.dumps({"data": f"fact number {i}", "user_id": "alice"})))
+    source = f"postgresql:///{vectors_pg.info.dbname}?host={vectors_pg.info.host}&port={vectors_pg.info.port}" \
+             f"&user={vectors_pg.info.user}"
+    with Memory.open(pg_url) as mem:
+        mem.add("already stored")
+        assert mem._store.has_vector_index()
+    deferred = []
+    original = Upkeep.deferred_vector_index
+
+    def spy(self, *, rebuild=False):
+        deferred.append(rebuild)
+        return original(self, rebuild=rebuild)
+
+    monkeypatch.setattr(Upkeep, "deferred_vector_index", spy)
+    result = CliRunner().invoke(cli, ["--db", pg_url, "import", "--from", "mem0", source, "--defer-index", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["imported"] == 3
+    assert deferred == [True]
+    with Memory.open(pg_url) as mem:
+        assert mem.count() == 4 and mem._store.has_vector_index()
+        assert mem._store.get_meta("vector_index_deferred") is None
