@@ -38,7 +38,7 @@ from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import (
-    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table, validity,
+    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, SESSION_INDEX_SCOPE, api_tokens_table, validity,
 )
 from .schema import KIND_CHECK, Table
 from .sql import Store, T, dimensions_differ
@@ -173,6 +173,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         # API tokens live in the database, so every server on it shares them
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
+        "session-index-scope": SESSION_INDEX_SCOPE,
         "segment-summary": SEGMENT_SUMMARY,
         "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
