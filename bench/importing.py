@@ -9,7 +9,7 @@ into a new SQLite store and a new PostgreSQL database:
   the store model's, so the import stores them as they are and embeds nothing;
 * re-embedding: the source names no model, so the store's model (the default local one) embeds every
   text. The local model's rate does not depend on the store, so this runs on a subset (`--embed-n`)
-  and is set beside the model's raw rate on the same texts (`embed_many` alone, same batch).
+  and is set beside the model alone on the same texts (`Embedder.embed`), by CPU time a text.
 
 Then a store of N memories is backed up and restored (`clawrecall backup` / `restore`) on each backend.
 
@@ -290,26 +290,31 @@ def run(args: argparse.Namespace, dbs: Databases, work: Path) -> None:
         sample = texts(args.embed_n)
         embedder = create_embedder(Config().embedding)
         embedder.embed(sample[:64], kind="passage")  # loaded and warm, as the import's is by its first batch
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         embedder.embed(sample, kind="passage")
-        raw = args.embed_n / (time.perf_counter() - started)
-        print(f"\n### Import re-embedding ({args.embed_n:,} memories; the model alone: {raw:,.0f}/s on these texts)\n")
-        print("Marginal: the rate of the last 80 % of the texts, (n - n/5) / (t(n) - t(n/5)), without the process's "
-              "start and the model's load.\n")
-        print("| source | store | wall s | memories/s | share of the model's rate | marginal /s | marginal share |\n"
-              "|---|---|---:|---:|---:|---:|---:|", flush=True)
+        raw_wall, raw_cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(f"\n### Import re-embedding ({args.embed_n:,} memories)\n")
+        print(f"The model alone on these texts: {args.embed_n / raw_wall:,.0f}/s wall, {raw_cpu / args.embed_n * 1000:.1f} "
+              "CPU ms a text. The import's CPU per text is compared with it (on a shared machine wall rates say more "
+              "about the neighbours): whole process, and marginal, the last 80 % of the texts, (cpu(n) - cpu(n/5)) / "
+              "(n - n/5), without the process's start and the model's load.\n")
+        print("| source | store | wall s | memories/s | CPU ms a memory | model's share (whole) | "
+              "marginal CPU ms | model's share (marginal) |\n|---|---|---:|---:|---:|---:|---:|---:|", flush=True)
         small = args.embed_n // 5
+        per_text = raw_cpu / args.embed_n
         for system in systems:
             sources = {n: source_of(system, n, False, dbs, work) for n in (small, args.embed_n)}
             for backend in args.embed_targets.split(","):
-                walls = {}
+                walls, cpus = {}, {}
                 for n, source in sources.items():
-                    walls[n], _, out = clawrecall("--db", target_of(backend, dbs, work), "import", "--from", system, source)
+                    walls[n], cpus[n], out = clawrecall("--db", target_of(backend, dbs, work), "import", "--from", system,
+                                                        source)
                     assert out["imported"] == n and out["vectors"]["reused"] == 0, out
-                rate = args.embed_n / walls[args.embed_n]
-                marginal = (args.embed_n - small) / (walls[args.embed_n] - walls[small])
-                print(f"| {system} | {backend} | {walls[args.embed_n]:.1f} | {rate:,.0f} | {rate / raw:.0%} | "
-                      f"{marginal:,.0f} | {marginal / raw:.0%} |", flush=True)
+                whole = cpus[args.embed_n] / args.embed_n
+                marginal = (cpus[args.embed_n] - cpus[small]) / (args.embed_n - small)
+                print(f"| {system} | {backend} | {walls[args.embed_n]:.1f} | {args.embed_n / walls[args.embed_n]:,.0f} | "
+                      f"{whole * 1000:.1f} | {per_text / whole:.0%} | {marginal * 1000:.1f} | {per_text / marginal:.0%} |",
+                      flush=True)
     if "backup" not in skip:
         print(f"\n### Backup and restore (the first source's store; {args.n:,} memories)\n")
         print("| store | backup s | size MB | restored into | restore s |\n|---|---:|---:|---|---:|", flush=True)
