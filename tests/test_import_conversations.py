@@ -1,8 +1,8 @@
 """Other systems' conversations imported into the conversation record, never as plain memories:
 memento-local's conversations and messages (each conversation a segment) with its facts' occurrences
 quoting them and its Markdown journal; openclaw-memory-pgvector's requests, reasoning and responses;
-nova-memory's agent chats; mem0's last messages, and its default store, a Qdrant folder in local mode.
-Each source is built here from its documented schema with awkward rows, checked row by row, imported
+nova-memory's agent chats; mem0's last messages, and its default store, a Qdrant folder in local mode;
+and ShadowDB's SQLite backend. Each source is built here from its documented schema with awkward rows, checked row by row, imported
 twice (nothing the second time), and killed half-way then run again (nothing twice)."""
 
 from __future__ import annotations
@@ -385,3 +385,70 @@ def test_a_qdrant_folder_held_or_empty_fails_clearly(db_path, tmp_path):
     assert "not 'nowhere'" in _import(str(db_path), "mem0", "nowhere", code=1)
     assert not _stored(str(db_path))
 
+
+
+# -- ShadowDB's SQLite backend ----------------------------------------------------------------------
+# the tables its SQLite backend creates (sqlite.ts; its vec0 vector table needs the sqlite-vec extension,
+# which only that extension reads), and the superseded_by chain of the repository's schema-sqlite.sql
+SHADOW_SQLITE = """
+CREATE TABLE memories (id INTEGER PRIMARY KEY AUTOINCREMENT, content TEXT NOT NULL, title TEXT,
+  category TEXT DEFAULT 'general', record_type TEXT DEFAULT 'fact', tags TEXT DEFAULT '[]',
+  created_at TEXT DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), deleted_at TEXT,
+  superseded_by INTEGER REFERENCES memories(id) ON DELETE SET NULL);
+CREATE VIRTUAL TABLE memories_fts USING fts5(title, content, content=memories, content_rowid=id);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+  INSERT INTO memories_fts(rowid, title, content) VALUES (new.id, new.title, new.content);
+END;
+CREATE TABLE primer (key TEXT PRIMARY KEY, content TEXT NOT NULL, priority INTEGER DEFAULT 50,
+  always INTEGER DEFAULT 0, enabled INTEGER DEFAULT 1,
+  updated_at TEXT DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+INSERT INTO memories (id, content, title, category, record_type, tags, created_at, updated_at, deleted_at,
+  superseded_by) VALUES
+  (1, 'The office moved to Pier 9', 'Office', 'places', 'fact', '["office", "move"]', '2025-01-01T10:00:00.000Z',
+   '2025-01-01T10:00:00.000Z', NULL, 2),
+  (2, 'The office moved to Pier 17', 'Office', 'places', 'fact', '["office"]', '2025-03-01T10:00:00.000Z',
+   '2025-03-01T10:00:00.000Z', NULL, NULL),
+  (3, 'Never deploy on Fridays', NULL, 'rules', 'directive', '[]', '2025-02-01 09:00:00', '2025-02-01 09:00:00',
+   '2025-04-01T00:00:00.000Z', NULL),
+  (4, 'Replaced by a row that is gone', NULL, 'general', 'fact', 'ops, infra', '2025-02-02T00:00:00Z',
+   '2025-02-02T00:00:00Z', NULL, 99);
+INSERT INTO primer (key, content, priority, always, enabled) VALUES ('name', 'I am Shadow.', 1, 1, 1),
+  ('style', 'Be brief.', 50, 0, 1), ('old', 'Retired.', 3, 0, 0);
+"""
+
+
+def test_shadowdb_sqlite_file_arrives_with_soft_deletes_chains_and_primer(db_target, tmp_path):
+    source = tmp_path / "shadowdb.sqlite"
+    db = sqlite3.connect(source)
+    db.executescript(SHADOW_SQLITE)
+    db.commit()
+    db.close()
+    Memory.open(db_target).close()
+    first = _import(db_target, "shadowdb", str(source))
+    assert first["imported"] == 4 and first["startup"] == {"imported": 2, "already_there": 0}
+    assert {(d["table"], d["id"]) for d in first["skipped"]} == {("memories", "4"), ("primer", "old"),
+                                                                   ("primer", "style")}
+    assert _import(db_target, "shadowdb", str(source))["imported"] == 0
+
+    got = _stored(db_target)
+    pier9, pier17, rule, orphan = (got[f"memories:{i}"] for i in range(1, 5))
+    assert (pier9.tags, pier9.title, pier9.superseded_by, pier17.supersedes) == (
+        ["office", "move"], "Office", pier17.id, pier9.id)
+    assert pier9.valid_to.isoformat() == "2025-03-01T10:00:00+00:00"
+    assert (rule.category, rule.metadata["shadowdb"]) == ("other", {"category": "rules", "record_type": "directive"})
+    assert rule.deleted_at.isoformat() == "2025-04-01T00:00:00+00:00"
+    assert rule.created_at.isoformat() == "2025-02-01T09:00:00+00:00"
+    assert (orphan.tags, orphan.supersedes, orphan.superseded_by) == (["ops", "infra"], None, None)
+    mem = Memory.open(db_target)
+    entries = {e.key: e for e in mem.startup.list()}
+    mem.close()
+    assert (entries["name"].content, entries["name"].priority, entries["name"].reinforce) == ("I am Shadow.", 1, True)
+    assert entries["style"].priority == 9 and "old" not in entries
+
+
+def test_a_file_that_is_not_shadowdb_fails_clearly(db_path, tmp_path):
+    Memory.open(db_path).close()
+    source = _memento(tmp_path / "memento.db")
+    assert "is not a ShadowDB database" in _import(str(db_path), "shadowdb", str(source), code=1)
+    assert not _stored(str(db_path))
