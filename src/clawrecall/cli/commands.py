@@ -879,7 +879,8 @@ def _system_import_text(s: dict[str, Any]) -> str:
         lines.append(f"Conversations: {chats['conversations']} ({out.plural(chats['messages'], 'message')} "
                      f"{'to record' if s['dry_run'] else 'recorded'}, {chats['already_there']} already there)")
     if occurrences["imported"] or occurrences["already_there"]:
-        lines.append(f"Occurrences: {occurrences['imported']} imported, {occurrences['already_there']} already there")
+        lines.append(f"Occurrences: {occurrences['imported']} {'to import' if s['dry_run'] else 'imported'}, "
+                     f"{occurrences['already_there']} already there")
     if s["imported"]:  # of the source's memories, not of this run's: said when something is written
         lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded: {s['vectors']['why']}")
     if s["dry_run"]:  # what became what: to read before importing (always in --json)
