@@ -121,6 +121,9 @@ def test_memento_conversations_occurrences_and_journal_arrive_once(db_target, tm
         ("messages", "m7"), ("messages", "m8"), ("messages", "m9"), ("conversations", "c4"),
         ("fact_occurrences", "o4"), ("fact_occurrences", "o5")}
     assert {"conversations", "messages", "fact_occurrences", "memory/*.md (--markdown)"} <= set(first["mapped"])
+    dry_again = _import(db_target, "memento-local", str(source), "--markdown", str(workspace), "--dry-run")
+    assert dry_again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6}
+    assert dry_again["occurrences"] == {"imported": 0, "already_there": 4}
     again = _import(db_target, "memento-local", str(source), "--markdown", str(workspace))
     assert again["imported"] == 0 and again["already_there"] == 7
     assert again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6}
@@ -215,8 +218,9 @@ def _pgvector_chats(url: str) -> dict[str, str]:
         conn.execute("INSERT INTO responses (request_id, response_text, model_used, input_tokens, output_tokens, "
                      "feedback, summary, created_at) VALUES (%s, 'A 20-minute test.', 'qwen2.5:7b', 812, 9, 1, 's', "
                      "'2025-05-01T10:00:05Z'), (%s, 'Every six weeks.', NULL, NULL, NULL, NULL, NULL, "
-                     "'2025-05-01T10:01:04Z'), (%s, 'hi', NULL, NULL, NULL, NULL, NULL, '2025-05-02T09:00:01Z')",
-                     (ids["r1"], ids["r2"], ids["r3"]))
+                     "'2025-05-01T10:01:04Z'), (%s, 'hi', NULL, NULL, NULL, NULL, NULL, '2025-05-02T09:00:01Z'), "
+                     "(%s, '   ', NULL, NULL, NULL, NULL, NULL, '2025-05-01T10:01:05Z')",  # nothing said: not recorded
+                     (ids["r1"], ids["r2"], ids["r3"], ids["r2"]))
     return {k: str(v) for k, v in ids.items()}
 
 

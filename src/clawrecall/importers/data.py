@@ -18,7 +18,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..conversations.transcript import check_message
-from ..errors import ValidationError
+from ..errors import NotFoundError, ValidationError
 from ..scopes import Caller, may_write, write_scope
 
 if TYPE_CHECKING:
@@ -158,20 +158,33 @@ def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> tuple[dict
             continue
         counts["conversations"] += 1
         if dry_run:
-            counts["messages"] += len(chat.messages)
+            known = len(_recorded(mem, owner, chat))
+            counts["messages"] += len(chat.messages) - known
+            counts["already_there"] += known
             continue
         for at in range(0, len(chat.messages), CHAT_CHUNK):
             logged = mem.conversations.log(chat.messages[at: at + CHAT_CHUNK], caller=owner, session_id=chat.session_id,
                                            channel=chat.channel)
             counts["messages"] += logged.stored
             counts["already_there"] += logged.skipped
-        # closed even when nothing was new: a run killed between the two left it open
-        mem.conversations.end(chat.session_id, caller=owner, reason="explicit")
+        try:  # closed even when nothing was new: a run killed between the two left it open
+            mem.conversations.end(chat.session_id, caller=owner, reason="explicit")
+        except NotFoundError:  # its messages were all empty: nothing was recorded
+            continue
         if chat.key is not None:
-            keys = {f"id:{m['id']}" for m in chat.messages}
-            segments.update((chat.key, m.segment_id) for m in mem.conversations.show(
-                chat.session_id, caller=owner, limit=100_000) if m.dedup_key in keys and m.segment_id)
+            segments.update((chat.key, s) for s in _recorded(mem, owner, chat).values() if s)
     return counts, segments
+
+
+def _recorded(mem: Memory, owner: Caller, chat: Chat) -> dict[str, str | None]:
+    """The chat's messages the record holds already: their keys (a message with an id is keyed by it), and
+    the segment each is in."""
+    keys = {f"id:{m['id']}" for m in chat.messages}
+    try:
+        held = mem.conversations.show(chat.session_id, caller=owner, limit=100_000)
+    except NotFoundError:
+        return {}
+    return {m.dedup_key: m.segment_id for m in held if m.dedup_key in keys}
 
 
 def _occurrences(mem: Memory, plan: Plan, segments: dict[str, str], caller: Caller, dry_run: bool) -> dict[str, int]:
