@@ -455,4 +455,6 @@ def test_a_file_that_is_not_shadowdb_fails_clearly(db_path, tmp_path):
     Memory.open(db_path).close()
     source = _memento(tmp_path / "memento.db")
     assert "is not a ShadowDB database" in _import(str(db_path), "shadowdb", str(source), code=1)
+    assert "--markdown goes with --from memento-local" in _import(str(db_path), "shadowdb", str(source), "--markdown",
+                                                                  str(tmp_path), code=2)
     assert not _stored(str(db_path))

@@ -589,6 +589,8 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
 
     With --from, SOURCE is another system's store: memento-local's SQLite file; the PostgreSQL URL of
     mem0's pgvector store, of ShadowDB's or of openclaw-memory-pgvector's database."""
+    if markdown and system != "memento-local":
+        raise click.UsageError("--markdown goes with --from memento-local (its agent's journal)")
     if system is not None:
         mem = state.open(embeds=True, creates=not dry_run)
         options = ImportOptions(vectors_from=vectors_from, history=history, markdown=markdown, agent=caller.agent_id)
