@@ -66,7 +66,7 @@ class Transfer:
 
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
-        progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float]] | None = None,
+        progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Imported:
         """Every line is validated before anything is written. A line whose id is stored is skipped (by a
         memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
@@ -109,15 +109,15 @@ class Transfer:
             if stored := self._held(part, caller):  # by another import running beside this one
                 left_out += [_stored(n, r.id) for n, r, _ in part if r.id in stored]
                 part = [row for row in part if row[1].id not in stored]
-            given = [row for row in part if vectors and row[1].id in vectors]
-            part = [row for row in part if not (vectors and row[1].id in vectors)] + given
-            results = self._write(part[: len(part) - len(given)], caller, on_duplicate, dry_run, None)
-            if given:
+            theirs = [row for row in part if vectors and row[1].id in vectors]  # with the source's vectors
+            part = [row for row in part if not (vectors and row[1].id in vectors)] + theirs
+            results = self._write(part[: len(part) - len(theirs)], caller, on_duplicate, dry_run, None)
+            if theirs:
                 import numpy as np
 
                 assert vectors is not None
-                results += self._write(given, caller, on_duplicate, dry_run,
-                                       np.array([vectors[r.id] for _, r, _ in given], dtype=np.float32))
+                results += self._write(theirs, caller, on_duplicate, dry_run,
+                                       np.array([vectors[r.id] for _, r, _ in theirs], dtype=np.float32))
             for (n, _, _), result in zip(part, results):
                 if result.action == "created":
                     created += 1
