@@ -458,7 +458,7 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
     assert {"Memories added per month, by category", "Rows added per month, by source", "Searches per day, last 30 days",
             "Embedding coverage by kind of row", "Memories found most by searches"} <= set(titles), titles
     described = " ".join(page.locator("svg.plot desc").all_text_contents())
-    assert "preference" in described and "action_item" in described and "memory:" in described  # by category, by source
+    assert "fact: " in described and "memory: " in described  # by category, by source
     assert "Alice's passport expires in March" in page.locator("#recalled").inner_text()
     shot(page, tmp_path_factory, "insight")
     page.get_by_role("link", name="The largest clusters of near-identical memories").click()

@@ -30,7 +30,7 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     assert before.schema_version() == latest() - 18
     assert [s.label for s in before.pending_migrations()] == [
         "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/change-feed",
-        "core/drop-sql-api", "core/message-windows", "core/no-change-feed", "core/sealed-secrets", "core/scope-vectors", "core/importance-order",
+        "core/drop-sql-api", "core/message-windows", "core/no-change-feed", "core/sealed-secrets", "core/scope-vectors", "core/list-indexes",
         "conversations/initial", "conversations/segment-summary",
         "jobs/initial", "knowledge/initial", "reembed/initial",
         "reembed/half-precision-staging", "insight/initial"]

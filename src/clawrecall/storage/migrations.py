@@ -60,7 +60,7 @@ CORE = MigrationSet(
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
         "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
-        "importance-order",  # memories listed by importance from an index
+        "list-indexes",  # memories listed by importance, and of one source_type, from an index
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
@@ -247,8 +247,9 @@ SEALED_SECRETS = [
 ]
 
 
-#: the importance-order step, alike on both backends
-IMPORTANCE_ORDER = ["CREATE INDEX idx_memories_importance ON memories (importance, created_at)"]
+#: the list-indexes step, alike on both backends
+LIST_INDEXES = ["CREATE INDEX idx_memories_importance ON memories (importance, created_at)",
+                "CREATE INDEX idx_memories_source_type ON memories (source_type, created_at)"]
 
 #: the segment-summary step, alike on both backends
 SEGMENT_SUMMARY = ["ALTER TABLE segments ADD COLUMN summary TEXT"]

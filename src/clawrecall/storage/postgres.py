@@ -38,7 +38,7 @@ from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import (
-    CORE, IMPORTANCE_ORDER, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
+    CORE, LIST_INDEXES, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
     validity,
 )
 from .schema import KIND_CHECK, Table
@@ -175,7 +175,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "segment-summary": SEGMENT_SUMMARY,
-        "importance-order": IMPORTANCE_ORDER,
+        "list-indexes": LIST_INDEXES,
         "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged

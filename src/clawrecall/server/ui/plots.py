@@ -55,12 +55,12 @@ def columns(title: str, periods: Sequence[str], series: dict[str, Sequence[int]]
     body = [f'<text class="value" x="{left - 6}" y="12" text-anchor="end">{top}</text>',
             f'<line class="axis" x1="{left}" y1="{plot_h}" x2="{WIDTH}" y2="{plot_h}"></line>']
     for i, period in enumerate(periods):
-        x, y = left + i * step, float(plot_h)
+        x, y, w = left + i * step, float(plot_h), min(step * 0.8, 48)
         for k, name in enumerate(names):
             h = plot_h * series[name][i] / top
             if h:
                 y -= h
-                body.append(f'<rect class="c{k % PALETTE}" x="{x + step * 0.1:.1f}" y="{y:.1f}" width="{step * 0.8:.1f}" '
+                body.append(f'<rect class="c{k % PALETTE}" x="{x + (step - w) / 2:.1f}" y="{y:.1f}" width="{w:.1f}" '
                             f'height="{h:.1f}"><title>{escape(period)} · {escape(name)}: {series[name][i]}</title></rect>')
         if i % max(1, len(periods) // 8) == 0:
             body.append(f'<text class="label" x="{x + step / 2:.1f}" y="{plot_h + 16}" text-anchor="middle">{escape(period)}</text>')
