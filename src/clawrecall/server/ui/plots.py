@@ -12,7 +12,7 @@ from typing import Sequence
 
 from markupsafe import Markup, escape
 
-PALETTE = 8  # ui.css defines .c0 … .c7
+PALETTE = 10  # ui.css defines .c0 … .c9
 WIDTH = 640
 
 
@@ -24,18 +24,18 @@ def _svg(title: str, height: int, body: str, desc: str) -> Markup:
 
 
 def bars(title: str, items: Sequence[tuple[str, float]], *, unit: str = "", limit: float | None = None) -> Markup:
-    """Horizontal bars, one per (label, value), longest to scale (`limit`: the scale's end, e.g. 100 %)."""
+    """Horizontal bars of one colour, one per (label, value), to scale (`limit`: the scale's end, e.g. 100 %)."""
     if not items:
         return Markup("")
     top = limit or max(v for _, v in items) or 1
-    row, label_w = 24, 220
+    row, label_w = 24, 230
     body = []
     for i, (label, value) in enumerate(items):
         y = i * row
         w = max(1.0, (WIDTH - label_w - 70) * value / top)
         body.append(
-            f'<text class="label" x="{label_w - 6}" y="{y + 16}" text-anchor="end">{escape(_cut(label, 34))}</text>'
-            f'<rect class="c{i % PALETTE}" x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row - 8}"></rect>'
+            f'<text class="label" x="{label_w - 6}" y="{y + 16}" text-anchor="end">{escape(_cut(label, 30))}</text>'
+            f'<rect class="c0" x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row - 8}"></rect>'
             f'<text class="value" x="{label_w + w + 6:.1f}" y="{y + 16}">{_num(value)}{escape(unit)}</text>'
         )
     desc = "; ".join(f"{label}: {_num(value)}{unit}" for label, value in items)
