@@ -469,7 +469,7 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
 def test_a_memory_added_from_the_cli_appears_live(signed_in, db):
     page = signed_in
     page.goto("/ui/memories")
-    page.wait_for_function("document.getElementById('live').dataset.state === 'open'")  # the stream is connected
+    page.locator("#live[data-state=open]").wait_for()  # the stream is connected
     text = "Alice booked the ferry to Hydra for May 3"
     done = subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "add", text, "--user", "alice"],
                           capture_output=True, text=True, timeout=120)
