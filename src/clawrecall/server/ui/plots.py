@@ -8,7 +8,7 @@ or a memory's text is stored text). Each plot carries a title and description fo
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from markupsafe import Markup, escape
 
@@ -42,7 +42,7 @@ def bars(title: str, items: Sequence[tuple[str, float]], *, unit: str = "", limi
     return _svg(title, row * len(items), "".join(body), desc)
 
 
-def columns(title: str, periods: Sequence[str], series: dict[str, Sequence[int]]) -> Markup:
+def columns(title: str, periods: Sequence[str], series: Mapping[str, Sequence[int]]) -> Markup:
     """Stacked columns over time: one column per period, one colour per series (with its legend)."""
     if not periods:
         return Markup("")
