@@ -364,6 +364,8 @@ def test_a_secret_is_masked_and_saving_its_page_keeps_its_text(signed_in, server
     assert "0451" not in page.content()
     kept = httpx.get(f"{server.url}/v1/memories/{made}", headers=alice, timeout=60).json()
     assert (kept["content"], kept["importance"], kept["visibility"]) == (code, 0.9, "secret")
+    page.goto("/ui/memories?visibility=secret")  # listed, masked
+    assert page.locator("li.row").count() == 1 and "0451" not in page.content()
 
 
 def _as(tokens, user: str, agent: str | None = None) -> dict[str, str]:
