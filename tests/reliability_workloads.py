@@ -147,7 +147,7 @@ def crash_round(target: str, workdir: Path, round_: int, ack: Acknowledged, *, s
     lock, stop = threading.Lock(), threading.Event()
     before = ack.total()
     with spawn_server(target, log_path=workdir / f"serve-{round_}.log") as running:
-        assert httpx.get(f"{running.url}/v1/memories", params={"limit": 1}, headers=USER, timeout=60).status_code == 200
+        assert httpx.get(f"{running.url}/v1/memories", params={"limit": 1}, headers=USER).status_code == 200
         clients = [threading.Thread(target=_stream, args=(running.url, kind, f"{round_}", ids, ack, lock, stop))
                    for kind, ids in (("add", []), ("update", to_update), ("delete", to_delete), ("capture", []))]
         for client in clients:
@@ -198,7 +198,7 @@ def crash_serve(target: str, workdir: Path, rounds: int, *, seed: int = 300, ser
     if serve_after:
         with spawn_server(target, log_path=workdir / "serve-after.log") as running:
             some = next(iter(ack.added))
-            assert httpx.get(f"{running.url}/v1/memories/{some}", headers=USER, timeout=60).json()["content"] == ack.added[some]
+            assert httpx.get(f"{running.url}/v1/memories/{some}", headers=USER).json()["content"] == ack.added[some]
     check_sound(target)
     return {"rounds": rounds, "acknowledged": dict(ack.counts), "lost": 0, "integrity": "ok", "runs": runs}
 

@@ -111,7 +111,7 @@ def seeded(server, tokens) -> dict[str, str]:
     for who, content, category in rows:
         response = httpx.post(
             f"{server.url}/v1/memories", json={"content": content, "category": category, "created_at": when},
-            headers={"Authorization": f"Bearer {tokens[who]}"}, timeout=60,
+            headers={"Authorization": f"Bearer {tokens[who]}"},
         )
         ids[content] = response.json()["id"]
     return ids

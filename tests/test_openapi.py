@@ -39,7 +39,7 @@ def test_a_generated_client_round_trips_a_memory(tmp_path):
     store.close()
     with spawn_server(tmp_path / "memory.db", env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
         spec = tmp_path / "openapi.json"
-        spec.write_text(httpx.get(f"{server.url}/openapi.json", timeout=60).text)
+        spec.write_text(httpx.get(f"{server.url}/openapi.json").text)
         (tmp_path / "generator.yaml").write_text("post_hooks: []\n")  # no formatter run: not needed to import it
         generated = subprocess.run(
             [sys.executable, "-m", "openapi_python_client", "generate", "--path", str(spec), "--meta", "none",

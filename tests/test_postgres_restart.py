@@ -139,7 +139,7 @@ def test_a_server_waits_out_a_short_postgres_outage_answers_a_long_one_clearly_a
         assert len(after) >= 5 and set(after) == {201}
         some = next(iter(acked.values()))
         hits = httpx.post(f"{running.url}/v1/search", json={"query": some, "mode": "bm25", "limit": 1},
-                          headers={"x-clawrecall-user": "alice"}, timeout=60).json()["results"]
+                          headers={"x-clawrecall-user": "alice"}).json()["results"]
         assert [h["memory"]["content"] for h in hits] == [some]
     with Memory.open(url) as mem:
         stored = mem._store.memories.fetch(list(acked))

@@ -86,7 +86,7 @@ def error_code(response: httpx.Response) -> str:
 
 # -- the server ---------------------------------------------------------------------------------
 def test_health_is_public_and_answers_like_the_e5_server(server):
-    health = httpx.get(f"{server.url}/health", timeout=60).json()
+    health = httpx.get(f"{server.url}/health").json()
     assert health["status"] == "ok" and health["model"] == "hashed-word-trigrams" and health["dimension"] == 384
     assert health["provider"] == "hash" and health["store"]["backend"] == "sqlite" and health["writes"] is True
 
@@ -137,10 +137,10 @@ def test_logs_are_json_lines(server, alice, seeded):
 
 def test_every_request_needs_a_valid_token(server):
     for headers in ({}, {"Authorization": "Bearer cr_nope_nope"}, {"Authorization": "Basic YWxpY2U6eA=="}):
-        response = httpx.get(f"{server.url}/v1/stats", headers=headers, timeout=60)
+        response = httpx.get(f"{server.url}/v1/stats", headers=headers)
         assert response.status_code == 401 and error_code(response) == "unauthenticated"
         assert response.headers["www-authenticate"] == "Bearer"
-    assert httpx.get(f"{server.url}/openapi.json", timeout=60).status_code == 200
+    assert httpx.get(f"{server.url}/openapi.json").status_code == 200
 
 
 # -- memories --------------------------------------------------------------------------------
