@@ -60,6 +60,7 @@ CORE = MigrationSet(
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
         "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
+        "window-text",  # a long message's windows out of the keyword indexes: their text is the message's
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
