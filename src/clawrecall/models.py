@@ -483,8 +483,12 @@ class ListFilters(MemoryFilters, total=False):
     include_expired: bool
     source_type: str | None
     source_id: str | Sequence[str] | None
-    order: str  # newest (default), oldest or updated
+    order: str  # newest (default), oldest, updated, importance or recalls (most found by logged searches)
     include_superseded: bool
+    sources: Sequence[str] | None  # memory (default), message, chunk
+    user: str | None  # only this user's rows
+    agent: str | None  # only the rows this agent wrote
+    visibility: str | None  # only the rows at this level
 
 
 class StartupEntry(BaseModel):
@@ -660,6 +664,16 @@ class RecallCount(BaseModel):
     memory: MemoryRecord
     count: int
     last_at: datetime
+
+
+class PeriodCount(BaseModel):
+    """How many in one day (`YYYY-MM-DD`) or month (`YYYY-MM`), UTC: memories added (of a category and
+    source: memory, fact, message, chunk, window) or searches logged."""
+
+    period: str
+    count: int
+    category: str | None = None
+    source: str | None = None
 
 
 class Recall(BaseModel):

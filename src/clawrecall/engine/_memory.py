@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, overload
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, get_args, overload
 
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
@@ -26,6 +26,7 @@ from ..insight.log import SearchRecorder
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller
 from ..storage import Store, open_store
+from ..storage.base import Order
 from ..storage.backup import backup
 from ._backfill import Backfill
 from ._changes import Changes
@@ -364,18 +365,24 @@ class Memory:
         session_id: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        visibility: str | None = None,
+        source_type: str | None = None,
         dry_run: bool = False,
     ) -> int:
         """Soft-delete every active memory that matches the filters, in the scopes the caller reads, that the
         caller may erase: its own words, or any in a scope it may write (memory-lancedb-pro's delete-bulk); how
         many (would be, with `dry_run`). At least one filter is required; `until` is "older than", `since`
-        "newer than". Restorable until purged."""
-        if all(v is None for v in (scope, category, tags, session_id, since, until)):
-            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
+        "newer than"; `user`, `agent`, `visibility`, `source_type` as `list` takes them. Restorable until purged."""
+        if all(v is None for v in (scope, category, tags, session_id, since, until, user, agent, visibility, source_type)):
+            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since, until, user, "
+                                  "agent, visibility or source_type)")
         caller = as_caller(caller, user_id, agent_id)
         filters = read_filters(
             caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
-            session_id=session_id, since=since, until=until,
+            session_id=session_id, since=since, until=until, user=user, agent=agent, visibility=visibility,
+            source_type=source_type,
         )
         return self._writes.delete_bulk(filters, caller, dry_run=dry_run)
 
@@ -489,7 +496,8 @@ class Memory:
 
         `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
         `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
-        `source_type`, `source_id`, `order` (newest, oldest, updated).
+        `source_type`, `source_id`, `sources` (memory, message, chunk), `user`, `agent`, `visibility`,
+        `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
@@ -498,15 +506,16 @@ class Memory:
         order = f.get("order", "newest")
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
-        if order not in ("newest", "oldest", "updated"):
-            raise ValidationError(f"unknown order {order!r}: use newest, oldest or updated")
+        if order not in get_args(Order):
+            raise ValidationError(f"unknown order {order!r}: use {', '.join(get_args(Order))}")
         read = read_filters(
             caller, f.get("scope"), self.config.categories, access=self.config.access, category=f.get("category"),
             tags=f.get("tags"), session_id=f.get("session_id"), since=f.get("since"), until=f.get("until"),
             include_deleted=f.get("include_deleted", False), only_deleted=f.get("only_deleted", False),
             include_expired=f.get("include_expired", False), source_type=f.get("source_type"),
             source_id=f.get("source_id"), as_of=f.get("as_of"), include_superseded=f.get("include_superseded", False),
-            secrets=f.get("secrets", False),
+            secrets=f.get("secrets", False), sources=f.get("sources"), user=f.get("user"), agent=f.get("agent"),
+            visibility=f.get("visibility"),
         )
         return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 

@@ -61,10 +61,10 @@ async def events(
     """Memory changes as they commit (added, updated, superseded, deleted, restored, forgotten, purged,
     imported), of the memories the caller may read, through any server on the store."""
     start = await asyncio.to_thread(mem.changes.start, caller=ctx, scope=scope, after=_start(last_event_id, after))
-    return EventStream(_stream(mem, ctx, scope, start), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return EventStream(stream(mem, ctx, scope, start), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int) -> AsyncIterator[str]:
+async def stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterator, Literal, Sequence
 
-Order = Literal["newest", "oldest", "updated"]
+Order = Literal["newest", "oldest", "updated", "importance", "recalls"]
 
 
 def chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
