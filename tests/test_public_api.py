@@ -22,7 +22,7 @@ PUBLIC = [
     "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError",
     "LeaseLostError", "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryEvent", "MemoryFields",
     "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
-    "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
+    "PeriodCount", "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
     "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation",
     "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
     "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
@@ -78,8 +78,8 @@ SURFACE = {
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
-        "check_topics", "close_due", "delete", "end", "export", "folder", "log", "prune", "segments", "sessions", "show",
-        "stats",
+        "check_topics", "close_due", "delete", "end", "export", "folder", "import_occurrences", "log", "prune",
+        "segments", "sessions", "show", "stats",
     ],
     "files": ["get", "ingest", "list", "remove"],
     "jobs": [
@@ -87,8 +87,8 @@ SURFACE = {
         "stop_workers",
     ],
     "insight": [
-        "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled", "recalls",
-        "searches", "unanswered", "why",
+        "added", "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled",
+        "recalls", "searched", "searches", "unanswered", "why",
     ],
     "secrets": ["rotate", "status"],
     "changes": ["after", "close", "closed", "config", "last", "start", "store", "subscribe"],

@@ -589,7 +589,7 @@ class Memory:
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
-        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 

@@ -24,6 +24,7 @@ from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
 from .migrations import (
     CORE, LIST_INDEXES, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY,
+    SESSION_INDEX_SCOPE,
     api_tokens_table, validity,
 )
 from .schema import KIND_CHECK
@@ -188,6 +189,7 @@ _STEPS: dict[str, list[str]] = {
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
+    "session-index-scope": SESSION_INDEX_SCOPE,
     # SQLite cannot alter a CHECK constraint: its text in the schema is rewritten, as SQLite's documentation
     # allows for a change that leaves every stored row valid; RESET reloads this connection's schema and the
     # CREATE INDEX that follows changes the schema cookie, so every other connection reloads it too
