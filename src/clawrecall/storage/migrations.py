@@ -62,6 +62,7 @@ CORE = MigrationSet(
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
         "list-indexes",  # memories listed by importance, and of one source_type, from an index
         "session-index-scope",  # the session index holds the scope (for stores whose record-kinds step made it without)
+        "window-text",  # a long message's windows out of the keyword indexes: their text is the message's
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),

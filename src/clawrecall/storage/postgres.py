@@ -82,15 +82,22 @@ _LEGACY = {
 }
 
 
-def _fts_trigger(ts_config: str, verb: str) -> list[str]:
-    """The tsvector's function and trigger: title, content, tags and (since fact-keys) the row's keys."""
-    return [
-        f"""{verb} FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
+def _fts_function(ts_config: str, verb: str) -> str:
+    """The tsvector's function: title, content, tags and (since fact-keys) the row's keys; none for a long
+    message's window (since window-text), whose text is its message's, which the tsvector holds whole."""
+    return f"""{verb} FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
-                                   array_to_string(NEW.tags, ' ') || ' ' || coalesce(NEW.keys, ''));
+            NEW.fts := CASE WHEN NEW.kind = 'window' THEN NULL ELSE
+                to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
+                            array_to_string(NEW.tags, ' ') || ' ' || coalesce(NEW.keys, '')) END;
             RETURN NEW;
-        END $$""",
+        END $$"""
+
+
+def _fts_trigger(ts_config: str, verb: str) -> list[str]:
+    """The tsvector's function and trigger."""
+    return [
+        _fts_function(ts_config, verb),
         "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags, keys ON memories "
         "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
     ]
@@ -220,6 +227,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "no-change-feed": _NO_CHANGE_FEED,
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
         # a store with its HNSW index gets the scope-ordered vectors beside it (a store without one, when it is built)
+        "window-text": [_fts_function(ts_config, "CREATE OR REPLACE"), "UPDATE memories SET fts = NULL WHERE kind = 'window'"],
         "scope-vectors": [
             f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
             f"""DO $$
