@@ -6,7 +6,7 @@ the database, so an acknowledged message survives a kill -9. Each message is a `
 kind `message` (searchable with memories, guarded by the same scope check) plus a `messages` row.
 Vectors come after the answer (`_backfill.py`); the topic check runs once they have.
 Closing a segment is the event the extraction of facts hangs on (`segment_closed`, emitted in the
-closing transaction: the job it queues commits with the close); `check_topics` handles `vectors_stored`.
+closing transaction: the job it queues commits with the close); `_check_topics` handles `vectors_stored`.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ class Conversations:
         self._events.emit("segment_closed", SegmentClosed(segment=done))
         return done
 
-    def check_topics(self, ids: list[str]) -> None:
+    def _check_topics(self, ids: list[str]) -> None:
         """After new vectors: split an open segment where the topic shifted (`segments.topic_shift`)."""
         cfg = self._config.conversations
         if cfg.topic_threshold <= 0:

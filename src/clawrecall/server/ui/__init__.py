@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..._time import parse_when
 from ...auth import Authenticator
 from ...errors import AuthError, ClawrecallError, ForbiddenError, ValidationError
+from ...models import ListOrder
 from ...scopes import Caller, may_write
 from ..deps import memory
 
@@ -37,7 +38,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
-ORDERS = ("newest", "oldest", "updated")
+ORDERS: tuple[ListOrder, ...] = get_args(ListOrder)
 SOURCES = ("", "memory", "message", "chunk")
 KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
 
