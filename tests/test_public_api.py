@@ -224,6 +224,7 @@ def test_an_unknown_mode_or_order_is_a_clear_error(mem):
 
 def test_every_public_verb_returns_a_model_not_a_dict():
     """What a verb returns is a model (or a list of them, a number, a path): no plain dict to guess the keys of."""
+    from clawrecall.engine._changes import Changes
     from clawrecall.engine._conversations import Conversations
     from clawrecall.engine._files import Files
     from clawrecall.engine._insight import Insight
@@ -232,7 +233,7 @@ def test_every_public_verb_returns_a_model_not_a_dict():
     from clawrecall.engine._startup import Startup
     from clawrecall.engine._upkeep import Upkeep
 
-    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys):
+    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys, Changes):
         for name, fn in vars(cls).items():
             if name.startswith("_") or not callable(fn):
                 continue

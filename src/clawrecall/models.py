@@ -371,6 +371,11 @@ class Conversation(BaseModel):
     last_at: datetime
 
 
+GroupBy = Literal["user", "agent", "session"]  # what `mem.conversations.stats` counts by
+EndReason = Literal["session_end", "explicit"]  # why `mem.conversations.end` closes a segment
+OnDuplicate = Literal["skip", "keep"]  # what `mem.import_jsonl` does with a near-duplicate
+
+
 class StatsGroup(BaseModel):
     """Messages and tokens of one user, agent or session (`mem.conversations.stats`)."""
 

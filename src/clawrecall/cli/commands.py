@@ -28,8 +28,8 @@ from ..config import Config, data_dir, default_config_path, default_db_path, loa
 from ..engine import Memory
 from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, ReembedState, SearchHit, SearchMode, Stats,
-    Visibility,
+    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState, SearchHit,
+    SearchMode, Stats, Visibility,
 )
 from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
@@ -569,7 +569,7 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @click.option("--history", metavar="FILE", type=click.Path(dir_okay=False), default=None,
               help="With --from mem0: its history database (~/.mem0/history.db), for earlier versions and deletions.")
 @caller_options
-@click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
+@click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=512, show_default=True,
@@ -580,7 +580,7 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @json_option
 @pass_state
 def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
-                    on_duplicate: str, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
+                    on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
                     caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.

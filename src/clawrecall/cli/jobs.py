@@ -10,7 +10,7 @@ import click
 
 from .._time import age_string, utcnow
 from ..errors import ConfigError
-from ..models import JOB_STATUSES, Job
+from ..models import JOB_STATUSES, Job, JobStatus
 from ..scopes import Caller
 from . import output as out
 from .commands import (
@@ -32,7 +32,7 @@ def jobs_group() -> None:
 @caller_options
 @rows_format_options
 @pass_state
-def list_jobs(state: State, status: str | None, kind: str | None, limit: int, offset: int, caller: Caller,
+def list_jobs(state: State, status: JobStatus | None, kind: str | None, limit: int, offset: int, caller: Caller,
               fmt: out.Format) -> None:
     """The jobs in the scopes you read, the newest first."""
     found = state.open(embeds=False).jobs.list(caller=caller, status=status, kind=kind, limit=limit, offset=offset)

@@ -24,7 +24,9 @@ from ..config import Config, data_dir
 from ..conversations import segments as rules
 from ..conversations.transcript import RESTAMPED_WITHIN, Entry, entries, resent
 from ..errors import NotFoundError, ScopeError, ValidationError
-from ..models import Conversation, ConversationDeleted, Logged, MemoryRecord, Message, Pruned, Segment, StatsGroup
+from ..models import (
+    Conversation, ConversationDeleted, EndReason, GroupBy, Logged, MemoryRecord, Message, Pruned, Segment, StatsGroup,
+)
 from ..scopes import ALL, MAX_ID_CHARS, Caller, as_caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
@@ -180,7 +182,7 @@ class Conversations:
     # -- segments ------------------------------------------------------------------------------
     def end(
         self, session_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        reason: str = "session_end",
+        reason: EndReason = "session_end",
     ) -> Segment | None:
         """Close the session's open segment now (`/new`, a reset, or an explicit call); None when none is open,
         "not found" when the caller has no conversation of that id."""
@@ -442,7 +444,7 @@ class Conversations:
 
     def stats(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        by: str = "user",
+        by: GroupBy = "user",
     ) -> list[StatsGroup]:
         """openclaw-memory-pgvector's `conversation_stats`, per user, agent or session."""
         caller = as_caller(caller, user_id, agent_id)

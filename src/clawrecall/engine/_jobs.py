@@ -31,7 +31,7 @@ from ..errors import (
     RetryLaterError,
     ValidationError,
 )
-from ..models import JOB_STATUSES, Job, JobKindStats, JobStats
+from ..models import JOB_STATUSES, Job, JobKindStats, JobStats, JobStatus
 from ..scopes import Caller, as_caller, read_scopes, validate_scope, write_scope
 from ..storage import Store
 from ..storage.jobs import Claim, Usage
@@ -121,7 +121,7 @@ class Jobs:
     # -- reading and managing -------------------------------------------------------------------
     def list(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        status: str | None = None, kind: str | None = None, limit: int = 50, offset: int = 0
+        status: JobStatus | None = None, kind: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[Job]:
         """The jobs in the scopes the caller reads, the newest first."""
         caller = as_caller(caller, user_id, agent_id)

@@ -20,7 +20,8 @@ from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
     KINDS, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
-    MemoryChanges, MemoryFields, MemoryFilters, MemoryRecord, NewMemory, SearchFilters, SearchHits, SearchMode, Stats,
+    MemoryChanges, MemoryFields, MemoryFilters, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
+    Stats,
     UpdateFields,
 )
 from ..insight.log import SearchRecorder
@@ -526,7 +527,7 @@ class Memory:
 
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
-        agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
+        agent_id: str | None = None, on_duplicate: OnDuplicate = "skip", dry_run: bool = False,
         progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
@@ -537,7 +538,7 @@ class Memory:
         `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why. `vectors`
         (by id) are stored instead of embedding those lines: vectors made by the store's own model."""
         return self._transfer.import_jsonl(
-            lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
+            lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,
             dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 

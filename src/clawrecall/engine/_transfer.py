@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
 
 from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
-from ..models import AddResult, Imported, NewMemory
+from ..models import AddResult, Imported, NewMemory, OnDuplicate
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
@@ -23,7 +23,6 @@ from ._writes import Writes
 if TYPE_CHECKING:
     import numpy as np
 
-OnDuplicate = Literal["skip", "keep"]
 
 
 class Transfer:
