@@ -21,8 +21,7 @@ from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationErr
 from ..models import (
     KINDS, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
     MemoryChanges, MemoryFields, MemoryFilters, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
-    Stats,
-    UpdateFields,
+    Stats, UpdateFields,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
@@ -338,8 +337,7 @@ class Memory:
         if all(v is None for v in f.values()):
             raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
         caller = as_caller(caller, user_id, agent_id)
-        read = read_filters(caller, f.pop("scope", None), self.config.categories, access=self.config.access, **f)
-        return self._writes.delete_bulk(read, caller, dry_run=dry_run)
+        return self._writes.delete_bulk(self._read(caller, f), caller, dry_run=dry_run)
 
     # -- maintenance -----------------------------------------------------------------------
     def purge(
@@ -462,7 +460,7 @@ class Memory:
         return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 
     def _read(self, caller: Caller, f: Mapping[str, Any]) -> Filters:
-        """A list's or a count's filters (`CountFilters`), checked, in the scopes the caller reads."""
+        """A list's, a count's or a bulk delete's filters (`CountFilters`), checked, in the scopes the caller reads."""
         return read_filters(caller, f.get("scope"), self.config.categories, access=self.config.access,
                             **{k: v for k, v in f.items() if k != "scope"})
 
