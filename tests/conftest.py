@@ -20,12 +20,18 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import pytest
 
 from clawrecall import Memory
 
 _PG_URL = os.environ.pop("CLAWRECALL_TEST_PG_URL", None)
 BACKENDS = os.environ.pop("CLAWRECALL_TEST_BACKENDS", "sqlite,postgres").split(",")
+
+# httpx gives up on an answer after 5 s; on a machine busy with other work a server's first answer can take
+# longer, and a test waits for what it asks, not for a time (the default is shared by every httpx call).
+httpx._config.DEFAULT_TIMEOUT_CONFIG.read = httpx._config.DEFAULT_TIMEOUT_CONFIG.write = 120.0
+httpx._config.DEFAULT_TIMEOUT_CONFIG.connect = httpx._config.DEFAULT_TIMEOUT_CONFIG.pool = 120.0
 
 # Tests must never read the developer's own config or data directory.
 for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:

@@ -567,7 +567,11 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
               help="With --from: the embedding model that made the source's vectors. They are reused when it is "
               "the store's model (and of its dimensions); otherwise every memory is embedded again.")
 @click.option("--history", metavar="FILE", type=click.Path(dir_okay=False), default=None,
-              help="With --from mem0: its history database (~/.mem0/history.db), for earlier versions and deletions.")
+              help="With --from mem0: its history database (~/.mem0/history.db), for earlier versions, deletions "
+              "and its last messages.")
+@click.option("--markdown", metavar="DIR", type=click.Path(file_okay=False, exists=True), default=None,
+              help="With --from memento-local: an agent's workspace, whose MEMORY.md and memory/*.md journal come "
+              "too (into --agent's scope, else main's).")
 @caller_options
 @click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
@@ -580,23 +584,26 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @json_option
 @pass_state
 def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
-                    on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
+                    markdown: str | None, on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool,
+                    as_json: bool,
                     caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
 
     With --from, SOURCE is another system's store: memento-local's SQLite file; the PostgreSQL URL of
     mem0's pgvector store, of ShadowDB's or of openclaw-memory-pgvector's database."""
+    if markdown and system != "memento-local":
+        raise click.UsageError("--markdown goes with --from memento-local (its agent's journal)")
     if system is not None:
         mem = state.open(embeds=True, creates=not dry_run)
-        options = ImportOptions(vectors_from=vectors_from, history=history)
+        options = ImportOptions(vectors_from=vectors_from, history=history, markdown=markdown, agent=caller.agent_id)
         with out.progress_bar("Checking" if dry_run else "Importing") as bar:
             summary = run_import(mem, system, DATA_SOURCES[system], source, caller=caller, dry_run=dry_run,
                                  progress=bar, options=options, chunk=batch_size)
         out.respond(as_json, summary, _system_import_text(summary))
         return
-    if vectors_from or history:
-        raise click.UsageError("--vectors-from and --history go with --from SYSTEM")
+    if vectors_from or history or markdown:
+        raise click.UsageError("--vectors-from, --history and --markdown go with --from SYSTEM")
     with click.File("r", encoding="utf-8").convert(source, None, click.get_current_context()) as fh:
         try:
             lines = fh.read().split("\n")  # JSONL lines end at \n only; content may hold U+2028, U+0085, …
@@ -872,6 +879,13 @@ def _system_import_text(s: dict[str, Any]) -> str:
              f"{out.plural(sum(d.get('rows', 1) for d in s['skipped']), 'row')} left out or changed)"]
     if s["startup"]["imported"] or s["startup"]["already_there"]:
         lines.append(f"Startup entries: {s['startup']['imported']} imported, {s['startup']['already_there']} already there")
+    chats, occurrences = s["conversations"], s["occurrences"]
+    if chats["conversations"]:
+        lines.append(f"Conversations: {chats['conversations']} ({out.plural(chats['messages'], 'message')} "
+                     f"{'to record' if s['dry_run'] else 'recorded'}, {chats['already_there']} already there)")
+    if occurrences["imported"] or occurrences["already_there"]:
+        lines.append(f"Occurrences: {occurrences['imported']} {'to import' if s['dry_run'] else 'imported'}, "
+                     f"{occurrences['already_there']} already there")
     if s["imported"]:  # of the source's memories, not of this run's: said when something is written
         lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded: {s['vectors']['why']}")
     if s["dry_run"]:  # what became what: to read before importing (always in --json)

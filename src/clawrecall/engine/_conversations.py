@@ -25,7 +25,8 @@ from ..conversations import segments as rules
 from ..conversations.transcript import RESTAMPED_WITHIN, Entry, entries, resent
 from ..errors import NotFoundError, ScopeError, ValidationError
 from ..models import (
-    Conversation, ConversationDeleted, EndReason, GroupBy, Logged, MemoryRecord, Message, Pruned, Segment, StatsGroup,
+    Conversation, ConversationDeleted, EndReason, GroupBy, Logged, MemoryRecord, Message, Occurrence, Pruned, Segment,
+    StatsGroup,
 )
 from ..scopes import ALL, MAX_ID_CHARS, Caller, as_caller, may_write, read_scopes, write_scope
 from ..storage import Store
@@ -178,6 +179,23 @@ class Conversations:
         ]
         again = {candidates[n][0] for n in resent([e for _, e in candidates], stored)}
         return [e for i, e in enumerate(fresh) if i not in again]
+
+    def import_occurrences(self, rows: Sequence[dict[str, Any]], *, caller: Caller, dry_run: bool = False) -> int:
+        """Another system's record of each time a conversation stated a fact (memento-local's `fact_occurrences`):
+        `{id, memory_id, at, snippet, sentiment, segment_id, session_id}`, each stored in its fact's scope unless
+        its id is stored, its fact is not, or the caller may not write there. Answers how many were (would be) stored."""
+        require_writes(self._config)
+        with self._store.transaction():
+            held = self._store.occurrences.stored([r["id"] for r in rows])
+            fresh = [r for r in rows if r["id"] not in held]
+            if dry_run:
+                return len(fresh)
+            facts = self._store.memories.fetch(list({r["memory_id"] for r in fresh}))
+            keep = [Occurrence(**{**r, "scope": facts[r["memory_id"]].scope}) for r in fresh if r["memory_id"] in facts
+                    and may_write(caller, facts[r["memory_id"]].scope, access=self._config.access)]
+            if keep:
+                self._store.occurrences.insert(keep)
+        return len(keep)
 
     # -- segments ------------------------------------------------------------------------------
     def end(

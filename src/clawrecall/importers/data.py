@@ -17,13 +17,15 @@ from itertools import pairwise
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..errors import ValidationError
+from ..conversations.transcript import check_message
+from ..errors import NotFoundError, ValidationError
+from ..scopes import Caller, may_write, write_scope
 
 if TYPE_CHECKING:
     from ..embeddings.base import EmbeddingFingerprint
     from ..engine import Memory
-    from ..scopes import Caller
 
+CHAT_CHUNK = 1000  # messages logged per transaction (a request's transcript holds at most 5,000)
 _NAMESPACE = uuid.UUID("6f1c2a53-2d0e-4c55-9a7b-2f4b1f0c9e11")
 
 
@@ -37,7 +39,25 @@ class Options:
     """What the user tells an import beyond its source."""
 
     vectors_from: str | None = None  # the model that made the source's vectors, when the source does not record it
-    history: str | None = None  # mem0: its history database (every ADD, UPDATE, DELETE)
+    history: str | None = None  # mem0: its history database (every ADD, UPDATE, DELETE; its last messages)
+    markdown: str | None = None  # memento-local: an agent's workspace, whose memory/*.md is its journal
+    agent: str | None = None  # whose workspace `markdown` is (--agent), else OpenClaw's first agent, main
+
+
+@dataclass
+class Chat:
+    """One conversation of the source, for the record (`mem.conversations.log`): its messages as the record
+    takes them, each with a provider id made from its source row (`stable_id`), so a message is stored once
+    however often the import runs. No owner: the importing caller's. `key` names it for the occurrences
+    that quote it (memento-local's conversation id)."""
+
+    source: str  # "table:id", for the summary
+    session_id: str
+    messages: list[dict[str, Any]]
+    user_id: str | None = None
+    agent_id: str | None = None
+    channel: str | None = None
+    key: str | None = None
 
 
 @dataclass
@@ -50,6 +70,9 @@ class Plan:
     vectors: dict[str, list[float]] = field(default_factory=dict)  # item id -> the source's vector of it
     vector_model: str | None = None  # the model the source records as having made its vectors
     startup: list[dict[str, Any]] = field(default_factory=list)  # {"key", "content", "priority", "reinforce"}
+    chats: list[Chat] = field(default_factory=list)
+    # {"id", "memory_id", "chat" (a Chat's key), "at", "snippet", "sentiment"}: each time a conversation said a fact
+    occurrences: list[dict[str, Any]] = field(default_factory=list)
 
 
 Reader = Callable[[str, Options], Plan]
@@ -65,10 +88,13 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     startup = _startup(mem, plan, caller, dry_run)  # few and replaced whole: before the memories
     result = mem.import_jsonl(_lines(plan.items), caller=caller, on_duplicate="keep", dry_run=dry_run,
                               progress=progress, vectors=vectors, chunk=chunk)
+    conversations, segments = _chats(mem, plan, caller, dry_run)
+    occurrences = _occurrences(mem, plan, segments, caller, dry_run)
     return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
             "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
             "vectors": {"reused": len(vectors), "embedded": len(plan.items) - len(vectors), "why": vector_note},
-            "startup": startup, "mapped": plan.mapped, "skipped": plan.skipped}
+            "startup": startup, "conversations": conversations, "occurrences": occurrences,
+            "mapped": plan.mapped, "skipped": plan.skipped}
 
 
 def reusable(plan: Plan, store: EmbeddingFingerprint, vectors_from: str | None) -> tuple[dict[str, list[float]], str]:
@@ -112,6 +138,66 @@ def _startup(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> dict[str
     return {"imported": len(todo), "already_there": len(plan.startup) - len(todo)}
 
 
+def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> tuple[dict[str, int], dict[str, str]]:
+    """Each conversation logged in the record as its owner (one transaction each: an interrupted import
+    keeps the conversations it logged, and a message stored before is skipped by its id), then its segment
+    closed, so the next conversation of the session is a segment of its own as it was in the source.
+    Answers the counts, and the segment each keyed conversation's messages are in."""
+    counts = {"conversations": 0, "messages": 0, "already_there": 0}
+    segments: dict[str, str] = {}
+    for chat in plan.chats:
+        owner = Caller(user_id=chat.user_id, agent_id=chat.agent_id) if chat.user_id or chat.agent_id else caller
+        table, _, row = chat.source.partition(":")
+        if not owner.identified:
+            plan.skipped.append({"table": table, "id": row, "rows": len(chat.messages), "reason": "a conversation "
+                                 "with no owner in the source: name whose it is with --user or --agent"})
+            continue
+        if not may_write(caller, write_scope(owner, None, access=mem.config.access), access=mem.config.access):
+            plan.skipped.append({"table": table, "id": row, "rows": len(chat.messages), "reason": "another's "
+                                 "conversation: import as the administrator (no --user/--agent) or as its owner"})
+            continue
+        counts["conversations"] += 1
+        if dry_run:
+            known = len(_recorded(mem, owner, chat))
+            counts["messages"] += len(chat.messages) - known
+            counts["already_there"] += known
+            continue
+        for at in range(0, len(chat.messages), CHAT_CHUNK):
+            logged = mem.conversations.log(chat.messages[at: at + CHAT_CHUNK], caller=owner, session_id=chat.session_id,
+                                           channel=chat.channel)
+            counts["messages"] += logged.stored
+            counts["already_there"] += logged.skipped
+        try:  # closed even when nothing was new: a run killed between the two left it open
+            mem.conversations.end(chat.session_id, caller=owner, reason="explicit")
+        except NotFoundError:  # its messages were all empty: nothing was recorded
+            continue
+        if chat.key is not None:
+            segments.update((chat.key, s) for s in _recorded(mem, owner, chat).values() if s)
+    return counts, segments
+
+
+def _recorded(mem: Memory, owner: Caller, chat: Chat) -> dict[str, str | None]:
+    """The chat's messages the record holds already: their keys (a message with an id is keyed by it), and
+    the segment each is in."""
+    keys = {f"id:{m['id']}" for m in chat.messages}
+    try:
+        held = mem.conversations.show(chat.session_id, caller=owner, limit=100_000)
+    except NotFoundError:
+        return {}
+    return {m.dedup_key: m.segment_id for m in held if m.dedup_key in keys}
+
+
+def _occurrences(mem: Memory, plan: Plan, segments: dict[str, str], caller: Caller, dry_run: bool) -> dict[str, int]:
+    """The source's occurrences of its facts, each quoting the segment its conversation became."""
+    if not plan.occurrences:
+        return {"imported": 0, "already_there": 0}
+    sessions = {c.key: c.session_id for c in plan.chats if c.key is not None}
+    rows = [{**{k: v for k, v in o.items() if k != "chat"}, "segment_id": segments.get(o["chat"]),
+             "session_id": sessions.get(o["chat"])} for o in plan.occurrences]
+    stored = mem.conversations.import_occurrences(rows, caller=caller, dry_run=dry_run)
+    return {"imported": stored, "already_there": len(rows) - stored}
+
+
 def _lines(items: list[dict[str, Any]]) -> Iterator[str]:
     for item in items:
         yield json.dumps(item, ensure_ascii=False, default=str)
@@ -123,6 +209,17 @@ def item(system: str, table: str, row_id: Any, content: str, **fields: Any) -> d
     fields = {k: v for k, v in fields.items() if v is not None and v != {} and v != []}
     return {"id": stable_id(system, table, str(row_id)), "content": content, "source_type": system,
             "source_id": f"{table}:{row_id}", **fields}
+
+
+def storable(plan: Plan, table: str, row_id: Any, message: dict[str, Any]) -> bool:
+    """Whether the record can store a source's message (its role, its text); one it cannot is said, and left out,
+    so one bad row does not fail the conversation it is in."""
+    try:
+        check_message(message)
+    except ValidationError as exc:
+        plan.skipped.append({"table": table, "id": str(row_id), "reason": f"not storable: {exc}"})
+        return False
+    return True
 
 
 def chain(versions: list[dict[str, Any]]) -> None:

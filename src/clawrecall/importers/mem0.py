@@ -1,19 +1,22 @@
-"""mem0's memories: its pgvector store (one table per collection: `id`, `vector`, `payload`) and,
-given `--history`, its SQLite history of every ADD, UPDATE and DELETE, which becomes each memory's
-supersede chain and its deletion (mem0 deletes the vector row; the history keeps the text)."""
+"""mem0's memories: its pgvector store (one table per collection: `id`, `vector`, `payload`) or its
+default store, a Qdrant folder in local mode (one collection each), and, given `--history`, its SQLite
+history of every ADD, UPDATE and DELETE, which becomes each memory's supersede chain and its deletion
+(mem0 deletes the vector row; the history keeps the text), and the last messages it keeps there."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from .._time import utcnow
 from ..errors import ValidationError
-from .data import Options, Plan, chain, item, stable_id, utc, vector
+from .data import Chat, Options, Plan, chain, item, stable_id, storable, utc, vector
 from .pgsource import Source
 
 SYSTEM = "mem0"
+BOOKKEEPING = "mem0migrations"  # the collection mem0 keeps its telemetry user id in, beside the memories
 #: payload keys mem0 sets itself; any other is the caller's metadata
 OWN = {"data", "hash", "created_at", "updated_at", "user_id", "agent_id", "run_id", "actor_id", "role",
        "text_lemmatized", "categories"}
@@ -27,13 +30,44 @@ MAPPED = {
     "<collection>.vector": "the vector, reused when --vectors-from names the store's model; else re-embedded",
     "history ADD/UPDATE": "earlier versions, superseded by the next (valid_to its time)",
     "history DELETE": "a deleted memory (deleted_at the deletion's time) with its last text and earlier versions",
+    "history.db messages": "the conversation record: session_scope's user_id and agent_id its owner (none: the "
+                           "importing caller), run_id its session (none: the session `mem0`); role, content, "
+                           "created_at (mem0 keeps the last 10 of each scope)",
 }
 
 
-def read(url: str, options: Options) -> Plan:
+def read(source: str, options: Options) -> Plan:
     plan = Plan(mapped=dict(MAPPED))
     history = _history(options.history) if options.history else {}
     current: set[str] = set()
+    if not Path(source).is_dir() and not source.startswith(("postgres://", "postgresql://")):
+        raise ValidationError(f"mem0's store is the PostgreSQL URL of its pgvector store or the folder of its Qdrant "
+                              f"store (vector_store.config.path, by default /tmp/qdrant), not {source!r}")
+    for table, memory_id, stored, payload in _qdrant(source, plan) if Path(source).is_dir() else _pgvector(source):
+        current.add(memory_id)
+        if not isinstance(payload.get("data"), str) or not payload["data"].strip():
+            plan.skipped.append({"table": table, "id": memory_id, "reason": "no text (payload.data)"})
+            continue
+        versions = _versions(table, memory_id, history.get(memory_id, []), payload)
+        versions.append(_memory(table, memory_id, payload))
+        chain(versions)
+        plan.items += versions
+        if stored is not None:
+            plan.vectors[versions[-1]["id"]] = stored
+    for memory_id, events in history.items():
+        if memory_id not in current:
+            _deleted(plan, memory_id, events)
+    if options.history:
+        _messages(plan, options.history)
+    return plan
+
+
+Row = tuple[str, str, "list[float] | None", dict[str, Any]]  # collection, memory id, its vector, its payload
+
+
+def _pgvector(url: str) -> list[Row]:
+    """Every table of the store shaped as mem0 makes a collection (`id`, `vector`, `payload`)."""
+    out: list[Row] = []
     with Source(url, "mem0") as db:
         collections = sorted(t for t, cols in db.tables.items() if {"id", "vector", "payload"} <= cols)
         if not collections:
@@ -41,21 +75,49 @@ def read(url: str, options: Options) -> Plan:
         for table in collections:
             for row in db.rows(f'SELECT id::text AS id, vector::text AS vector, payload FROM "{table}" '
                                "ORDER BY payload->>'created_at', id"):
-                current.add(row["id"])
-                payload = row["payload"] or {}
-                if not isinstance(payload.get("data"), str) or not payload["data"].strip():
-                    plan.skipped.append({"table": table, "id": row["id"], "reason": "no text (payload.data)"})
-                    continue
-                versions = _versions(table, row["id"], history.get(row["id"], []), payload)
-                versions.append(_memory(table, row["id"], payload))
-                chain(versions)
-                plan.items += versions
-                if row["vector"] is not None:
-                    plan.vectors[versions[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
-    for memory_id, events in history.items():
-        if memory_id not in current:
-            _deleted(plan, memory_id, events)
-    return plan
+                out.append((table, row["id"], vector(row["vector"]), row["payload"] or {}))
+    return out
+
+
+def _qdrant(path: str, plan: Plan) -> list[Row]:
+    """Every collection of a Qdrant folder in local mode (mem0's default store: `vector_store.config.path`, by
+    default /tmp/qdrant), but mem0's own bookkeeping collection."""
+    try:
+        from qdrant_client import QdrantClient
+    except ImportError:
+        raise ValidationError("reading mem0's Qdrant folder takes the qdrant extra: "
+                              "pip install 'clawrecall[qdrant]'") from None
+    try:
+        client = QdrantClient(path=path)
+    except (RuntimeError, ValueError, OSError) as exc:  # another process (mem0 itself) holds the folder's lock
+        raise ValidationError(f"cannot open the Qdrant folder {path}: {exc}") from None
+    out: list[Row] = []
+    try:
+        names = sorted(c.name for c in client.get_collections().collections)
+        if not names:
+            raise ValidationError(f"{path} is not a Qdrant folder of mem0's: it holds no collection")
+        for name in names:
+            if name == BOOKKEEPING:
+                plan.skipped.append({"table": name, "id": None, "rows": client.count(name).count,
+                                     "reason": "mem0's own bookkeeping (its telemetry user id), no memories"})
+                continue
+            offset = None
+            while True:
+                points, offset = client.scroll(name, limit=1000, offset=offset, with_payload=True, with_vectors=True)
+                out += [(name, str(p.id), _point_vector(p.vector), dict(p.payload or {})) for p in points]
+                if offset is None:
+                    break
+    finally:
+        client.close()
+    out.sort(key=lambda r: (r[0], str(r[3].get("created_at") or ""), r[1]))
+    return out
+
+
+def _point_vector(value: Any) -> list[float] | None:
+    """A point's vector: mem0 stores one, unnamed."""
+    if isinstance(value, dict):
+        value = next(iter(value.values()), None) if len(value) == 1 else None
+    return vector(value) if isinstance(value, list) else None
 
 
 def _memory(table: str, memory_id: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +168,30 @@ def _deleted(plan: Plan, memory_id: str, events: list[dict[str, Any]]) -> None:
                                   or utc(utcnow()))
     chain(versions)
     plan.items += versions
+
+
+def _messages(plan: Plan, path: str) -> None:
+    """The last messages mem0 keeps per session scope (`user_id=…&agent_id=…&run_id=…`, 10 of each, to give its
+    extraction context) as the conversation record: the scope's user and agent, its run as the session."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        rows = db.execute("SELECT * FROM messages ORDER BY created_at, rowid").fetchall() if "messages" in tables else []
+        db.close()
+    except sqlite3.Error as exc:
+        raise ValidationError(f"{path} is not mem0's history database: {exc}") from None
+    chats: dict[str, Chat] = {}
+    for m in rows:
+        scope = {k: unquote(v) for k, _, v in (part.partition("=") for part in (m["session_scope"] or "").split("&"))
+                 if k in ("user_id", "agent_id", "run_id") and v}
+        said = {"role": m["role"], "content": m["content"], "id": f"{SYSTEM}:messages:{m['id']}",
+                "created_at": utc(m["created_at"])}
+        if storable(plan, "messages", m["id"], said):
+            chats.setdefault(m["session_scope"] or "", Chat(
+                source=f"messages:{m['session_scope']}", session_id=scope.get("run_id") or SYSTEM, messages=[],
+                user_id=scope.get("user_id"), agent_id=scope.get("agent_id"))).messages.append(said)
+    plan.chats += chats.values()
 
 
 def _history(path: str) -> dict[str, list[dict[str, Any]]]:

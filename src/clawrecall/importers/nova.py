@@ -1,13 +1,13 @@
 """nova-memory's PostgreSQL database: entity facts, events and lessons, each as the text nova-memory
 embeds for it (so its `memory_embeddings` vectors fit the memory they are reused for); its agent
-chats are conversation turns, counted and left out."""
+chats as the conversation record, a conversation per channel."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from .data import Options, Plan, item, unit, utc, vector
+from .data import Chat, Options, Plan, item, storable, unit, utc, vector
 from .pgsource import Source
 
 SYSTEM = "nova-memory"
@@ -22,6 +22,10 @@ MAPPED = {
     "memory_embeddings.embedding": "the vector of its source row's memory, reused when --vectors-from names the "
                                    "store's model (by default text-embedding-3-small, 1536-d); else re-embedded",
     "(no owner)": "the importing caller's scope (--user/--agent), else global",
+    "agent_chat": "the conversation record of the importing caller (--user/--agent): a session per channel, each "
+                  "message \"<sender>: <message>\" at its created_at; the caller's own agent's messages are the "
+                  "assistant's, the others' the user's; their memory_embeddings are not kept (the record embeds its "
+                  "messages itself)",
 }
 VISIBILITY = {"public": "shared", "trusted": "shared", "private": "private"}
 
@@ -47,9 +51,8 @@ def read(url: str, options: Options) -> Plan:
                 orphans[row["source_type"]] = orphans.get(row["source_type"], 0) + 1
             elif row["vector"] is not None:
                 plan.vectors[memory_id] = vector(row["vector"])  # type: ignore[assignment]
-        if n := db.count("agent_chat"):
-            plan.skipped.append({"table": "agent_chat", "id": None, "rows": n,
-                                 "reason": "chat messages: not imported yet (clawrecall records conversations itself)"})
+        if {"id", "sender", "channel", "message"} <= db.tables.get("agent_chat", set()):
+            _chats(plan, db.rows("SELECT * FROM agent_chat ORDER BY created_at, id"), options.agent)
         for kind, n in orphans.items():
             if kind != "agent_chat":
                 plan.skipped.append({"table": "memory_embeddings", "id": None, "rows": n,
@@ -86,3 +89,16 @@ def _lesson(row: dict[str, Any]) -> dict[str, Any]:
     return item(SYSTEM, "lessons", row["id"], text, category="fact", tags=["lesson"],
                 confidence=unit(row.get("confidence")), created_at=utc(row.get("learned_at") or row.get("created_at")))
 
+
+
+def _chats(plan: Plan, rows: list[dict[str, Any]], agent: str | None) -> None:
+    chats: dict[str, Chat] = {}
+    for row in rows:
+        channel = row["channel"] or "agent_chat"
+        said = {"role": "assistant" if agent is not None and row["sender"] == agent else "user",
+                "content": f"{row['sender']}: {row['message']}", "id": f"{SYSTEM}:agent_chat:{row['id']}",
+                "created_at": utc(row.get("created_at"))}
+        if storable(plan, "agent_chat", row["id"], said):
+            chats.setdefault(channel, Chat(source=f"agent_chat:#{channel}", session_id=channel, messages=[],
+                                           channel=channel)).messages.append(said)
+    plan.chats += chats.values()

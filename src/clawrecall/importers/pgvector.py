@@ -1,11 +1,12 @@
-"""openclaw-memory-pgvector's PostgreSQL database: its `memories` table. Its conversation tables
-(requests, responses, reasoning) and files are counted and left out, each with why."""
+"""openclaw-memory-pgvector's PostgreSQL database: its `memories` table, and its conversation tables
+(requests, responses, reasoning) as the conversation record, one conversation per user and session.
+Its files are counted and left out, with why."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .data import Options, Plan, item, unit, utc, vector
+from .data import Chat, Options, Plan, item, storable, unit, utc, vector
 from .pgsource import Source
 
 SYSTEM = "openclaw-memory-pgvector"
@@ -21,11 +22,16 @@ MAPPED = {
     "memories.metadata, source_type, source_id": "metadata.pgvector",
     "memories.embedding": "the vector, reused when --vectors-from names the store's model (by default "
                           "multilingual-e5-large, 1024-d); else re-embedded",
+    "requests.message_text": "the user's messages of the conversation record, in the user's record (`default`: the "
+                             "importing caller's), session_id → session (none: the session `openclaw-memory-pgvector`)",
+    "responses.response_text, model_used, input_tokens, output_tokens": "the assistant's messages, after their "
+                                                                        "request and its reasoning",
+    "reasoning.reasoning_text, thinking_model": "reasoning messages",
+    "requests/responses/reasoning.embedding, responses.summary, feedback": "not kept: the record embeds and "
+                                                                           "summarises its messages itself",
 }
+NO_SESSION = SYSTEM  # the session of requests stored without one
 LEFT_OUT = {
-    "requests": "the user's messages: not imported yet (clawrecall records conversations itself from now on)",
-    "responses": "the assistant's replies: not imported yet",
-    "reasoning": "the model's thinking: not imported yet",
     "files": "file records: add the files themselves with `clawrecall files add` (their storage_path)",
     "file_chunks": "chunks of those files: `clawrecall files add` chunks the file again",
 }
@@ -39,6 +45,8 @@ def read(url: str, options: Options) -> Plan:
             plan.items.append(_memory(row))
             if row["vector"] is not None:
                 plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+        if {"id", "user_id", "message_text"} <= db.tables.get("requests", set()):
+            _conversations(db, plan)
         for table, reason in LEFT_OUT.items():
             if n := db.count(table):
                 plan.skipped.append({"table": table, "id": None, "rows": n, "reason": reason})
@@ -58,3 +66,36 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         expires_at=utc(row.get("expires_at")), metadata={"pgvector": theirs} if theirs else None,
     )
 
+
+
+def _conversations(db: Source, plan: Plan) -> None:
+    """Each request, its reasoning and its responses, in order, grouped by user and session."""
+    later: dict[str, list[dict[str, Any]]] = {}
+
+    def answer(table: str, row: dict[str, Any], message: dict[str, Any]) -> None:
+        message = {k: v for k, v in message.items() if v is not None}
+        if storable(plan, table, row["id"], message):
+            later.setdefault(str(row["request_id"]), []).append(message)
+
+    if "reasoning" in db.tables:
+        for r in db.rows("SELECT * FROM reasoning ORDER BY created_at, id"):
+            answer("reasoning", r, {"role": "reasoning", "content": r["reasoning_text"], "id": f"{SYSTEM}:reasoning:{r['id']}",
+                                    "created_at": utc(r.get("created_at")), "model": r.get("thinking_model")})
+    if "responses" in db.tables:
+        for r in db.rows("SELECT * FROM responses ORDER BY created_at, id"):
+            answer("responses", r, {"role": "assistant", "content": r["response_text"],
+                                    "id": f"{SYSTEM}:responses:{r['id']}", "created_at": utc(r.get("created_at")),
+                                    "model": r.get("model_used"), "input_tokens": r.get("input_tokens"),
+                                    "output_tokens": r.get("output_tokens")})
+    chats: dict[tuple[str, str], Chat] = {}
+    for r in db.rows("SELECT * FROM requests ORDER BY created_at, id"):
+        session = r.get("session_id") or NO_SESSION
+        chat = chats.setdefault((r["user_id"], session), Chat(
+            source=f"requests:{r['user_id']}/{session}", session_id=session, messages=[],
+            user_id=None if r["user_id"] == NO_USER else r["user_id"]))
+        said = {"role": "user", "content": r["message_text"], "id": f"{SYSTEM}:requests:{r['id']}",
+                "created_at": utc(r.get("created_at"))}
+        if storable(plan, "requests", r["id"], said):
+            chat.messages.append(said)
+        chat.messages += later.get(str(r["id"]), [])
+    plan.chats += chats.values()

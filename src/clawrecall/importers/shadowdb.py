@@ -1,12 +1,17 @@
-"""ShadowDB's PostgreSQL database: `memories` (record types, tags, soft deletes) and its startup
-entries (`startup`, or `primer` in the plugin's own schema file)."""
+"""ShadowDB's PostgreSQL database, or its SQLite backend's file: `memories` (record types, tags, soft
+deletes; on SQLite, `superseded_by` chains) and its startup entries (`startup`, or `primer` in the
+plugin's own schema files). Its MySQL backend needs a server: dump it to one of those first."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
+from ..errors import ValidationError
 from ..models import DEFAULT_CATEGORIES
-from .data import Options, Plan, item, utc, vector
+from .data import Options, Plan, chain, item, utc, vector
 from .pgsource import Source
 
 SYSTEM = "shadowdb"
@@ -23,27 +28,76 @@ MAPPED = {
     "startup.key, content, priority, reinforce": "startup entries of the same key (`clawrecall startup`)",
     "primer.key, content, priority, always, enabled": "startup entries (always → reinforce); a disabled one "
                                                       "is left out",
+    "SQLite: memories.tags, superseded_by": "tags (its JSON text); a supersede chain",
+    "SQLite: memories_vec (sqlite-vec)": "not read (only that extension reads it): the memories are embedded",
 }
 
 
-def read(url: str, options: Options) -> Plan:
+def read(source: str, options: Options) -> Plan:
+    memories, startup, primer = _sqlite(source) if Path(source).is_file() else _postgres(source)
+    plan = Plan(mapped=dict(MAPPED))
+    for row in memories:
+        plan.items.append(_memory(row))
+        if row.get("vector") is not None:
+            plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+    by_id = {str(row["id"]): it for it, row in zip(plan.items, memories)}
+    for it, row in zip(plan.items, memories):  # the SQLite schema's chains: a row names its successor
+        if row.get("superseded_by") is None:
+            continue
+        if str(row["superseded_by"]) in by_id:
+            chain([it, by_id[str(row["superseded_by"])]])
+        else:
+            plan.skipped.append({"table": "memories", "id": str(row["id"]), "field": "superseded_by",
+                                 "reason": f"superseded by {row['superseded_by']}, which is not in the database"})
+    for row in startup:
+        _entry(plan, "startup", row, bool(row.get("reinforce")))
+    for row in primer:
+        if row.get("enabled") in (False, 0):
+            plan.skipped.append({"table": "primer", "id": row["key"], "reason": "disabled there"})
+            continue
+        _entry(plan, "primer", row, bool(row.get("always")))
+    return plan
+
+
+Rows = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]  # memories, startup, primer
+
+
+def _postgres(url: str) -> Rows:
     with Source(url, "ShadowDB") as db:
         db.require("memories", {"id", "content", "record_type", "deleted_at"})
-        plan = Plan(mapped=dict(MAPPED))
-        for row in db.rows("SELECT *, embedding::text AS vector FROM memories ORDER BY id"):
-            plan.items.append(_memory(row))
-            if row["vector"] is not None:
-                plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
-        if "startup" in db.tables:
-            for row in db.rows("SELECT * FROM startup ORDER BY priority, key"):
-                _entry(plan, "startup", row, bool(row.get("reinforce")))
-        if "primer" in db.tables:
-            for row in db.rows("SELECT * FROM primer ORDER BY priority, key"):
-                if row.get("enabled") is False:
-                    plan.skipped.append({"table": "primer", "id": row["key"], "reason": "disabled there"})
-                    continue
-                _entry(plan, "primer", row, bool(row.get("always")))
-    return plan
+        return (db.rows("SELECT *, embedding::text AS vector FROM memories ORDER BY id"),
+                db.rows("SELECT * FROM startup ORDER BY priority, key") if "startup" in db.tables else [],
+                db.rows("SELECT * FROM primer ORDER BY priority, key") if "primer" in db.tables else [])
+
+
+def _sqlite(path: str) -> Rows:
+    """Its SQLite backend's file: `memories` (tags as JSON text, times as ISO text) and `primer`. The vectors
+    are in a sqlite-vec table, which only that extension reads: the memories are embedded again."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        columns = {r[1] for r in db.execute("PRAGMA table_info(memories)")}
+        if not {"id", "content", "record_type"} <= columns:
+            raise ValidationError(f"{path} is not a ShadowDB database: it has no memories table with id, content "
+                                  f"and record_type (its tables: {', '.join(sorted(tables)) or 'none'})")
+        memories = [{k: r[k] for k in r.keys() if k != "embedding"} for r in db.execute("SELECT * FROM memories ORDER BY id")]
+        primer = [dict(r) for r in db.execute("SELECT * FROM primer ORDER BY priority, key")] if "primer" in tables else []
+        db.close()
+    except sqlite3.Error as exc:
+        raise ValidationError(f"{path} is not a ShadowDB database: {exc}") from None
+    for row in memories:
+        row["tags"] = _tags(row.get("tags"))
+    return memories, [], primer
+
+
+def _tags(value: Any) -> list[str]:
+    """Tags as the SQLite backend keeps them: a JSON array in text."""
+    try:
+        tags = json.loads(value) if isinstance(value, str) and value else []
+    except ValueError:
+        return [t.strip() for t in str(value).split(",") if t.strip()]
+    return [str(t) for t in tags] if isinstance(tags, list) else []
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:

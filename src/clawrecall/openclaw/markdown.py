@@ -59,6 +59,43 @@ def _created_at(path: str) -> datetime | None:
         return None
 
 
+@dataclass
+class MarkdownItems:
+    """The memories a set of Markdown files holds, by `source_id` (its file and a hash of its text), and
+    what was left out as template text."""
+
+    items: dict[str, dict[str, Any]]
+    sections: int
+    templates: int
+    template_files: list[str]
+
+
+def markdown_items(files: list[MarkdownFile], scope: str) -> MarkdownItems:
+    """Each section of `files` that is not template text, as a memory of `scope` (NewMemory fields)."""
+    items: dict[str, dict[str, Any]] = {}
+    found = left_out = 0
+    template_files: list[str] = []
+    shipped = templates.known()
+    for f in files:
+        created = _created_at(f.path)
+        kept = template = 0
+        for s in sections(f.content):
+            found += 1
+            if is_placeholder(s.text) or templates.fingerprint(s.text) in shipped:
+                template += 1
+                continue
+            kept += 1
+            source_id = f"{f.path}#{hashlib.sha256(s.text.encode()).hexdigest()[:16]}"
+            items.setdefault(source_id, {
+                "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
+                "source_id": source_id, "metadata": {"path": f.path}, "created_at": created,
+            })
+        left_out += template
+        if template and not kept:
+            template_files.append(f.path)
+    return MarkdownItems(items, found, left_out, template_files)
+
+
 class MarkdownImported(TypedDict):
     files: int
     sections: int
@@ -82,27 +119,8 @@ def import_markdown(mem: "Memory", caller: "Caller", files: list[MarkdownFile]) 
     if len(files) > MAX_FILES:
         raise ValidationError(f"at most {MAX_FILES} files per import")
     scope = f"agent:{caller.agent_id}"  # the engine checks it against the caller (and a token's allow-list)
-    items: dict[str, dict[str, Any]] = {}
-    found = left_out = 0
-    template_files: list[str] = []
-    shipped = templates.known()
-    for f in files:
-        created = _created_at(f.path)
-        kept = template = 0
-        for s in sections(f.content):
-            found += 1
-            if is_placeholder(s.text) or templates.fingerprint(s.text) in shipped:
-                template += 1
-                continue
-            kept += 1
-            source_id = f"{f.path}#{hashlib.sha256(s.text.encode()).hexdigest()[:16]}"
-            items.setdefault(source_id, {
-                "content": s.text, "scope": scope, "title": s.heading, "source_type": SOURCE_TYPE,
-                "source_id": source_id, "metadata": {"path": f.path}, "created_at": created,
-            })
-        left_out += template
-        if template and not kept:
-            template_files.append(f.path)
+    read = markdown_items(files, scope)
+    items, found, left_out, template_files = read.items, read.sections, read.templates, read.template_files
     known = _imported(mem, caller, scope, list(items))
     new = [item for source_id, item in items.items() if source_id not in known]
     # No near-duplicate check: identity decides, and similar lines of a file are distinct memories.

@@ -41,6 +41,10 @@ class Occurrences(TableRows[Occurrence]):
         ids.update(self._ids_where("memory_id", memory_ids))
         return sorted(ids)
 
+    def stored(self, ids: Sequence[str]) -> set[str]:
+        """Which of these occurrence ids are stored."""
+        return set(self._ids_where("id", ids))
+
     def in_segments(self, segment_ids: Sequence[str]) -> list[str]:
         """Ids of the occurrences said in these segments (their snippets quote the segments' messages)."""
         return self._ids_where("segment_id", segment_ids)
