@@ -81,7 +81,8 @@ SURFACE = {
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
-        "close_due", "delete", "end", "export", "folder", "log", "prune", "segments", "sessions", "show", "stats",
+        "close_due", "delete", "end", "export", "folder", "import_occurrences", "log", "prune", "segments", "sessions",
+        "show", "stats",
     ],
     "files": ["get", "ingest", "list", "remove"],
     "jobs": ["cancel", "enqueue", "get", "list", "retry", "stats"],

@@ -180,10 +180,14 @@ class Conversations:
         again = {candidates[n][0] for n in resent([e for _, e in candidates], stored)}
         return [e for i, e in enumerate(fresh) if i not in again]
 
-    def import_occurrences(self, rows: Sequence[dict[str, Any]], *, caller: Caller, dry_run: bool = False) -> int:
+    def import_occurrences(
+        self, rows: Sequence[dict[str, Any]], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, dry_run: bool = False,
+    ) -> int:
         """Another system's record of each time a conversation stated a fact (memento-local's `fact_occurrences`):
         `{id, memory_id, at, snippet, sentiment, segment_id, session_id}`, each stored in its fact's scope unless
         its id is stored, its fact is not, or the caller may not write there. Answers how many were (would be) stored."""
+        caller = as_caller(caller, user_id, agent_id)
         require_writes(self._config)
         with self._store.transaction():
             held = self._store.occurrences.stored([r["id"] for r in rows])
