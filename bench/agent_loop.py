@@ -78,7 +78,8 @@ JUNK_KINDS = {"question", "greeting", "chitchat"}
 # text a person never said: OpenClaw's workspace templates and placeholders
 TEMPLATE = re.compile(r"<!--|\bYYYY\b|\{\{|\.\.\.\s*$|…\s*$|\[(?:your|name|date)[^\]]*\]", re.IGNORECASE)
 MODEL_CALL_MS = 273  # from a turn's start to its model call, when OpenClaw stamps the running prompt
-LINE = re.compile(r"^- \[(?P<label>[^\]]+)\] (?P<text>.*) \((?P<meta>[^()]*)\)$")
+# "[via coder]" after the label: another agent's shared memory (docs/agents.md), not part of its text
+LINE = re.compile(r"^- \[(?P<label>[^\]]+)\](?: \[via (?P<via>[^\]]+)\])? (?P<text>.*) \((?P<meta>[^()]*)\)$")
 
 
 def norm(text: str) -> str:

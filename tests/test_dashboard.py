@@ -1,6 +1,7 @@
 """The dashboard (/ui) in a real browser: Debian's headless Chromium driven by Playwright, against a real
 `clawrecall serve` process. Each step checks what the page shows after it; a screenshot of each main
-page is saved under pytest's temporary directory.
+page is saved in test-artifacts/dashboard/ (ignored by git); axe-core (bundled by axe-playwright-python)
+checks each main page's accessibility.
 """
 
 from __future__ import annotations
@@ -8,13 +9,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
-from live_server import db, home, server  # noqa: F401 (fixtures)
+from live_server import db, home  # noqa: F401 (fixtures)
 
 from clawrecall.auth import TokenStore
+from clawrecall.server.spawn import spawn_server
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "dashboard"
 
 ALICE_TEA = "Alice drinks green tea every morning"
 ALICE_SCRIPT = "<script>window.__pwned = 1; document.title = 'pwned'</script> Alice's note about scripts"
@@ -33,6 +39,14 @@ def chromium_path() -> str:
     if path is None:
         pytest.skip("dashboard browser tests need Debian's chromium (apt-get install chromium), which cannot be installed here")
     return path
+
+
+@pytest.fixture(scope="module")
+def server(db, home, tokens):
+    """The server, its idle event streams speaking every 0.5 s so a closed page's stream ends at once."""
+    env = {"CLAWRECALL_HOME": str(home / "home"), "CLAWRECALL_INSIGHT__EVENTS_KEEPALIVE_S": "0.5"}
+    with spawn_server(db, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +112,9 @@ def signed_in(browser, server, tokens, seeded, request):
 
 
 def shot(page, tmp_path_factory, name: str) -> None:
-    page.screenshot(path=str(tmp_path_factory.getbasetemp() / f"dashboard-{name}.png"), full_page=True)
+    """A screenshot of the page as a test artifact (test-artifacts/dashboard/, as CI keeps it)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
 
 
 def test_sign_in_rejects_a_bad_token_and_signs_out(browser, server, tokens, seeded, tmp_path_factory):
@@ -204,13 +220,18 @@ def test_open_edit_delete_undelete_and_forget(signed_in, seeded, tmp_path_factor
     assert page.locator("h1").inner_text() == "Refused" and "not_found" in page.get_by_role("alert").inner_text()
 
 
+def bulk_delete(page, url: str, n: int) -> None:
+    """Delete what the list at `url` shows, by its filter: the page says how many first, then that they went."""
+    page.goto(url)
+    page.get_by_role("button", name="Delete every memory that matches…").click()
+    assert page.get_by_text(f"{n} memories match").is_visible()
+    page.get_by_role("button", name=f"Delete {n} memories").click()
+    assert f"Deleted {n} memories" in page.get_by_role("status").inner_text()
+
+
 def test_bulk_delete_on_a_filter_asks_then_deletes(signed_in):
     page = signed_in
-    page.goto("/ui/memories?tag=errand")
-    page.get_by_role("button", name="Delete every memory that matches…").click()
-    assert page.get_by_text("60 memories match").is_visible()
-    page.get_by_role("button", name="Delete 60 memories").click()
-    assert "Deleted 60 memories" in page.get_by_role("status").inner_text()
+    bulk_delete(page, "/ui/memories?tag=errand", 60)
     page.goto("/ui/memories?tag=errand")
     assert page.get_by_text("No memory matches.").is_visible()
     page.goto("/ui/memories?tag=errand&deleted=only")
@@ -222,9 +243,12 @@ def test_a_user_never_sees_another_users_memory(signed_in, seeded):
     page = signed_in
     for url in ("/ui/memories", "/ui/memories?deleted=yes", "/ui/memories?scope=user:alice",
                 "/ui/search?q=note+about+scripts", "/ui/search?q=errand+number", f"/ui/m/{seeded[ALICE_SCRIPT]}",
-                f"/ui/m/{seeded[ALICE_SCRIPT]}?scope=user:alice"):
+                f"/ui/m/{seeded[ALICE_SCRIPT]}?scope=user:alice", "/ui/memories?user=alice", "/ui/memories?order=recalls",
+                "/ui/memories?order=importance&deleted=yes", "/ui/memories?source=message", "/ui/insight",
+                "/ui/insight?scope=user:alice", "/ui/clusters", "/ui/conversations"):
         page.goto(url)
-        shown = page.locator("li.row, #content-text, dl.fields").all_inner_texts()
+        shown = page.locator("li.row, #content-text, dl.fields, main a").all_inner_texts()
+        shown += page.locator("svg.plot").all_text_contents()  # labels, titles and descriptions
         assert not any("Alice" in text or "user:alice" in text for text in shown), (url, shown)
     page.goto("/ui/memories")
     assert BOB_SECRET in page.locator("main").inner_text()
@@ -272,10 +296,11 @@ def test_every_field_has_a_label_and_the_keyboard_reaches_the_controls(signed_in
         assert unlabelled == [], (url, unlabelled)
     page.goto("/ui/memories")
     reached = []
-    for _ in range(30):
+    for _ in range(45):
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.id || document.activeElement.textContent.trim()"))
-    for control in ("Memories", "Search", "Conversations", "Sign out", "f-scope", "f-tag", "f-order", "Filter"):
+    for control in ("Memories", "Search", "Conversations", "Insight", "Sign out", "f-scope", "f-tag", "f-user", "f-agent",
+                    "f-visibility", "f-source", "f-order", "Filter"):
         assert control in reached, (control, reached)
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("/")
@@ -339,3 +364,164 @@ def test_a_secret_is_masked_and_saving_its_page_keeps_its_text(signed_in, server
     assert "0451" not in page.content()
     kept = httpx.get(f"{server.url}/v1/memories/{made}", headers=alice, timeout=60).json()
     assert (kept["content"], kept["importance"], kept["visibility"]) == (code, 0.9, "secret")
+    page.goto("/ui/memories?visibility=secret")  # listed, masked
+    assert page.locator("li.row").count() == 1 and "0451" not in page.content()
+
+
+def _as(tokens, user: str, agent: str | None = None) -> dict[str, str]:
+    """Headers of the service token acting as a user (and agent), as a gateway does."""
+    return {"Authorization": f"Bearer {tokens['service']}", "X-Clawrecall-User": user,
+            **({"X-Clawrecall-Agent": agent} if agent else {})}
+
+
+@pytest.fixture(scope="module")
+def dana(server, tokens) -> dict[str, str]:
+    """Dana's memories: one by her agent `scout`, private and important, one extracted fact, one plain;
+    and one search that found the plain one (so it is the most recalled)."""
+    made = {}
+    for key, body, agent in (
+        ("scout", {"content": "Dana's scout found the trailhead behind the old mill", "visibility": "private",
+                   "importance": 0.95, "category": "fact"}, "scout"),
+        ("fact", {"content": "Dana is allergic to hazelnuts", "source_type": "extraction", "category": "fact"}, None),
+        ("plain", {"content": "Dana waters the orchids on Sundays", "importance": 0.2, "category": "action_item"}, None),
+    ):
+        r = httpx.post(f"{server.url}/v1/memories", json=body, headers=_as(tokens, "dana", agent), timeout=60)
+        assert r.status_code == 201, r.text
+        made[key] = r.json()["id"]
+    r = httpx.post(f"{server.url}/v1/search", json={"query": "orchids Sundays watering"}, headers=_as(tokens, "dana"), timeout=60)
+    assert r.status_code == 200, r.text
+    recalls = f"{server.url}/v1/insight/memories/{made['plain']}/recalls"
+    wait_for(lambda: httpx.get(recalls, headers=_as(tokens, "dana"), timeout=60).json()["recalls"])
+    return made
+
+
+def _texts(page) -> list[str]:
+    return page.locator("li.row .text").all_inner_texts()
+
+
+@pytest.mark.parametrize("signed_in", ["service"], indirect=True)
+def test_list_filters_by_agent_user_visibility_and_source_and_sorts(signed_in, dana, tmp_path_factory):
+    page = signed_in
+    scout, fact, plain = ("Dana's scout found the trailhead behind the old mill", "Dana is allergic to hazelnuts",
+                          "Dana waters the orchids on Sundays")
+    page.get_by_label("User").fill("dana")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**user=dana**")
+    assert sorted(_texts(page)) == sorted([scout, fact, plain])
+    page.get_by_label("Agent").fill("scout")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**agent=scout**")
+    assert _texts(page) == [scout]
+    page.goto("/ui/memories?user=dana&visibility=private")
+    assert _texts(page) == [scout]
+    page.goto("/ui/memories?user=dana")
+    page.get_by_label("Source").select_option("fact")  # the script applies a select at once
+    page.wait_for_url("**source=fact**")
+    assert _texts(page) == [fact]
+    page.goto("/ui/memories?user=dana")
+    page.get_by_label("Sort").select_option("importance")
+    page.wait_for_url("**order=importance**")
+    assert _texts(page)[0] == scout and _texts(page)[-1] == plain
+    page.get_by_label("Sort").select_option("recalls")
+    page.wait_for_url("**order=recalls**")
+    assert _texts(page)[0] == plain and sorted(_texts(page)) == sorted([scout, fact, plain])  # the rest follow: no cap
+    shot(page, tmp_path_factory, "memories-filtered")
+
+
+@pytest.mark.parametrize("signed_in", ["service"], indirect=True)
+def test_bulk_delete_on_the_new_filters_goes_through_the_write_path(signed_in, server, tokens, dana):
+    page = signed_in
+    bulk_delete(page, "/ui/memories?user=dana&visibility=private", 1)
+    page.goto("/ui/memories?user=dana")
+    assert "Dana's scout found the trailhead behind the old mill" not in _texts(page) and len(_texts(page)) == 2
+    kept = httpx.get(f"{server.url}/v1/memories/{dana['scout']}", headers=_as(tokens, "dana", "scout"), timeout=60)
+    assert kept.json()["deleted_at"] is not None  # deleted for REST too, by the one write path (restorable)
+    httpx.post(f"{server.url}/v1/memories/{dana['scout']}/undelete", headers=_as(tokens, "dana", "scout"), timeout=60)
+
+
+@pytest.mark.parametrize("signed_in", ["reader"], indirect=True)
+def test_a_read_only_scope_offers_no_bulk_action(signed_in, seeded):
+    page = signed_in
+    page.goto("/ui/memories?scope=global&category=fact")
+    assert page.get_by_text("Read-only").is_visible()
+    assert page.get_by_role("button", name="Delete every memory that matches…").count() == 0
+
+
+def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server, tokens, tmp_path_factory):
+    page = signed_in
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    made = httpx.post(f"{server.url}/v1/memories", json={"content": "Alice's passport expires in March", "category": "fact"},
+                      headers=alice, timeout=60).json()["id"]
+    httpx.post(f"{server.url}/v1/search", json={"query": "when does the passport expire"}, headers=alice, timeout=60)
+    recalls = f"{server.url}/v1/insight/memories/{made}/recalls"
+    wait_for(lambda: httpx.get(recalls, headers=alice, timeout=60).json()["recalls"])
+    page.get_by_role("link", name="Insight").click()
+    titles = page.locator("svg.plot title").all_text_contents()
+    assert {"Memories added per month, by category", "Rows added per month, by source", "Searches per day, last 30 days",
+            "Embedding coverage by kind of row", "Memories found most by searches"} <= set(titles), titles
+    described = " ".join(page.locator("svg.plot desc").all_text_contents())
+    assert "fact: " in described and "memory: " in described  # by category, by source
+    assert "Alice's passport expires in March" in page.locator("#recalled").inner_text()
+    shot(page, tmp_path_factory, "insight")
+    page.get_by_role("link", name="The largest clusters of near-identical memories").click()
+    assert page.locator("h1").inner_text() == "Clusters"
+    assert not page.errors  # the plots need no script and break no CSP rule
+
+
+def test_a_memory_added_from_the_cli_appears_live(signed_in, db):
+    page = signed_in
+    page.goto("/ui/memories")
+    page.locator("#live[data-state=open]").wait_for()  # the stream is connected
+    text = "Alice booked the ferry to Hydra for May 3"
+    done = subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "add", text, "--user", "alice"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page.locator("li.row.new", has_text=text).wait_for()  # no reload: the page's own stream brought it
+    assert page.locator("li.row .text").first.inner_text() == text
+    assert "1 new memory" in page.locator("#live").inner_text()
+    hidden = "Bob's ferry ticket is in the blue folder"
+    done = subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "add", hidden, "--user", "bob"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    last = "Alice packed sunscreen for Hydra"
+    subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "add", last, "--user", "alice"],
+                   capture_output=True, text=True, timeout=120, check=True)
+    page.locator("li.row.new", has_text=last).wait_for()  # after Bob's, in commit order: his was not sent
+    assert hidden not in page.locator("main").inner_text()
+
+
+def test_conversation_shows_the_facts_extracted_from_it(signed_in, server, tokens):
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    r = httpx.post(f"{server.url}/v1/conversations/messages", headers=alice, timeout=60,
+                   json={"session_id": "trip-talk", "messages": [{"role": "user", "content": "I get seasick on small boats"}]})
+    assert r.status_code == 200, r.text
+    segment = httpx.get(f"{server.url}/v1/conversations/trip-talk/segments", headers=alice, timeout=60).json()
+    segment_id = (segment["segments"] if isinstance(segment, dict) else segment)[0]["id"]
+    r = httpx.post(f"{server.url}/v1/memories", headers={**alice, "X-Clawrecall-Session": "trip-talk"}, timeout=60, json={
+        "content": "Alice gets seasick on small boats", "source_type": "extraction", "source_id": segment_id,
+        "category": "fact"})
+    assert r.status_code == 201, r.text
+    page = signed_in
+    page.goto("/ui/conversations/trip-talk")
+    facts = page.get_by_role("list", name="Facts extracted from this segment")
+    assert facts.inner_text() == "Alice gets seasick on small boats"
+    facts.get_by_role("link").click()
+    assert page.locator("#content-text").inner_text() == "Alice gets seasick on small boats"
+
+
+def test_axe_core_finds_no_accessibility_violation(signed_in, seeded, browser, server):
+    from axe_playwright_python.sync_playwright import Axe
+
+    page = signed_in
+    axe = Axe()
+    for url in ("/ui/memories", "/ui/search?q=tea", f"/ui/m/{seeded[ALICE_SCRIPT]}", "/ui/conversations",
+                "/ui/conversations/garden-talk", "/ui/insight", "/ui/clusters", "/ui/memories?tag=errand&deleted=yes"):
+        page.goto(url)
+        result = axe.run(page).response
+        found = result["violations"]
+        assert result["passes"] and found == [], (url, [(v["id"], v["help"], [n["target"] for n in v["nodes"]][:3]) for v in found])
+    context = browser.new_context(base_url=server.url)
+    signin = context.new_page()
+    signin.goto("/ui/signin")
+    assert axe.run(signin).response["violations"] == []
+    context.close()

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from clawrecall import Caller, Memory, ScopeError
+from clawrecall import Caller, Memory, ScopeError, ValidationError
 from clawrecall._time import utcnow
 from clawrecall.auth import TokenStore
 from clawrecall.cli import cli
@@ -313,3 +313,42 @@ def test_coverage_counts_each_kind_exactly_after_writes_the_backfill_and_another
     assert memories.models["other/model"] == 1
     mem.reembed()
     assert of(caller=ALICE)["memory"] == (2, 2, 0, 0)
+
+
+def test_rows_added_and_searches_per_period_in_the_callers_scopes(mem, seeded):
+    mem.add("Alice is allergic to peanuts", caller=ALICE, category="fact", source_type="extraction")
+    mem.search("oolong tea", caller=ALICE)
+    mem.search("cello", caller=BOB)
+    mem.upkeep.runtime.drain()
+    month, day = utcnow().strftime("%Y-%m"), utcnow().strftime("%Y-%m-%d")
+    added = {(a.period, a.category, a.source): a.count for a in mem.insight.added(caller=ALICE)}
+    assert added == {(month, "other", "memory"): 3, (month, "fact", "fact"): 1}  # alice's and global: never bob's
+    assert sum(a.count for a in mem.insight.added()) == 5 and mem.insight.added(caller=ALICE, bucket="day")[0].period == day
+    assert [(s.period, s.count) for s in mem.insight.searched(caller=ALICE)] == [(day, 1)]
+    assert [(s.period, s.count) for s in mem.insight.searched(bucket="month")] == [(month, 2)]
+    with pytest.raises(ValidationError):
+        mem.insight.added(bucket="week")
+
+
+def test_a_list_by_author_level_and_source_sorted_by_importance_or_recalls(mem, seeded):
+    scout = mem.add("Alice's scout mapped the trail", caller=Caller("alice", "scout"), visibility="private", importance=0.95)
+    fact = mem.add("Alice is allergic to peanuts", caller=ALICE, source_type="extraction", importance=0.1)
+    assert [m.id for m in mem.list(agent="scout")] == [scout.id]
+    assert [m.id for m in mem.list(visibility="private")] == [scout.id]
+    assert {m.id for m in mem.list(user="alice")} == {seeded["tea"], seeded["bike"], scout.id, fact.id}
+    assert [m.id for m in mem.list(caller=BOB, user="alice")] == []  # a filter never widens what the caller reads
+    assert [m.id for m in mem.list(source_type="extraction")] == [fact.id]
+    by_importance = [m.id for m in mem.list(order="importance")]
+    assert by_importance[0] == scout.id and by_importance[-1] == fact.id
+    for _ in range(2):
+        mem.search("red bicycle to work", caller=ALICE, limit=1)
+    mem.search("the office closes on Fridays", limit=1)
+    mem.upkeep.runtime.drain()
+    by_recalls = [m.id for m in mem.list(order="recalls")]
+    assert by_recalls[:2] == [seeded["bike"], seeded["office"]] and len(by_recalls) == 6  # then the rest: no cap
+    pages = [m.id for offset in range(0, 6, 4) for m in mem.list(order="recalls", limit=4, offset=offset)]
+    assert pages == by_recalls  # paged across the found and the never-found ones, none twice
+    assert mem.list(order="recalls", limit=2, offset=4) == mem.list(order="recalls")[4:]
+    assert mem.delete_bulk(agent="scout", caller=ALICE) == 1 and mem.list(agent="scout") == []
+    with pytest.raises(ValidationError):
+        mem.list(visibility="public")

@@ -483,7 +483,7 @@ class UpdateFields(MemoryChanges, total=False):
 
 
 SearchMode = Literal["hybrid", "vector", "bm25", "trigram"]
-ListOrder = Literal["newest", "oldest", "updated"]
+ListOrder = Literal["newest", "oldest", "updated", "importance", "recalls"]  # recalls: most found by logged searches
 
 
 class MemoryFilters(TypedDict, total=False):
@@ -505,6 +505,15 @@ class ReadFilters(MemoryFilters, total=False):
     secrets: bool
 
 
+class DeleteFilters(MemoryFilters, total=False):
+    """What `mem.delete_bulk(**filters)` takes besides the caller and `dry_run`; `list` and `count` take them too."""
+
+    user: str | None  # only this user's rows
+    agent: str | None  # only the rows this agent wrote
+    visibility: str | None  # only the rows at this level
+    source_type: str | None
+
+
 class SearchFilters(ReadFilters, total=False):
     """What `mem.search(query, **filters)` takes besides the query, the caller and `limit`."""
 
@@ -518,14 +527,14 @@ class SearchFilters(ReadFilters, total=False):
     message_roles: Sequence[str] | None
 
 
-class CountFilters(ReadFilters, total=False):
+class CountFilters(ReadFilters, DeleteFilters, total=False):
     """What `mem.count(**filters)` takes besides the caller: it counts what `list` lists."""
 
     only_deleted: bool
     include_expired: bool
     include_superseded: bool
-    source_type: str | None
     source_id: str | Sequence[str] | None
+    sources: Sequence[str] | None  # memory (default), message, chunk
 
 
 class ListFilters(CountFilters, total=False):
@@ -707,6 +716,16 @@ class RecallCount(BaseModel):
     memory: MemoryRecord
     count: int
     last_at: datetime
+
+
+class PeriodCount(BaseModel):
+    """How many in one day (`YYYY-MM-DD`) or month (`YYYY-MM`), UTC: memories added (of a category and
+    source: memory, fact, message, chunk, window) or searches logged."""
+
+    period: str
+    count: int
+    category: str | None = None
+    source: str | None = None
 
 
 class Recall(BaseModel):

@@ -17,8 +17,9 @@
     _events       the events parts emit (`segment_closed`, `vectors_stored`, job kinds) and who handles them
 """
 
+from ._facts import SOURCE_TYPE as FACT_SOURCE
 from ._memory import Memory
 from ._reads import is_id_or_prefix
 from ._validate import MAX_CONTENT_CHARS, check_text
 
-__all__ = ["MAX_CONTENT_CHARS", "Memory", "check_text", "is_id_or_prefix"]
+__all__ = ["FACT_SOURCE", "MAX_CONTENT_CHARS", "Memory", "check_text", "is_id_or_prefix"]

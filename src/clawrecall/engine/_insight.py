@@ -8,6 +8,7 @@ the query shown only of the searches the caller may read.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -17,8 +18,8 @@ from ..errors import ValidationError
 from ..insight.cleanup import REASONS, text_reasons
 from ..insight.log import SearchRecorder
 from ..models import (
-    CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Occurrence, Provenance, QueryCount,
-    Recall, RecallCount,
+    KINDS, CleanupItem, CleanupReport, Cluster, Coverage, LoggedSearch, MemoryRecord, Occurrence, PeriodCount,
+    Provenance, QueryCount, Recall, RecallCount,
 )
 from ..scopes import Caller, as_caller, household, may_read, read_scopes
 from ..storage import Filters, Store
@@ -80,6 +81,25 @@ class Insight:
         check_int(limit, "limit", 1, 10_000)
         rows = self._store.search_log.queries(scopes, _since(since), limit, empty=empty)
         return [QueryCount(query=q, count=n, last_at=last, mean_results=round(mean, 2)) for q, n, last, mean in rows]
+
+    def searched(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, bucket: str = "day",
+    ) -> list[PeriodCount]:
+        """Searches logged per day (or month), oldest first: how much memory is asked."""
+        _, scopes = self._scopes(caller, user_id, agent_id, scope)
+        return [PeriodCount(period=p, count=n) for p, n in self._store.search_log.per_period(scopes, _since(since), _bucket(bucket))]
+
+    def added(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | list[str] | None = None, since: datetime | None = None, bucket: str = "month",
+    ) -> list[PeriodCount]:
+        """Rows added per month (or day) by category and source (memory, fact, message, chunk),
+        oldest first, of those the caller reads (an agent: its household's; secrets never); deleted ones left out."""
+        who, scopes = self._scopes(caller, user_id, agent_id, scope)
+        filters = replace(self._filters(who, scopes), kinds=KINDS, since=_since(since))
+        return [PeriodCount(period=p, category=c, source=k, count=n)
+                for p, c, k, n in self._store.memories.added_per_period(filters, _bucket(bucket), EXTRACTED)]
 
     def recalled(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -308,6 +328,12 @@ def _explain(memory: MemoryRecord, origin: str) -> str:
 def _check_threshold(threshold: float) -> None:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.5 <= threshold <= 1:
         raise ValidationError(f"a similarity threshold must be a number between 0.5 and 1, got {threshold!r}")
+
+
+def _bucket(bucket: str) -> str:
+    if bucket not in ("day", "month"):
+        raise ValidationError(f"bucket is day or month, not {bucket!r}")
+    return bucket
 
 
 def _check_days(days: float) -> None:

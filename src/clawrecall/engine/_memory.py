@@ -20,7 +20,7 @@ from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
     KINDS, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
-    MemoryChanges, MemoryFields, MemoryFilters, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
+    DeleteFilters, MemoryChanges, MemoryFields, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
     Stats, UpdateFields,
 )
 from ..insight.log import SearchRecorder
@@ -325,17 +325,19 @@ class Memory:
 
     def delete_bulk(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        dry_run: bool = False, **filters: Unpack[MemoryFilters],
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
     ) -> int:
         """Soft-delete every active memory that matches the filters, in the scopes the caller reads, that the
         caller may erase: its own words, or any in a scope it may write (memory-lancedb-pro's delete-bulk); how
         many (would be, with `dry_run`). At least one filter is required; `until` is "older than", `since`
         "newer than". Restorable until purged.
 
-        `filters` are `MemoryFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`."""
-        f = _known("delete_bulk", filters, MemoryFilters)
+        `filters` are `DeleteFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`, and `user`,
+        `agent`, `visibility`, `source_type` as `list` takes them."""
+        f = _known("delete_bulk", filters, DeleteFilters)
         if all(v is None for v in f.values()):
-            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since or until)")
+            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since, until, user, "
+                                  "agent, visibility or source_type)")
         caller = as_caller(caller, user_id, agent_id)
         return self._writes.delete_bulk(self._read(caller, f), caller, dry_run=dry_run)
 
@@ -448,7 +450,8 @@ class Memory:
 
         `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
         `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
-        `source_type`, `source_id`, `order` (newest, oldest, updated).
+        `source_type`, `source_id`, `sources` (memory, message, chunk), `user`, `agent`, `visibility`,
+        `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""

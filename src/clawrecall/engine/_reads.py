@@ -9,7 +9,7 @@ from typing import Sequence, get_args
 
 from ..config import AccessConfig, RetrievalConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
-from ..models import KINDS, MemoryRecord, Role
+from ..models import KINDS, MemoryRecord, Role, Visibility
 from ..scopes import Caller, household, read_scopes
 from ..storage import Filters, Store
 from ._validate import check_category, check_text, check_when
@@ -25,10 +25,11 @@ def read_filters(
     source_id: str | Sequence[str] | None = None, sources: Sequence[str] | None = None,
     exclude_session: str | None = None, exclude_since: datetime | None = None,
     message_roles: Sequence[str] | None = None, as_of: datetime | None = None, include_superseded: bool = False,
-    secrets: bool = False,
+    secrets: bool = False, user: str | None = None, agent: str | None = None, visibility: str | None = None,
 ) -> Filters:
     """A read's checked filters, in the scopes the caller may read and the rows of them it sees
-    (`categories`, `access`: the configured ones; `secrets`: its own secrets too, asked for)."""
+    (`categories`, `access`: the configured ones; `secrets`: its own secrets too, asked for; `user`,
+    `agent`, `visibility`: only the rows of that user, by that agent, at that level)."""
     wanted = None if category is None else ([category] if isinstance(category, str) else list(category))
     for c in wanted or []:
         check_category(c, categories)
@@ -38,6 +39,10 @@ def read_filters(
     source_ids = None if source_id is None else ([source_id] if isinstance(source_id, str) else list(source_id))
     check_text(source_ids or [], "a source_id")
     check_text(exclude_session, "exclude_session")
+    check_text(user, "user")
+    check_text(agent, "agent")
+    if visibility is not None and visibility not in {v.value for v in Visibility}:
+        raise ValidationError(f"unknown visibility {visibility!r}: use {', '.join(v.value for v in Visibility)}")
     return Filters(
         kinds=check_sources(sources), other_session=exclude_session, other_session_since=exclude_since,
         message_roles=None if message_roles is None else check_roles(message_roles),
@@ -47,6 +52,7 @@ def read_filters(
         until=check_when(until, "until") if until is not None else None,
         include_deleted=include_deleted, only_deleted=only_deleted, include_expired=include_expired,
         as_of=check_when(as_of, "as_of") if as_of is not None else None, include_superseded=include_superseded,
+        user_id=user, agent_id=agent, visibility=visibility,
         **household(caller, access=access, secrets=secrets),  # type: ignore[arg-type]
     )
 

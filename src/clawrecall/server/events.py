@@ -61,9 +61,14 @@ async def events(
 ) -> EventStream:
     """Memory changes as they commit (added, updated, superseded, deleted, restored, forgotten, purged,
     imported), of the memories the caller may read, through any server on the store."""
-    start = _start(last_event_id, after)
+    return await event_stream(mem, ctx, scope, _start(last_event_id, after))
 
-    def first_page() -> ChangePage:  # read before the stream answers: a scope the caller may not read is refused now
+
+async def event_stream(mem: Memory, ctx: Caller, scope: list[str] | None, start: int | None) -> EventStream:
+    """The caller's events after `start` (None: from now) as a stream; the first page is read before it
+    answers, so a scope the caller may not read is refused with an error, not an empty stream."""
+
+    def first_page() -> ChangePage:
         return mem.changes.after(mem.changes.last() if start is None else start, caller=ctx, scope=scope, limit=PAGE)
 
     page = await asyncio.to_thread(first_page)

@@ -115,6 +115,10 @@ class Dialect:
     def _order_column(self) -> str:
         raise NotImplementedError
 
+    def period(self, column: str, bucket: str) -> str:
+        """SQL for the UTC day (`YYYY-MM-DD`) or month (`YYYY-MM`) a time column falls in, as text."""
+        raise NotImplementedError
+
     def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
         """The rows of `alias` with any of `tags`: SQL and its parameters."""
         raise NotImplementedError
@@ -142,6 +146,9 @@ class SQLiteDialect(Dialect):
 
     def _order_column(self) -> str:
         return "rowid INTEGER PRIMARY KEY"
+
+    def period(self, column: str, bucket: str) -> str:  # stored as UTC ISO text
+        return f"substr({column}, 1, {10 if bucket == 'day' else 7})"
 
     def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
         return f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE value IN ({self.marks(len(tags))}))", list(tags)
@@ -182,6 +189,9 @@ class PostgresDialect(Dialect):
 
     def _order_column(self) -> str:
         return "seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE"
+
+    def period(self, column: str, bucket: str) -> str:
+        return f"to_char({column} AT TIME ZONE 'UTC', '{'YYYY-MM-DD' if bucket == 'day' else 'YYYY-MM'}')"
 
     def tags_any(self, alias: str, tags: list[str]) -> tuple[str, list[Any]]:
         return f"{alias}.tags && {self.p}::text[]", [list(tags)]

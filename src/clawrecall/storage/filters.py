@@ -31,6 +31,9 @@ class Filters:
     session_id: str | None = None
     source_type: str | None = None
     source_ids: list[str] | None = None  # any of these (an importer's own ids for what it wrote)
+    user_id: str | None = None  # only the rows of this user (a list's filter, not the reader)
+    agent_id: str | None = None  # only the rows this agent wrote
+    visibility: str | None = None  # only the rows at this level (private, shared, secret)
     since: datetime | None = None
     until: datetime | None = None
     include_deleted: bool = False
@@ -315,6 +318,9 @@ RULES: tuple[Rule, ...] = (
     MessageRoles(),
     Equals("source_type", "source_type"),
     OneOfInSql("source_id", "source_ids"),
+    Equals("user_id", "user_id"),
+    Equals("agent_id", "agent_id"),
+    Equals("visibility", "visibility"),
     OnlySealed(),
     Bound("created_at", "since", ">="),
     Bound("created_at", "until", "<="),

@@ -57,6 +57,13 @@ class SearchLog(TableRows[LoggedSearch]):
         )
         return [(r[0], int(r[1]), from_ts(r[2]), float(r[3])) for r in rows]
 
+    def per_period(self, scopes: Sequence[str] | None, since: datetime | None, bucket: str) -> list[tuple[str, int]]:
+        """(day or month, searches) logged under these scopes since a time, oldest first."""
+        where, params = self._where(scopes, since)
+        period = self._store.dialect.period("t.at", bucket)
+        rows = self._store.run(f"SELECT {period}, count(*) FROM search_log t WHERE {where} GROUP BY 1 ORDER BY 1", params)
+        return [(r[0], int(r[1])) for r in rows]
+
     def recalled(self, scopes: Sequence[str] | None, since: datetime | None,
                  limit: int) -> list[tuple[str, int, datetime]]:
         """(memory id, times found, last time) over the searches logged under these scopes, most first."""

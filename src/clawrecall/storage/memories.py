@@ -182,11 +182,48 @@ class Memories:
     def find(self, filters: Filters, *, limit: int, offset: int, order: Order) -> list[MemoryRecord]:
         p, oc = self._store.dialect.p, self._store.dialect.order_column
         where_, params = self._where(filters)
+        if order == "recalls":
+            return self._by_recalls(where_, params, limit, offset)
         by = {"newest": f"m.created_at DESC, m.{oc} DESC", "oldest": f"m.created_at ASC, m.{oc} ASC",
-              "updated": f"m.updated_at DESC, m.{oc} DESC"}[order]
+              "updated": f"m.updated_at DESC, m.{oc} DESC",
+              "importance": f"m.importance DESC, m.created_at DESC, m.{oc} DESC"}[order]
         rows = self._store.run(f"SELECT {self._columns} FROM memories m WHERE {where_} ORDER BY {by} LIMIT {p} OFFSET {p}",
                                (*params, limit, offset))
         return [self._record(r) for r in rows]
+
+    def _by_recalls(self, where_: str, params: list[Any], limit: int, offset: int) -> list[MemoryRecord]:
+        """Most found by logged searches first, then those no search found, newest first. Bounded: the
+        counting reads the search log's hits (kept `insight.search_log_days`), never sorts every memory,
+        and the memories never found follow in the order of the time index."""
+        p, oc = self._store.dialect.p, self._store.dialect.order_column
+        found = self._store.run(
+            f"SELECT {self._columns} FROM memories m JOIN (SELECT memory_id, count(*) AS n, max(at) AS last "
+            f"FROM search_hits GROUP BY memory_id) r ON r.memory_id = m.id WHERE {where_} "
+            f"ORDER BY r.n DESC, r.last DESC, m.{oc} DESC LIMIT {p} OFFSET {p}", (*params, limit, offset))
+        if len(found) == limit:
+            return [self._record(r) for r in found]
+        skip = 0
+        if not found:  # the page starts past the found ones: how many there are says where
+            skip = offset - self._store.run(
+                f"SELECT count(*) FROM memories m WHERE {where_} AND EXISTS "
+                f"(SELECT 1 FROM search_hits h WHERE h.memory_id = m.id)", params)[0][0]
+        rest = self._store.run(
+            f"SELECT {self._columns} FROM memories m WHERE {where_} AND NOT EXISTS "
+            f"(SELECT 1 FROM search_hits h WHERE h.memory_id = m.id) "
+            f"ORDER BY m.created_at DESC, m.{oc} DESC LIMIT {p} OFFSET {p}", (*params, limit - len(found), skip))
+        return [self._record(r) for r in (*found, *rest)]
+
+    def added_per_period(self, filters: Filters, bucket: str, fact_source: str) -> list[tuple[str, str, str, int]]:
+        """(day or month, category, source, rows) of the rows that pass `filters`, by when they were added;
+        the source is the row's kind, or `fact` for a memory of `source_type` `fact_source`."""
+        d = self._store.dialect
+        where_, params = self._where(filters)
+        period = d.period("m.created_at", bucket)
+        rows = self._store.run(
+            f"SELECT {period}, m.category, CASE WHEN m.kind = 'memory' AND m.source_type = {d.p} THEN 'fact' "
+            f"ELSE m.kind END, count(*) FROM memories m WHERE {where_} GROUP BY 1, 2, 3 ORDER BY 1",
+            (fact_source, *params))
+        return [(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     def iter_all(self, filters: Filters, batch: int = 500) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
         from_vector = self._store.dialect.from_db["vector"]

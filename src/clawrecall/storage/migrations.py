@@ -60,6 +60,7 @@ CORE = MigrationSet(
         "no-change-feed",  # PostgreSQL: memories.wxid, its triggers and memory_departures dropped: servers hold no rows
         "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
+        "list-indexes",  # memories listed by importance, and of one source_type, from an index
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
@@ -245,6 +246,10 @@ SEALED_SECRETS = [
     "WHERE EXISTS (SELECT 1 FROM memories WHERE visibility = 'secret' AND kind = 'memory')",
 ]
 
+
+#: the list-indexes step, alike on both backends
+LIST_INDEXES = ["CREATE INDEX idx_memories_importance ON memories (importance, created_at)",
+                "CREATE INDEX idx_memories_source_type ON memories (source_type, created_at)"]
 
 #: the segment-summary step, alike on both backends
 SEGMENT_SUMMARY = ["ALTER TABLE segments ADD COLUMN summary TEXT"]

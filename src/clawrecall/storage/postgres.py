@@ -38,7 +38,8 @@ from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import (
-    CORE, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table, validity,
+    CORE, LIST_INDEXES, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
+    validity,
 )
 from .schema import KIND_CHECK, Table
 from .sql import Store, T, dimensions_differ
@@ -174,6 +175,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
         "segment-summary": SEGMENT_SUMMARY,
+        "list-indexes": LIST_INDEXES,
         "sealed-secrets": SEALED_SECRETS,
         "validity": validity("TIMESTAMPTZ", "UUID"),
         # every row's keys are NULL, so its tsvector is unchanged

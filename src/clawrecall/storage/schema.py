@@ -113,6 +113,10 @@ MEMORIES = Table(
         Index("idx_memories_kind_scope", "kind, scope"),
         Index("idx_memories_created_at", "created_at"),
         Index("idx_memories_user_id", "user_id"),
+        # the dashboard's list by importance, and of one source (extracted facts), reads its first page in
+        # index order, not by sorting or scanning every row
+        Index("idx_memories_importance", "importance, created_at"),
+        Index("idx_memories_source_type", "source_type, created_at"),
         Index("idx_memories_deleted", "deleted_at", where="deleted_at IS NOT NULL"),
         Index("idx_memories_expires", "expires_at", where="expires_at IS NOT NULL"),
         Index("idx_memories_session", "session_id, scope, created_at", where="session_id IS NOT NULL"),

@@ -23,8 +23,8 @@ from .checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
 from .migrations import (
-    CORE, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
-    validity,
+    CORE, LIST_INDEXES, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY,
+    api_tokens_table, validity,
 )
 from .schema import KIND_CHECK
 from .sql import Store, dimensions_differ
@@ -178,6 +178,7 @@ _STEPS: dict[str, list[str]] = {
         *MESSAGE_WINDOWS,
     ],
     "segment-summary": SEGMENT_SUMMARY,
+    "list-indexes": LIST_INDEXES,
     "sealed-secrets": SEALED_SECRETS,
     "validity": validity("TEXT", "TEXT"),
     # every row's keys are NULL, so its indexed text is unchanged: no rebuild

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, get_args
 from urllib.parse import urlencode, urlsplit
@@ -23,23 +24,29 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
-from ..._time import parse_when
+from ..._time import parse_when, utcnow
 from ...auth import Authenticator
+from ...engine import FACT_SOURCE
 from ...errors import AuthError, ClawrecallError, ForbiddenError, ValidationError
 from ...models import ListOrder
 from ...scopes import Caller, may_write
 from ..deps import memory
+from ..events import event_stream
+from . import plots
 
 HERE = Path(__file__).parent
 COOKIE = "clawrecall_ui"
 PAGE = 50
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
 ORDERS: tuple[ListOrder, ...] = get_args(ListOrder)
 SOURCES = ("", "memory", "message", "chunk")
+LISTED = ("", "memory", "fact", "message", "chunk")  # a fact: a memory the extraction made from a conversation
+#: the list's filters, as the query string and the bulk form carry them
+FILTERS = ("scope", "category", "tag", "since", "until", "user", "agent", "visibility", "source")
 KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
 
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
@@ -165,10 +172,11 @@ async def signout(request: Request) -> Response:
     return response
 
 
-def _filters(params: Any) -> dict[str, Any]:
-    """The list's filters from a query string or form, as `Memory.list`/`delete_bulk` keywords."""
+def _filters(params: Any, names: tuple[str, ...] = ("scope", "category", "user", "agent", "visibility")) -> dict[str, Any]:
+    """The list's filters from a query string or form, as `Memory.list`/`delete_bulk` keywords (`search` takes
+    the first two `names`, with the tag and times)."""
     out: dict[str, Any] = {}
-    for name in ("scope", "category"):
+    for name in names:
         if params.get(name):
             out[name] = params[name]
     if params.get("tag"):
@@ -186,22 +194,35 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     mem = memory(request)
     deleted, order = q.get("deleted", "no"), q.get("order", "newest")
     if deleted not in DELETED or order not in ORDERS:
-        raise ValidationError("deleted is no, yes or only; order is newest, oldest or updated")
-    filters = {**_filters(q), **DELETED[deleted]}
+        raise ValidationError(f"deleted is no, yes or only; order is one of {', '.join(ORDERS)}")
+    filters = {**_filters(q), **_source(q), **DELETED[deleted]}
     at, skip = _cursor(q)
     if at is not None and order in KEYSET:  # keyset: the page starts at the last one's time, past its ties
         filters[KEYSET[order]] = at
     as_of = parse_when(q["as_of"]) if q.get("as_of") else None
     rows = await run_in_threadpool(mem.list, caller=caller, limit=PAGE + 1, offset=skip, order=order, as_of=as_of,
-                                   **filters)
+                                   secrets=True, **filters)  # a secret is listed masked
     rows, more = rows[:PAGE], len(rows) > PAGE
     after = None
     if more:
         last = rows[-1].created_at
         ties = sum(1 for r in rows if r.created_at == last) + (skip if at == last else 0)
         after = {"at": last.isoformat(), "skip": ties} if order in KEYSET else {"at": "", "skip": skip + PAGE}
-    return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filters=q,
-                writable=may_write(caller, q.get("scope") or None, access=mem.config.access))
+    filtered = {k: q[k] for k in FILTERS if q.get(k)}
+    return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filtered=filtered,
+                writable=may_write(caller, q.get("scope") or None, access=mem.config.access),
+                live=not filtered and order == "newest" and deleted == "no" and at is None and not skip and as_of is None,
+                bulk=bool(filtered) and q.get("source", "") in ("", "memory", "fact") and deleted == "no")
+
+
+def _source(params: Any) -> dict[str, Any]:
+    """The list's `source` as `Memory.list` keywords: a kind of row, or `fact` (memories the extraction made)."""
+    source = params.get("source", "")
+    if source not in LISTED:
+        raise ValidationError(f"source is one of {', '.join(LISTED[1:])}")
+    if source == "fact":
+        return {"source_type": FACT_SOURCE}
+    return {"sources": [source]} if source else {}
 
 
 def _cursor(q: Any) -> tuple[Any, int]:
@@ -217,8 +238,12 @@ async def delete_bulk(request: Request, caller: Caller) -> HTMLResponse:
     form = await _form(request)
     mem = memory(request)
     confirmed = form.get("confirm") == "yes"
-    count = await run_in_threadpool(mem.delete_bulk, caller=caller, dry_run=not confirmed, **_filters(form))
-    return page(request, "bulk.html", count=count, done=confirmed, form=form)
+    filters = _source(form)
+    if filters.get("sources", ["memory"]) != ["memory"]:
+        raise ValidationError("a bulk delete removes memories: messages and file chunks have their own erasure")
+    count = await run_in_threadpool(mem.delete_bulk, caller=caller, dry_run=not confirmed, **_filters(form),
+                                    **{k: v for k, v in filters.items() if k != "sources"})
+    return page(request, "bulk.html", count=count, done=confirmed, filtered={k: form[k] for k in FILTERS if form.get(k)})
 
 
 @router.get("/search")
@@ -232,7 +257,7 @@ async def search(request: Request, caller: Caller) -> HTMLResponse:
     if text:
         sources = [q["source"]] if q.get("source") else None
         hits = await run_in_threadpool(memory(request).search, text, caller=caller, limit=20, explain=True,
-                                       sources=sources, **_filters(q))
+                                       sources=sources, **_filters(q, names=("scope", "category")))
     return page(request, "search.html", text=text, hits=hits)
 
 
@@ -252,9 +277,68 @@ async def conversation(request: Request, caller: Caller, session_id: str) -> HTM
     scope = request.query_params.get("scope") or None
 
     def read() -> dict[str, Any]:
-        return {"segments": record.segments(caller=caller, session_id=session_id, scope=scope, limit=1000),
-                "messages": record.show(session_id, caller=caller, scope=scope)}
+        segments = record.segments(caller=caller, session_id=session_id, scope=scope, limit=1000)
+        facts = memory(request).list(caller=caller, session_id=session_id, scope=scope, source_type=FACT_SOURCE,
+                                     order="oldest", limit=1000)
+        return {"segments": segments, "messages": record.show(session_id, caller=caller, scope=scope),
+                "facts": {s.id: [f for f in facts if f.source_id == s.id] for s in segments}}
     return page(request, "conversation.html", session_id=session_id, **await run_in_threadpool(read))
+
+
+@router.get("/insight")
+@signed_in
+async def insight(request: Request, caller: Caller) -> HTMLResponse:
+    """Plots of what `mem.insight` counts, in the caller's scopes: rows added per month by category and by
+    source, searches per day (the last 30 days), embedding coverage, the memories found most."""
+    scope = request.query_params.get("scope") or None
+    facts = memory(request).insight
+
+    def read() -> dict[str, Any]:
+        added = facts.added(caller=caller, scope=scope)
+        periods = sorted({a.period for a in added})
+        searched = facts.searched(caller=caller, scope=scope, since=utcnow() - timedelta(days=30))
+        return {
+            "by_category": plots.columns("Memories added per month, by category", periods, _series(added, periods, "category")),
+            "by_source": plots.columns("Rows added per month, by source", periods, _series(added, periods, "source")),
+            "searches": plots.columns("Searches per day, last 30 days", [d.period for d in searched],
+                                      {"searches": [d.count for d in searched]}),
+            "coverage": plots.bars("Embedding coverage by kind of row", [(c.kind, c.percent) for c in
+                                   facts.coverage(caller=caller, scope=scope)], unit=" %", limit=100),
+            "recalled": facts.recalled(caller=caller, scope=scope, limit=10),
+        }
+    data = await run_in_threadpool(read)
+    data["recalled_plot"] = plots.bars("Memories found most by searches",
+                                       [(r.memory.title or r.memory.content, r.count) for r in data["recalled"]])
+    return page(request, "insight.html", scope=scope, **data)
+
+
+def _series(rows: list[Any], periods: list[str], by: str) -> dict[str, list[int]]:
+    """Counts per period of each value of `by` (category or source), for a stacked plot."""
+    at = {p: i for i, p in enumerate(periods)}
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        out.setdefault(getattr(r, by), [0] * len(periods))[at[r.period]] += r.count
+    return dict(sorted(out.items(), key=lambda kv: -sum(kv[1])))
+
+
+@router.get("/clusters")
+@signed_in
+async def clusters(request: Request, caller: Caller) -> HTMLResponse:
+    """The largest groups of near-identical memories (`mem.insight.clusters`): its own page, since grouping a
+    large scope's vectors takes seconds."""
+    scope = request.query_params.get("scope") or None
+    found = await run_in_threadpool(memory(request).insight.clusters, caller=caller, scope=scope, limit=10)
+    plot = plots.bars("The largest clusters of near-identical memories",
+                      [(c.memories[0].title or c.memories[0].content, c.size) for c in found])
+    return page(request, "clusters.html", clusters=found, plot=plot, scope=scope)
+
+
+@router.get("/events")
+@signed_in
+async def live(request: Request, caller: Caller) -> Response:
+    """`/v1/events` for the signed-in page (REST takes no cookie): the changes this caller may read, from now."""
+    mem = memory(request)
+    return await event_stream(mem, caller, None, None)
 
 
 @router.get("/m/{memory_id}")
