@@ -49,13 +49,14 @@ def test_a_listener_registered_by_event_name_runs_on_the_event_with_its_payload(
         assert [type(e) for e in stored] == [VectorsStored] and set(result.ids) <= set(stored[0].ids)
         listed = mem.upkeep.handlers()
         assert listed.events["segment_closed"] == ["test.closed"]
-        assert listed.events["vectors_stored"] == ["conversations.check_topics", "test.stored"]
+        assert listed.events["vectors_stored"] == ["conversations.check_topics", "retrieval.warm", "test.stored"]
 
 
 def test_the_engine_wires_extraction_by_name_when_an_llm_is_configured(db_target):
     with Memory.open(db_target, llm={"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}) as mem:
         listed = mem.upkeep.handlers()
-    assert listed.events == {"segment_closed": ["extraction.queue"], "vectors_stored": ["conversations.check_topics"]}
+    assert listed.events == {"segment_closed": ["extraction.queue"],
+                             "vectors_stored": ["conversations.check_topics", "retrieval.warm"]}
     assert listed.jobs == {"extract": "clawrecall.engine._extraction.Extraction.extract",
                            "summarize": "clawrecall.engine._extraction.Extraction.summarize"}
 

@@ -17,6 +17,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from clawrecall import Caller, Handlers, Memory
+from clawrecall._time import utcnow
+from clawrecall.engine import _jobs
 from clawrecall.hooks.recall import before_prompt_build
 
 ALICE = Caller("alice", "main", "s1")
@@ -186,7 +188,7 @@ def test_an_llm_that_fails_makes_the_job_wait_and_nothing_is_lost(db_target, llm
 def test_without_an_llm_nothing_is_queued_and_the_record_works(db_target):
     with Memory.open(db_target) as mem:
         closed = say(mem, ["I prefer window seats on trains.", "Noted."], start=T0)
-        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.upkeep.handlers() == Handlers(events={"segment_closed": [], "vectors_stored": ["conversations.check_topics"]}, jobs={})
+        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.upkeep.handlers() == Handlers(events={"segment_closed": [], "vectors_stored": ["conversations.check_topics", "retrieval.warm"]}, jobs={})
         assert mem.search("window seats", caller=ALICE, sources=["message"], min_score=0)
 
 
@@ -237,7 +239,8 @@ print("finished", flush=True)
 """
 
 
-def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_again(db_target, llm_stub, tmp_path):
+def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_again(db_target, llm_stub, tmp_path,
+                                                                                     monkeypatch):
     answer = {"json": {"facts": [fact("The user prefers aisle seats.", category="preference"),
                                  fact("The user's bike is a Canyon.", source=[3])], "summary": None}}
     llm_stub.script.append({**answer, "delay": 30})  # the first worker dies while waiting for this
@@ -262,7 +265,8 @@ def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_a
         [job] = mem.jobs.list(caller=Caller())
         assert job.status == "running" and job.worker == "doomed"
         assert mem.list(caller=ALICE, limit=100, category="preference") == []  # nothing half-written
-        time.sleep(1.2)  # the dead worker's lease runs out
+        later = utcnow() + timedelta(seconds=2)  # the dead worker's lease (1 s) has run out
+        monkeypatch.setattr(_jobs, "utcnow", lambda: later)
         again = mem.upkeep.run_job("rescuer")
         assert again is not None and again.status == "done" and again.attempts == 2 and again.worker == "rescuer"
         assert [m.content for m in mem.list(caller=ALICE, limit=100, category="preference")] == ["The user prefers aisle seats."]
