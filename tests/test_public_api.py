@@ -180,7 +180,7 @@ def test_verbs_with_many_fields_take_them_typed_and_refuse_unknown_names(mem):
     """Their keywords are TypedDicts a type checker reads; a misspelt one is the TypeError Python gives."""
     typed = {"add": clawrecall.MemoryFields, "search": clawrecall.SearchFilters, "list": clawrecall.ListFilters,
              "count": clawrecall.CountFilters, "update": clawrecall.UpdateFields, "supersede": clawrecall.MemoryChanges,
-             "delete_bulk": clawrecall.MemoryFilters}
+             "delete_bulk": clawrecall.DeleteFilters}
     for name, fields in typed.items():
         [variadic] = [p for p in inspect.signature(getattr(mem, name)).parameters.values()
                       if p.kind is inspect.Parameter.VAR_KEYWORD]
@@ -213,13 +213,13 @@ def test_a_search_s_mode_and_a_list_s_order_are_literal_types_checked_at_the_cal
     assert typing.get_type_hints(clawrecall.SearchFilters)["mode"] == clawrecall.SearchMode
     assert typing.get_type_hints(clawrecall.ListFilters)["order"] == clawrecall.ListOrder
     assert typing.get_args(clawrecall.SearchMode) == ("hybrid", "vector", "bm25", "trigram")
-    assert typing.get_args(clawrecall.ListOrder) == ("newest", "oldest", "updated")
+    assert typing.get_args(clawrecall.ListOrder) == ("newest", "oldest", "updated", "importance", "recalls")
 
 
 def test_an_unknown_mode_or_order_is_a_clear_error(mem):
     with pytest.raises(clawrecall.ValidationError, match="unknown search mode 'fuzzy': use hybrid, vector, bm25 or trigram"):
         mem.search("tea", mode="fuzzy")  # type: ignore[typeddict-item]
-    with pytest.raises(clawrecall.ValidationError, match="unknown order 'random': use newest, oldest or updated"):
+    with pytest.raises(clawrecall.ValidationError, match="unknown order 'random': use newest, oldest, updated, importance or recalls"):
         mem.list(order="random")  # type: ignore[typeddict-item]
 
 
