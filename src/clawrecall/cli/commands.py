@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO, get_args
 
 import click
 from pydantic import BaseModel
@@ -28,7 +28,8 @@ from ..config import Config, data_dir, default_config_path, default_db_path, loa
 from ..engine import Memory
 from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats, Visibility,
+    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState, SearchHit,
+    SearchMode, Stats, Visibility,
 )
 from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
@@ -174,7 +175,8 @@ def _handler_specs(ctx: click.Context, param: click.Parameter, value: tuple[str,
 handlers_option = click.option(
     "--handlers", "handler_specs", multiple=True, metavar="MODULE[:FUNCTION]", callback=_handler_specs,
     help="Import MODULE and call its FUNCTION (default register) with the open Memory, which registers "
-    "handlers on mem.events: listeners of events and job kinds of your own (repeatable; docs/jobs.md).",
+    "handlers with mem.upkeep.on and mem.upkeep.job: listeners of events and job kinds of your own (repeatable; "
+    "docs/jobs.md).",
 )
 
 
@@ -342,7 +344,7 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @scope_options
 @filter_options
 @click.option("--limit", "-n", type=int, default=10, show_default=True, help="Most results to return.")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25", "trigram"]), default="hybrid", show_default=True)
+@click.option("--mode", type=click.Choice(get_args(SearchMode)), default="hybrid", show_default=True)
 @click.option(
     "--min-score", type=click.FloatRange(0, 1), default=None, metavar="P",
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
@@ -378,7 +380,7 @@ def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
 @click.option("--all-versions", "include_superseded", is_flag=True, help="Include the versions others superseded.")
 @click.option("--limit", "-n", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
-@click.option("--order", type=click.Choice(["newest", "oldest", "updated"]), default="newest", show_default=True)
+@click.option("--order", type=click.Choice(get_args(ListOrder)), default="newest", show_default=True)
 @rows_format_options
 @pass_state
 def list_memories(state: State, fmt: out.Format, **params: Any) -> None:
@@ -571,7 +573,7 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
               help="With --from memento-local: an agent's workspace, whose MEMORY.md and memory/*.md journal come "
               "too (into --agent's scope, else main's).")
 @caller_options
-@click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
+@click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=512, show_default=True,
@@ -582,7 +584,8 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @json_option
 @pass_state
 def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
-                    markdown: str | None, on_duplicate: str, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
+                    markdown: str | None, on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool,
+                    as_json: bool,
                     caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
