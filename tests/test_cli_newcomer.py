@@ -54,7 +54,7 @@ def test_an_interrupted_import_says_what_it_wrote_and_running_it_again_finishes_
         json.dumps({"content": f"note {n:04d} on {os.urandom(6).hex()} and {os.urandom(6).hex()}"}) + "\n"
         for n in range(600)
     ))
-    real = Writes.add_many
+    real = Writes.add_records
     calls = []
 
     def interrupted_at_the_second_chunk(self, *args, **kwargs):
@@ -64,7 +64,7 @@ def test_an_interrupted_import_says_what_it_wrote_and_running_it_again_finishes_
         return real(self, *args, **kwargs)
 
     with monkeypatch.context() as mp:
-        mp.setattr(Writes, "add_many", interrupted_at_the_second_chunk)
+        mp.setattr(Writes, "add_records", interrupted_at_the_second_chunk)
         result = invoke("--db", str(db), "import", str(source))
     assert result.exit_code == 1
     error = result.stderr.strip()
@@ -87,7 +87,7 @@ def test_an_import_interrupted_before_any_write_says_nothing_was_written(
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Writes, "add_many", interrupted)
+    monkeypatch.setattr(Writes, "add_records", interrupted)
     result = invoke("--db", str(tmp_path / "m.db"), "--json", "import", str(source), "--on-duplicate", "keep")
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
@@ -207,7 +207,7 @@ def test_an_import_with_a_deferred_index_interrupted_leaves_the_index_unbuilt(
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Writes, "add_many", interrupted)
+    monkeypatch.setattr(Writes, "add_records", interrupted)
     result = invoke("--db", pg_url, "import", str(source), "--defer-index")
     assert result.exit_code == 1
     assert "`clawrecall index build`" in result.stderr
