@@ -525,3 +525,49 @@ def test_axe_core_finds_no_accessibility_violation(signed_in, seeded, browser, s
     signin.goto("/ui/signin")
     assert axe.run(signin).response["violations"] == []
     context.close()
+
+
+def test_a_message_hit_opens_in_its_conversation_and_a_chunk_in_its_file(signed_in, server, tokens, db, tmp_path):
+    said = "The lighthouse keeper repaints the lamp room every April"
+    r = httpx.post(f"{server.url}/v1/conversations/messages", headers={"Authorization": f"Bearer {tokens['alice']}"},
+                   json={"session_id": "coast-talk", "messages": [{"role": "user", "content": "Hello there"},
+                                                                  {"role": "user", "content": said}]}, timeout=60)
+    assert r.status_code == 200, r.text
+    message_id = r.json()["ids"][1]
+    page = signed_in
+
+    def found() -> bool:
+        page.goto("/ui/search?q=lighthouse+keeper+lamp+room&source=message")  # embedded after the answer
+        return said in " ".join(_texts(page))
+    wait_for(found)
+    page.locator("li.row .text", has_text=said).click()
+    page.wait_for_url(f"**/ui/conversations/coast-talk?**#msg-{message_id}")
+    assert page.locator("h1").inner_text() == "Conversation coast-talk"
+    assert said in page.locator(f"#msg-{message_id}").inner_text()
+    assert page.locator(".row:target").inner_text() == page.locator(f"#msg-{message_id}").inner_text()
+    notes = tmp_path / "boat-notes.md"
+    notes.write_text("# Boat\n\nThe dinghy's outboard takes two-stroke oil mixed fifty to one.\n")
+    done = subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "files", "add", str(notes),
+                           "--user", "alice", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page.goto("/ui/memories?source=chunk")
+    page.locator("li.row .text", has_text="two-stroke oil").click()
+    page.wait_for_url("**/ui/files/**#chunk-**")
+    assert page.locator("h1").inner_text() == f"File {notes}"
+    assert "two-stroke oil mixed fifty to one" in page.locator(".row:target").inner_text()
+    bob = browser_page_as(page, tokens["bob"])  # another user: neither page is there for him
+    for url in (page.url, f"/ui/conversations/coast-talk#msg-{message_id}"):
+        bob.goto(url)
+        assert "two-stroke" not in bob.content() and said not in bob.content()
+    bob.context.close()
+
+
+def browser_page_as(page, token: str):
+    """A new page in its own browser context, signed in with `token`."""
+    context = page.context.browser.new_context(base_url=page.url.split("/ui/")[0])
+    other = context.new_page()
+    other.goto("/ui/signin")
+    other.get_by_label("API token").fill(token)
+    other.get_by_role("button", name="Sign in").click()
+    other.wait_for_url("**/ui/memories")
+    return other

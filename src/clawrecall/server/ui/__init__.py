@@ -16,7 +16,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -51,6 +51,20 @@ KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after t
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                         trim_blocks=True, lstrip_blocks=True)
 templates.filters["when"] = lambda t: "" if t is None else t.strftime("%Y-%m-%d %H:%M")
+
+
+def href(m: Any) -> str:
+    """Where a listed row or search hit opens: a memory its own page, a message its place in its conversation,
+    a file's chunk its place in the file's page (each page reads it again through the scope check)."""
+    scope = urlencode({"scope": m.scope})
+    if m.kind == "message" and m.session_id:
+        return f"/ui/conversations/{quote(m.session_id, safe='')}?{scope}#msg-{m.id}"
+    if m.kind == "chunk" and m.source_id:
+        return f"/ui/files/{quote(m.source_id, safe='')}#chunk-{m.id}"  # a file is read in the caller's scopes
+    return f"/ui/m/{quote(m.id, safe='')}?{scope}"
+
+
+templates.globals["href"] = href
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -282,6 +296,20 @@ async def conversation(request: Request, caller: Caller, session_id: str) -> HTM
         return {"segments": segments, "messages": record.show(session_id, caller=caller, scope=scope),
                 "facts": {s.id: [f for f in facts if f.source_id == s.id] for s in segments}}
     return page(request, "conversation.html", session_id=session_id, **await run_in_threadpool(read))
+
+
+@router.get("/files/{file_id}")
+@signed_in
+async def file(request: Request, caller: Caller, file_id: str) -> HTMLResponse:
+    """An ingested file and its chunks in order (a chunk found by a search or listed opens here)."""
+    mem = memory(request)
+
+    def read() -> dict[str, Any]:
+        found = mem.files.get(file_id, caller=caller)
+        chunks = mem.list(caller=caller, scope=found.scope, source_id=found.id, sources=["chunk"], order="oldest",
+                          limit=min(max(found.chunk_count, 1), 10_000))
+        return {"file": found, "chunks": chunks}
+    return page(request, "file.html", **await run_in_threadpool(read))
 
 
 @router.get("/insight")
