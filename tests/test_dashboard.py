@@ -229,6 +229,34 @@ def bulk_delete(page, url: str, n: int) -> None:
     assert f"Deleted {n} memories" in page.get_by_role("status").inner_text()
 
 
+def test_bulk_undelete_and_visibility_on_a_filter_go_through_the_write_path(signed_in, server, tokens):
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    made = [httpx.post(f"{server.url}/v1/memories", json={"content": f"Alice's chore {i}", "tags": ["chore"]},
+                       headers=alice, timeout=60).json()["id"] for i in range(3)]
+    page = signed_in
+    bulk_delete(page, "/ui/memories?tag=chore", 3)
+    page.goto("/ui/memories?tag=chore&deleted=only")
+    assert page.get_by_role("button", name="Delete every memory that matches…", exact=True).count() == 0  # none active
+    page.get_by_role("button", name="Undelete every memory that matches…").click()
+    assert page.get_by_text("3 memories match and would be restored").is_visible()
+    page.get_by_role("button", name="Undelete 3 memories").click()
+    assert "Restored 3 memories" in page.get_by_role("status").inner_text()
+    page.get_by_role("link", name="Back to the memories").click()
+    assert sorted(_texts(page)) == [f"Alice's chore {i}" for i in range(3)] and page.locator("li.row.deleted").count() == 0
+    page.get_by_label("Visibility for every memory that matches").select_option("private")
+    page.get_by_role("button", name="Change visibility…").click()
+    assert page.get_by_text("3 memories match and would be made private").is_visible()
+    page.get_by_role("button", name="Make private 3 memories").click()
+    assert "Made 3 memories private" in page.get_by_role("status").inner_text()
+    page.goto("/ui/memories?tag=chore")
+    assert all("private" in meta for meta in page.locator("li.row .meta").all_inner_texts())
+    for memory_id in made:  # through the one write path: REST reads the change, history has it
+        assert httpx.get(f"{server.url}/v1/memories/{memory_id}", headers=alice, timeout=60).json()["visibility"] == "private"
+        history = httpx.get(f"{server.url}/v1/memories/{memory_id}/history", headers=alice, timeout=60).json()
+        assert [h["action"] for h in (history["history"] if isinstance(history, dict) else history)][-3:] == [
+            "delete", "undelete", "update"]
+
+
 def test_bulk_delete_on_a_filter_asks_then_deletes(signed_in):
     page = signed_in
     bulk_delete(page, "/ui/memories?tag=errand", 60)
@@ -444,7 +472,11 @@ def test_a_read_only_scope_offers_no_bulk_action(signed_in, seeded):
     page = signed_in
     page.goto("/ui/memories?scope=global&category=fact")
     assert page.get_by_text("Read-only").is_visible()
-    assert page.get_by_role("button", name="Delete every memory that matches…").count() == 0
+    for action in ("Delete", "Undelete"):
+        assert page.get_by_role("button", name=f"{action} every memory that matches…", exact=True).count() == 0
+    assert page.get_by_role("button", name="Change visibility…").count() == 0
+    page.goto("/ui/memories?scope=global&category=fact&deleted=only")
+    assert page.get_by_role("button", name="Undelete every memory that matches…").count() == 0
 
 
 def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server, tokens, tmp_path_factory):

@@ -73,8 +73,8 @@ SURFACE = {
     "Memory": [
         "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
         "erase", "events", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
-        "open", "purge", "reembed", "search", "secrets", "startup", "stats", "supersede", "undelete", "update", "upkeep",
-        "versions",
+        "open", "purge", "reembed", "search", "secrets", "set_visibility_bulk", "startup", "stats", "supersede", "undelete",
+        "undelete_bulk", "update", "upkeep", "versions",
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [

@@ -491,6 +491,21 @@ class ListFilters(MemoryFilters, total=False):
     visibility: str | None  # only the rows at this level
 
 
+class BulkFilters(TypedDict, total=False):
+    """Which memories a bulk change (`delete_bulk`, `undelete_bulk`, `set_visibility_bulk`) touches: at least one."""
+
+    scope: str | list[str] | None
+    category: str | list[str] | None
+    tags: Sequence[str] | None
+    session_id: str | None
+    since: datetime | None  # newer than
+    until: datetime | None  # older than
+    user: str | None
+    agent: str | None
+    visibility: str | None
+    source_type: str | None
+
+
 class StartupEntry(BaseModel):
     """Identity and rules injected on a session's first turn (seed 001's `startup` table).
 

@@ -19,13 +19,14 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, MASK, AddResult, BackupSummary, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
-    NewMemory, SearchFilters, SearchHits, Stats,
+    KINDS, MASK, AddResult, BackupSummary, BulkFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
+    NewMemory, SearchFilters, SearchHits, Stats, Visibility,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
-from ..scopes import Caller, as_caller
+from ..scopes import Caller, as_caller, check_change, check_visibility_change, passes
 from ..storage import Store, open_store
+from ..storage import Filters
 from ..storage.base import Order
 from ..storage.backup import backup
 from ._backfill import Backfill
@@ -345,37 +346,49 @@ class Memory:
         return Erased(erased=counts, dry_run=dry_run)
 
     def delete_bulk(
-        self,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        category: str | list[str] | None = None,
-        tags: Sequence[str] | None = None,
-        session_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        user: str | None = None,
-        agent: str | None = None,
-        visibility: str | None = None,
-        source_type: str | None = None,
-        dry_run: bool = False,
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        dry_run: bool = False, **filters: Unpack[BulkFilters],
     ) -> int:
         """Soft-delete every active memory that matches the filters, in the scopes the caller reads, that the
         caller may erase: its own words, or any in a scope it may write (memory-lancedb-pro's delete-bulk); how
         many (would be, with `dry_run`). At least one filter is required; `until` is "older than", `since`
         "newer than"; `user`, `agent`, `visibility`, `source_type` as `list` takes them. Restorable until purged."""
-        if all(v is None for v in (scope, category, tags, session_id, since, until, user, agent, visibility, source_type)):
-            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since, until, user, "
-                                  "agent, visibility or source_type)")
         caller = as_caller(caller, user_id, agent_id)
-        filters = read_filters(
-            caller, scope, self.config.categories, access=self.config.access, category=category, tags=tags,
-            session_id=session_id, since=since, until=until, user=user, agent=agent, visibility=visibility,
-            source_type=source_type,
-        )
-        return self._writes.delete_bulk(filters, caller, dry_run=dry_run)
+        return self._writes.delete_bulk(self._bulk("delete_bulk", caller, filters), caller, dry_run=dry_run)
+
+    def undelete_bulk(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        dry_run: bool = False, **filters: Unpack[BulkFilters],
+    ) -> int:
+        """Restore every deleted memory that matches the filters (as `delete_bulk` takes them), each as `undelete`
+        would (so with write access to its scope); how many (would be, with `dry_run`)."""
+        caller = as_caller(caller, user_id, agent_id)
+        read = self._bulk("undelete_bulk", caller, filters, only_deleted=True, secrets=True)
+        return self._writes.each(read, caller, dry_run, lambda r: self._writes.set_deleted(r.id, caller, r.scope, None),
+                                 lambda r: passes(check_change, caller, r, access=self.config.access))
+
+    def set_visibility_bulk(
+        self, level: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        dry_run: bool = False, **filters: Unpack[BulkFilters],
+    ) -> int:
+        """Give every active memory that matches the filters (as `delete_bulk` takes them; `visibility` is the
+        level they have now) the level `level` (private, shared, secret), each as `update` would, with its
+        refusals; how many change (would, with `dry_run`): those already at `level` are left as they are."""
+        caller = as_caller(caller, user_id, agent_id)
+        if level not in {v.value for v in Visibility}:
+            raise ValidationError(f"unknown visibility {level!r}: use {', '.join(v.value for v in Visibility)}")
+        read = self._bulk("set_visibility_bulk", caller, filters, secrets=True)
+        return self._writes.each(read, caller, dry_run,
+                                 lambda r: self._writes.update(r.id, caller, r.scope, {"visibility": level}),
+                                 lambda r: r.visibility != level and passes(check_change, caller, r, access=self.config.access)
+                                 and passes(check_visibility_change, caller, r, level))
+
+    def _bulk(self, verb: str, caller: Caller, filters: Mapping[str, Any], **more: Any) -> Filters:
+        """A bulk change's filters, as the reads of its caller: at least one is given."""
+        f = _known(verb, filters, BulkFilters)
+        if all(v is None for v in f.values()):
+            raise ValidationError(f"{verb} needs a filter ({', '.join(BulkFilters.__annotations__)})")
+        return read_filters(caller, f.pop("scope", None), self.config.categories, access=self.config.access, **f, **more)
 
     # -- maintenance -----------------------------------------------------------------------
     def purge(

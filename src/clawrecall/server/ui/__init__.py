@@ -225,7 +225,8 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filtered=filtered,
                 writable=may_write(caller, q.get("scope") or None, access=mem.config.access),
                 live=not filtered and order == "newest" and deleted == "no" and at is None and not skip and as_of is None,
-                bulk=bool(filtered) and q.get("source", "") in ("", "memory", "fact") and deleted == "no")
+                bulk=[a for a, shown in BULK.items() if deleted in shown] if filtered and q.get("source", "") in ("", "memory", "fact") else [],
+                levels=LEVELS)
 
 
 def _source(params: Any) -> dict[str, Any]:
@@ -245,18 +246,33 @@ def _cursor(q: Any) -> tuple[Any, int]:
     return (parse_when(q["at"]) if q.get("at") else None), skip
 
 
-@router.post("/memories/delete-bulk")
+#: a bulk change on the list's filter: the verb, and on which deleted-filter the list offers it
+BULK = {"delete": ("no", "yes"), "undelete": ("yes", "only"), "visibility": ("no", "yes")}
+LEVELS = ("private", "shared", "secret")
+
+
+@router.post("/memories/bulk/{action}")
 @signed_in
-async def delete_bulk(request: Request, caller: Caller) -> HTMLResponse:
+async def bulk(request: Request, caller: Caller, action: str) -> HTMLResponse:
+    """Delete, undelete or change the visibility of every memory the list's filter shows: first how many, then
+    done, by `Memory.delete_bulk`/`undelete_bulk`/`set_visibility_bulk` (each memory as its own verb would)."""
     form = await _form(request)
     mem = memory(request)
+    if action not in BULK:
+        raise ValidationError(f"unknown bulk action {action!r}: use {', '.join(BULK)}")
+    level = form.get("level", "")
+    if action == "visibility" and level not in LEVELS:
+        raise ValidationError(f"the new visibility is one of {', '.join(LEVELS)}")
+    source = _source(form)
+    if source.get("sources", ["memory"]) != ["memory"]:
+        raise ValidationError("a bulk change is for memories: messages and file chunks have their own erasure")
+    filters = {**_filters(form), **{k: v for k, v in source.items() if k != "sources"}}
     confirmed = form.get("confirm") == "yes"
-    filters = _source(form)
-    if filters.get("sources", ["memory"]) != ["memory"]:
-        raise ValidationError("a bulk delete removes memories: messages and file chunks have their own erasure")
-    count = await run_in_threadpool(mem.delete_bulk, caller=caller, dry_run=not confirmed, **_filters(form),
-                                    **{k: v for k, v in filters.items() if k != "sources"})
-    return page(request, "bulk.html", count=count, done=confirmed, filtered={k: form[k] for k in FILTERS if form.get(k)})
+    verb = {"delete": mem.delete_bulk, "undelete": mem.undelete_bulk,
+            "visibility": lambda **kw: mem.set_visibility_bulk(level, **kw)}[action]
+    count = await run_in_threadpool(lambda: verb(caller=caller, dry_run=not confirmed, **filters))
+    return page(request, "bulk.html", action=action, level=level, count=count, done=confirmed,
+                filtered={k: form[k] for k in FILTERS if form.get(k)})
 
 
 @router.get("/search")
