@@ -488,6 +488,7 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
     recalls = f"{server.url}/v1/insight/memories/{made}/recalls"
     wait_for(lambda: httpx.get(recalls, headers=alice, timeout=60).json()["recalls"])
     page.get_by_role("link", name="Insight").click()
+    page.locator("[data-part][aria-busy=false]").nth(3).wait_for(state="attached")  # each part drawn after the frame
     titles = page.locator("svg.plot title").all_text_contents()
     assert {"Memories added per month, by category", "Rows added per month, by source", "Searches per day, last 30 days",
             "Embedding coverage by kind of row", "Memories found most by searches"} <= set(titles), titles
@@ -497,7 +498,9 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
     shot(page, tmp_path_factory, "insight")
     page.get_by_role("link", name="The largest clusters of near-identical memories").click()
     assert page.locator("h1").inner_text() == "Clusters"
-    assert not page.errors  # the plots need no script and break no CSP rule
+    assert not page.errors  # the plots break no CSP rule
+    page.goto("/ui/insight/coverage")  # a part is a page of its own (what the page links to without its script)
+    assert page.locator("svg.plot title").all_text_contents() == ["Embedding coverage by kind of row"]
 
 
 def test_a_memory_added_from_the_cli_appears_live(signed_in, db):
@@ -547,7 +550,7 @@ def test_axe_core_finds_no_accessibility_violation(signed_in, seeded, browser, s
     page = signed_in
     axe = Axe()
     for url in ("/ui/memories", "/ui/search?q=tea", f"/ui/m/{seeded[ALICE_SCRIPT]}", "/ui/conversations",
-                "/ui/conversations/garden-talk", "/ui/insight", "/ui/clusters", "/ui/memories?tag=errand&deleted=yes"):
+                "/ui/conversations/garden-talk", "/ui/insight", "/ui/insight/recalled", "/ui/clusters", "/ui/memories?tag=errand&deleted=yes"):
         page.goto(url)
         result = axe.run(page).response
         found = result["violations"]

@@ -328,31 +328,47 @@ async def file(request: Request, caller: Caller, file_id: str) -> HTMLResponse:
     return page(request, "file.html", **await run_in_threadpool(read))
 
 
+#: the insight page's parts, each drawn from its own URL after the page's frame has painted (a large store's
+#: counts take seconds for its administrator): its heading, and what of `mem.insight` it reads
+INSIGHT = {"added": "Memories over time", "searches": "Recalls per day", "coverage": "Coverage",
+           "recalled": "Most recalled"}
+
+
 @router.get("/insight")
 @signed_in
 async def insight(request: Request, caller: Caller) -> HTMLResponse:
-    """Plots of what `mem.insight` counts, in the caller's scopes: rows added per month by category and by
-    source, searches per day (the last 30 days), embedding coverage, the memories found most."""
+    """The plots' frame: each part is filled from `/ui/insight/<part>` by the script (without it, each is a link)."""
+    return page(request, "insight.html", scope=request.query_params.get("scope") or None, parts=INSIGHT)
+
+
+@router.get("/insight/{part}")
+@signed_in
+async def insight_part(request: Request, caller: Caller, part: str) -> HTMLResponse:
+    """One part of the insight page, of what `mem.insight` counts in the caller's scopes: rows added per month by
+    category and by source, searches per day (the last 30 days), embedding coverage, the memories found most."""
+    if part not in INSIGHT:
+        raise ValidationError(f"unknown part {part!r}: use {', '.join(INSIGHT)}")
     scope = request.query_params.get("scope") or None
     facts = memory(request).insight
 
     def read() -> dict[str, Any]:
-        added = facts.added(caller=caller, scope=scope)
-        periods = sorted({a.period for a in added})
-        searched = facts.searched(caller=caller, scope=scope, since=utcnow() - timedelta(days=30))
-        return {
-            "by_category": plots.columns("Memories added per month, by category", periods, _series(added, periods, "category")),
-            "by_source": plots.columns("Rows added per month, by source", periods, _series(added, periods, "source")),
-            "searches": plots.columns("Searches per day, last 30 days", [d.period for d in searched],
-                                      {"searches": [d.count for d in searched]}),
-            "coverage": plots.bars("Embedding coverage by kind of row", [(c.kind, c.percent) for c in
-                                   facts.coverage(caller=caller, scope=scope)], unit=" %", limit=100),
-            "recalled": facts.recalled(caller=caller, scope=scope, limit=10),
-        }
+        if part == "added":
+            added = facts.added(caller=caller, scope=scope)
+            periods = sorted({a.period for a in added})
+            return {"plots": [plots.columns("Memories added per month, by category", periods, _series(added, periods, "category")),
+                              plots.columns("Rows added per month, by source", periods, _series(added, periods, "source"))]}
+        if part == "searches":
+            searched = facts.searched(caller=caller, scope=scope, since=utcnow() - timedelta(days=30))
+            return {"plots": [plots.columns("Searches per day, last 30 days", [d.period for d in searched],
+                                            {"searches": [d.count for d in searched]})]}
+        if part == "coverage":
+            return {"plots": [plots.bars("Embedding coverage by kind of row", [(c.kind, c.percent) for c in
+                                         facts.coverage(caller=caller, scope=scope)], unit=" %", limit=100)]}
+        recalled = facts.recalled(caller=caller, scope=scope, limit=10)
+        return {"recalled": recalled, "plots": [plots.bars("Memories found most by searches",
+                                                           [(r.memory.title or r.memory.content, r.count) for r in recalled])]}
     data = await run_in_threadpool(read)
-    data["recalled_plot"] = plots.bars("Memories found most by searches",
-                                       [(r.memory.title or r.memory.content, r.count) for r in data["recalled"]])
-    return page(request, "insight.html", scope=scope, **data)
+    return page(request, "insight_part.html", part=part, heading=INSIGHT[part], scope=scope, **data)
 
 
 def _series(rows: list[Any], periods: list[str], by: str) -> dict[str, list[int]]:
