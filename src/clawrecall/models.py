@@ -91,6 +91,8 @@ class Sweep(BaseModel):
 #: name); or a window of a long message, which no read returns (`conversations/windows.py`)
 Kind = Literal["memory", "message", "chunk", "window"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
+#: what a list shows by `source`: a kind of row, or `fact` (a memory the extraction made from a conversation)
+LISTED: tuple[str, ...] = ("memory", "fact", "message", "chunk")
 #: what a search finds and names a hit by: a window's hit is its message
 Source = Literal["memory", "message", "chunk"]
 STORED_KINDS: tuple[str, ...] = (*KINDS, "window")  # every row: what whole-store work (re-embedding) counts
@@ -489,6 +491,7 @@ class ListFilters(MemoryFilters, total=False):
     user: str | None  # only this user's rows
     agent: str | None  # only the rows this agent wrote
     visibility: str | None  # only the rows at this level
+    source: str | None  # one of LISTED: a kind of row, or `fact` (a memory the extraction made)
 
 
 class BulkFilters(TypedDict, total=False):
@@ -504,6 +507,7 @@ class BulkFilters(TypedDict, total=False):
     agent: str | None
     visibility: str | None
     source_type: str | None
+    source: str | None  # memory or fact (a memory the extraction made): a bulk change is for memories
 
 
 class StartupEntry(BaseModel):

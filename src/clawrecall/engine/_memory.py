@@ -19,7 +19,7 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, MASK, AddResult, BackupSummary, BulkFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
+    KINDS, LISTED, MASK, AddResult, BackupSummary, BulkFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
     NewMemory, SearchFilters, SearchHits, Stats, Visibility,
 )
 from ..insight.log import SearchRecorder
@@ -36,6 +36,7 @@ from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
 from ._events import Events, wire
 from ._extraction import Extraction
+from ._facts import SOURCE_TYPE as FACT_SOURCE
 from ._facts import Facts
 from ._files import Files
 from ._insight import Insight
@@ -385,7 +386,7 @@ class Memory:
 
     def _bulk(self, verb: str, caller: Caller, filters: Mapping[str, Any], **more: Any) -> Filters:
         """A bulk change's filters, as the reads of its caller: at least one is given."""
-        f = _known(verb, filters, BulkFilters)
+        f = _by_source(_known(verb, filters, BulkFilters), LISTED[:2])
         if all(v is None for v in f.values()):
             raise ValidationError(f"{verb} needs a filter ({', '.join(BulkFilters.__annotations__)})")
         return read_filters(caller, f.pop("scope", None), self.config.categories, access=self.config.access, **f, **more)
@@ -500,13 +501,14 @@ class Memory:
 
         `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
         `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
-        `source_type`, `source_id`, `sources` (memory, message, chunk), `user`, `agent`, `visibility`,
+        `source_type`, `source_id`, `sources` (memory, message, chunk), `source` (one of them, or fact: what the
+        extraction made), `user`, `agent`, `visibility`,
         `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
         caller = as_caller(caller, user_id, agent_id)
-        f = _known("list", filters, ListFilters)
+        f = _by_source(_known("list", filters, ListFilters), LISTED)
         order = f.get("order", "newest")
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
@@ -612,6 +614,16 @@ def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) ->
     """The store a path or URL names, else the config's `db` or `database`, else the default file."""
     target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
     return open_store(target, postgres=cfg.postgres, sqlite=cfg.sqlite, create=create)
+
+
+def _by_source(filters: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A filter's `source` (one of LISTED: a kind of row, or `fact`) as the `sources` and `source_type` reads take."""
+    source = filters.pop("source", None)
+    if source is None:
+        return filters
+    if source not in allowed:
+        raise ValidationError(f"unknown source {source!r}: use {', '.join(allowed)}")
+    return {**filters, "source_type": FACT_SOURCE} if source == "fact" else {**filters, "sources": [source]}
 
 
 def _known(verb: str, given: Mapping[str, Any], fields: Any) -> dict[str, Any]:

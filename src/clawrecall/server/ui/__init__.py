@@ -43,7 +43,6 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
 ORDERS = ("newest", "oldest", "updated", "importance", "recalls")
 SOURCES = ("", "memory", "message", "chunk")
-LISTED = ("", "memory", "fact", "message", "chunk")  # a fact: a memory the extraction made from a conversation
 #: the list's filters, as the query string and the bulk form carry them
 FILTERS = ("scope", "category", "tag", "since", "until", "user", "agent", "visibility", "source")
 KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
@@ -185,7 +184,7 @@ async def signout(request: Request) -> Response:
     return response
 
 
-def _filters(params: Any, names: tuple[str, ...] = ("scope", "category", "user", "agent", "visibility")) -> dict[str, Any]:
+def _filters(params: Any, names: tuple[str, ...] = ("scope", "category", "user", "agent", "visibility", "source")) -> dict[str, Any]:
     """The list's filters from a query string or form, as `Memory.list`/`delete_bulk` keywords (`search` takes
     the first two `names`, with the tag and times)."""
     out: dict[str, Any] = {}
@@ -208,7 +207,7 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     deleted, order = q.get("deleted", "no"), q.get("order", "newest")
     if deleted not in DELETED or order not in ORDERS:
         raise ValidationError(f"deleted is no, yes or only; order is one of {', '.join(ORDERS)}")
-    filters = {**_filters(q), **_source(q), **DELETED[deleted]}
+    filters = {**_filters(q), **DELETED[deleted]}
     at, skip = _cursor(q)
     if at is not None and order in KEYSET:  # keyset: the page starts at the last one's time, past its ties
         filters[KEYSET[order]] = at
@@ -227,16 +226,6 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
                 live=not filtered and order == "newest" and deleted == "no" and at is None and not skip and as_of is None,
                 bulk=[a for a, shown in BULK.items() if deleted in shown] if filtered and q.get("source", "") in ("", "memory", "fact") else [],
                 levels=LEVELS)
-
-
-def _source(params: Any) -> dict[str, Any]:
-    """The list's `source` as `Memory.list` keywords: a kind of row, or `fact` (memories the extraction made)."""
-    source = params.get("source", "")
-    if source not in LISTED:
-        raise ValidationError(f"source is one of {', '.join(LISTED[1:])}")
-    if source == "fact":
-        return {"source_type": FACT_SOURCE}
-    return {"sources": [source]} if source else {}
 
 
 def _cursor(q: Any) -> tuple[Any, int]:
@@ -263,10 +252,7 @@ async def bulk(request: Request, caller: Caller, action: str) -> HTMLResponse:
     level = form.get("level", "")
     if action == "visibility" and level not in LEVELS:
         raise ValidationError(f"the new visibility is one of {', '.join(LEVELS)}")
-    source = _source(form)
-    if source.get("sources", ["memory"]) != ["memory"]:
-        raise ValidationError("a bulk change is for memories: messages and file chunks have their own erasure")
-    filters = {**_filters(form), **{k: v for k, v in source.items() if k != "sources"}}
+    filters = _filters(form)
     confirmed = form.get("confirm") == "yes"
     verb = {"delete": mem.delete_bulk, "undelete": mem.undelete_bulk,
             "visibility": lambda **kw: mem.set_visibility_bulk(level, **kw)}[action]
