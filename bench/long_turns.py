@@ -8,13 +8,17 @@ turns go through `mem.conversations.log` (sessions of 40 turns) and the backfill
 answers as windows. Reported, per backend (`--backends sqlite,postgres`):
 
   * ingest: turns per second from the first `log` until the backfill left no row without a vector,
-    next to the model's raw rate on the same texts (`Embedder.embed` on the turns alone); and texts
-    embedded per second (turns and windows: a window is a text the model reads whole, so a long turn
-    costs the model one pass per window) against the same raw rate;
+    against the raw rate: `Embedder.embed` in one call (sorted by token count, as the embedder does,
+    so padded least) of the same kind of texts the ingest embeds — the first user's turns and the
+    windows the backfill cuts of them (its first 200 turns) (`conversations.windows`, the roles searches read) — measured
+    before and after the ingest (the mean: the load drifts). A share of 1.0 means the write path costs
+    nothing beside the model. Given per turn and per text (turns and windows), by the clock and by
+    CPU seconds of the process (which a loaded machine distorts less);
   * search: `mem.search(q, sources=memory+message+chunk)` at `limit=10` and `limit=50`, the first
     search of each user right after its turns were written beside the later ones (p50/p95), the
     `search_context` tool and the recall hook (`before_prompt_build`), and each pipeline stage's
-    own time (p50/p95 over the searches: the legs, fusion, neighbours, noise, relevance, …);
+    own time (p50/p95 over the searches: the legs, fusion, neighbours, noise, relevance, …), by the clock
+    and by the CPU time of the thread that ran it (`cpu_p50_ms`: what the stage costs on a free core);
   * tail recall: for `--tail-questions` long answers, a question about their last paragraph
     only; the share whose answer (an answer whose last paragraph names what the question asks) is in the
     top 10 (and top 1) of a search of messages, and in the top 10 of the vector leg alone (`mode="vector"`),
@@ -24,7 +28,7 @@ answers as windows. Reported, per backend (`--backends sqlite,postgres`):
         [--queries 40] [--tail-questions 40] [--embedding local|hash] [--db-url URL] [--json]
 
 Building 15,000 long turns with the local model takes hours on two cores: `--users 2 --turns 200
---big-turns 0` is a development size. The report carries the load averages at its start.
+--big-turns 0` is a development size. The report carries the load averages at its start and end.
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ from postgres import Server  # noqa: E402
 
 import clawrecall.retrieval.pipeline as pipeline  # noqa: E402
 from clawrecall import Caller, Memory  # noqa: E402
+from clawrecall.conversations.windows import windows  # noqa: E402
+from clawrecall.files import tokens_for  # noqa: E402
 from clawrecall.hooks import before_prompt_build  # noqa: E402
 from clawrecall.models import KINDS  # noqa: E402
+from clawrecall.storage.memories import Memories  # noqa: E402
 from clawrecall.storage.sql import Store  # noqa: E402
 from clawrecall.tools.recall import ContextArgs, search_context  # noqa: E402
 
@@ -129,22 +136,25 @@ def conversation(seed: int, turns: int) -> tuple[list[dict[str, Any]], list[tupl
 
 
 STAGES: dict[str, list[float]] = {}
+STAGES_CPU: dict[str, list[float]] = {}
 
 
 @contextmanager
-def timed_stages() -> Iterator[None]:
-    """Each pipeline stage and store leg timed as it runs (wrapped in place, restored after)."""
+def timed_stages(store: type[Store]) -> Iterator[None]:
+    """Each pipeline stage and store leg timed as it runs (wrapped in place on `store`, the backend's class, and
+    the pipeline; restored after)."""
     patched: list[tuple[Any, str, Any]] = []
 
     def wrap(owner: Any, name: str, label: str) -> None:
-        original = getattr(owner, name)
+        original = owner.__dict__.get(name, getattr(owner, name))
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 STAGES.setdefault(label, []).append((time.perf_counter() - start) * 1000)
+                STAGES_CPU.setdefault(label, []).append((time.thread_time() - cpu) * 1000)
 
         patched.append((owner, name, original))
         setattr(owner, name, timed)
@@ -152,8 +162,10 @@ def timed_stages() -> Iterator[None]:
     for name in ("fuse", "apply_neighbors", "apply_noise", "apply_relevance", "apply_mmr", "trigram_rescore", "head_vectors",
                  "hit_origins"):
         wrap(pipeline, name, name)
-    for name in ("vector_candidates", "text_candidates", "fuzzy_candidates", "fetch"):
-        wrap(Store, name, f"store.{name}")
+    for name in ("vector_candidates", "text_candidates", "fuzzy_candidates", "vectors"):
+        wrap(store, name, f"store.{name}")
+    for name in ("fetch", "session_neighbors"):
+        wrap(Memories, name, f"store.memories.{name}")
     wrap(pipeline.RetrievalPipeline, "_query_vectors", "embed query")
     wrap(pipeline.RetrievalPipeline, "_vector_query", "common words")
     try:
@@ -169,6 +181,17 @@ def ms(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - start) * 1000, out
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def raw_rate(mem: Memory, texts: list[str]) -> tuple[float, float]:
+    """Seconds by the clock and CPU seconds of the process for the model alone on `texts`, in one call."""
+    start, cpu = time.perf_counter(), time.process_time()
+    mem._embedding.embedder.embed(texts, kind="passage")
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
 # -- one backend -----------------------------------------------------------------------------------------
 
 
@@ -176,16 +199,17 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
     users = [(f"user{u:02d}", args.turns) for u in range(args.users)] + ([("big", args.big_turns)] if args.big_turns else [])
     overrides: dict[str, Any] = {"embedding": {"provider": args.embedding, "query_cache_size": 0}} if args.embedding == "hash" else {
         "embedding": {"query_cache_size": 0}}
-    report: dict[str, Any] = {"load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "users": len(users),
-                              "turns": sum(n for _, n in users)}
+    report: dict[str, Any] = {"load_start": load(), "users": len(users), "turns": sum(n for _, n in users)}
     with Memory.open(target, **overrides) as mem:
         made = {name: conversation(seed, n) for seed, (name, n) in enumerate(users)}
-        texts = [m["content"] for turns, _ in made.values() for m in turns]
-        sample = texts[: min(len(texts), 400)]
-        embedder = mem._embedding.embedder
-        embedder.embed(sample[:8], kind="passage")  # the model loaded
-        raw_ms, _ = ms(lambda: embedder.embed(sample, kind="passage"))
-        report["raw_embed_turns_per_s"] = round(len(sample) / raw_ms * 1000, 1)
+        sample = next(iter(made.values()))[0][:200]
+        tokens = tokens_for(mem.config.embedding)
+        cut = [w for m in sample if m["role"] in mem.config.retrieval.message_roles
+               for w in windows(m["content"], tokens, mem.config.files.overlap)]
+        raw_texts = [m["content"] for m in sample] + cut
+        mem._embedding.embedder.embed(raw_texts[:8], kind="passage")  # the model loaded
+        raw = [raw_rate(mem, raw_texts)]
+        ingest_cpu = 0.0
         cold: dict[int, list[float]] = {10: [], 50: []}
         warm: dict[int, list[float]] = {10: [], 50: []}
         context_ms: list[float] = []
@@ -196,14 +220,15 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
         per_user = max(1, args.queries // len(users))
         for name, (turns, tails) in made.items():
             caller = Caller(name, "main")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for s in range(0, len(turns), 40):
                 mem.conversations.log(turns[s : s + 40], caller=caller, session_id=f"{name}-s{s // 40}")
             mem.upkeep.backfill()
             mem.upkeep.runtime.drain(600)
             ingest_s += time.perf_counter() - start
+            ingest_cpu += time.process_time() - cpu
             questions = [q for _, _, q in rng.sample(tails, min(len(tails), per_user + 2))]
-            with timed_stages():
+            with timed_stages(type(mem._store)):
                 for n, q in enumerate(questions[:per_user]):
                     for limit in (10, 50):
                         took, _ = ms(lambda: mem.search(q, caller=caller, sources=list(KINDS), limit=limit))
@@ -222,21 +247,31 @@ def run(target: str, args: argparse.Namespace) -> dict[str, Any]:
                 tail_top1 += bool(hits) and answers(hits[0])
                 tail_vector += any(answers(h) for h in mem.search(q, caller=caller, sources=["message"], limit=10, mode="vector"))
             log(f"  {name}: {len(turns)} turns in {time.perf_counter() - start:.1f} s")
-        windows = mem._store.run("SELECT count(*) FROM memories WHERE kind = 'window'")[0][0]
+        raw.append(raw_rate(mem, raw_texts))
+        stored_windows = mem._store.run("SELECT count(*) FROM memories WHERE kind = 'window'")[0][0]
+    raw_s, raw_cpu = (statistics.mean(r[i] for r in raw) for i in (0, 1))
+    texts = report["turns"] + stored_windows
     report |= {
-        "ingest_turns_per_s": round(report["turns"] / ingest_s, 1), "windows": windows,
+        "raw": {"turns": len(sample), "windows": len(cut), "s": [round(r[0], 2) for r in raw],
+                "turns_per_s": round(len(sample) / raw_s, 2), "texts_per_s": round(len(raw_texts) / raw_s, 2),
+                "cpu_s_per_text": round(raw_cpu / len(raw_texts), 4)},
+        "ingest_turns_per_s": round(report["turns"] / ingest_s, 2), "windows": stored_windows,
+        "ingest_texts_per_s": round(texts / ingest_s, 2), "ingest_cpu_s_per_text": round(ingest_cpu / texts, 4),
         "search@10": {"first": summary(cold[10]), "later": summary(warm[10]), "all": summary(cold[10] + warm[10])},
         "search@50": {"first": summary(cold[50]), "later": summary(warm[50]), "all": summary(cold[50] + warm[50])},
         "search_context": summary(context_ms), "recall_hook": summary(hook_ms),
-        "stages": {k: summary(v) for k, v in sorted(STAGES.items())},
+        "stages": {k: summary(v) | {"cpu_p50_ms": round(statistics.median(STAGES_CPU[k]), 2)} for k, v in sorted(STAGES.items())},
         "tail_recall": {"questions": asked, "top1": round(tail_top1 / max(asked, 1), 3), "top10": round(tail_top10 / max(asked, 1), 3),
                         "vector_mode_top10": round(tail_vector / max(asked, 1), 3)},
     }
-    report["ingest_share_of_raw"] = round(report["ingest_turns_per_s"] / report["raw_embed_turns_per_s"], 3)
-    # what the backfill embedded: every turn and every window after a long turn's first
-    report["ingest_texts_per_s"] = round((report["turns"] + windows) / ingest_s, 1)
-    report["ingest_texts_share_of_raw"] = round(report["ingest_texts_per_s"] / report["raw_embed_turns_per_s"], 3)
+    # per turn: the sample's windows a turn against the store's may differ a little; per text they are the same measure
+    report["ingest_share_of_raw"] = {
+        "turns": round(report["ingest_turns_per_s"] / report["raw"]["turns_per_s"], 3),
+        "texts": round(report["ingest_texts_per_s"] / report["raw"]["texts_per_s"], 3),
+        "texts_cpu": round(report["raw"]["cpu_s_per_text"] / report["ingest_cpu_s_per_text"], 3)}
+    report["load_end"] = load()
     STAGES.clear()
+    STAGES_CPU.clear()
     return report
 
 

@@ -16,14 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +30,8 @@ from openclaw_stub_model import StubModel  # noqa: E402
 from clawrecall import Memory  # noqa: E402
 from clawrecall.auth import TokenStore  # noqa: E402
 from clawrecall.openclaw.install import install_entries  # noqa: E402
-from clawrecall.server.spawn import free_port, spawn_server  # noqa: E402
+from clawrecall.server.spawn import spawn_server  # noqa: E402
 
-GATEWAY_TOKEN = "bench-gateway-token"
 TOPICS = ("editor", "shell", "database", "language", "cloud", "browser", "keyboard", "framework", "CI", "terminal")
 
 
@@ -61,49 +55,19 @@ def seed(db: Path) -> str:
 def run_variant(root: Path, bins: dict[str, Path], model: StubModel, plugin: dict[str, Any] | None,
                 turns: int) -> list[float]:
     oc = OpenClaw(root, bins)
-    port = free_port()
-    config = oc.base_config(model.base_url)
-    config["gateway"] = {"mode": "local", "port": port, "bind": "loopback", "auth": {"mode": "token", "token": GATEWAY_TOKEN}}
-    oc.config_path.write_text(json.dumps(config, indent=2))
+    oc.config_path.write_text(json.dumps(oc.base_config(model.base_url), indent=2))
     if plugin is not None:
         install_entries(oc.config_path, mode="beside", plugin_dir=PLUGIN_DIR, plugin_config=plugin)
-    env = {**oc.env(), "OPENCLAW_GATEWAY_TOKEN": GATEWAY_TOKEN}
-    with open(root / "gateway.out", "wb") as out:
-        gateway = subprocess.Popen(oc.command("gateway", "run"), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   cwd=root, start_new_session=True)
-    try:
-        _wait_listening(port, gateway, 180)
-        durations = []
+    durations = []
+    with oc.gateway():
         for i in range(turns + 2):
             topic = TOPICS[i % 10]
-            message = f"Remember that I prefer the {topic} number {i} now; which {topic} did I prefer before?"
-            done = subprocess.run(oc.command("agent", "--agent", "main", "--session-id", f"bench-{i}", "--message",
-                                             message, "--json"), env=env, capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:
-                raise RuntimeError(f"turn failed: {done.stderr[-2000:]}")
+            done = oc.turn("main", f"bench-{i}", f"Remember that I prefer the {topic} number {i} now; which {topic} "
+                                                 "did I prefer before?")
             answer = json.loads(done.stdout[done.stdout.index("{"):])
             if i >= 2:  # two warm-up turns
                 durations.append(float(answer["result"]["meta"]["durationMs"]))
-        return durations
-    finally:
-        os.killpg(gateway.pid, signal.SIGTERM)  # the gateway and the workers it started
-        try:
-            gateway.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(gateway.pid, signal.SIGKILL)
-            gateway.wait()
-
-
-def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the gateway exited with {process.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the gateway did not listen within {timeout_s:g}s")
+    return durations
 
 
 def main() -> None:

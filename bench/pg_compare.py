@@ -1,10 +1,13 @@
 """Two releases' PostgreSQL searches, interleaved on copies of the same kept stores: wall time and CPU per search.
 
+Each search is the `search_context` tool as an agent calls it (a user's question, the ten best items of
+every source), in process: the query's embedding (no query cache), every statement and every stage.
+
 On a shared machine a wall time says as much about the load as about the code, so each round runs every
 release once on each store, one after the other, and reports beside the p50 the CPU each search cost:
 the searching process's own, and that of every PostgreSQL process (the server must be one whose data
 directory this user can read, `--pgdata`; the benchmark's runs are then the only work it does). The
-top-10 hits (ids and scores) of every question are written to `--hits` per release, to compare.
+top-10 items (ids and scores) of every question are written to `--hits` per release, to compare.
 
 The stores are `bench/conversations.py`'s 120k-row search stores, kept as template databases (`--keep`).
 Each release searches its own copy, made once: the second release migrates its copy when it opens it.
@@ -28,9 +31,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conversations import SEED, SOURCES, cpu_s, load, server_cpu_s
+from conversations import SEED, cpu_s, load, server_cpu_s
 from postgres import admin
-from scale import QUERY_TEMPLATES, USERS, _fill
+from scale import QUERY_TEMPLATES, USERS, _fill, pct
 
 KEPT = "clawkept_search_{layout}_100000_10000_10000"
 
@@ -47,23 +50,25 @@ def questions(users: int, n: int) -> list[tuple[str, str]]:
 def search(url: str, users: int, n: int, pgdata: Path, hits_path: Path | None) -> dict[str, Any]:
     """One run, in the release's own process: every question once after a warm-up."""
     from clawrecall import Caller, Memory
+    from clawrecall.tools import run_tool
 
     asked = questions(users, n)
     with Memory.open(url, embedding={"query_cache_size": 0}) as mem:
+        context = lambda q, user: run_tool(mem, Caller(user, "main"), "search_context", {"query": q, "limit": 10})  # noqa: E731
         for q, user in asked[:20]:  # warm-up: the model, the pool, the planner's answers
-            mem.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)
+            context(q, user)
         ms, top = [], []
         pid = os.getpid()
         pg0, own0 = server_cpu_s(pgdata), cpu_s(pid)
         for q, user in asked:
             t = time.perf_counter()
-            hits = mem.search(q, caller=Caller(user, "main"), sources=SOURCES, limit=10)
+            found = context(q, user)
             ms.append((time.perf_counter() - t) * 1000)
-            top.append([(h.id, round(h.score, 6)) for h in hits])
+            top.append([(r["id"], r["score"]) for r in found.details["results"]])
         pg1, own1 = server_cpu_s(pgdata), cpu_s(pid)
     if hits_path is not None:
         hits_path.write_text(json.dumps(top))
-    return {"p50_ms": statistics.median(ms), "process_cpu_ms": (own1 - own0) * 1000 / n,
+    return {"p50_ms": statistics.median(ms), "p95_ms": pct(ms, 95), "process_cpu_ms": (own1 - own0) * 1000 / n,
             "postgres_cpu_ms": (pg1 - pg0) * 1000 / n}
 
 
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"layout": layout, "release": name, "round": round_ + 1, "load": started,
                        **json.loads(out.stdout.strip().splitlines()[-1])}
                 rows.append(row)
-                print(f"{layout:6s} {name:5s} round {round_ + 1}: p50 {row['p50_ms']:6.1f} ms, process CPU "
+                print(f"{layout:6s} {name:5s} round {round_ + 1}: p50 {row['p50_ms']:6.1f} ms, p95 {row['p95_ms']:6.1f} ms, process CPU "
                       f"{row['process_cpu_ms']:5.1f} ms, PostgreSQL CPU {row['postgres_cpu_ms']:5.1f} ms per search "
                       f"(load {started})", file=sys.stderr, flush=True)
         for db in copies.values():

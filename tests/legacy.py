@@ -1,7 +1,10 @@
-"""Stores as earlier releases wrote them (tests/fixtures/, made by `make_legacy_stores.py`)."""
+"""Stores as earlier releases wrote them (tests/fixtures/): before named migrations (`make_legacy_stores.py`),
+and one per schema version since (`fixtures/schema/`, made by `make_schema_stores.py`)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import shutil
 import sqlite3
@@ -10,6 +13,9 @@ from pathlib import Path
 from clawrecall.storage import is_postgres_url
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SCHEMA_STORES = FIXTURES / "schema"
+#: every schema version since named migrations: {"name", "commit", "steps": ["core/initial", …]}, oldest first
+SCHEMA_VERSIONS: list[dict] = json.loads((SCHEMA_STORES / "versions.json").read_text())
 # the API tokens `make_legacy_stores.py` created in the v7 SQLite file and the v5 PostgreSQL dump
 TOKENS = {
     "sqlite": "cr_9858b1edd5b6_753UHGAJO6M7R7IGeaNykzgguEvxgqfanDH6VU9OSbM",
@@ -33,6 +39,20 @@ def load(target: str, version: str) -> None:
         conn.close()
     else:
         shutil.copyfile(FIXTURES / "legacy-v7.db", target)
+
+
+def load_version(target: str, name: str) -> None:
+    """Write the store of schema version `name` (a `SCHEMA_VERSIONS` entry's) at `target`."""
+    if is_postgres_url(target):
+        import psycopg
+
+        script = gzip.decompress((SCHEMA_STORES / f"{name}-postgres.sql.gz").read_bytes()).decode()
+        with psycopg.connect(target, autocommit=True) as conn:
+            assert conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None, \
+                "an old store goes into an empty database: mark the test `empty_db`"
+            conn.execute(script)
+    else:
+        Path(target).write_bytes(gzip.decompress((SCHEMA_STORES / f"{name}-sqlite.db.gz").read_bytes()))
 
 
 def catalog(store) -> set[tuple]:

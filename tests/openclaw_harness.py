@@ -1,6 +1,7 @@
 """A real OpenClaw for tests and benchmarks: Node 24 and a pinned `openclaw` from npm, installed once
 into a cache folder outside the repository, and one isolated OpenClaw state (fake HOME, state
-folder, config, agent workspaces) per test.
+folder, config, agent workspaces) per test, whose turns run embedded (`openclaw agent --local`, a
+process each) or through a warm gateway (`OpenClaw.gateway()`).
 
 The cache is `CLAWRECALL_OPENCLAW_CACHE`, default ~/.cache/clawrecall-tests/openclaw-<version>;
 the install runs under a file lock, so concurrent test runs share it.
@@ -9,11 +10,19 @@ the install runs under a file lock, so concurrent test runs share it.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import secrets
 import shutil
+import signal
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from clawrecall.server.spawn import free_port
 
 NODE_VERSION = "24.21.0"
 OPENCLAW_VERSION = "2026.9.6"
@@ -94,6 +103,8 @@ class OpenClaw:
         self.state = root / "state"
         self.config_path = self.state / "openclaw.json"
         self.log_file = root / "logs" / "openclaw.log"
+        self.gateway_log = root / "logs" / "gateway.out"
+        self._gateway: dict[str, str] = {}  # the variables that send a client to the running gateway
         for folder in (root / "home", self.state, root / "logs", root / "ws-main" / "memory", root / "ws-scout"):
             folder.mkdir(parents=True, exist_ok=True)
 
@@ -101,7 +112,7 @@ class OpenClaw:
         return {
             "PATH": f"{self.bins['node']}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(self.root / "home"), "OPENCLAW_STATE_DIR": str(self.state),
-            "OPENCLAW_CONFIG_PATH": str(self.config_path), "LANG": "C.UTF-8", "NO_COLOR": "1",
+            "OPENCLAW_CONFIG_PATH": str(self.config_path), "LANG": "C.UTF-8", "NO_COLOR": "1", **self._gateway,
         }
 
     def command(self, *args: str) -> list[str]:
@@ -112,14 +123,58 @@ class OpenClaw:
             self.command(*args), env=self.env(), capture_output=True, text=True, timeout=timeout, cwd=self.root
         )
 
-    def turn(self, agent: str, session: str, message: str, *, local: bool = True) -> subprocess.CompletedProcess[str]:
-        where = ["--local"] if local else []
+    def turn(self, agent: str, session: str, message: str) -> subprocess.CompletedProcess[str]:
+        """One agent turn: through the gateway while one runs (the answer names its run), else `--local`."""
+        where = [] if self._gateway else ["--local"]
         done = self.run("agent", *where, "--agent", agent, "--session-id", session, "--message", message, "--json")
         assert done.returncode == 0, f"turn failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        if self._gateway:
+            answer = json.loads(done.stdout[done.stdout.index("{"):])
+            assert answer.get("status") == "ok" and answer.get("runId"), done.stdout[-3000:]
         return done
 
+    @contextmanager
+    def gateway(self, timeout_s: float = 300) -> Iterator[None]:
+        """`openclaw gateway run` on this state, once ready; `turn` goes through it until the block ends. A
+        warm gateway turn costs 2-3 s where a `--local` one starts OpenClaw's runtime in a process of its
+        own (10-18 s on a small machine). OpenClaw refuses `--local` while a gateway owns the state, and any
+        other command while it starts. The gateway takes no port 0: a free one is chosen here, and another
+        tried if a process took it in between. `timeout_s` only tells a hang from a slow start."""
+        token = secrets.token_hex(16)
+        for _ in range(3):
+            port = str(free_port())
+            env = {**self.env(), "OPENCLAW_GATEWAY_PORT": port, "OPENCLAW_GATEWAY_TOKEN": token}
+            with self.gateway_log.open("wb") as out:  # its own process group: the gateway and its workers
+                process = subprocess.Popen(
+                    self.command("gateway", "run", "--port", port, "--bind", "loopback", "--auth", "token"),
+                    env=env, cwd=self.root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            try:
+                if self._ready(process, timeout_s):
+                    self._gateway = {"OPENCLAW_GATEWAY_PORT": port, "OPENCLAW_GATEWAY_TOKEN": token}
+                    yield
+                    return
+            finally:
+                self._gateway = {}
+                _stop_group(process)
+        raise OpenClawSetupError(f"the gateway found no free port:\n{self.gateway_log.read_text()[-3000:]}")
+
+    def _ready(self, process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+        """True once the gateway says it is ready; False if it exited because its port was taken."""
+        deadline = time.monotonic() + timeout_s
+        while "[gateway] ready" not in (said := self.gateway_log.read_text(errors="replace")):
+            if process.poll() is not None:
+                if "EADDRINUSE" in said or "already in use" in said:
+                    return False
+                raise OpenClawSetupError(f"the gateway exited with {process.returncode}:\n{said[-3000:]}")
+            if time.monotonic() > deadline:
+                raise OpenClawSetupError(f"the gateway was not ready within {timeout_s:g} s:\n{said[-3000:]}")
+            time.sleep(0.2)
+        return True
+
     def base_config(self, model_url: str) -> dict[str, Any]:
-        """A stub model as the only model, tool search off (tools offered directly), agents main and scout."""
+        """A stub model as the only model, tool search off (tools offered directly), agents main and scout;
+        a gateway, when one runs, on loopback only."""
         return {
             "logging": {"file": str(self.log_file)},
             "models": {"mode": "merge", "providers": {"stub": {
@@ -135,4 +190,18 @@ class OpenClaw:
                             "scout": {"workspace": str(self.root / "ws-scout")}},
             },
             "tools": {"toolSearch": False},
+            "gateway": {"mode": "local", "bind": "loopback"},
         }
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group (the gateway drains and exits in a few seconds), SIGKILL if it hangs."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the whole group has exited already
+        pass
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

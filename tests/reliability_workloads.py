@@ -91,7 +91,7 @@ def seed_for_crash(target: str, n: int) -> list[str]:
 def _stream(url: str, kind: str, tag: str, ids: list[str], ack: Acknowledged, lock: threading.Lock,
             stop: threading.Event) -> None:
     """One client sending one kind of change until the server dies or `stop` is set."""
-    with httpx.Client(base_url=url, timeout=10, headers={**USER, "x-clawrecall-session": f"crash-{tag}"}) as c:
+    with httpx.Client(base_url=url, timeout=60, headers={**USER, "x-clawrecall-session": f"crash-{tag}"}) as c:
         n = 0
         transcript: list[dict] = []
         while not stop.is_set():
@@ -363,7 +363,7 @@ def crash_command(command: Command, new_target, rounds: int, log=lambda _: None)
 def _writer(target: str, n: int, seconds: float, start, out) -> None:
     mem = Memory.open(target)
     acked, latency, errors = [], [], []
-    start.wait()
+    start.wait(300)
     end, i = time.monotonic() + seconds, 0
     while time.monotonic() < end:
         content = f"writer {n} note {i}: the barge {i} left pier {n}"
@@ -382,7 +382,7 @@ def _reader(target: str, n: int, writers: int, seconds: float, start, out) -> No
     mem = Memory.open(target)
     latency: dict[str, list[float]] = {"search": [], "list": []}
     errors: list[str] = []
-    start.wait()
+    start.wait(300)
     end, i = time.monotonic() + seconds, 0
     while time.monotonic() < end:
         user = f"w{(n + i) % writers}"
@@ -408,13 +408,13 @@ def concurrency(target: str, *, writers: int = 8, readers: int = 8, seconds: flo
         mem.add("the harbour opens at dawn", dedup=False)
     # fork: sixteen fresh interpreters importing clawrecall would take longer than a short run itself
     ctx = multiprocessing.get_context("fork")
-    start, out = ctx.Event(), ctx.Queue()
+    # the clock starts once every process has opened the store (and this one passes the barrier with them)
+    start, out = ctx.Barrier(writers + readers + 1), ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(target, n, seconds, start, out)) for n in range(writers)]
     procs += [ctx.Process(target=_reader, args=(target, n, writers, seconds, start, out)) for n in range(readers)]
     for proc in procs:
         proc.start()
-    time.sleep(1.0)  # let every process open the store before the clock starts
-    start.set()
+    start.wait(300)
     results = [out.get(timeout=seconds + 300) for _ in procs]
     for proc in procs:
         proc.join(30)

@@ -122,7 +122,7 @@ def test_kill_9_during_a_stream_of_hook_calls_loses_no_acknowledged_message(db_t
     with spawn_server(path, log_path=tmp_path / "serve.log") as running:
         def stream() -> None:
             transcript: list[dict] = []
-            with httpx.Client(base_url=running.url, timeout=10, headers={"x-clawrecall-user": "alice",
+            with httpx.Client(base_url=running.url, timeout=60, headers={"x-clawrecall-user": "alice",
                                                                          "x-clawrecall-session": "k"}) as c:
                 n = 0
                 while not stop.is_set():

@@ -749,23 +749,23 @@ def test_an_import_beside_another_import_of_the_same_file_skips_what_the_other_s
     a = Memory.open(db_target)
     b = Memory.open(db_target)
     try:
-        add_many = a._writes.add_many  # the write path every import goes through
+        add_records = a._writes.add_records  # the write path every import goes through (its records validated)
         calls = []
 
-        def add_many_after_b(items, *args, **kwargs):  # b stores the next lines after a's check of this chunk
-            calls.append(len(items))
+        def add_records_after_b(records, *args, **kwargs):  # b stores the next lines after a's check of this chunk
+            calls.append(len(records))
             if len(calls) == 1:
                 b.import_jsonl(lines[1:])
-            return add_many(items, *args, **kwargs)
+            return add_records(records, *args, **kwargs)
 
-        a._writes.add_many = add_many_after_b
+        a._writes.add_records = add_records_after_b
         counts = a.import_jsonl(lines, chunk=1)
         assert counts.model_dump(include={"read", "created", "duplicates", "skipped"}) == {
             "read": 3, "created": 1, "duplicates": 0, "skipped": 2}
         assert [(d["line"], d["reason"]) for d in counts.left_out] == [(2, "id_exists"), (3, "id_exists")]
         assert calls == [1]
 
-        a._writes.add_many = add_many
+        a._writes.add_records = add_records
         more = [json.dumps({"id": str(uuid.uuid4()), "content": "Imported fact about lakes"})]
         collect = a._embedding.collect
 

@@ -49,13 +49,13 @@ def test_a_listener_registered_by_event_name_runs_on_the_event_with_its_payload(
         assert [type(e) for e in stored] == [VectorsStored] and set(result.ids) <= set(stored[0].ids)
         listed = mem.events.handlers()
         assert listed["segment_closed"] == ["test.closed"]
-        assert listed["vectors_stored"] == ["conversations.check_topics", "test.stored"]
+        assert listed["vectors_stored"] == ["conversations.check_topics", "retrieval.warm", "test.stored"]
 
 
 def test_the_engine_wires_extraction_by_name_when_an_llm_is_configured(db_target):
     with Memory.open(db_target, llm={"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}) as mem:
         listed = mem.events.handlers()
-    assert listed == {"segment_closed": ["extraction.queue"], "vectors_stored": ["conversations.check_topics"],
+    assert listed == {"segment_closed": ["extraction.queue"], "vectors_stored": ["conversations.check_topics", "retrieval.warm"],
                       "extract": ["clawrecall.engine._extraction.Extraction.extract"],
                       "summarize": ["clawrecall.engine._extraction.Extraction.summarize"]}
 

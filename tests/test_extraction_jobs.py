@@ -17,6 +17,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from clawrecall import Caller, Memory
+from clawrecall._time import utcnow
+from clawrecall.engine import _jobs
 from clawrecall.hooks.recall import before_prompt_build
 
 ALICE = Caller("alice", "main", "s1")
@@ -237,7 +239,8 @@ print("finished", flush=True)
 """
 
 
-def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_again(db_target, llm_stub, tmp_path):
+def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_again(db_target, llm_stub, tmp_path,
+                                                                                     monkeypatch):
     answer = {"json": {"facts": [fact("The user prefers aisle seats.", category="preference"),
                                  fact("The user's bike is a Canyon.", source=[3])], "summary": None}}
     llm_stub.script.append({**answer, "delay": 30})  # the first worker dies while waiting for this
@@ -262,7 +265,8 @@ def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_a
         [job] = mem.jobs.list(caller=Caller())
         assert job.status == "running" and job.worker == "doomed"
         assert mem.list(caller=ALICE, limit=100, category="preference") == []  # nothing half-written
-        time.sleep(1.2)  # the dead worker's lease runs out
+        later = utcnow() + timedelta(seconds=2)  # the dead worker's lease (1 s) has run out
+        monkeypatch.setattr(_jobs, "utcnow", lambda: later)
         again = mem.jobs.run_once("rescuer")
         assert again is not None and again.status == "done" and again.attempts == 2 and again.worker == "rescuer"
         assert [m.content for m in mem.list(caller=ALICE, limit=100, category="preference")] == ["The user prefers aisle seats."]

@@ -1,10 +1,11 @@
 """Stores written by the release before named migrations (SQLite schema v7, PostgreSQL v5, and
-the first release's v1) upgrade in place, on both backends, to what a new store is."""
+the first release's v1), and by the release of every schema version since, upgrade in place, on both
+backends, to what a new store is, and answer the same searches."""
 
 from __future__ import annotations
 
 import pytest
-from legacy import TOKENS, catalog, load
+from legacy import SCHEMA_VERSIONS, TOKENS, catalog, load, load_version
 
 from clawrecall import Memory
 from clawrecall.auth import TokenStore
@@ -17,6 +18,7 @@ def _recorded(store) -> list[tuple[str, str]]:
 
 
 ALL_STEPS = sorted((s.name, n) for s in SETS for n in s.steps)
+RETIRED = {(s.name, n) for s in SETS for n in s.retired}  # known, recorded by some stores, no step now
 
 pytestmark = pytest.mark.empty_db  # each test writes an old store into its database
 
@@ -27,11 +29,11 @@ def test_store_of_the_last_release_upgrades_in_place_with_its_data(db_target):
     backend = "postgres" if is_postgres_url(db_target) else "sqlite"
     before = open_store(db_target, migrate=False)
     # every step the old number stands for; those added since are pending
-    assert before.schema_version() == latest() - 18
+    assert before.schema_version() == latest() - 20
     assert [s.label for s in before.pending_migrations()] == [
         "core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors", "core/change-feed",
         "core/drop-sql-api", "core/message-windows", "core/no-change-feed", "core/sealed-secrets", "core/scope-vectors", "core/list-indexes",
-        "conversations/initial", "conversations/segment-summary",
+        "core/session-index-scope", "core/window-text", "conversations/initial", "conversations/segment-summary",
         "jobs/initial", "knowledge/initial", "reembed/initial",
         "reembed/half-precision-staging", "insight/initial"]
     before.close()
@@ -158,3 +160,48 @@ def test_a_failure_while_migrating_is_raised_and_leaves_the_store_as_it_was(db_t
         store.migrate()
     assert not store.table_exists("migrations")
     store.close()
+
+
+# What every version's store (make_schema_stores.py fills each alike) answers once upgraded, on either backend:
+# (query, mode, user, the top hit's content)
+ANSWERS = [
+    ("camper van", "bm25", "alice", "Alice's camper van is parked behind the old mill"),
+    ("where is the camper van parked", "vector", "alice", "Alice's camper van is parked behind the old mill"),
+    ("camper vna", "trigram", "alice", "Alice's camper van is parked behind the old mill"),
+    ("aisle seat on flights", "hybrid", "alice", "Alice prefers an aisle seat on long flights"),
+    ("peanuts", "bm25", None, "Bob is allergic to peanuts and shellfish"),
+    ("blue-green releases", "hybrid", None, "Our deploys go out with blue-green releases"),
+    ("lasagna with basil", "vector", None, "Grandma's lasagna recipe needs fresh basil"),
+    ("spare key flower pot", "bm25", None, None),  # deleted: found by no search
+]
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS, ids=[v["name"] for v in SCHEMA_VERSIONS])
+def test_every_schema_version_upgrades_and_answers_the_same(db_target, version, request, tmp_path):
+    fresh_target = request.getfixturevalue("other_pg_url") if is_postgres_url(db_target) else str(tmp_path / "fresh.db")
+    fresh = open_store(fresh_target)
+    expected = catalog(fresh)
+    fresh.close()
+    load_version(db_target, version["name"])
+    before = open_store(db_target, migrate=False)
+    assert sorted(f"{a}/{b}" for a, b in _recorded(before)) == version["steps"]  # the store is of its version
+    assert {s.label for s in before.pending_migrations()} == {f"{a}/{b}" for a, b in ALL_STEPS} - set(version["steps"])
+    before.close()
+
+    with Memory.open(db_target) as mem:
+        assert [r for r in _recorded(mem._store) if r not in RETIRED] == ALL_STEPS
+        assert mem.stats().schema_version == latest() and catalog(mem._store) == expected
+        assert mem._store.integrity_problems() == []
+        for query, mode, user, top in ANSWERS:
+            hits = mem.search(query, mode=mode, user_id=user, min_score=0)
+            assert (hits[0].memory.content if hits else None) == top or (
+                top is None and all("spare key" not in h.memory.content for h in hits)), (query, mode)
+        [kept] = [m for m in mem.list(user_id="alice") if m.content.startswith("Alice's camper van")]
+        assert (kept.tags, kept.metadata, kept.session_id, kept.scope, kept.importance) == (
+            ["travel", "van"], {"source": "chat", "n": 1}, "s1", "user:alice", 0.9)
+        assert [h.action for h in mem.history(kept.id)] == ["add", "update"]
+        [gone] = mem.list(only_deleted=True)
+        assert gone.content.startswith("The spare key")
+        assert [(e.key, e.priority) for e in mem.startup.list()] == [("rules", 0)]
+        added = mem.add("The camper van needs new tyres before the trip", user_id="alice")
+        assert {h.memory.id for h in mem.search("camper van", user_id="alice", mode="bm25")} == {kept.id, added.id}

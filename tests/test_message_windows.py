@@ -145,3 +145,46 @@ def test_only_the_roles_searches_read_are_cut_into_windows(db_target):
         mem.upkeep.backfill()
         again = mem.conversations.show("s1", caller=ALICE)[-1]
         assert again.role == "tool_result" and len(windows_of(mem, again.id)) >= 2
+
+
+def keyword_rows(mem: Memory, word: str) -> int:
+    """How many rows the BM25 leg's index holds with `word` (windows or not: the index itself, unfiltered)."""
+    if mem._store.dialect.name == "postgres":
+        return mem._store.run("SELECT count(*) FROM memories WHERE fts @@ to_tsquery('english', %s)", (word,))[0][0]
+    return mem._store.run("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (word,))[0][0]
+
+
+def trigram_rows(mem: Memory, text: str) -> int:
+    if mem._store.dialect.name == "postgres":
+        return 1  # pg_trgm indexes `content` itself; its leg filters windows out (the search statements are not changed here)
+    return mem._store.run("SELECT count(*) FROM memories_trgm WHERE memories_trgm MATCH ?", (f'"{text}"',))[0][0]
+
+
+def test_the_keyword_indexes_hold_a_long_message_once_not_its_windows_again(mem):
+    """A window's text is its message's, which the keyword indexes hold whole: indexed again, every keyword match
+    of a long message came twice, and a keyword leg filtered the copies out past its best matches."""
+    message_id = log_long(mem)
+    assert any("vault" in text for _, text, _ in windows_of(mem, message_id))
+    assert keyword_rows(mem, "vault") == 1 and trigram_rows(mem, "vault cron") == 1
+    assert mem.search("vault cron", caller=ALICE, sources=["message"], mode="bm25")[0].memory.id == message_id
+    # deleting the message and its windows leaves the indexes whole (no 'delete' of a row they never held)
+    mem.conversations.delete("s1", caller=ALICE)
+    assert keyword_rows(mem, "vault") == 0 and mem._store.integrity_problems() == []
+
+
+def test_the_window_text_migration_takes_windows_out_of_the_keyword_indexes(mem):
+    """A store of the release before indexed windows' text: the window-text step leaves the messages alone indexed."""
+    message_id = log_long(mem)
+    store = mem._store
+    with store.transaction():  # as the release before indexed them
+        if store.dialect.name == "postgres":
+            store.run("UPDATE memories SET fts = to_tsvector('english', content) WHERE kind = 'window'")
+        else:
+            store.run("INSERT INTO memories_fts (rowid, content, scope_key) SELECT rowid, content, hex(scope) FROM memories "
+                      "WHERE kind = 'window'")
+    assert keyword_rows(mem, "vault") == 2
+    with store.transaction():
+        for sql in store.migration_steps()["window-text"]:
+            store.run(sql)
+    assert keyword_rows(mem, "vault") == 1 and trigram_rows(mem, "vault cron") == 1 and store.integrity_problems() == []
+    assert mem.search("vault cron", caller=ALICE, sources=["message"], mode="bm25")[0].memory.id == message_id

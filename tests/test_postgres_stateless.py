@@ -147,6 +147,51 @@ def test_the_keyword_leg_ranks_every_match_up_to_its_bound_and_beyond_it_the_row
         assert [(c.id, c.score) for c in found("project juniper")] == [(c.id, c.score) for c in whole]
 
 
+def test_the_keyword_legs_other_matches_are_the_first_in_table_order_read_from_the_first_pages_when_they_hold_them(
+        pg_url, monkeypatch):
+    """When pruned, the k rows of the common words that fill the leg are the first in table order: from the
+    table's first pages when these hold k, and the text index's answer for the common words (most of a large
+    scope) is then never read; else the rest from the index, past those pages. The same rows, scores and
+    order whichever way they were read."""
+    from clawrecall.storage import postgres
+    from clawrecall.storage.filters import Filters
+
+    every = [{"content": f"project note {i}", "user_id": "alice"} for i in range(300)]
+    rare = [{"content": f"project juniper note {i}", "user_id": "alice"} for i in range(5)]
+    with Memory.open(pg_url) as mem:
+        mem.add_many(every + rare, dedup=False)
+        store = mem._store
+        store.run("ANALYZE memories")
+        monkeypatch.setattr(postgres, "_RANKED", 50)
+        issued, run = [], store.run
+        monkeypatch.setattr(store, "run", lambda sql, params=(), **kw: (
+            issued.append((sql, params)) if "ts_rank" in sql else None, run(sql, params, **kw))[1])
+        found = lambda: [(c.id, c.score) for c in store.text_candidates("project juniper", Filters(scopes=["user:alice"]), 20)]  # noqa: E731
+        page = lambda n: len(store.run(f"SELECT 1 FROM memories WHERE ctid < '({n},0)'"))  # noqa: E731
+        assert page(1) < 20 <= page(8) < 305  # the first page holds fewer than k rows; the first 8 hold k
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 8)
+        first_pages = found()
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 0)
+        from_the_index = found()
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 1)
+        both = found()  # the first page's rows, and the rest from the index
+        assert len(first_pages) == 20 and first_pages == from_the_index == both
+
+        def other_words_read(sql: str, params) -> int:
+            """How often the statement read the text index for the other words."""
+            plan = store.run("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0]
+            nodes, loops = [plan[0]["Plan"]], 0
+            while nodes:
+                node = nodes.pop()
+                nodes += node.get("Plans", [])
+                if node["Node Type"] == "Bitmap Index Scan" and ".other" in node.get("Index Cond", ""):
+                    loops += node["Actual Loops"]
+            return loops
+
+        assert other_words_read(*issued[0]) == 0
+        assert other_words_read(*issued[1]) == 1  # with no first pages, the index answers
+
+
 def test_a_store_with_the_change_feed_of_the_last_release_upgrades_without_it(pg_url):
     """The column, triggers, functions and departures table that kept held rows in step are dropped by
     `core/no-change-feed`; deletes, scope moves and TRUNCATE work without them."""

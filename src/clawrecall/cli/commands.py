@@ -601,7 +601,8 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
     if system is not None:
         mem = state.open(embeds=True, creates=not dry_run)
         options = ImportOptions(vectors_from=vectors_from, history=history, markdown=markdown, agent=caller.agent_id)
-        with out.progress_bar("Checking" if dry_run else "Importing") as bar:
+        deferred = mem.upkeep.deferred_vector_index(rebuild=True) if defer_index and not dry_run else nullcontext()
+        with out.progress_bar("Checking" if dry_run else "Importing") as bar, deferred:
             summary = run_import(mem, system, DATA_SOURCES[system], source, caller=caller, dry_run=dry_run,
                                  progress=bar, options=options, chunk=batch_size)
         out.respond(as_json, summary, _system_import_text(summary))

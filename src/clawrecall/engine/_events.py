@@ -98,6 +98,12 @@ class Topics(Protocol):
     def check_topics(self, ids: list[str]) -> None: ...
 
 
+class Warming(Protocol):
+    """What warms the searches of new rows' owners (`Memory._warm_searches`), as the wiring needs it."""
+
+    def __call__(self, ids: list[str]) -> None: ...
+
+
 class Extracting(Protocol):
     """Extraction (engine/_extraction.py), as the wiring needs it."""
 
@@ -108,10 +114,11 @@ class Extracting(Protocol):
     def summarize(self, job: Job, lease: Lease) -> None: ...
 
 
-def wire(events: Events, conversations: Topics, extraction: Extracting) -> None:
-    """The engine's own handlers, all of them: the topic check after new vectors, and (with an LLM
-    configured) the extraction job queued as a segment closes and the handlers of its job kinds."""
+def wire(events: Events, conversations: Topics, extraction: Extracting, warm: Warming) -> None:
+    """The engine's own handlers, all of them: the topic check and the searches warmed after new vectors, and
+    (with an LLM configured) the extraction job queued as a segment closes and the handlers of its job kinds."""
     events.on("vectors_stored", lambda e: conversations.check_topics(e.ids), name="conversations.check_topics")
+    events.on("vectors_stored", lambda e: warm(e.ids), name="retrieval.warm")
     if extraction.active:
         events.on("segment_closed", lambda e: extraction.queue(e.segment), name="extraction.queue")
         events.job("extract", extraction.extract)

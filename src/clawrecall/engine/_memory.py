@@ -95,7 +95,7 @@ class Memory:
         self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
         self._facts = Facts(store, config, self._writes, self._embedding, lambda: self._pipeline)
         self._extraction = Extraction(store, config, self._facts, self.jobs)
-        wire(self.events, self.conversations, self._extraction)
+        wire(self.events, self.conversations, self._extraction, self._warm_searches)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self._recorder = SearchRecorder(store, config, self._runtime)
         self.insight = Insight(store, config, self._recorder, self._embedding,
@@ -164,6 +164,15 @@ class Memory:
                 model=f"{provider}/{model}", cosine_for=lambda cosine: self._embedding.embedder.cosine_for(cosine),
             )
         return self._built_pipeline
+
+    def _warm_searches(self, ids: list[str]) -> None:
+        """After new vectors (the backfill, off the request path): the default search of each owner of these
+        rows warmed (`RetrievalPipeline.warm`), so the owner's first search after writing costs what a later one does."""
+        owners = {(r.user_id, r.agent_id) for r in self._store.memories.fetch(ids).values()}
+        for user_id, agent_id in owners:
+            sources, roles = covered(None, None, self.config.retrieval, memory_only=False)
+            self._pipeline.warm(read_filters(Caller(user_id, agent_id), None, self.config.categories,
+                                             access=self.config.access, sources=sources, message_roles=roles))
 
     # -- writes ----------------------------------------------------------------------------
     @overload
@@ -595,7 +604,7 @@ class Memory:
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
-        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float]] | None = None,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
 

@@ -8,22 +8,22 @@ from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
 
-from .._time import utcnow
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
-from ..models import AddResult, Imported, NewMemory
+from ..models import AddResult, Imported, MemoryRecord, NewMemory
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
 from ._journal import journal
 from ._reads import read_filters
-from ._validate import new_ids, new_record, require_writes
+from ._validate import require_writes
 from ._writes import Writes
 
 if TYPE_CHECKING:
     import numpy as np
 
 OnDuplicate = Literal["skip", "keep"]
+_Row = tuple[int, MemoryRecord, str]  # a line's number, its record, and the id it was given (its own if it names none)
 
 
 class Transfer:
@@ -66,7 +66,7 @@ class Transfer:
 
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
-        progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float]] | None = None,
+        progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Imported:
         """Every line is validated before anything is written. A line whose id is stored is skipped (by a
         memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
@@ -88,36 +88,37 @@ class Transfer:
             except (ValueError, PydanticValidationError) as exc:
                 detail = pydantic_message(exc, NewMemory) if isinstance(exc, PydanticValidationError) else str(exc)
                 raise ValidationError(f"line {n}: {detail}") from None
-        now = utcnow()
+        # each line validated once, into the record written (secrets sealed): nothing is written if one is bad
+        records, fresh = self.writes.new_records([item for _, item in items_by_line], caller,
+                                                 labels=[f"line {n}: " for n, _ in items_by_line])
+        rows = [(n, record, given) for (n, _), record, given in zip(items_by_line, records, fresh)]
         seen: dict[str, int] = {}
-        for (n, item), fresh in zip(items_by_line, new_ids(len(items_by_line))):  # validation, nothing written yet
-            record = new_record(item, now, caller, self.config, f"line {n}: ", fresh)
-            if item.id:
+        for n, record, given in rows:
+            if record.id != given:  # named by the line
                 if record.id in seen:
                     raise ValidationError(f"line {n}: id {record.id} repeats line {seen[record.id]}")
                 seen[record.id] = n
-                item.id = record.id
-        existing = self._held([item for _, item in items_by_line if item.id], caller)
-        left_out = [_stored(n, item.id) for n, item in items_by_line if item.id and item.id in existing]
-        todo = [(n, item) for n, item in items_by_line if not (item.id and item.id in existing)]
+        existing = self._held(rows, caller)
+        left_out = [_stored(n, r.id) for n, r, _ in rows if r.id in existing]
+        todo = [row for row in rows if row[1].id not in existing]
         created = 0
         line_of: dict[str, int] = {}  # an id this import gave: a later near-duplicate of it names its line
         size = max(len(todo), 1) if dry_run else chunk  # a dry run compares every line with every other, as one batch
         for start in range(0, len(todo), size):
             part = todo[start : start + size]
-            if stored := self._held([i for _, i in part if i.id], caller):  # by another import running beside this one
-                left_out += [_stored(n, i.id) for n, i in part if i.id in stored]
-                part = [(n, i) for n, i in part if i.id not in stored]
-            given = [(n, i) for n, i in part if vectors and i.id in vectors]
-            part = [(n, i) for n, i in part if not (vectors and i.id in vectors)] + given
-            results = self._write([i for _, i in part[: len(part) - len(given)]], caller, on_duplicate, dry_run, None)
-            if given:
+            if stored := self._held(part, caller):  # by another import running beside this one
+                left_out += [_stored(n, r.id) for n, r, _ in part if r.id in stored]
+                part = [row for row in part if row[1].id not in stored]
+            theirs = [row for row in part if vectors and row[1].id in vectors]  # with the source's vectors
+            part = [row for row in part if not (vectors and row[1].id in vectors)] + theirs
+            results = self._write(part[: len(part) - len(theirs)], caller, on_duplicate, dry_run, None)
+            if theirs:
                 import numpy as np
 
                 assert vectors is not None
-                results += self._write([i for _, i in given], caller, on_duplicate, dry_run,
-                                       np.array([vectors[str(i.id)] for _, i in given], dtype=np.float32))
-            for (n, _), result in zip(part, results):
+                results += self._write(theirs, caller, on_duplicate, dry_run,
+                                       np.array([vectors[r.id] for _, r, _ in theirs], dtype=np.float32))
+            for (n, _, _), result in zip(part, results):
                 if result.action == "created":
                     created += 1
                     line_of[result.id] = n
@@ -132,25 +133,27 @@ class Transfer:
             skipped=sum(d["reason"] == "id_exists" for d in left_out), dry_run=dry_run, left_out=left_out,
         )
 
-    def _write(self, items: list[NewMemory], caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
+    def _write(self, rows: list[_Row], caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
                embeddings: np.ndarray | None) -> list[AddResult]:
-        if not items:
+        if not rows:
             return []
-        return self.writes.add_many(
-            items, caller, dedup=on_duplicate == "skip", actor="import", dry_run=dry_run, embeddings=embeddings,
+        return self.writes.add_records(
+            [r for _, r, _ in rows], [(f"line {n}: ", r.id) for n, r, given in rows if r.id != given], caller,
+            dedup=on_duplicate == "skip", progress=None, actor="import", dry_run=dry_run, embeddings=embeddings,
             embed_later=False,  # an import skips duplicates and is run again to finish: it needs its vectors now
         )
 
-    def _held(self, items: list[NewMemory], caller: Caller) -> set[str]:
-        """The items' ids that a memory the caller may read holds. An id another caller's memory holds is
-        dropped from its item (a new one is given): whether it is stored is none of this caller's business,
-        and every other door answers "not found" for it."""
-        stored = self.store.memories.fetch([i.id for i in items if i.id])
+    def _held(self, rows: list[_Row], caller: Caller) -> set[str]:
+        """The ids lines name that a memory the caller may read holds. A line naming an id another caller's
+        memory holds gets the id it was given instead: whether it is stored is none of this caller's
+        business, and every other door answers "not found" for it."""
+        named = [r for _, r, given in rows if r.id != given]
+        stored = self.store.memories.fetch([r.id for r in named])
         readable = read_scopes(caller, None, access=self.config.access)
-        for item in items:
-            if item.id in stored and readable is not None and stored[item.id].scope not in readable:
-                item.id = None
-        return {i.id for i in items if i.id in stored}
+        for _, record, given in rows:
+            if record.id in stored and readable is not None and stored[record.id].scope not in readable:
+                record.id = given
+        return {r.id for r in named if r.id in stored}
 
 
 def _stored(line: int, memory_id: str | None) -> dict[str, Any]:

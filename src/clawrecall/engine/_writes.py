@@ -77,14 +77,24 @@ class Writes:
         `embed_later` (default `writes.embed_later`): when the provider fails, write them anyway without a vector
         and undeduplicated; the backfill embeds them later, and the keyword legs find them meanwhile."""
         require_writes(self.config)
-        now = utcnow()
         if isinstance(items, (str, bytes, Mapping, NewMemory)):
             raise ValidationError(f"add_many takes a list of items, got {type(items).__name__}")
         items = list(items)
-        records, ids = self.new_records(items, caller, now)  # first: a secret's text must never reach the embedder
+        records, ids = self.new_records(items, caller)  # first: a secret's text must never reach the embedder
+        named = [(_label(len(items), i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
+        return self.add_records(records, named, caller, dedup=dedup, progress=progress, actor=actor,
+                                embeddings=embeddings, dry_run=dry_run, embed_later=embed_later)
+
+    def add_records(
+        self, records: list[MemoryRecord], named: list[tuple[str, str]], caller: Caller, *, dedup: bool | None,
+        progress: Progress | None, actor: str | None, embeddings: np.ndarray | None, dry_run: bool,
+        embed_later: bool | None,
+    ) -> list[AddResult]:
+        """`add_many` of records `new_records` made: an import validates every line once, before any batch
+        is written. `named`: (how an error names it, id) of each record whose id the caller chose."""
+        require_writes(self.config)
         if not records:
             return []
-        named = [(_label(len(items), i + 1), r.id) for i, r in enumerate(records) if r.id != ids[i]]  # only imports name ids
         if named:
             self._check_named_ids(named)  # before embedding: a bad batch fails at once
         stream = self.embedding.start([r.content for r in records]) if embeddings is None else None
@@ -124,14 +134,17 @@ class Writes:
 
     def new_records(
         self, items: list[NewMemory | Mapping[str, Any]], caller: Caller, now: datetime | None = None,
+        labels: list[str] | None = None,
     ) -> tuple[list[MemoryRecord], list[str]]:
         """The records `items` would be, validated and scope-checked but not written (secrets sealed), and the
-        ids they were offered (an import may name its own); a bad item raises, naming its place in a batch."""
+        ids they were offered (an import may name its own); a bad item raises, naming its place in a batch
+        (`labels`: how to name each, "line 7: "; by default "item 3: ")."""
         now = now or utcnow()
         ids = new_ids(len(items))
         model = self.embedding.model_name
-        return [self.secrets.seal(new_record(item, now, caller, self.config, _label(len(items), n), ids[n - 1], model))
-                for n, item in enumerate(items, 1)], ids
+        labels = labels or [_label(len(items), n) for n in range(1, len(items) + 1)]
+        return [self.secrets.seal(new_record(item, now, caller, self.config, label, fresh, model))
+                for item, label, fresh in zip(items, labels, ids)], ids
 
     def insert_new(self, records: list[MemoryRecord], vectors: np.ndarray | None, actor: str,
                    after: list[str] | None = None) -> None:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from .._time import utcnow
 from ..errors import ValidationError
 from .data import Chat, Options, Plan, chain, item, stable_id, storable, utc, vector
 from .pgsource import Source
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SYSTEM = "mem0"
 BOOKKEEPING = "mem0migrations"  # the collection mem0 keeps its telemetry user id in, beside the memories
@@ -62,7 +65,7 @@ def read(source: str, options: Options) -> Plan:
     return plan
 
 
-Row = tuple[str, str, "list[float] | None", dict[str, Any]]  # collection, memory id, its vector, its payload
+Row = tuple[str, str, "np.ndarray | None", dict[str, Any]]  # collection, memory id, its vector, its payload
 
 
 def _pgvector(url: str) -> list[Row]:
@@ -73,7 +76,7 @@ def _pgvector(url: str) -> list[Row]:
         if not collections:
             db.require("mem0", {"id", "vector", "payload"})  # the default collection's name, for the message
         for table in collections:
-            for row in db.rows(f'SELECT id::text AS id, vector::text AS vector, payload FROM "{table}" '
+            for row in db.rows(f'SELECT id::text AS id, vector_send(vector) AS vector, payload FROM "{table}" '
                                "ORDER BY payload->>'created_at', id"):
                 out.append((table, row["id"], vector(row["vector"]), row["payload"] or {}))
     return out
@@ -113,7 +116,7 @@ def _qdrant(path: str, plan: Plan) -> list[Row]:
     return out
 
 
-def _point_vector(value: Any) -> list[float] | None:
+def _point_vector(value: Any) -> np.ndarray | None:
     """A point's vector: mem0 stores one, unnamed."""
     if isinstance(value, dict):
         value = next(iter(value.values()), None) if len(value) == 1 else None

@@ -44,7 +44,7 @@ def read(url: str, options: Options) -> Plan:
             plan.items += [_lesson(row) for row in db.rows("SELECT * FROM lessons ORDER BY id")]
         by_source = {it["source_id"]: it["id"] for it in plan.items}
         orphans: dict[str, int] = {}
-        for row in db.rows("SELECT source_type, source_id, embedding::text AS vector FROM memory_embeddings ORDER BY id"):
+        for row in db.rows("SELECT source_type, source_id, vector_send(embedding) AS vector FROM memory_embeddings ORDER BY id"):
             table = {"entity_fact": "entity_facts", "event": "events", "lesson": "lessons"}.get(row["source_type"])
             memory_id = by_source.get(f"{table}:{row['source_id']}") if table else None
             if memory_id is None:

@@ -50,6 +50,11 @@ class Source:
         except self._error as exc:
             raise ValidationError(f"reading {self.url}: {str(exc).strip().splitlines()[0]}") from None
 
+    def columns(self, table: str, *, but: set[str]) -> str:
+        """The table's columns, quoted for a SELECT, but those named: a vector column read as text would be
+        formatted by the server for nothing, when `vector_send` hands it over in binary."""
+        return ", ".join(f'"{c}"' for c in sorted(self.tables.get(table, set()) - but))
+
     def count(self, table: str) -> int:
         return self.rows(f'SELECT count(*) AS n FROM "{table}"')[0]["n"] if table in self.tables else 0
 

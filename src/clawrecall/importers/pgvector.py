@@ -41,7 +41,8 @@ def read(url: str, options: Options) -> Plan:
     with Source(url, "openclaw-memory-pgvector") as db:
         db.require("memories", {"id", "user_id", "content", "memory_type", "importance", "expires_at"})
         plan = Plan(mapped=dict(MAPPED))
-        for row in db.rows("SELECT *, embedding::text AS vector FROM memories ORDER BY created_at, id"):
+        columns = db.columns("memories", but={"embedding"})
+        for row in db.rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY created_at, id"):
             plan.items.append(_memory(row))
             if row["vector"] is not None:
                 plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]

@@ -65,7 +65,8 @@ Rows = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]  
 def _postgres(url: str) -> Rows:
     with Source(url, "ShadowDB") as db:
         db.require("memories", {"id", "content", "record_type", "deleted_at"})
-        return (db.rows("SELECT *, embedding::text AS vector FROM memories ORDER BY id"),
+        columns = db.columns("memories", but={"embedding", "fts"})  # fts: its generated full-text column
+        return (db.rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY id"),
                 db.rows("SELECT * FROM startup ORDER BY priority, key") if "startup" in db.tables else [],
                 db.rows("SELECT * FROM primer ORDER BY priority, key") if "primer" in db.tables else [])
 

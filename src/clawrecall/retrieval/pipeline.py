@@ -245,20 +245,30 @@ class RetrievalPipeline:
         about the user) almost no weight, but in a small embedding model a name can dominate
         the query vector, which then finds any memory with that name instead of the one about
         the question. Measured on LoCoMo in docs/retrieval.md."""
-        share = self.cfg.vector_common_share
-        if share <= 0:
+        if self.cfg.vector_common_share <= 0:
             return query
+        return without_words(query, self._common_words(filters))
+
+    def warm(self, filters: Filters) -> None:
+        """Compute now what a search of these scopes and kinds would compute on its first run (the common
+        words of `_vector_query`): the write path calls it after new rows' vectors are stored, off the
+        request path, so the first search after writes costs what a later one does."""
+        if self.cfg.vector_common_share > 0:
+            self._common_words(filters, fresh=True)
+
+    def _common_words(self, filters: Filters, *, fresh: bool = False) -> set[str]:
+        """The common words of the scopes' newest texts, counted at most every `COMMON_TTL_S` (or now: `fresh`)."""
         key = (tuple(sorted(filters.scopes)) if filters.scopes is not None else None, filters.kinds)
         now = time.monotonic()
         cached = self._common.get(key)
-        if cached is None or now - cached[0] > COMMON_TTL_S:
+        if fresh or cached is None or now - cached[0] > COMMON_TTL_S:
             sample = self.store.memories.find(Filters(scopes=filters.scopes, kinds=filters.kinds), limit=COMMON_SAMPLE, offset=0,
                                      order="newest")
-            words = common_words((m.content for m in sample), share) if len(sample) >= COMMON_MIN else set()
+            words = common_words((m.content for m in sample), self.cfg.vector_common_share) if len(sample) >= COMMON_MIN else set()
             if len(self._common) >= 256:
                 self._common.clear()
             cached = self._common[key] = (now, words)
-        return without_words(query, cached[1])
+        return cached[1]
 
 
 def head_vectors(store: Store, ids: list[str], via: dict[str, str]) -> dict[str, np.ndarray]:

@@ -61,6 +61,8 @@ CORE = MigrationSet(
         "sealed-secrets",  # memories.sealed: a secret's text encrypted; the secrets stored before it are sealed at open
         "scope-vectors",  # PostgreSQL: a scope's vectors in one index, read index-only by an exact search
         "list-indexes",  # memories listed by importance, and of one source_type, from an index
+        "session-index-scope",  # the session index holds the scope (for stores whose record-kinds step made it without)
+        "window-text",  # a long message's windows out of the keyword indexes: their text is the message's
     ),
     # PostgreSQL's memories.rev, which change-feed drops
     retired=("row-revisions",),
@@ -218,9 +220,13 @@ RECORD_KINDS = [
     "DROP INDEX idx_memories_category",
     "CREATE INDEX idx_memories_kind_category ON memories (kind, category)",
     "CREATE INDEX idx_memories_kind_scope ON memories (kind, scope)",
-    # a session's turns next to a hit are one index range, the scope included (it was a bitmap AND
-    # of the session and scope indexes on PostgreSQL: 70 ms a search at 100k messages)
-    "DROP INDEX idx_memories_session",
+]
+
+# A session's turns next to a hit are one index range, the scope included (it was a bitmap AND of the
+# session and scope indexes on PostgreSQL: 70 ms a search at 100k messages). Once appended to record-kinds,
+# which the stores that had that step already never ran again: a step of its own reaches them too.
+SESSION_INDEX_SCOPE = [
+    "DROP INDEX IF EXISTS idx_memories_session",
     "CREATE INDEX idx_memories_session ON memories (session_id, scope, created_at) WHERE session_id IS NOT NULL",
 ]
 

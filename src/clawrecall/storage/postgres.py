@@ -38,7 +38,8 @@ from .base import Candidate
 from .dialect import PostgresDialect
 from .filters import Filters
 from .migrations import (
-    CORE, LIST_INDEXES, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, api_tokens_table,
+    CORE, LIST_INDEXES, MESSAGE_WINDOWS, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY, SESSION_INDEX_SCOPE,
+    api_tokens_table,
     validity,
 )
 from .schema import KIND_CHECK, Table
@@ -57,6 +58,7 @@ _PLAN_TTL_S = 60.0  # how long `_estimates` trusts the planner's answer
 _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that still see rows' old vectors
 _PLANS_KEPT = 4096  # answers kept (a filter each, or a word and a filter: a user's scopes, a session…)
 _RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
+_FRONT_PAGES = 24  # the table's pages the keyword leg reads first for its k other matches (`text_candidates`)
 _monotonic = time.monotonic  # `_estimates`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
@@ -80,15 +82,22 @@ _LEGACY = {
 }
 
 
-def _fts_trigger(ts_config: str, verb: str) -> list[str]:
-    """The tsvector's function and trigger: title, content, tags and (since fact-keys) the row's keys."""
-    return [
-        f"""{verb} FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
+def _fts_function(ts_config: str, verb: str) -> str:
+    """The tsvector's function: title, content, tags and (since fact-keys) the row's keys; none for a long
+    message's window (since window-text), whose text is its message's, which the tsvector holds whole."""
+    return f"""{verb} FUNCTION memories_fts_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            NEW.fts := to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
-                                   array_to_string(NEW.tags, ' ') || ' ' || coalesce(NEW.keys, ''));
+            NEW.fts := CASE WHEN NEW.kind = 'window' THEN NULL ELSE
+                to_tsvector('{ts_config}', coalesce(NEW.title, '') || ' ' || NEW.content || ' ' ||
+                            array_to_string(NEW.tags, ' ') || ' ' || coalesce(NEW.keys, '')) END;
             RETURN NEW;
-        END $$""",
+        END $$"""
+
+
+def _fts_trigger(ts_config: str, verb: str) -> list[str]:
+    """The tsvector's function and trigger."""
+    return [
+        _fts_function(ts_config, verb),
         "CREATE TRIGGER memories_fts BEFORE INSERT OR UPDATE OF title, content, tags, keys ON memories "
         "FOR EACH ROW EXECUTE FUNCTION memories_fts_refresh()",
     ]
@@ -174,6 +183,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         # API tokens live in the database, so every server on it shares them
         "api-tokens": [api_tokens_table("TIMESTAMPTZ")],
         "record-kinds": RECORD_KINDS,
+        "session-index-scope": SESSION_INDEX_SCOPE,
         "segment-summary": SEGMENT_SUMMARY,
         "list-indexes": LIST_INDEXES,
         "sealed-secrets": SEALED_SECRETS,
@@ -217,6 +227,7 @@ def _steps(cfg: PostgresConfig, ts_config: str) -> dict[str, list[str]]:
         "no-change-feed": _NO_CHANGE_FEED,
         "half-precision-staging": ["ALTER TABLE staged_vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec"],
         # a store with its HNSW index gets the scope-ordered vectors beside it (a store without one, when it is built)
+        "window-text": [_fts_function(ts_config, "CREATE OR REPLACE"), "UPDATE memories SET fts = NULL WHERE kind = 'window'"],
         "scope-vectors": [
             f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'",
             f"""DO $$
@@ -786,7 +797,8 @@ class PostgresStore(Store):
 
         Up to `_RANKED` matches (by the planner's estimate) are all ranked. Beyond, ranking every
         match of a common word would read them all (27,000 rows of one user's 120,000: 60 ms), so the
-        ranked rows are those that match a rarer word (`_ranked`), and k of the others."""
+        ranked rows are those that match a rarer word (`_ranked`), and the first k of the others in table
+        order (from the table's first `_FRONT_PAGES` pages when they hold k)."""
         terms = keywords(query)
         if not terms:
             return []
@@ -798,18 +810,27 @@ class PostgresStore(Store):
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
-        rows_of = "(SELECT m.id, m.seq, m.fts FROM memories m, q WHERE m.fts @@ q.{} AND {} LIMIT %s)"
+
+        def rows_of(match: str, limit: str = "%s") -> str:
+            return f"SELECT m.id, m.seq, m.fts FROM memories m, q WHERE {match} AND {where} LIMIT {limit}"
+
+        others, front = "m.fts @@ q.other AND NOT m.fts @@ q.ranked", f"'({_FRONT_PAGES},0)'::tid"
         with self.pinned():
             ranked, most = self._ranked(terms, where, params)
-            # when pruned, also up to k rows of the other matches: the leg still fills its k when the rarer
-            # words have fewer rows (else the pipeline would run the trigram leg over the whole scope)
+            # when pruned, also k rows of the other matches, the first in table order: the leg still fills its k
+            # when the rarer words have fewer rows (else the pipeline would run the trigram leg over the whole
+            # scope). Read from the table's first pages when they hold k (a scope that fills the table), and
+            # only then from the text index past them, whose answer for the common words is most of the scope
+            # (10,000–54,000 rows of one user's 120,000); the index yields its rows in table order too, so
+            # the rows are the same either way
             rows = self.run(
-                f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS ranked, to_tsquery('{cfg}', %s) AS other, {each}) "
-                f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, "
-                f"({rows_of.format('ranked', where)} UNION ALL "
-                f"{rows_of.format('other', where + ' AND NOT m.fts @@ q.ranked')}) h) r "
+                f"WITH q AS (SELECT to_tsquery('{cfg}', %s) AS ranked, to_tsquery('{cfg}', %s) AS other, {each}), "
+                f"front AS ({rows_of(f'm.ctid < {front} AND {others}')}) "
+                f"SELECT id, s FROM (SELECT h.id, h.seq, {score} AS s FROM q, (({rows_of('m.fts @@ q.ranked')}) "
+                f"UNION ALL TABLE front UNION ALL ({rows_of(f'm.ctid >= {front} AND {others}', '%s - (SELECT count(*) FROM front)')})) h) r "
                 "ORDER BY s DESC, seq LIMIT %s",
-                (ranked, " | ".join(terms), *terms, *params, most, *params, 0 if most is None else k, k),
+                (ranked, " | ".join(terms), *terms, *params, 0 if most is None else k, *params, most, *params,
+                 0 if most is None else k, k),
             )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
 

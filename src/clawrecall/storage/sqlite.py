@@ -24,6 +24,7 @@ from .dialect import SQLiteDialect
 from .filters import INDEX_COLUMNS, Filters
 from .migrations import (
     CORE, LIST_INDEXES, MESSAGE_WINDOWS, OLD_KIND_CHECK, PARTIAL_INDEXES, RECORD_KINDS, SEALED_SECRETS, SEGMENT_SUMMARY,
+    SESSION_INDEX_SCOPE,
     api_tokens_table, validity,
 )
 from .schema import KIND_CHECK
@@ -84,16 +85,37 @@ _TRIGGER_AU_TEXT_KEYS = f"""CREATE TRIGGER memories_au_text AFTER UPDATE OF titl
     INSERT INTO memories_trgm (rowid, content) VALUES (new.rowid, new.content);
 END"""
 
+# Since the window-text step a long message's windows are in neither full-text table: their text is
+# the message's, which both index whole, so a window only made every keyword match a second time
+# (and a keyword leg then filtered them all out, past its best matches). Rows of kind `window` are
+# left out by the tables' sources (what 'rebuild' and integrity checks read), by `after_insert`, and by
+# the triggers' own WHERE (an FTS5 'delete' of a row never indexed would corrupt the index).
+_NOT_WINDOW = "kind <> 'window'"
+_FTS_SOURCE_TEXT = f"""CREATE VIEW memories_fts_source AS
+    SELECT rowid AS rid, title, {_TEXT.format('')} AS content, tags, hex(scope) AS scope_key FROM memories
+    WHERE {_NOT_WINDOW}"""
+_TRGM_SOURCE = f"CREATE VIEW memories_trgm_source AS SELECT rowid AS rid, content FROM memories WHERE {_NOT_WINDOW}"
+_TRGM = ("CREATE VIRTUAL TABLE memories_trgm USING fts5 (content, content='memories_trgm_source', content_rowid='rid', "
+         "tokenize='trigram')")
+_TRIGGER_AD_TEXT = f"""CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, title, content, tags, scope_key)
+        SELECT 'delete', old.rowid, old.title, {_TEXT.format('old.')}, old.tags, hex(old.scope) WHERE old.{_NOT_WINDOW};
+    INSERT INTO memories_trgm (memories_trgm, rowid, content) SELECT 'delete', old.rowid, old.content WHERE old.{_NOT_WINDOW};
+    INSERT INTO changes (memory_id) VALUES (old.id);
+END"""
+_TRIGGER_AU_TEXT_TEXT = _TRIGGER_AU_TEXT_KEYS.replace(" ON memories BEGIN", f" ON memories WHEN old.{_NOT_WINDOW} BEGIN")
+
 # What installing the core set makes besides its tables: the full-text (BM25) and trigram
 # tables, the `changes` log the vector index follows, and the triggers that keep them in step
 # on update and delete (`insert` indexes its new rows itself: see `after_insert`).
 _CORE_EXTRAS = [
-    "CREATE VIRTUAL TABLE memories_trgm USING fts5 (content, content='memories', content_rowid='rowid', tokenize='trigram')",
     "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL)",
-    _FTS_SOURCE_KEYS,
+    _FTS_SOURCE_TEXT,
     _FTS,
-    _TRIGGER_AD_KEYS,
-    _TRIGGER_AU_TEXT_KEYS,
+    _TRGM_SOURCE,
+    _TRGM,
+    _TRIGGER_AD_TEXT,
+    _TRIGGER_AU_TEXT_TEXT,
     """CREATE TRIGGER memories_au_log AFTER UPDATE ON memories BEGIN
     INSERT INTO changes (memory_id) VALUES (new.id);
 END""",
@@ -167,6 +189,7 @@ _STEPS: dict[str, list[str]] = {
     # than this trigger, whose per-row FTS5 statements each flushed a one-row segment.
     "text-index-bulk": ["DROP TRIGGER memories_ai"],
     "record-kinds": RECORD_KINDS,
+    "session-index-scope": SESSION_INDEX_SCOPE,
     # SQLite cannot alter a CHECK constraint: its text in the schema is rewritten, as SQLite's documentation
     # allows for a change that leaves every stored row valid; RESET reloads this connection's schema and the
     # CREATE INDEX that follows changes the schema cookie, so every other connection reloads it too
@@ -191,15 +214,31 @@ _STEPS: dict[str, list[str]] = {
         "DROP TRIGGER memories_au_text",
         _TRIGGER_AU_TEXT_KEYS,
     ],
+    # both tables built again from sources without the windows (the trigram table had the memories table as its own)
+    "window-text": [
+        "DROP TRIGGER memories_ad",
+        "DROP TRIGGER memories_au_text",
+        "DROP VIEW memories_fts_source",
+        _FTS_SOURCE_TEXT,
+        "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+        "DROP TABLE memories_trgm",
+        "DROP VIEW IF EXISTS memories_trgm_source",  # none before this step; a store made since has it
+        _TRGM_SOURCE,
+        _TRGM,
+        "INSERT INTO memories_trgm (memories_trgm) VALUES ('rebuild')",
+        _TRIGGER_AD_TEXT,
+        _TRIGGER_AU_TEXT_TEXT,
+    ],
 }
 
 
 # The step text-index-bulk moved these out of the insert trigger (see `SQLiteStore.after_insert`).
-_NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? ORDER BY rowid"
+_NEW_ROWS = "FROM memories WHERE rowid > (SELECT max(rowid) FROM memories) - ? {0}ORDER BY rowid"
+_NEW_TEXT = _NEW_ROWS.format(f"AND {_NOT_WINDOW} ")  # a window's text is its message's (`_NOT_WINDOW`)
 _INDEX_NEW_ROWS = (
-    f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, {_TEXT.format('')}, tags, hex(scope) {_NEW_ROWS}",
-    f"INSERT INTO memories_trgm (rowid, content) SELECT rowid, content {_NEW_ROWS}",
-    f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS}",
+    f"INSERT INTO memories_fts (rowid, title, content, tags, scope_key) SELECT rowid, title, {_TEXT.format('')}, tags, hex(scope) {_NEW_TEXT}",
+    f"INSERT INTO memories_trgm (rowid, content) SELECT rowid, content {_NEW_TEXT}",
+    f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS.format('')}",
 )
 _CHANGES_KEEP = 20_000
 _FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
