@@ -7,7 +7,8 @@ administrator's service token, and times each page's full HTML from the server (
 last byte: first paint cannot come before it): the memory list (first page, filtered pages — by
 category, user, agent, visibility, source — sorted by time, importance and recall count, and the
 page half-way down the list, reached by its key), a search with its explanation, a memory's page,
-and the insight page (its frame, then each part it fills from its own URL). Before timing, SEARCHES logged searches give the recall count its hits.
+and the insight page (its frame, then each part it fills from its own URL). Before timing,
+SEARCHES logged searches give the recall count its hits.
 
     python bench/dashboard.py                 # 100k memories
     python bench/dashboard.py --n 10000 --runs 5

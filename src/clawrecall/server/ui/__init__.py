@@ -302,7 +302,7 @@ async def conversation(request: Request, caller: Caller, session_id: str) -> HTM
 
 @router.get("/files/{file_id}")
 @signed_in
-async def file(request: Request, caller: Caller, file_id: str) -> HTMLResponse:
+async def file_page(request: Request, caller: Caller, file_id: str) -> HTMLResponse:
     """An ingested file and its chunks in order (a chunk found by a search or listed opens here)."""
     mem = memory(request)
 
