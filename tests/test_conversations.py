@@ -157,7 +157,7 @@ def test_segments_that_should_have_closed_while_nothing_ran_close_at_the_next_st
 
 def test_close_listeners_hear_every_closed_segment_inside_its_transaction(mem):
     heard = []
-    mem.events.on("segment_closed", lambda e: heard.append((e.segment.close_reason, e.segment.closed_at is not None)))
+    mem.upkeep.on("segment_closed", lambda e: heard.append((e.segment.close_reason, e.segment.closed_at is not None)))
     mem.conversations.log(transcript(1) + transcript(1, start=T0 + timedelta(hours=2)), caller=ALICE,
                           now=T0 + timedelta(hours=3))
     mem.conversations.end("s1", caller=ALICE)
@@ -166,7 +166,7 @@ def test_close_listeners_hear_every_closed_segment_inside_its_transaction(mem):
     def refuse(event):
         raise RuntimeError("the job could not be queued")
 
-    mem.events.on("segment_closed", refuse)  # a listener's failure undoes the close: no close without its job
+    mem.upkeep.on("segment_closed", refuse)  # a listener's failure undoes the close: no close without its job
     mem.conversations.log(transcript(1, start=T0 + timedelta(hours=5)), caller=ALICE, session_id="s2",
                           now=T0 + timedelta(hours=5))
     with pytest.raises(RuntimeError):

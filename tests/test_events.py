@@ -22,12 +22,12 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 
 HANDLERS = '''
 def register(mem):
-    mem.events.job("note", lambda job, lease: mem.add("noted " + job.subject_id, user_id="alice"))
+    mem.upkeep.job("note", lambda job, lease: mem.add("noted " + job.subject_id, user_id="alice"))
 
 
 def closes(mem):
-    mem.events.job("note", lambda job, lease: mem.add("noted by closes " + job.subject_id, user_id="alice"))
-    mem.events.on("segment_closed", lambda e: mem.jobs.enqueue("note", scope=e.segment.scope, subject_id=e.segment.id),
+    mem.upkeep.job("note", lambda job, lease: mem.add("noted by closes " + job.subject_id, user_id="alice"))
+    mem.upkeep.on("segment_closed", lambda e: mem.jobs.enqueue("note", scope=e.segment.scope, subject_id=e.segment.id),
                   name="notes.on_close")
 '''
 
@@ -40,33 +40,34 @@ def _turns(n: int, start: datetime) -> list[dict]:
 def test_a_listener_registered_by_event_name_runs_on_the_event_with_its_payload(db_target):
     with Memory.open(db_target) as mem:
         closed, stored = [], []
-        mem.events.on("segment_closed", closed.append, name="test.closed")
-        mem.events.on("vectors_stored", stored.append, name="test.stored")
+        mem.upkeep.on("segment_closed", closed.append, name="test.closed")
+        mem.upkeep.on("vectors_stored", stored.append, name="test.stored")
         result = mem.conversations.log(_turns(2, T0), caller=ALICE, session_id="s1", now=T0)
         mem.conversations.end("s1", caller=ALICE)
         mem._backfill.run()
         assert [type(e) for e in closed] == [SegmentClosed] and closed[0].segment.close_reason == "session_end"
         assert [type(e) for e in stored] == [VectorsStored] and set(result.ids) <= set(stored[0].ids)
-        listed = mem.events.handlers()
-        assert listed["segment_closed"] == ["test.closed"]
-        assert listed["vectors_stored"] == ["conversations.check_topics", "retrieval.warm", "test.stored"]
+        listed = mem.upkeep.handlers()
+        assert listed.events["segment_closed"] == ["test.closed"]
+        assert listed.events["vectors_stored"] == ["conversations.check_topics", "retrieval.warm", "test.stored"]
 
 
 def test_the_engine_wires_extraction_by_name_when_an_llm_is_configured(db_target):
     with Memory.open(db_target, llm={"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}) as mem:
-        listed = mem.events.handlers()
-    assert listed == {"segment_closed": ["extraction.queue"], "vectors_stored": ["conversations.check_topics", "retrieval.warm"],
-                      "extract": ["clawrecall.engine._extraction.Extraction.extract"],
-                      "summarize": ["clawrecall.engine._extraction.Extraction.summarize"]}
+        listed = mem.upkeep.handlers()
+    assert listed.events == {"segment_closed": ["extraction.queue"],
+                             "vectors_stored": ["conversations.check_topics", "retrieval.warm"]}
+    assert listed.jobs == {"extract": "clawrecall.engine._extraction.Extraction.extract",
+                           "summarize": "clawrecall.engine._extraction.Extraction.summarize"}
 
 
 def test_an_unknown_event_or_a_job_kind_named_as_an_event_is_a_clear_error(db_target):
     with Memory.open(db_target) as mem:
         with pytest.raises(ValidationError, match="unknown event 'segment_close': the events are segment_closed, vectors_stored"):
-            mem.events.on("segment_close", print)
+            mem.upkeep.on("segment_close", print)
         with pytest.raises(ValidationError, match="'segment_closed' is an event, not a job kind"):
-            mem.events.job("segment_closed", lambda job, lease: None)
-        assert mem.events.handlers()["segment_closed"] == []
+            mem.upkeep.job("segment_closed", lambda job, lease: None)
+        assert mem.upkeep.handlers().events["segment_closed"] == []
     assert set(EVENTS) == {"segment_closed", "vectors_stored"}
 
 
@@ -98,7 +99,7 @@ def test_worker_runs_what_a_named_function_of_a_handlers_module_registers(db_tar
         mem.conversations.end("s1", caller=ALICE)  # no listener yet: nothing queued
         assert mem.jobs.list(caller=Caller()) == []
         load_handlers(mem, ("notes:closes",))
-        assert mem.events.handlers()["segment_closed"] == ["notes.on_close"]
+        assert mem.upkeep.handlers().events["segment_closed"] == ["notes.on_close"]
         mem.conversations.log(_turns(2, T0), caller=ALICE, session_id="s2", now=T0)
         closed = mem.conversations.end("s2", caller=ALICE)
         assert [j.subject_id for j in mem.jobs.list(caller=Caller())] == [closed.id]

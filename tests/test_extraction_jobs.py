@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from clawrecall import Caller, Memory
+from clawrecall import Caller, Handlers, Memory
 from clawrecall._time import utcnow
 from clawrecall.engine import _jobs
 from clawrecall.hooks.recall import before_prompt_build
@@ -48,7 +48,7 @@ def say(mem: Memory, texts: list[str], *, start: datetime, session: str = "s1", 
 def drain(mem: Memory, limit: int = 20) -> list:
     """Run ready jobs until none is ready."""
     done = []
-    while (job := mem.jobs.run_once("test-worker")) is not None and len(done) < limit:
+    while (job := mem.upkeep.run_job("test-worker")) is not None and len(done) < limit:
         done.append(job)
     return done
 
@@ -172,14 +172,14 @@ def test_an_llm_that_fails_makes_the_job_wait_and_nothing_is_lost(db_target, llm
     with open_mem(db_target, llm_stub, llm={"timeout_s": 1.0}) as mem:
         closed = say(mem, ["I prefer window seats on trains.", "Noted.", "And quiet coaches.", "Sure."], start=T0)
         started = datetime.now(timezone.utc)
-        first = mem.jobs.run_once("w1", kinds=["extract"])
+        first = mem.upkeep.run_job("w1", kinds=["extract"])
         assert first is not None and first.status == "queued" and first.attempts == 0  # waiting, not failed
         assert "unavailable" in first.last_error and first.run_after > started
         if trouble.get("status") == 429:  # the provider's Retry-After is the wait
             assert first.run_after >= started + timedelta(seconds=2.9)
         assert mem._store.messages.in_segment(closed.id)  # the record is kept meanwhile
         assert mem.jobs.stats(caller=Caller()).retrying == 1
-        while (job := mem.jobs.run_once("w1", kinds=["extract"])) is None or job.status == "queued":
+        while (job := mem.upkeep.run_job("w1", kinds=["extract"])) is None or job.status == "queued":
             time.sleep(0.1)
         assert job.status == "done"
         assert [m.content for m in mem.list(caller=ALICE, category="preference")] == ["The user prefers window seats on trains."]
@@ -188,7 +188,7 @@ def test_an_llm_that_fails_makes_the_job_wait_and_nothing_is_lost(db_target, llm
 def test_without_an_llm_nothing_is_queued_and_the_record_works(db_target):
     with Memory.open(db_target) as mem:
         closed = say(mem, ["I prefer window seats on trains.", "Noted."], start=T0)
-        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.events.handlers() == {"segment_closed": [], "vectors_stored": ["conversations.check_topics"]}
+        assert closed is not None and mem.jobs.list(caller=Caller()) == [] and mem.upkeep.handlers() == Handlers(events={"segment_closed": [], "vectors_stored": ["conversations.check_topics", "retrieval.warm"]}, jobs={})
         assert mem.search("window seats", caller=ALICE, sources=["message"], min_score=0)
 
 
@@ -233,7 +233,7 @@ from clawrecall import Memory
 mem = Memory.open(sys.argv[1], llm={{"provider": "openai", "base_url": "{base}", "model": "m", "max_retries": 0,
                   "timeout_s": 60}}, jobs={{"lease_s": {lease}, "poll_s": 0.05}})
 print("ready", flush=True)
-while mem.jobs.run_once("{name}") is None:
+while mem.upkeep.run_job("{name}") is None:
     pass
 print("finished", flush=True)
 """
@@ -267,7 +267,7 @@ def test_a_worker_killed_mid_job_leaves_no_half_written_facts_and_the_job_runs_a
         assert mem.list(caller=ALICE, limit=100, category="preference") == []  # nothing half-written
         later = utcnow() + timedelta(seconds=2)  # the dead worker's lease (1 s) has run out
         monkeypatch.setattr(_jobs, "utcnow", lambda: later)
-        again = mem.jobs.run_once("rescuer")
+        again = mem.upkeep.run_job("rescuer")
         assert again is not None and again.status == "done" and again.attempts == 2 and again.worker == "rescuer"
         assert [m.content for m in mem.list(caller=ALICE, limit=100, category="preference")] == ["The user prefers aisle seats."]
         assert len([m for m in mem.list(caller=ALICE, limit=100) if m.source_type == "extraction"]) == 2
@@ -309,7 +309,7 @@ def test_erasing_the_person_while_the_model_answers_writes_nothing_of_the_erased
             return {"json": {"facts": [fact("In February 2026 the user moved to Brno.")], "summary": "Moving."}}
 
         llm_stub.script.append(erase_then_answer)
-        job = mem.jobs.run_once("w1", kinds=["extract"])
+        job = mem.upkeep.run_job("w1", kinds=["extract"])
         assert erased["segments"] == 1 and erased["jobs"] == 2  # the extract and summarize jobs, though in user:alice
         assert job is None or job.status != "done"
         assert mem._store.segments.get(closed.id) is None
@@ -328,10 +328,10 @@ def test_an_embedding_provider_that_is_down_makes_the_job_wait_before_the_llm_is
         dims = mem.upkeep.embedder.dimensions
         monkeypatch.setattr(type(mem.upkeep.embedder), "_embed_batch",
                             lambda self, texts, kind: np.zeros((len(texts), dims), dtype=np.float32))
-        waiting = mem.jobs.run_once("w1")
+        waiting = mem.upkeep.run_job("w1")
         assert waiting.status == "queued" and waiting.attempts == 0 and "embedding provider" in waiting.last_error
         assert llm_stub.requests == []  # no tokens spent on a job that could not finish
         monkeypatch.setattr(type(mem.upkeep.embedder), "_embed_batch", embed)
         mem._store.run(f"UPDATE jobs SET run_after = created_at WHERE id = {mem._store.dialect.p}", (waiting.id,))
-        assert mem.jobs.run_once("w1").status == "done"
+        assert mem.upkeep.run_job("w1").status == "done"
         assert [m.content for m in mem.list(caller=ALICE, category="preference")] == ["The user prefers aisle seats."]

@@ -4,6 +4,7 @@ off-switch) and a memory's recalls, on both backends."""
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -115,6 +116,39 @@ def test_erasing_a_person_erases_its_searches_and_the_hits_on_its_memories(mem, 
     assert {r.query for r in mem.insight.searches()} == {"what does alice drink, oolong?", "cello"}
     hits = mem._store.run("SELECT memory_id FROM search_hits")
     assert seeded["tea"] not in {str(r[0]) for r in hits} and hits  # bob's and the admin's other hits stay
+
+
+def test_forget_waits_for_a_log_write_in_flight_so_its_hits_do_not_come_back(mem, seeded, monkeypatch):
+    """The log's queue takes the searches noted and writes them; a forget meanwhile flushes the log first and
+    must wait for that write, else it lands after the forget and brings back a hit on the forgotten memory."""
+    recorder, append = mem._recorder, mem._store.search_log.append
+    writing, contended = threading.Event(), threading.Event()
+
+    class Watched:  # the recorder's write lock, saying when a second flush waits for the first
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if not self.lock.acquire(blocking=False):
+                contended.set()
+                self.lock.acquire()
+
+        def __exit__(self, *exc):
+            self.lock.release()
+
+    def held_write(rows):  # the queue's write, held until the forget's flush is waiting for it
+        writing.set()
+        contended.wait(30)
+        append(rows)
+
+    monkeypatch.setattr(recorder, "_writing", Watched(recorder._writing))
+    monkeypatch.setattr(mem._store.search_log, "append", held_write)
+    mem.search("oolong tea", caller=ALICE)
+    assert writing.wait(30)
+    mem.forget(seeded["tea"], caller=ALICE)
+    mem.upkeep.runtime.drain()
+    assert contended.is_set()
+    assert seeded["tea"] not in {str(r[0]) for r in mem._store.run("SELECT memory_id FROM search_hits")}
 
 
 def test_the_log_can_be_switched_off(db_target, seeded_off=None):

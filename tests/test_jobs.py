@@ -81,13 +81,13 @@ def test_a_job_runs_once_writes_in_its_commit_and_counts_its_tokens(jobs_mem):
         with lease.commit():
             mem.add(f"A fact from {j.subject_id}", user_id="alice")
 
-    mem.events.job("extract", extract)
-    done = mem.jobs.run_once("w1")
+    mem.upkeep.job("extract", extract)
+    done = mem.upkeep.run_job("w1")
     assert seen == [job.id] and done.status == "done" and done.attempts == 1 and done.finished_at is not None
     assert (done.input_tokens, done.output_tokens, done.cost) == (1300, 320, pytest.approx(0.0021))
     assert done.lease_until is None and done.worker == "w1"
     assert _contents(mem) == ["A fact from seg-1"]
-    assert mem.jobs.run_once("w1") is None  # nothing else is ready
+    assert mem.upkeep.run_job("w1") is None  # nothing else is ready
     stats = mem.stats().jobs
     assert stats.by_status["done"] == 1 and stats.by_kind["extract"].input_tokens == 1300
     assert stats.by_kind["extract"].cost == pytest.approx(0.0021)
@@ -97,9 +97,9 @@ def test_a_handler_that_writes_nothing_is_done_and_kinds_without_handlers_wait(j
     mem = jobs_mem
     mem.jobs.enqueue("extract", scope="user:alice", subject_id="a")
     waiting = mem.jobs.enqueue("summarize", scope="user:alice", subject_id="a")
-    mem.events.job("extract", lambda job, lease: None)
-    assert mem.jobs.run_once("w1").status == "done"
-    assert mem.jobs.run_once("w1") is None
+    mem.upkeep.job("extract", lambda job, lease: None)
+    assert mem.upkeep.run_job("w1").status == "done"
+    assert mem.upkeep.run_job("w1") is None
     assert mem.jobs.get(waiting.id, caller=ADMIN).status == "queued"
 
 
@@ -111,21 +111,21 @@ def test_failures_back_off_then_the_job_is_dead_with_its_reason(db_target):
             lease.usage(10, 1)
             raise ValueError(f"the model answered nonsense (attempt {j.attempts})")
 
-        mem.events.job("extract", broken)
+        mem.upkeep.job("extract", broken)
         waits = []
         for attempt in (1, 2, 3):
             before = utcnow()
-            ran = mem.jobs.run_once("w1")
+            ran = mem.upkeep.run_job("w1")
             assert ran.attempts == attempt and ran.last_error == f"ValueError: the model answered nonsense (attempt {attempt})"
             if attempt < 3:
                 assert ran.status == "queued" and ran.worker == "w1" and ran.lease_until is None  # who ran it last
                 waits.append((ran.run_after - before).total_seconds())
-                assert mem.jobs.run_once("w1") is None  # not before its backoff
+                assert mem.upkeep.run_job("w1") is None  # not before its backoff
                 _due_now(mem, job.id)
         # base·2^(n−1), jittered into its upper half, capped: 20–40 s, then 40–60 s (80 capped at 60)
         assert 20 <= waits[0] <= 40.5 and 30 <= waits[1] <= 60.5, waits
         assert ran.status == "dead" and ran.finished_at is not None and ran.input_tokens == 30
-        assert mem.jobs.run_once("w1") is None
+        assert mem.upkeep.run_job("w1") is None
         assert [j.id for j in mem.jobs.list(caller=ADMIN, status="dead")] == [job.id]
 
 
@@ -143,10 +143,10 @@ def test_retry_later_sets_the_time_exactly_and_gives_the_attempt_back(jobs_mem):
     def rate_limited(j, lease):
         raise RetryLaterError("429 from the provider", after=120)
 
-    mem.events.job("extract", rate_limited)
+    mem.upkeep.job("extract", rate_limited)
     before = utcnow()
     for _ in range(5):  # more than max_attempts (3): a provider that asks to wait never kills the job
-        ran = mem.jobs.run_once("w1")
+        ran = mem.upkeep.run_job("w1")
         assert ran.status == "queued" and ran.attempts == 0 and ran.last_error == "RetryLaterError: 429 from the provider"
         assert 119.9 <= (ran.run_after - before).total_seconds() <= 121, ran.run_after
         _due_now(mem, job.id)
@@ -159,8 +159,8 @@ def test_a_permanent_error_kills_the_job_at_once(jobs_mem):
     def missing(j, lease):
         raise PermanentJobError(f"segment {j.subject_id} was erased")
 
-    mem.events.job("extract", missing)
-    ran = mem.jobs.run_once("w1")
+    mem.upkeep.job("extract", missing)
+    ran = mem.upkeep.run_job("w1")
     assert (ran.status, ran.attempts, ran.last_error) == ("dead", 1, "PermanentJobError: segment gone was erased")
 
 
@@ -170,8 +170,8 @@ def test_cancel_and_retry(jobs_mem):
     assert mem.jobs.cancel(job.id, caller=ADMIN).status == "cancelled"
     with pytest.raises(JobStateError, match="only a queued job can be cancelled"):
         mem.jobs.cancel(job.id, caller=ADMIN)
-    mem.events.job("extract", lambda j, lease: None)
-    assert mem.jobs.run_once("w1") is None  # a cancelled job is not run
+    mem.upkeep.job("extract", lambda j, lease: None)
+    assert mem.upkeep.run_job("w1") is None  # a cancelled job is not run
     again = mem.jobs.retry(job.id[:8], caller=ADMIN)
     assert again.status == "queued" and again.attempts == 0 and again.finished_at is None
     with pytest.raises(JobStateError, match="only a dead or cancelled job can be retried"):
@@ -183,8 +183,8 @@ def test_cancel_and_retry(jobs_mem):
         started.set()
         release.wait(10)
 
-    mem.events.job("extract", slow)
-    runner = threading.Thread(target=mem.jobs.run_once, args=("w1",))
+    mem.upkeep.job("extract", slow)
+    runner = threading.Thread(target=mem.upkeep.run_job, args=("w1",))
     runner.start()
     try:
         assert started.wait(10)
@@ -216,8 +216,8 @@ def test_a_lease_taken_over_writes_nothing(jobs_mem):
             raised.append(exc)
             raise
 
-    mem.events.job("extract", overtaken)
-    ran = mem.jobs.run_once("w1")
+    mem.upkeep.job("extract", overtaken)
+    ran = mem.upkeep.run_job("w1")
     assert raised and _contents(mem) == []
     assert (ran.status, ran.worker, ran.attempts, ran.last_error) == ("running", "w2", 2, None)
 
@@ -237,8 +237,8 @@ def test_the_heartbeat_keeps_a_long_job_its_own(db_target):
             with lease.commit():
                 mem.add("a fact from a slow model", user_id="alice")
 
-        mem.events.job("extract", long_call)
-        ran = mem.jobs.run_once("w1")
+        mem.upkeep.job("extract", long_call)
+        ran = mem.upkeep.run_job("w1")
         assert taken == [None] * 6 and ran.status == "done" and ran.attempts == 1
         assert _contents(mem) == ["a fact from a slow model"]
 
@@ -251,8 +251,8 @@ def test_a_job_whose_workers_keep_dying_is_dead(jobs_mem):
     with mem._store.transaction():
         mem._store.run(f"UPDATE jobs SET status = 'running', attempts = 3, lease_until = {d.p} WHERE id = {d.p}",
                        (d.ts(utcnow() - timedelta(seconds=1)), job.id))
-    mem.events.job("extract", lambda j, lease: pytest.fail("run a fourth time"))
-    ran = mem.jobs.run_once("w1")
+    mem.upkeep.job("extract", lambda j, lease: pytest.fail("run a fourth time"))
+    ran = mem.upkeep.run_job("w1")
     assert ran.status == "dead" and "lease expired" in ran.last_error
 
 
@@ -332,22 +332,22 @@ def test_serve_runs_workers_only_when_a_handler_is_registered(db_target):
     with Memory.open(db_target, jobs={"poll_s": 0.05}) as mem:
         tokens = TokenStore.for_memory(mem)
         with TestClient(create_app(mem, tokens=tokens, allow_anonymous=True)):
-            assert mem.jobs._workers == []
+            assert mem._runner._workers == []
         job = mem.jobs.enqueue("extract", scope="user:alice", subject_id="seg-1")
-        mem.events.job("extract", lambda j, lease: None)
+        mem.upkeep.job("extract", lambda j, lease: None)
         with TestClient(create_app(mem, tokens=tokens, allow_anonymous=True)):
-            assert len(mem.jobs._workers) == 1
+            assert len(mem._runner._workers) == 1
             deadline = time.monotonic() + 60
             while mem.jobs.get(job.id, caller=ADMIN).status != "done" and time.monotonic() < deadline:
                 time.sleep(0.05)
-        assert mem.jobs.get(job.id, caller=ADMIN).status == "done" and mem.jobs._workers == []
+        assert mem.jobs.get(job.id, caller=ADMIN).status == "done" and mem._runner._workers == []
 
 
 def test_close_stops_the_workers_it_started(jobs_mem):
     mem = jobs_mem
-    workers = mem.jobs.start_workers(2)
+    workers = mem.upkeep.start_workers(2)
     assert all(w._thread.is_alive() for w in workers)
-    mem.jobs.stop_workers()
+    mem.upkeep.stop_workers()
     assert not any(w._thread.is_alive() for w in workers)
 
 
@@ -389,8 +389,8 @@ def test_the_worker_command_runs_ready_jobs_and_prints_a_line_each(db_target, tm
         "            raise ValueError('no such segment')\n"
         "        with lease.commit():\n"
         "            mem.add('noted ' + job.subject_id, user_id='alice')\n"
-        "    mem.events.job('note', note)\n"
-        "    mem.events.job('other', lambda job, lease: None)\n"
+        "    mem.upkeep.job('note', note)\n"
+        "    mem.upkeep.job('other', lambda job, lease: None)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     with Memory.open(db_target, jobs={"backoff_base_s": 600}) as mem:
@@ -435,8 +435,8 @@ def test_doctor_says_when_jobs_wait_for_an_llm_that_is_down(db_target):
         def llm_down(j, lease):
             raise RetryLaterError("the LLM at http://127.0.0.1:9 refused the connection", after=30)
 
-        mem.events.job("extract", llm_down)
-        assert mem.jobs.run_once("w1").status == "queued"
+        mem.upkeep.job("extract", llm_down)
+        assert mem.upkeep.run_job("w1").status == "queued"
     report = json.loads(CliRunner().invoke(cli, ["--db", db_target, "doctor", "--json"]).stdout)
     jobs = next(c for c in report["checks"] if c["name"] == "jobs")
     assert jobs["status"] == "warn" and report["ok"] is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,17 @@ from clawrecall import errors, models
 PUBLIC = [
     "AddResult", "AmbiguousIdError", "AuthError", "BackupSummary", "Caller", "ChangePage", "ClawrecallError",
     "CleanupItem", "CleanupReport", "Cluster", "Config", "ConfigError", "Conversation", "ConversationDeleted",
-    "Coverage", "Discussed", "EmbeddingError", "EmbeddingFingerprint", "EmbeddingMismatchError", "Erased",
-    "FileRecord", "ForbiddenError", "HistoryEntry", "Imported", "Ingested", "InvalidRequestError", "Job",
-    "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError", "LLMRefusedError", "LLMUnavailableError",
-    "LeaseLostError", "ListFilters", "Logged", "LoggedHit", "LoggedSearch", "Memory", "MemoryEvent", "MemoryFields",
-    "MemoryFilters", "MemoryRecord", "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError",
-    "PeriodCount", "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "Recall", "RecallCount", "ReembedState",
-    "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SecretKeyError", "SecretRotation",
-    "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats", "StatsGroup", "StorageError", "Sweep",
-    "UnknownToolError", "ValidationError", "Visibility", "WritesDisabledError", "__version__", "load_config",
+    "CountFilters", "Coverage", "DeleteFilters", "Discussed", "EmbeddingError", "EmbeddingFingerprint",
+    "EmbeddingMismatchError", "Erased", "FileRecord", "ForbiddenError", "Handlers", "HistoryEntry", "Imported",
+    "Ingested", "InvalidRequestError", "Job", "JobKindStats", "JobStateError", "JobStats", "Journal", "LLMError",
+    "LLMRefusedError", "LLMUnavailableError", "LeaseLostError", "ListFilters", "ListOrder", "Logged", "LoggedHit",
+    "LoggedSearch", "Memory", "MemoryChanges", "MemoryEvent", "MemoryFields", "MemoryFilters", "MemoryRecord",
+    "Message", "NewMemory", "NotFoundError", "Occurrence", "PayloadTooLargeError", "PeriodCount",
+    "PermanentJobError", "Provenance", "Pruned", "PurgeRun", "QueryCount", "ReadFilters", "Recall", "RecallCount",
+    "ReembedState", "RetryLaterError", "ScopeError", "SearchFilters", "SearchHit", "SearchHits", "SearchMode",
+    "SecretKeyError", "SecretRotation", "SecretsStatus", "Segment", "ShuttingDownError", "StartupEntry", "Stats",
+    "StatsGroup", "StorageError", "Sweep", "UnknownToolError", "UpdateFields", "ValidationError", "Visibility",
+    "WritesDisabledError", "__version__", "load_config",
 ]
 
 
@@ -72,32 +75,29 @@ def test_a_memory_is_built_from_exported_names_only(tmp_path):
 SURFACE = {
     "Memory": [
         "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
-        "erase", "events", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
+        "erase", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
         "open", "purge", "reembed", "search", "secrets", "set_visibility_bulk", "startup", "stats", "supersede", "undelete",
         "undelete_bulk", "update", "upkeep", "versions",
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
-        "check_topics", "close_due", "delete", "end", "export", "folder", "import_occurrences", "log", "prune",
-        "segments", "sessions", "show", "stats",
+        "close_due", "delete", "end", "export", "folder", "import_occurrences", "log", "prune", "segments", "sessions",
+        "show", "stats",
     ],
     "files": ["get", "ingest", "list", "remove"],
-    "jobs": [
-        "cancel", "enqueue", "get", "handlers", "list", "poll_s", "retry", "run_once", "start_workers", "stats",
-        "stop_workers",
-    ],
+    "jobs": ["cancel", "enqueue", "get", "list", "retry", "stats"],
     "insight": [
         "added", "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled",
         "recalls", "searched", "searches", "unanswered", "why",
     ],
     "secrets": ["rotate", "status"],
-    "changes": ["after", "close", "closed", "config", "last", "start", "store", "subscribe"],
-    "events": ["emit", "handlers", "job", "jobs", "on"],
+    "changes": ["after", "last", "subscribe"],
     "upkeep": [
-        "backend", "backfill", "build_vector_index", "check_fingerprint", "check_llm", "configured_fingerprint",
-        "deferred_vector_index", "embedder", "extracting", "integrity_problems", "last_purge", "location",
-        "reembed_state", "runtime", "saved_backups", "scheduled_backup", "schema_version", "stored_fingerprint",
-        "sweep", "unembedded",
+        "backend", "backfill", "build_vector_index", "check_fingerprint", "check_llm", "close_feeds",
+        "configured_fingerprint", "deferred_vector_index", "embedder", "extracting", "handlers", "integrity_problems",
+        "job", "last_purge", "location", "on", "reembed_state", "run_job", "runtime", "saved_backups",
+        "scheduled_backup", "schema_version", "start_workers", "stop_workers", "stored_fingerprint", "sweep",
+        "unembedded", "worker",
     ],
 }
 NAMESPACES = [n for n in SURFACE if n != "Memory"]
@@ -119,6 +119,31 @@ def test_memory_and_its_namespaces_answer_to_exactly_the_pinned_names(mem):
     assert _public(mem) == SURFACE["Memory"]
     for name in NAMESPACES:
         assert _public(getattr(mem, name)) == SURFACE[name], name
+
+
+# modules whose objects are the engine's parts, not a user's: the store, the pipeline, the write path, the search
+# log, the event registry, the job runner, the change feed's watch
+MACHINERY = ("clawrecall.storage", "clawrecall.retrieval", "clawrecall.insight", "clawrecall.engine.", "clawrecall.runtime",
+             "clawrecall.embeddings", "clawrecall.llm", "clawrecall.extraction")
+
+
+def test_no_namespace_hands_out_the_engine_s_parts(mem):
+    """Outside `mem.upkeep` (which runs the store, so its `runtime` and `embedder` are parts on purpose), every
+    public attribute that is not a verb is a namespace, the config or a plain value: a part made public again
+    (`mem.changes.store`, `mem.events`, `mem.jobs.handlers`) fails here even if it is added to the pinned list."""
+    namespaces = {id(getattr(mem, n)) for n in NAMESPACES}
+    for owner in ["Memory", *NAMESPACES]:
+        if owner == "upkeep":
+            continue
+        obj = mem if owner == "Memory" else getattr(mem, owner)
+        for name in _public(obj):
+            value = getattr(obj, name)
+            if inspect.ismethod(value) or id(value) in namespaces:
+                continue
+            module = type(value).__module__
+            assert isinstance(value, (dict, clawrecall.Config)) or not module.startswith(MACHINERY), (
+                f"{owner}.{name} is a {module}.{type(value).__name__}: the engine's machinery")
+            assert not isinstance(value, dict), f"{owner}.{name} is a dict: machinery (a registry), not a verb"
 
 
 def test_the_architecture_doc_lists_the_whole_surface():
@@ -151,24 +176,56 @@ def test_every_verb_takes_the_caller_one_way(mem):
     assert checked >= 30
 
 
-def test_add_search_and_list_take_typed_fields_and_refuse_unknown_names(mem):
+def test_verbs_with_many_fields_take_them_typed_and_refuse_unknown_names(mem):
     """Their keywords are TypedDicts a type checker reads; a misspelt one is the TypeError Python gives."""
-    for verb, fields in ((mem.add, clawrecall.MemoryFields), (mem.search, clawrecall.SearchFilters),
-                         (mem.list, clawrecall.ListFilters)):
-        [variadic] = [p for p in inspect.signature(verb).parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
-        assert variadic.annotation == f"Unpack[{fields.__name__}]"
+    typed = {"add": clawrecall.MemoryFields, "search": clawrecall.SearchFilters, "list": clawrecall.ListFilters,
+             "count": clawrecall.CountFilters, "update": clawrecall.UpdateFields, "supersede": clawrecall.MemoryChanges,
+             "delete_bulk": clawrecall.DeleteFilters}
+    for name, fields in typed.items():
+        [variadic] = [p for p in inspect.signature(getattr(mem, name)).parameters.values()
+                      if p.kind is inspect.Parameter.VAR_KEYWORD]
+        assert variadic.annotation == f"Unpack[{fields.__name__}]", name
+    with_variadic = {n for n in _public(mem) if inspect.ismethod(getattr(mem, n)) and any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(getattr(mem, n)).parameters.values())}
+    assert with_variadic == set(typed) | {"open"}  # open's keywords are config keys, checked by the config model
     alice = clawrecall.Caller("alice")
-    with pytest.raises(TypeError, match="categry"):
-        mem.add("Alice prefers tea", caller=alice, categry="preference")
-    with pytest.raises(TypeError, match="limt"):
-        mem.search("tea", caller=alice, limt=3)
-    with pytest.raises(TypeError, match="ordr"):
-        mem.list(caller=alice, ordr="oldest")
-    assert mem.list(caller=alice) == []  # nothing was written by the refused add
+    kept = mem.add("Alice prefers green tea", caller=alice, category="preference")
+    refused = [
+        lambda: mem.add("Alice prefers tea", caller=alice, categry="preference"),
+        lambda: mem.search("tea", caller=alice, limt=3),
+        lambda: mem.list(caller=alice, ordr="oldest"),
+        lambda: mem.count(caller=alice, categry="preference"),
+        lambda: mem.update(kept.id, caller=alice, contnt="Alice prefers coffee"),
+        lambda: mem.supersede(kept.id, "Alice prefers coffee", caller=alice, importanc=0.9),
+        lambda: mem.delete_bulk(caller=alice, categry="preference"),
+    ]
+    for call, misspelt in zip(refused, ("categry", "limt", "ordr", "categry", "contnt", "importanc", "categry")):
+        with pytest.raises(TypeError, match=misspelt):
+            call()
+    [only] = mem.list(caller=alice)  # nothing was written, changed or deleted by the refused calls
+    assert only.model_dump() == mem.get(kept.id, caller=alice).model_dump() and only.content == "Alice prefers green tea"
+    assert mem.count(caller=alice, category="preference") == 1
+    mem.forget(kept.id, caller=alice)
+
+
+def test_a_search_s_mode_and_a_list_s_order_are_literal_types_checked_at_the_call():
+    """A type checker knows the choices; a value outside them is a ValidationError that names them."""
+    assert typing.get_type_hints(clawrecall.SearchFilters)["mode"] == clawrecall.SearchMode
+    assert typing.get_type_hints(clawrecall.ListFilters)["order"] == clawrecall.ListOrder
+    assert typing.get_args(clawrecall.SearchMode) == ("hybrid", "vector", "bm25", "trigram")
+    assert typing.get_args(clawrecall.ListOrder) == ("newest", "oldest", "updated", "importance", "recalls")
+
+
+def test_an_unknown_mode_or_order_is_a_clear_error(mem):
+    with pytest.raises(clawrecall.ValidationError, match="unknown search mode 'fuzzy': use hybrid, vector, bm25 or trigram"):
+        mem.search("tea", mode="fuzzy")  # type: ignore[typeddict-item]
+    with pytest.raises(clawrecall.ValidationError, match="unknown order 'random': use newest, oldest, updated, importance or recalls"):
+        mem.list(order="random")  # type: ignore[typeddict-item]
 
 
 def test_every_public_verb_returns_a_model_not_a_dict():
     """What a verb returns is a model (or a list of them, a number, a path): no plain dict to guess the keys of."""
+    from clawrecall.engine._changes import Changes
     from clawrecall.engine._conversations import Conversations
     from clawrecall.engine._files import Files
     from clawrecall.engine._insight import Insight
@@ -177,7 +234,7 @@ def test_every_public_verb_returns_a_model_not_a_dict():
     from clawrecall.engine._startup import Startup
     from clawrecall.engine._upkeep import Upkeep
 
-    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys):
+    for cls in (clawrecall.Memory, Startup, Conversations, Files, Jobs, Insight, Upkeep, SecretKeys, Changes):
         for name, fn in vars(cls).items():
             if name.startswith("_") or not callable(fn):
                 continue

@@ -63,7 +63,7 @@ def converse(mem: Memory, texts: list[str], session: str, start: datetime) -> No
     caller = Caller("alice", "drjones", session)
     mem.conversations.log(transcript, caller=caller, session_id=session, now=start + timedelta(minutes=len(texts)))
     mem.conversations.end(session, caller=caller)
-    while mem.jobs.run_once("test-worker") is not None:
+    while mem.upkeep.run_job("test-worker") is not None:
         pass
 
 

@@ -348,7 +348,7 @@ class ConversationsConfig(_Section):
     max_turns: int = Field(default=50, ge=1)
     # topic shift: cosine between the mean vectors of the `topic_window` messages before and from a
     # user message; at the lowest point below the threshold the segment closes (0 = never). Measured
-    # for the default model by bench/segments.py (docs/segments-benchmark.md): on LoCoMo no setting
+    # for the default model by bench/segments.py (docs/benchmarks/segments.md): on LoCoMo no setting
     # cuts between spliced chats without also cutting inside one, so the default fires on stark
     # shifts only (no false cut in 115 sessions; a coding chat followed by a cooking one dips to -0.04)
     topic_threshold: float = Field(default=0.15, ge=0, le=1)

@@ -289,6 +289,14 @@ class ChangePage(BaseModel):
     more: bool = Field(description="More rows wait after `cursor`: read again at once.")
 
 
+class Handlers(BaseModel):
+    """Who handles what (`mem.upkeep.handlers()`), by name: each event's listeners in the order they run,
+    and each job kind's one handler."""
+
+    events: dict[str, list[str]]
+    jobs: dict[str, str]
+
+
 class Stats(BaseModel):
     """Counts for `clawrecall stats`; computed with plain SQL, no embedding model loaded."""
 
@@ -363,6 +371,11 @@ class Conversation(BaseModel):
     messages: int
     first_at: datetime
     last_at: datetime
+
+
+GroupBy = Literal["user", "agent", "session"]  # what `mem.conversations.stats` counts by
+EndReason = Literal["session_end", "explicit"]  # why `mem.conversations.end` closes a segment
+OnDuplicate = Literal["skip", "keep"]  # what `mem.import_jsonl` does with a near-duplicate
 
 
 class StatsGroup(BaseModel):
@@ -451,8 +464,32 @@ class MemoryFields(TypedDict, total=False):
     embed_later: bool | None
 
 
+class MemoryChanges(TypedDict, total=False):
+    """What `mem.supersede(id, content, **fields)` sets on the new version besides its content, and what
+    `mem.update` may change (`UpdateFields`); a type checker checks the names."""
+
+    title: str | None
+    category: str | None
+    tags: Sequence[str] | None
+    importance: float | None
+    confidence: float | None
+    visibility: str | None
+    metadata: Mapping[str, Any] | None
+    expires_at: datetime | None
+
+
+class UpdateFields(MemoryChanges, total=False):
+    """What `mem.update(id, **fields)` changes: the given fields only (a new content is re-embedded)."""
+
+    content: str | None
+
+
+SearchMode = Literal["hybrid", "vector", "bm25", "trigram"]
+ListOrder = Literal["newest", "oldest", "updated", "importance", "recalls"]  # recalls: most found by logged searches
+
+
 class MemoryFilters(TypedDict, total=False):
-    """The filters `search` and `list` share."""
+    """Which memories: the filters `search`, `list`, `count` and `delete_bulk` all take."""
 
     scope: str | list[str] | None
     category: str | list[str] | None
@@ -460,15 +497,31 @@ class MemoryFilters(TypedDict, total=False):
     session_id: str | None
     since: datetime | None
     until: datetime | None
+
+
+class ReadFilters(MemoryFilters, total=False):
+    """The filters every read (`search`, `list`, `count`) takes besides `MemoryFilters`."""
+
     include_deleted: bool
     as_of: datetime | None
     secrets: bool
 
 
-class SearchFilters(MemoryFilters, total=False):
+class DeleteFilters(MemoryFilters, total=False):
+    """What a bulk change (`mem.delete_bulk`, `undelete_bulk`, `set_visibility_bulk`) takes besides the caller and
+    `dry_run`; `list` and `count` take them too."""
+
+    user: str | None  # only this user's rows
+    agent: str | None  # only the rows this agent wrote
+    visibility: str | None  # only the rows at this level
+    source_type: str | None
+    source: str | None  # one of LISTED (a bulk change: memory or fact)
+
+
+class SearchFilters(ReadFilters, total=False):
     """What `mem.search(query, **filters)` takes besides the query, the caller and `limit`."""
 
-    mode: str  # hybrid (default), vector, bm25 or trigram
+    mode: SearchMode
     explain: bool
     diverse: bool
     min_score: float | None
@@ -478,36 +531,20 @@ class SearchFilters(MemoryFilters, total=False):
     message_roles: Sequence[str] | None
 
 
-class ListFilters(MemoryFilters, total=False):
-    """What `mem.list(**filters)` takes besides the caller, `limit` and `offset`."""
+class CountFilters(ReadFilters, DeleteFilters, total=False):
+    """What `mem.count(**filters)` takes besides the caller: it counts what `list` lists."""
 
     only_deleted: bool
     include_expired: bool
-    source_type: str | None
-    source_id: str | Sequence[str] | None
-    order: str  # newest (default), oldest, updated, importance or recalls (most found by logged searches)
     include_superseded: bool
+    source_id: str | Sequence[str] | None
     sources: Sequence[str] | None  # memory (default), message, chunk
-    user: str | None  # only this user's rows
-    agent: str | None  # only the rows this agent wrote
-    visibility: str | None  # only the rows at this level
-    source: str | None  # one of LISTED: a kind of row, or `fact` (a memory the extraction made)
 
 
-class BulkFilters(TypedDict, total=False):
-    """Which memories a bulk change (`delete_bulk`, `undelete_bulk`, `set_visibility_bulk`) touches: at least one."""
+class ListFilters(CountFilters, total=False):
+    """What `mem.list(**filters)` takes besides the caller, `limit` and `offset`."""
 
-    scope: str | list[str] | None
-    category: str | list[str] | None
-    tags: Sequence[str] | None
-    session_id: str | None
-    since: datetime | None  # newer than
-    until: datetime | None  # older than
-    user: str | None
-    agent: str | None
-    visibility: str | None
-    source_type: str | None
-    source: str | None  # memory or fact (a memory the extraction made): a bulk change is for memories
+    order: ListOrder
 
 
 class StartupEntry(BaseModel):

@@ -28,15 +28,14 @@ from ..config import Config, data_dir, default_config_path, default_db_path, loa
 from ..engine import Memory
 from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
-    LISTED, AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, MemoryRecord, ReembedState, SearchHit, Stats,
-    Visibility,
+    LISTED, AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState,
+    SearchHit, SearchMode, Stats, Visibility,
 )
 from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
 from ..importers.sources import DATA_SOURCES
 from ..scopes import Caller
 from ..storage import Store, open_store
-from ..storage.base import Order
 from . import output as out
 
 if TYPE_CHECKING:
@@ -176,7 +175,8 @@ def _handler_specs(ctx: click.Context, param: click.Parameter, value: tuple[str,
 handlers_option = click.option(
     "--handlers", "handler_specs", multiple=True, metavar="MODULE[:FUNCTION]", callback=_handler_specs,
     help="Import MODULE and call its FUNCTION (default register) with the open Memory, which registers "
-    "handlers on mem.events: listeners of events and job kinds of your own (repeatable; docs/jobs.md).",
+    "handlers with mem.upkeep.on and mem.upkeep.job: listeners of events and job kinds of your own (repeatable; "
+    "docs/jobs.md).",
 )
 
 
@@ -344,7 +344,7 @@ def add(state: State, content: str, no_dedup: bool, as_json: bool, **fields: Any
 @scope_options
 @filter_options
 @click.option("--limit", "-n", type=int, default=10, show_default=True, help="Most results to return.")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25", "trigram"]), default="hybrid", show_default=True)
+@click.option("--mode", type=click.Choice(get_args(SearchMode)), default="hybrid", show_default=True)
 @click.option(
     "--min-score", type=click.FloatRange(0, 1), default=None, metavar="P",
     help="Leave out hits whose relevance score (an estimated probability) is below P [default: retrieval.min_score].",
@@ -384,7 +384,7 @@ def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
 @click.option("--by-agent", "agent", metavar="ID", help="Only the memories this agent wrote (--agent is who asks).")
 @click.option("--visibility", type=click.Choice([v.value for v in Visibility]), help="Only the memories at this level.")
 @click.option("--source", type=click.Choice(LISTED), help="Only this kind of row (fact: a memory the extraction made).")
-@click.option("--order", type=click.Choice(get_args(Order)), default="newest", show_default=True,
+@click.option("--order", type=click.Choice(get_args(ListOrder)), default="newest", show_default=True,
               help="importance: most important first; recalls: most found by logged searches first.")
 @rows_format_options
 @pass_state
@@ -578,7 +578,7 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
               help="With --from memento-local: an agent's workspace, whose MEMORY.md and memory/*.md journal come "
               "too (into --agent's scope, else main's).")
 @caller_options
-@click.option("--on-duplicate", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
+@click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=512, show_default=True,
@@ -589,7 +589,8 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @json_option
 @pass_state
 def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
-                    markdown: str | None, on_duplicate: str, dry_run: bool, batch_size: int, defer_index: bool, as_json: bool,
+                    markdown: str | None, on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool,
+                    as_json: bool,
                     caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.

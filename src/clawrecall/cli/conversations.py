@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, get_args
 
 import click
 
-from ..models import Message, Segment
+from ..models import GroupBy, Message, Segment
 from ..scopes import Caller
 from . import output as out
 from .commands import State, caller_options, confirm, group_json_option, json_option, output_file, pass_state, yes_option
@@ -93,10 +93,10 @@ def export(state: State, session_id: str | None, caller: Caller, scope: str | No
 
 @conversations_group.command("stats")
 @caller_options
-@click.option("--by", type=click.Choice(["user", "agent", "session"]), default="user", show_default=True)
+@click.option("--by", type=click.Choice(get_args(GroupBy)), default="user", show_default=True)
 @json_option
 @pass_state
-def stats(state: State, caller: Caller, by: str, as_json: bool) -> None:
+def stats(state: State, caller: Caller, by: GroupBy, as_json: bool) -> None:
     """Messages per role and tokens, per user, agent or session."""
     groups = state.open(embeds=False).conversations.stats(caller=caller, by=by)
     rows = [[str(g.key or "-"), str(g.messages), ", ".join(f"{r} {n}" for r, n in g.by_role.items()),

@@ -9,9 +9,8 @@ from typing import Any
 import click
 
 from .._time import age_string, utcnow
-from ..engine._worker import Worker
 from ..errors import ConfigError
-from ..models import JOB_STATUSES, Job
+from ..models import JOB_STATUSES, Job, JobStatus
 from ..scopes import Caller
 from . import output as out
 from .commands import (
@@ -33,7 +32,7 @@ def jobs_group() -> None:
 @caller_options
 @rows_format_options
 @pass_state
-def list_jobs(state: State, status: str | None, kind: str | None, limit: int, offset: int, caller: Caller,
+def list_jobs(state: State, status: JobStatus | None, kind: str | None, limit: int, offset: int, caller: Caller,
               fmt: out.Format) -> None:
     """The jobs in the scopes you read, the newest first."""
     found = state.open(embeds=False).jobs.list(caller=caller, status=status, kind=kind, limit=limit, offset=offset)
@@ -89,13 +88,14 @@ def worker(state: State, once: bool, kinds: str | None, handler_specs: tuple[str
     one line of JSON per job run, as it ended."""
     mem = state.open(embeds=True)
     load_handlers(mem, handler_specs)
-    if not mem.jobs.handlers:
+    handled = mem.upkeep.handlers().jobs
+    if not handled:
         raise ConfigError("no job handlers are registered, so there is nothing to run (extraction registers its own "
                           "when an LLM is configured; --handlers MODULE adds yours)")
     wanted = [k.strip() for k in kinds.split(",") if k.strip()] if kinds else None
-    unknown = sorted(set(wanted or []) - set(mem.jobs.handlers))
+    unknown = sorted(set(wanted or []) - set(handled))
     if unknown:
-        raise click.UsageError(f"no handler for {', '.join(unknown)} (handlers: {', '.join(sorted(mem.jobs.handlers))})")
+        raise click.UsageError(f"no handler for {', '.join(unknown)} (handlers: {', '.join(sorted(handled))})")
 
     def finished(job: Job) -> None:
         if as_json:
@@ -103,7 +103,7 @@ def worker(state: State, once: bool, kinds: str | None, handler_specs: tuple[str
         else:
             click.echo(f"{out.short_id(job.id)} {job.kind} {outcome_text(job)}")
 
-    loop = Worker(mem.jobs, kinds=wanted, on_finish=finished)
+    loop = mem.upkeep.worker(kinds=wanted, on_finish=finished)
     before = {sig: signal.signal(sig, lambda *_: loop.stop(wait=False)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         ran = loop.run(once=once)

@@ -39,30 +39,35 @@ class _Where:
     user_id: str | None = None
 
 
+class Subscription:
+    """A reader's hold on the feed (`mem.changes.subscribe`): `closed` once the feed has ended (the store is
+    closing: a server shutting down does not wait for its readers), `cancel()` to be woken no more."""
+
+    def __init__(self, changes: Changes, key: object):
+        self._changes = changes
+        self._key = key
+
+    @property
+    def closed(self) -> bool:
+        return self._changes._closed
+
+    def cancel(self) -> None:
+        with self._changes._lock:
+            self._changes._wakes.pop(self._key, None)
+
+
 class Changes:
     def __init__(self, store: Store, config: Config):
-        self.store = store
-        self.config = config
+        self._store = store
+        self._config = config
         self._lock = threading.Lock()
         self._wakes: dict[object, Callable[[], None]] = {}
         self._unwatch: Callable[[], None] | None = None
-        self.closed = False  # `close()` was called: readers stop (a server shutting down does not wait for them)
+        self._closed = False  # `_close()` was called: readers stop
 
     def last(self) -> int:
         """The newest event's id: a feed that starts now reads after it."""
-        return self.store.history.last()
-
-    def start(
-        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        scope: str | list[str] | None = None, after: int | None = None,
-    ) -> int:
-        """Where a feed starts: after `after`, else now; the caller's scopes are checked first, so a scope it
-        may not read is refused before anything waits."""
-        read_scopes(as_caller(caller, user_id, agent_id), scope, access=self.config.access)
-        if after is None:
-            return self.last()
-        check_int(after, "after", 0, _MAX_ID)
-        return after
+        return self._store.history.last()
 
     def after(
         self, cursor: int, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -73,11 +78,11 @@ class Changes:
         caller = as_caller(caller, user_id, agent_id)
         check_int(cursor, "cursor", 0, _MAX_ID)
         check_int(limit, "limit", 1, MAX_EVENTS)
-        scopes = read_scopes(caller, scope, access=self.config.access)
+        scopes = read_scopes(caller, scope, access=self._config.access)
         events: list[MemoryEvent] = []
         while True:
-            rows = self.store.history.after(cursor, BATCH)
-            records = self.store.memories.fetch(list({r.memory_id for r in rows}))
+            rows = self._store.history.after(cursor, BATCH)
+            records = self._store.memories.fetch(list({r.memory_id for r in rows}))
             for row in rows:
                 if len(events) == limit:
                     return ChangePage(events=events, cursor=cursor, more=True)
@@ -91,20 +96,15 @@ class Changes:
             if len(rows) < BATCH:
                 return ChangePage(events=events, cursor=cursor, more=False)
 
-    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call `wake()` (from another thread) whenever events may have arrived; returns the unsubscribe function.
-        The store is watched from the first subscriber until `close()`."""
+    def subscribe(self, wake: Callable[[], None]) -> Subscription:
+        """Call `wake()` (from another thread) whenever events may have arrived, and once more when the feed
+        ends; the store is watched from the first subscriber until the store closes."""
         key = object()
         with self._lock:
             self._wakes[key] = wake
-            if self._unwatch is None and not self.closed:
-                self._unwatch = self.store.history.watch(self._wake_all, self.config.insight.events_poll_s)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._wakes.pop(key, None)
-
-        return unsubscribe
+            if self._unwatch is None and not self._closed:
+                self._unwatch = self._store.history.watch(self._wake_all, self._config.insight.events_poll_s)
+        return Subscription(self, key)
 
     def _wake_all(self) -> None:
         with self._lock:
@@ -115,10 +115,11 @@ class Changes:
             except Exception:  # a reader gone meanwhile (its loop closed): never the writer's problem (SQLite calls at commit)
                 log.exception("a change feed reader could not be woken")
 
-    def close(self) -> None:
-        """Stop watching the store and wake every reader, which sees `closed` and ends."""
+    def _close(self) -> None:
+        """Stop watching the store and wake every reader, whose subscription is then `closed`
+        (`mem.upkeep.close_feeds`, `Memory.close`)."""
         with self._lock:
-            self.closed = True
+            self._closed = True
             unwatch, self._unwatch = self._unwatch, None
         if unwatch is not None:
             unwatch()

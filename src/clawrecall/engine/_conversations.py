@@ -6,7 +6,7 @@ the database, so an acknowledged message survives a kill -9. Each message is a `
 kind `message` (searchable with memories, guarded by the same scope check) plus a `messages` row.
 Vectors come after the answer (`_backfill.py`); the topic check runs once they have.
 Closing a segment is the event the extraction of facts hangs on (`segment_closed`, emitted in the
-closing transaction: the job it queues commits with the close); `check_topics` handles `vectors_stored`.
+closing transaction: the job it queues commits with the close); `_check_topics` handles `vectors_stored`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from ..config import Config, data_dir
 from ..conversations import segments as rules
 from ..conversations.transcript import RESTAMPED_WITHIN, Entry, entries, resent
 from ..errors import NotFoundError, ScopeError, ValidationError
-from ..models import Conversation, ConversationDeleted, Logged, MemoryRecord, Message, Occurrence, Pruned, Segment, StatsGroup
+from ..models import (
+    Conversation, ConversationDeleted, EndReason, GroupBy, Logged, MemoryRecord, Message, Occurrence, Pruned, Segment,
+    StatsGroup,
+)
 from ..scopes import ALL, MAX_ID_CHARS, Caller, as_caller, may_write, read_scopes, write_scope
 from ..storage import Store
 from ._backfill import Backfill
@@ -201,7 +204,7 @@ class Conversations:
     # -- segments ------------------------------------------------------------------------------
     def end(
         self, session_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        reason: str = "session_end",
+        reason: EndReason = "session_end",
     ) -> Segment | None:
         """Close the session's open segment now (`/new`, a reset, or an explicit call); None when none is open,
         "not found" when the caller has no conversation of that id."""
@@ -326,7 +329,7 @@ class Conversations:
         self._events.emit("segment_closed", SegmentClosed(segment=done))
         return done
 
-    def check_topics(self, ids: list[str]) -> None:
+    def _check_topics(self, ids: list[str]) -> None:
         """After new vectors: split an open segment where the topic shifted (`segments.topic_shift`)."""
         cfg = self._config.conversations
         if cfg.topic_threshold <= 0:
@@ -463,7 +466,7 @@ class Conversations:
 
     def stats(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        by: str = "user",
+        by: GroupBy = "user",
     ) -> list[StatsGroup]:
         """openclaw-memory-pgvector's `conversation_stats`, per user, agent or session."""
         caller = as_caller(caller, user_id, agent_id)

@@ -5,7 +5,7 @@ The parts of `Memory` do not reach into each other to hang work on one another's
 emits an event (`segment_closed`, `vectors_stored`) and `wire` below is the one place that says who
 handles it. A job kind is an event too, run later by a worker: one handler per kind (`extract`,
 `summarize`, and kinds of your own). Handler modules (`clawrecall serve|worker --handlers MODULE`)
-register more through `mem.events`.
+register more through `mem.upkeep.on` and `mem.upkeep.job`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from typing import Any, Callable, Mapping, Protocol
 from pydantic import BaseModel
 
 from ..errors import ValidationError
-from ..models import Segment
-
+from ..models import Handlers, Job, Segment
 from ._jobs import Handler, Lease
-from ..models import Job
 
 
 class SegmentClosed(BaseModel):
@@ -68,7 +66,7 @@ class Events:
         """Run `listener(payload)` each time `event` fires; `name` (default: the function's) says who it is."""
         if event not in EVENTS:
             raise ValidationError(f"unknown event {event!r}: the events are {', '.join(EVENTS)} "
-                                  "(a job kind is registered with events.job(kind, handler))")
+                                  "(a job kind is registered with mem.upkeep.job(kind, handler))")
         self._listeners[event].append((name or _name(listener), listener))
 
     def job(self, kind: str, handler: Handler) -> None:
@@ -76,7 +74,7 @@ class Events:
         if not isinstance(kind, str) or not kind.strip():
             raise ValidationError("a job kind must be a non-empty string")
         if kind in EVENTS:
-            raise ValidationError(f"{kind!r} is an event, not a job kind: events.on({kind!r}, listener)")
+            raise ValidationError(f"{kind!r} is an event, not a job kind: mem.upkeep.on({kind!r}, listener)")
         self.jobs[kind] = handler
 
     def emit(self, event: str, payload: BaseModel) -> None:
@@ -85,17 +83,10 @@ class Events:
         for _, listener in self._listeners[event]:
             listener(payload)
 
-    def handlers(self) -> dict[str, list[str]]:
+    def handlers(self) -> Handlers:
         """Who handles what, by name: each event's listeners, and each job kind's handler."""
-        out = {event: [name for name, _ in listeners] for event, listeners in self._listeners.items()}
-        out.update({kind: [_name(handler)] for kind, handler in self.jobs.items()})
-        return out
-
-
-class Topics(Protocol):
-    """`mem.conversations`, as the wiring needs it (a protocol: the parts import this module, not the reverse)."""
-
-    def check_topics(self, ids: list[str]) -> None: ...
+        return Handlers(events={event: [name for name, _ in listeners] for event, listeners in self._listeners.items()},
+                        jobs={kind: _name(handler) for kind, handler in self.jobs.items()})
 
 
 class Warming(Protocol):
@@ -105,7 +96,8 @@ class Warming(Protocol):
 
 
 class Extracting(Protocol):
-    """Extraction (engine/_extraction.py), as the wiring needs it."""
+    """Extraction (engine/_extraction.py), as the wiring needs it (a protocol: the parts import this module,
+    not the reverse)."""
 
     @property
     def active(self) -> bool: ...
@@ -114,10 +106,11 @@ class Extracting(Protocol):
     def summarize(self, job: Job, lease: Lease) -> None: ...
 
 
-def wire(events: Events, conversations: Topics, extraction: Extracting, warm: Warming) -> None:
-    """The engine's own handlers, all of them: the topic check and the searches warmed after new vectors, and
-    (with an LLM configured) the extraction job queued as a segment closes and the handlers of its job kinds."""
-    events.on("vectors_stored", lambda e: conversations.check_topics(e.ids), name="conversations.check_topics")
+def wire(events: Events, check_topics: Callable[[list[str]], None], extraction: Extracting, warm: Warming) -> None:
+    """The engine's own handlers, all of them: the conversations' topic check and the searches warmed after new
+    vectors, and (with an LLM configured) the extraction job queued as a segment closes and the handlers of its
+    job kinds."""
+    events.on("vectors_stored", lambda e: check_topics(e.ids), name="conversations.check_topics")
     events.on("vectors_stored", lambda e: warm(e.ids), name="retrieval.warm")
     if extraction.active:
         events.on("segment_closed", lambda e: extraction.queue(e.segment), name="extraction.queue")

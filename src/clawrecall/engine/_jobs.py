@@ -31,7 +31,7 @@ from ..errors import (
     RetryLaterError,
     ValidationError,
 )
-from ..models import JOB_STATUSES, Job, JobKindStats, JobStats
+from ..models import JOB_STATUSES, Job, JobKindStats, JobStats, JobStatus
 from ..scopes import Caller, as_caller, read_scopes, validate_scope, write_scope
 from ..storage import Store
 from ..storage.jobs import Claim, Usage
@@ -90,19 +90,13 @@ Handler = Callable[[Job, Lease], None]
 
 
 class Jobs:
-    def __init__(self, store: Store, config: Config, handlers: Mapping[str, Handler]):
-        """`handlers`: kind -> handler, as registered (`mem.events.job`, `_events.wire`)."""
+    """`mem.jobs`: the queue as a user sees it (queue a job, read, retry, cancel); what runs the jobs is
+    the `Runner` below, reached by the doors that run the store through `mem.upkeep`."""
+
+    def __init__(self, store: Store, config: Config):
         self._store = store
         self._config = config
-        self.handlers = handlers
-        self._workers: list[Worker] = []
 
-    @property
-    def poll_s(self) -> float:
-        """How long an idle worker waits before it looks for a ready job again (`jobs.poll_s`)."""
-        return self._config.jobs.poll_s
-
-    # -- producing ----------------------------------------------------------------------------
     def enqueue(
         self, kind: str, *, scope: str, subject_id: str, payload: Mapping[str, Any] | None = None,
         run_after: datetime | None = None,
@@ -124,7 +118,106 @@ class Jobs:
                   max_attempts=self._config.jobs.max_attempts, run_after=run_after or now, created_at=now, updated_at=now)
         return job if self._store.jobs.add(job) else None
 
-    # -- running ------------------------------------------------------------------------------
+    # -- reading and managing -------------------------------------------------------------------
+    def list(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        status: JobStatus | None = None, kind: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[Job]:
+        """The jobs in the scopes the caller reads, the newest first."""
+        caller = as_caller(caller, user_id, agent_id)
+        if status is not None and status not in JOB_STATUSES:
+            raise ValidationError(f"unknown job status {status!r}: use {', '.join(JOB_STATUSES)}")
+        check_text(kind, "kind")
+        check_int(limit, "limit", 1, _MAX_ROWS)
+        check_int(offset, "offset", 0, _MAX_ROWS)
+        return self._store.jobs.find(self._reads(caller), status=status, kind=kind, limit=limit, offset=offset)
+
+    def get(
+        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+    ) -> Job:
+        """A job by id or unique prefix (8+ hex characters), in the scopes the caller reads."""
+        caller = as_caller(caller, user_id, agent_id)
+        if not isinstance(job_id, str) or not is_id_or_prefix(job_id):
+            raise ValidationError(f"invalid job id {job_id!r}: give the id or at least 8 of its first hex characters")
+        prefix = job_id.strip().lower()
+        matches = self._store.jobs.ids_with_prefix(prefix, self._reads(caller))
+        if not matches:
+            raise NotFoundError(f"no job with id {job_id!r}")
+        if len(matches) > 1 and prefix not in matches:
+            raise AmbiguousIdError(job_id, matches)
+        found = self._store.jobs.get(prefix if prefix in matches else matches[0])
+        if found is None:  # erased between the two reads
+            raise NotFoundError(f"no job with id {job_id!r}")
+        return found
+
+    def retry(
+        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+    ) -> Job:
+        """Queue a dead or cancelled job again, due now, with its attempts back to 0."""
+        caller = as_caller(caller, user_id, agent_id)
+        return self._move(job_id, caller, ("dead", "cancelled"), "queued", "retried")
+
+    def cancel(
+        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+    ) -> Job:
+        """Cancel a queued job. A running one cannot be: its worker holds it (cancel it if it is queued again)."""
+        caller = as_caller(caller, user_id, agent_id)
+        return self._move(job_id, caller, ("queued",), "cancelled", "cancelled")
+
+    def _move(self, job_id: str, caller: Caller, before: tuple[str, ...], status: str, verb: str) -> Job:
+        job = self.get(job_id, caller=caller)
+        write_scope(caller, job.scope, access=self._config.access)  # reading a job is not enough to change it
+        if job.status not in before or not self._store.jobs.move(job.id, before, status, utcnow(), reset=status == "queued"):
+            current = self._store.jobs.get(job.id)
+            now = current.status if current is not None else job.status
+            if now == "running" and status == "cancelled":
+                raise JobStateError(f"job {job.id} is running: a running job cannot be cancelled (its worker holds it; "
+                                    "it can be cancelled if it fails and is queued again)")
+            raise JobStateError(f"job {job.id} is {now}: only a {' or '.join(before)} job can be {verb}")
+        moved = self._store.jobs.get(job.id)
+        assert moved is not None
+        return moved
+
+    def stats(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+    ) -> JobStats:
+        """Jobs per status, tokens in and out and cost per kind, and the oldest ready job, in the caller's scopes."""
+        caller = as_caller(caller, user_id, agent_id)
+        scopes = self._reads(caller)
+        by_status = {s: 0 for s in JOB_STATUSES}
+        by_kind: dict[str, JobKindStats] = {}
+        for kind, status, n, tokens_in, tokens_out, cost in self._store.jobs.counts(scopes):
+            by_status[status] += n
+            k = by_kind.setdefault(kind, JobKindStats(jobs={}, input_tokens=0, output_tokens=0, cost=None))
+            k.jobs[status] = n
+            k.input_tokens += tokens_in
+            k.output_tokens += tokens_out
+            if cost is not None:
+                k.cost = (k.cost or 0.0) + cost
+        retrying, last_error = self._store.jobs.retrying(scopes)
+        return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self._store.jobs.oldest_ready(scopes, utcnow()),
+                        retrying=retrying, last_error=last_error)
+
+    def _reads(self, caller: Caller) -> builtins.list[str] | None:
+        """The scopes the caller reads unasked (None: every scope, for the administrator)."""
+        return read_scopes(caller, None, access=self._config.access)
+
+
+class Runner:
+    """Runs ready jobs: one at a time (`run_once`, the loop of a `Worker`), or in worker threads."""
+
+    def __init__(self, store: Store, config: Config, handlers: Mapping[str, Handler]):
+        """`handlers`: kind -> handler, as registered (`mem.upkeep.job`, `_events.wire`)."""
+        self._store = store
+        self._config = config
+        self.handlers = handlers
+        self._workers: list[Worker] = []
+
+    @property
+    def poll_s(self) -> float:
+        """How long an idle worker waits before it looks for a ready job again (`jobs.poll_s`)."""
+        return self._config.jobs.poll_s
+
     def run_once(self, worker: str, kinds: Sequence[str] | None = None) -> Job | None:
         """Claim one ready job (of `kinds` that have a handler; default all), run it, record the outcome, and
         return the job as it ended; None when no job was ready."""
@@ -213,87 +306,3 @@ class Jobs:
             w.stop(wait=False)
         for w in workers:
             w.stop(timeout=timeout)
-
-    # -- reading and managing -------------------------------------------------------------------
-    def list(
-        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        status: str | None = None, kind: str | None = None, limit: int = 50, offset: int = 0
-    ) -> list[Job]:
-        """The jobs in the scopes the caller reads, the newest first."""
-        caller = as_caller(caller, user_id, agent_id)
-        if status is not None and status not in JOB_STATUSES:
-            raise ValidationError(f"unknown job status {status!r}: use {', '.join(JOB_STATUSES)}")
-        check_text(kind, "kind")
-        check_int(limit, "limit", 1, _MAX_ROWS)
-        check_int(offset, "offset", 0, _MAX_ROWS)
-        return self._store.jobs.find(self._reads(caller), status=status, kind=kind, limit=limit, offset=offset)
-
-    def get(
-        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-    ) -> Job:
-        """A job by id or unique prefix (8+ hex characters), in the scopes the caller reads."""
-        caller = as_caller(caller, user_id, agent_id)
-        if not isinstance(job_id, str) or not is_id_or_prefix(job_id):
-            raise ValidationError(f"invalid job id {job_id!r}: give the id or at least 8 of its first hex characters")
-        prefix = job_id.strip().lower()
-        matches = self._store.jobs.ids_with_prefix(prefix, self._reads(caller))
-        if not matches:
-            raise NotFoundError(f"no job with id {job_id!r}")
-        if len(matches) > 1 and prefix not in matches:
-            raise AmbiguousIdError(job_id, matches)
-        found = self._store.jobs.get(prefix if prefix in matches else matches[0])
-        if found is None:  # erased between the two reads
-            raise NotFoundError(f"no job with id {job_id!r}")
-        return found
-
-    def retry(
-        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-    ) -> Job:
-        """Queue a dead or cancelled job again, due now, with its attempts back to 0."""
-        caller = as_caller(caller, user_id, agent_id)
-        return self._move(job_id, caller, ("dead", "cancelled"), "queued", "retried")
-
-    def cancel(
-        self, job_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-    ) -> Job:
-        """Cancel a queued job. A running one cannot be: its worker holds it (cancel it if it is queued again)."""
-        caller = as_caller(caller, user_id, agent_id)
-        return self._move(job_id, caller, ("queued",), "cancelled", "cancelled")
-
-    def _move(self, job_id: str, caller: Caller, before: tuple[str, ...], status: str, verb: str) -> Job:
-        job = self.get(job_id, caller=caller)
-        write_scope(caller, job.scope, access=self._config.access)  # reading a job is not enough to change it
-        if job.status not in before or not self._store.jobs.move(job.id, before, status, utcnow(), reset=status == "queued"):
-            current = self._store.jobs.get(job.id)
-            now = current.status if current is not None else job.status
-            if now == "running" and status == "cancelled":
-                raise JobStateError(f"job {job.id} is running: a running job cannot be cancelled (its worker holds it; "
-                                    "it can be cancelled if it fails and is queued again)")
-            raise JobStateError(f"job {job.id} is {now}: only a {' or '.join(before)} job can be {verb}")
-        moved = self._store.jobs.get(job.id)
-        assert moved is not None
-        return moved
-
-    def stats(
-        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-    ) -> JobStats:
-        """Jobs per status, tokens in and out and cost per kind, and the oldest ready job, in the caller's scopes."""
-        caller = as_caller(caller, user_id, agent_id)
-        scopes = self._reads(caller)
-        by_status = {s: 0 for s in JOB_STATUSES}
-        by_kind: dict[str, JobKindStats] = {}
-        for kind, status, n, tokens_in, tokens_out, cost in self._store.jobs.counts(scopes):
-            by_status[status] += n
-            k = by_kind.setdefault(kind, JobKindStats(jobs={}, input_tokens=0, output_tokens=0, cost=None))
-            k.jobs[status] = n
-            k.input_tokens += tokens_in
-            k.output_tokens += tokens_out
-            if cost is not None:
-                k.cost = (k.cost or 0.0) + cost
-        retrying, last_error = self._store.jobs.retrying(scopes)
-        return JobStats(by_status=by_status, by_kind=by_kind, oldest_ready=self._store.jobs.oldest_ready(scopes, utcnow()),
-                        retrying=retrying, last_error=last_error)
-
-    def _reads(self, caller: Caller) -> builtins.list[str] | None:
-        """The scopes the caller reads unasked (None: every scope, for the administrator)."""
-        return read_scopes(caller, None, access=self._config.access)

@@ -13,22 +13,22 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, get_args, overload
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Unpack, overload
 
 from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, LISTED, MASK, AddResult, BackupSummary, BulkFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, MemoryFields, MemoryRecord,
-    NewMemory, SearchFilters, SearchHits, Stats, Visibility,
+    KINDS, LISTED, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
+    DeleteFilters, MemoryChanges, MemoryFields, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
+    Stats, UpdateFields, Visibility,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
 from ..scopes import Caller, as_caller, check_change, check_visibility_change, passes
 from ..storage import Store, open_store
-from ..storage import Filters
-from ..storage.base import Order
 from ..storage.backup import backup
+from ..storage.filters import Filters
 from ._backfill import Backfill
 from ._changes import Changes
 from ._conversations import Conversations
@@ -40,14 +40,14 @@ from ._facts import SOURCE_TYPE as FACT_SOURCE
 from ._facts import Facts
 from ._files import Files
 from ._insight import Insight
-from ._jobs import Jobs
+from ._jobs import Jobs, Runner
 from ._maintenance import Maintenance
 from ._reads import covered, read_filters, resolve
 from ._secrets import SecretKeys, Secrets
 from ._startup import Startup
 from ._transfer import Transfer
 from ._upkeep import Upkeep
-from ._validate import chat_turns, check_int, check_share, check_text
+from ._validate import chat_turns, check_int, check_share, check_text, one_of
 from ._writes import Writes
 
 if TYPE_CHECKING:
@@ -88,21 +88,23 @@ class Memory:
         self.startup = Startup(store, config)
         self._runtime = Runtime()  # this store's background work and session state; close() drains it
         self.changes = Changes(store, config)  # the change feed: every change to a memory, scoped (`/v1/events`)
-        self.events = Events()  # who handles what: `_events.wire` below, handler modules (`--handlers`)
-        self._backfill = Backfill(store, self._embedding, self._runtime, self.events)
-        self.conversations = Conversations(store, config, self._writes, self._backfill, self.events)
+        events = Events()  # who handles what: `_events.wire` below, handler modules (`mem.upkeep.on`/`job`)
+        self._backfill = Backfill(store, self._embedding, self._runtime, events)
+        self.conversations = Conversations(store, config, self._writes, self._backfill, events)
         self.files = Files(store, config, self._writes, self._backfill)
-        self.jobs = Jobs(store, config, self.events.jobs)  # background work, run by workers
+        self.jobs = Jobs(store, config)  # background work: queued here, run by the runner's workers
+        self._runner = Runner(store, config, events.jobs)
         self._facts = Facts(store, config, self._writes, self._embedding, lambda: self._pipeline)
         self._extraction = Extraction(store, config, self._facts, self.jobs)
-        wire(self.events, self.conversations, self._extraction, self._warm_searches)
+        wire(events, self.conversations._check_topics, self._extraction, self._warm_searches)
         # the search log's reports and a memory's recalls; every search below is noted in its log
         self._recorder = SearchRecorder(store, config, self._runtime)
         self.insight = Insight(store, config, self._recorder, self._embedding,
                                lambda mid, who, scope: resolve(store, mid, who, scope, config.access, KINDS),
                                lambda mid, who: self.delete(mid, caller=who))
         self.upkeep = Upkeep(store, config, self._embedding, self._maintenance, self._backfill, self.conversations,
-                             self._recorder, self._facts, self._extraction, self._runtime)
+                             self._recorder, self._facts, self._extraction, self._runtime, events, self._runner,
+                             self.changes)
         try:
             if check_embedding:
                 self._embedding.check_fingerprint(static_only=True)
@@ -140,8 +142,8 @@ class Memory:
             raise
 
     def close(self) -> None:
-        self.changes.close()
-        self.jobs.stop_workers()
+        self.upkeep.close_feeds()
+        self.upkeep.stop_workers()
         self._runtime.stop()
         self._store.close()
 
@@ -239,59 +241,35 @@ class Memory:
         )
 
     def update(
-        self,
-        memory_id: str,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        content: str | None = None,
-        title: str | None = None,
-        category: str | None = None,
-        tags: Sequence[str] | None = None,
-        importance: float | None = None,
-        confidence: float | None = None,
-        visibility: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        expires_at: datetime | None = None,
+        self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        scope: str | builtins.list[str] | None = None, **fields: Unpack[UpdateFields],
     ) -> MemoryRecord:
-        """Change the given fields only; a new content is re-embedded. History keeps the old values."""
-        fields = dict(
-            content=content, title=title, category=category, tags=tags, importance=importance, confidence=confidence,
-            visibility=visibility, metadata=metadata, expires_at=expires_at,
-        )
-        return self._writes.update(memory_id, as_caller(caller, user_id, agent_id), scope, fields)
+        """Change the given fields only; a new content is re-embedded. History keeps the old values.
+
+        `fields` are `UpdateFields`: `content`, `title`, `category`, `tags`, `importance`, `confidence`,
+        `visibility`, `metadata`, `expires_at`."""
+        given = _known("update", fields, UpdateFields)
+        changes = {key: given.get(key) for key in UpdateFields.__annotations__}
+        return self._writes.update(memory_id, as_caller(caller, user_id, agent_id), scope, changes)
 
     def supersede(
-        self,
-        memory_id: str,
-        content: str,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | list[str] | None = None,
-        valid_from: datetime | None = None,
-        title: str | None = None,
-        category: str | None = None,
-        tags: Sequence[str] | None = None,
-        importance: float | None = None,
-        confidence: float | None = None,
-        visibility: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        expires_at: datetime | None = None,
+        self, memory_id: str, content: str, *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, scope: str | builtins.list[str] | None = None, valid_from: datetime | None = None,
+        **fields: Unpack[MemoryChanges],
     ) -> MemoryRecord:
         """Replace a fact that changed ("FTP is 250 W" → "FTP is 260 W"), keeping the old one: it stays,
         true until `valid_from` (default: now), and `as_of` an earlier time finds it. Returns the new
         memory; its `supersedes` names the old one, whose `superseded_by` names it.
 
         `update` corrects how a memory is written (same id, the old text only in history); `supersede`
-        records that the world changed (a new memory with its own id, vector and validity)."""
-        fields = dict(title=title, category=category, tags=tags, importance=importance, confidence=confidence,
-                      visibility=visibility, metadata=metadata, expires_at=expires_at)
+        records that the world changed (a new memory with its own id, vector and validity).
+
+        `fields` are `MemoryChanges`, set on the new version: `title`, `category`, `tags`, `importance`,
+        `confidence`, `visibility`, `metadata`, `expires_at`."""
+        given = _known("supersede", fields, MemoryChanges)
+        changes = {key: given.get(key) for key in MemoryChanges.__annotations__}
         return self._writes.supersede(memory_id, as_caller(caller, user_id, agent_id), scope, content,
-                                      valid_from=valid_from, fields=fields)
+                                      valid_from=valid_from, fields=changes)
 
     def versions(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -357,18 +335,21 @@ class Memory:
 
     def delete_bulk(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        dry_run: bool = False, **filters: Unpack[BulkFilters],
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
     ) -> int:
         """Soft-delete every active memory that matches the filters, in the scopes the caller reads, that the
         caller may erase: its own words, or any in a scope it may write (memory-lancedb-pro's delete-bulk); how
         many (would be, with `dry_run`). At least one filter is required; `until` is "older than", `since`
-        "newer than"; `user`, `agent`, `visibility`, `source_type` as `list` takes them. Restorable until purged."""
+        "newer than". Restorable until purged.
+
+        `filters` are `DeleteFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`, and `user`,
+        `agent`, `visibility`, `source_type`, `source` (memory or fact) as `list` takes them."""
         caller = as_caller(caller, user_id, agent_id)
         return self._writes.delete_bulk(self._bulk("delete_bulk", caller, filters), caller, dry_run=dry_run)
 
     def undelete_bulk(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        dry_run: bool = False, **filters: Unpack[BulkFilters],
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
     ) -> int:
         """Restore every deleted memory that matches the filters (as `delete_bulk` takes them), each as `undelete`
         would (so with write access to its scope); how many (would be, with `dry_run`)."""
@@ -379,7 +360,7 @@ class Memory:
 
     def set_visibility_bulk(
         self, level: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
-        dry_run: bool = False, **filters: Unpack[BulkFilters],
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
     ) -> int:
         """Give every active memory that matches the filters (as `delete_bulk` takes them; `visibility` is the
         level they have now) the level `level` (private, shared, secret), each as `update` would, with its
@@ -394,11 +375,11 @@ class Memory:
                                  and passes(check_visibility_change, caller, r, level))
 
     def _bulk(self, verb: str, caller: Caller, filters: Mapping[str, Any], **more: Any) -> Filters:
-        """A bulk change's filters, as the reads of its caller: at least one is given."""
-        f = _by_source(_known(verb, filters, BulkFilters), LISTED[:2])
+        """A bulk change's filters (at least one), as the reads of its caller: memories and facts only."""
+        f = _known(verb, filters, DeleteFilters)
         if all(v is None for v in f.values()):
-            raise ValidationError(f"{verb} needs a filter ({', '.join(BulkFilters.__annotations__)})")
-        return read_filters(caller, f.pop("scope", None), self.config.categories, access=self.config.access, **f, **more)
+            raise ValidationError(f"{verb} needs a filter ({', '.join(DeleteFilters.__annotations__)})")
+        return self._read(caller, {**f, **more}, LISTED[:2])
 
     # -- maintenance -----------------------------------------------------------------------
     def purge(
@@ -464,8 +445,7 @@ class Memory:
             raise ValidationError("query must not be empty")
         check_text(query, "query")
         check_int(limit, "limit", 1, 1000)
-        if mode not in ("hybrid", "vector", "bm25", "trigram"):
-            raise ValidationError(f"unknown search mode {mode!r}: use hybrid, vector, bm25 or trigram")
+        mode = one_of(mode, SearchMode, "search mode")
         if min_score is not None:
             min_score = check_share(min_score, "min_score")
         category, tags, exclude_session = f.get("category"), f.get("tags"), f.get("exclude_session")
@@ -511,45 +491,31 @@ class Memory:
         `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
         `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
         `source_type`, `source_id`, `sources` (memory, message, chunk), `source` (one of them, or fact: what the
-        extraction made), `user`, `agent`, `visibility`,
-        `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
+        extraction made), `user`, `agent`, `visibility`, `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
-        caller = as_caller(caller, user_id, agent_id)
-        f = _by_source(_known("list", filters, ListFilters), LISTED)
-        order = f.get("order", "newest")
+        f = _known("list", filters, ListFilters)
+        order = one_of(f.pop("order", "newest"), ListOrder, "order")
         check_int(limit, "limit", 1, _MAX_ROWS)
         check_int(offset, "offset", 0, _MAX_ROWS)
-        if order not in get_args(Order):
-            raise ValidationError(f"unknown order {order!r}: use {', '.join(get_args(Order))}")
-        read = read_filters(
-            caller, f.get("scope"), self.config.categories, access=self.config.access, category=f.get("category"),
-            tags=f.get("tags"), session_id=f.get("session_id"), since=f.get("since"), until=f.get("until"),
-            include_deleted=f.get("include_deleted", False), only_deleted=f.get("only_deleted", False),
-            include_expired=f.get("include_expired", False), source_type=f.get("source_type"),
-            source_id=f.get("source_id"), as_of=f.get("as_of"), include_superseded=f.get("include_superseded", False),
-            secrets=f.get("secrets", False), sources=f.get("sources"), user=f.get("user"), agent=f.get("agent"),
-            visibility=f.get("visibility"),
-        )
+        read = self._read(as_caller(caller, user_id, agent_id), f)
         return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 
+    def _read(self, caller: Caller, f: Mapping[str, Any], sources: tuple[str, ...] = LISTED) -> Filters:
+        """A list's, a count's or a bulk change's filters (`CountFilters`), checked, in the scopes the caller reads;
+        `source` one of `sources`."""
+        return read_filters(caller, f.get("scope"), self.config.categories, access=self.config.access,
+                            **{k: v for k, v in _by_source(dict(f), sources).items() if k != "scope"})
+
     def count(
-        self,
-        *,
-        caller: Caller | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        scope: str | builtins.list[str] | None = None,
-        category: str | builtins.list[str] | None = None,
-        include_deleted: bool = False,
-        include_expired: bool = False,
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        **filters: Unpack[CountFilters],
     ) -> int:
-        filters = read_filters(
-            as_caller(caller, user_id, agent_id), scope, self.config.categories, access=self.config.access,
-            category=category, include_deleted=include_deleted, include_expired=include_expired,
-        )
-        return self._store.memories.count(filters)
+        """How many memories `list` would list with the same filters (deleted, expired and superseded ones only
+        when asked for). `filters` are `CountFilters`: `list`'s filters but `order`."""
+        f = _known("count", filters, CountFilters)
+        return self._store.memories.count(self._read(as_caller(caller, user_id, agent_id), f))
 
     def history(
         self, memory_id: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -603,7 +569,7 @@ class Memory:
 
     def import_jsonl(
         self, lines: Iterable[str], *, caller: Caller | None = None, user_id: str | None = None,
-        agent_id: str | None = None, on_duplicate: str = "skip", dry_run: bool = False,
+        agent_id: str | None = None, on_duplicate: OnDuplicate = "skip", dry_run: bool = False,
         progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Imported:
         """Import JSONL (an export, or lines of your own). Every line is validated before anything is written.
@@ -614,7 +580,7 @@ class Memory:
         `skipped` (id stored), `duplicates`, and `left_out`: each line not imported, and why. `vectors`
         (by id) are stored instead of embedding those lines: vectors made by the store's own model."""
         return self._transfer.import_jsonl(
-            lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,  # type: ignore[arg-type]
+            lines, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,
             dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 

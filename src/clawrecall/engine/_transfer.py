@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
 
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
-from ..models import AddResult, Imported, MemoryRecord, NewMemory
+from ..models import AddResult, Imported, MemoryRecord, NewMemory, OnDuplicate
 from ..scopes import Caller, read_scopes
 from ..storage import Store
 from ._embedding import Progress
@@ -22,7 +22,6 @@ from ._writes import Writes
 if TYPE_CHECKING:
     import numpy as np
 
-OnDuplicate = Literal["skip", "keep"]
 _Row = tuple[int, MemoryRecord, str]  # a line's number, its record, and the id it was given (its own if it names none)
 
 

@@ -2,8 +2,9 @@
 
 The server's sweep and scheduled backups, the backfill of vectors, the vector index around a bulk load,
 the embedding provider and the store's model fingerprint, the store's background work (`runtime`), the
-extraction's health: the doors that run the store (`serve`, `doctor`, the hooks) reach them here, so
-`Memory` itself keeps to memories.
+handlers of events and job kinds and the workers that run jobs, the end of the change feed at shutdown,
+the extraction's health: the doors that run the store (`serve`, `worker`, `doctor`, the hooks) reach them
+here, so `Memory` itself keeps to memories.
 """
 
 from __future__ import annotations
@@ -11,21 +12,25 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .._time import utcnow
 from ..config import Config
 from ..insight.log import SearchRecorder
-from ..models import BackupSummary, EmbeddingFingerprint, PurgeRun, ReembedState, Sweep
+from ..models import BackupSummary, EmbeddingFingerprint, Handlers, Job, PurgeRun, ReembedState, Sweep
 from ..runtime import Runtime
 from ..scopes import Caller
 from ..storage import Store
 from ._backfill import Backfill
+from ._changes import Changes
 from ._conversations import Conversations
 from ._embedding import Embedding
+from ._events import Events
 from ._extraction import Extraction
 from ._facts import Facts
+from ._jobs import Handler, Runner
 from ._maintenance import Maintenance
+from ._worker import Worker, worker_name
 
 if TYPE_CHECKING:
     from ..embeddings.base import Embedder
@@ -36,7 +41,7 @@ class Upkeep:
 
     def __init__(self, store: Store, config: Config, embedding: Embedding, maintenance: Maintenance, backfill: Backfill,
                  conversations: Conversations, recorder: SearchRecorder, facts: Facts, extraction: Extraction,
-                 runtime: Runtime):
+                 runtime: Runtime, events: Events, runner: Runner, changes: Changes):
         self._store = store
         self._config = config
         self._embedding = embedding
@@ -47,6 +52,9 @@ class Upkeep:
         self._facts = facts
         self._extraction = extraction
         self._runtime = runtime
+        self._events = events
+        self._runner = runner
+        self._changes = changes
 
     # -- the server's schedule ------------------------------------------------------------------
     def sweep(self) -> Sweep:
@@ -153,6 +161,45 @@ class Upkeep:
         """This store's background work (capture writes, recall searches, file ingestion) and per-session
         state; `Memory.close()` drains it."""
         return self._runtime
+
+    # -- handlers and workers ---------------------------------------------------------------------
+    def on(self, event: str, listener: Callable[[Any], None], *, name: str | None = None) -> None:
+        """Run `listener(payload)` each time `event` (`segment_closed`, `vectors_stored`) fires, after the
+        engine's own listeners; `name` (default: the function's) is who it is in `handlers()`."""
+        self._events.on(event, listener, name=name)
+
+    def job(self, kind: str, handler: Handler) -> None:
+        """Run jobs of `kind` (`mem.jobs.enqueue(kind, …)`) with `handler(job, lease)` in this process's
+        workers; one handler per kind."""
+        self._events.job(kind, handler)
+
+    def handlers(self) -> Handlers:
+        """Who handles what, by name: each event's listeners, and each job kind's handler."""
+        return self._events.handlers()
+
+    def run_job(self, worker: str | None = None, kinds: Sequence[str] | None = None) -> Job | None:
+        """Claim one ready job (of `kinds` that have a handler; default all) as `worker` (default: this host
+        and process), run it, record the outcome, and return the job as it ended; None when none was ready."""
+        return self._runner.run_once(worker or worker_name(), kinds)
+
+    def worker(self, *, kinds: Sequence[str] | None = None, on_finish: Callable[[Job], None] | None = None) -> Worker:
+        """A worker loop over this store's jobs (`clawrecall worker`): `run()` until `stop()`, or `run(once=True)`
+        until none is ready; `on_finish` is told of each job as it ended."""
+        return Worker(self._runner, kinds=kinds, on_finish=on_finish)
+
+    def start_workers(self, count: int | None = None) -> list[Worker]:
+        """Run `count` (default `jobs.workers`) worker threads until `stop_workers` (or `Memory.close`)."""
+        return self._runner.start_workers(count)
+
+    def stop_workers(self, timeout: float | None = 30.0) -> None:
+        """Stop the worker threads `start_workers` started; each finishes the job it is running first (a job
+        still running after `timeout` is left to its lease, and runs again elsewhere)."""
+        self._runner.stop_workers(timeout)
+
+    def close_feeds(self) -> None:
+        """End every change feed reader (`mem.changes.subscribe`: its subscription is `closed`, and it is
+        woken to see it): a server shutting down does not wait for its event streams. `Memory.close` does it."""
+        self._changes._close()
 
     # -- extraction ----------------------------------------------------------------------------------
     @property

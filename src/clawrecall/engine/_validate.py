@@ -11,7 +11,7 @@ import numbers
 import os
 import uuid
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, get_args
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -160,6 +160,14 @@ def _is_uuid(text: str) -> bool:
 def check_int(value: Any, name: str, lo: int, hi: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise ValidationError(f"{name} must be between {lo:,} and {hi:,}, got {value!r}")
+
+
+def one_of(value: Any, choices: Any, name: str) -> Any:
+    """A value a `Literal` type names (a search's mode, a list's order), else a ValidationError naming them."""
+    allowed = get_args(choices)
+    if value not in allowed:
+        raise ValidationError(f"unknown {name} {value!r}: use {', '.join(allowed[:-1])} or {allowed[-1]}")
+    return value
 
 
 def check_share(value: Any, name: str) -> float:

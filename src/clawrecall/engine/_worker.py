@@ -1,7 +1,7 @@
-"""A worker: the loop that runs ready jobs (`mem.jobs.run_once`) until it is stopped.
+"""A worker: the loop that runs ready jobs (`mem.upkeep.run_job`) until it is stopped.
 
-`clawrecall worker` runs one in the foreground; `clawrecall serve` runs `jobs.workers` of them as
-threads (`mem.jobs.start_workers`), stopped by `Memory.close()`. Several workers, threads or
+`clawrecall worker` runs one in the foreground (`mem.upkeep.worker()`); `clawrecall serve` runs `jobs.workers`
+of them as threads (`mem.upkeep.start_workers`), stopped by `Memory.close()`. Several workers, threads or
 processes, on one store never run one job twice: each claim is one atomic statement (`storage/jobs.py`).
 """
 
@@ -21,7 +21,7 @@ _numbers = itertools.count(1)
 
 
 class Queue(Protocol):
-    """What a worker needs of the job queue (`mem.jobs`, which starts workers itself): a ready job run
+    """What a worker needs of the job queue (`_jobs.Runner`, which starts workers itself): a ready job run
     under a lease, and how long to wait when none is ready."""
 
     @property
@@ -39,7 +39,7 @@ class Worker:
         as the job ended (done, queued again for a retry, or dead)."""
         self.jobs = jobs
         self.kinds = list(kinds) if kinds is not None else None
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{next(_numbers)}"  # who holds a lease, in `jobs show`
+        self.name = name or worker_name()
         self.on_finish = on_finish
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -78,3 +78,8 @@ class Worker:
         self._stop.set()
         if wait and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+
+def worker_name() -> str:
+    """Who holds a lease, as `jobs show` says it: the host, the process and a number of its own."""
+    return f"{socket.gethostname()}:{os.getpid()}:{next(_numbers)}"

@@ -40,6 +40,7 @@ class SearchRecorder:
         self._runtime = runtime
         self._noted: list[_Noted] = []
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # one flush at a time: a flush returns once all noted before it is written
         self._scheduled = False
 
     @property
@@ -65,12 +66,16 @@ class SearchRecorder:
             self.flush()
 
     def flush(self) -> None:
-        """Write what is noted, in one transaction. A failure (the store read-only, locked) loses those rows
-        and says so: the log must never fail a search."""
-        with self._lock:
-            noted, self._noted, self._scheduled = self._noted, [], False
-        if not noted:
-            return
+        """Write what is noted, in one transaction, after a flush in flight (the queue's) has written its own:
+        `forget` flushes first, so no search noted before comes back after. A failure (the store read-only,
+        locked) loses those rows and says so: the log must never fail a search."""
+        with self._writing:
+            with self._lock:
+                noted, self._noted, self._scheduled = self._noted, [], False
+            if noted:
+                self._write(noted)
+
+    def _write(self, noted: list[_Noted]) -> None:
         rows = []
         for log_id, at, door, caller, scopes, query, mode, found, took_ms in noted:
             search = LoggedSearch(

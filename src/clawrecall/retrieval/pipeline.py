@@ -25,7 +25,7 @@ import numpy as np
 from .._time import age_days, age_string, utcnow
 from ..config import RelevanceConfig, RetrievalConfig
 from ..errors import EmbeddingError
-from ..models import Discussed, MemoryRecord, Source, SearchHit, SearchHits
+from ..models import Discussed, MemoryRecord, SearchHit, SearchHits, SearchMode, Source
 from ..storage import Candidate, Filters, Store
 from ..storage.text import COVERAGE_READ, common_words, has_cjk, trigrams, without_words
 from .noise import is_noise, is_small_talk
@@ -37,7 +37,7 @@ from .when import When, find
 log = logging.getLogger("clawrecall.retrieval")
 _WARNED: set[tuple[str | None, str]] = set()  # (model, calibrated for) pairs logged, once per process
 
-Mode = Literal["hybrid", "vector", "bm25", "trigram"]
+Mode = SearchMode
 LEGS = ("vector", "bm25", "trigram")
 # Common words: counted over the newest memories of the searched scopes, at most every 5 minutes per scope set.
 COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0

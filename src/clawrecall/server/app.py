@@ -107,14 +107,14 @@ def create_app(
         warmup.start()
         sweeps = asyncio.create_task(_sweep_every(mem, SWEEP_S))
         backups = asyncio.create_task(_backup_every(mem, BACKUP_CHECK_S)) if mem.config.backups.dir else None
-        if mem.jobs.handlers:  # a feature that makes jobs (extraction) registered its handlers
-            mem.jobs.start_workers()
+        if mem.upkeep.handlers().jobs:  # a feature that makes jobs (extraction) registered its handlers
+            mem.upkeep.start_workers()
         async with mcp_sessions.run():
             yield
         sweeps.cancel()
         if backups is not None:
             backups.cancel()
-        await asyncio.to_thread(mem.jobs.stop_workers)  # each finishes the job it is running
+        await asyncio.to_thread(mem.upkeep.stop_workers)  # each finishes the job it is running
         if not mem.upkeep.runtime.drain(CAPTURE_DRAIN_S):
             log.warning("background work (capture writes) still running at shutdown")
 
@@ -247,7 +247,7 @@ def serve(
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            mem.changes.close()  # open event streams end: uvicorn waits for every response to finish
+            mem.upkeep.close_feeds()  # open event streams end: uvicorn waits for every response to finish
             super().handle_exit(sig, frame)
 
     with sock:

@@ -8,7 +8,7 @@ The messages' owner is the authenticated caller, as for every route; the session
 from __future__ import annotations
 
 import io
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Memory
 from ..errors import NotFoundError, ScopeError, ValidationError, WritesDisabledError
-from ..models import Conversation, ConversationDeleted, Logged, Message, Segment, StatsGroup
+from ..models import Conversation, ConversationDeleted, EndReason, GroupBy, Logged, Message, Segment, StatsGroup
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
@@ -44,7 +44,7 @@ class MessagesIn(BaseModel):
 class EndIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: Literal["session_end", "explicit"] = "session_end"
+    reason: EndReason = "session_end"
 
 
 class Conversations(BaseModel):
@@ -52,7 +52,7 @@ class Conversations(BaseModel):
 
 
 class ConversationStats(BaseModel):
-    by: Literal["user", "agent", "session"]
+    by: GroupBy
     groups: list[StatsGroup]
 
 
@@ -91,7 +91,7 @@ def list_conversations(
 
 @router.get("/stats", responses=READ)
 def conversation_stats(
-    by: Literal["user", "agent", "session"] = "user", mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
+    by: GroupBy = "user", mem: Memory = Depends(memory), ctx: Caller = Depends(caller),
 ) -> ConversationStats:
     """Messages per role and tokens, per user, agent or session (openclaw-memory-pgvector's conversation_stats)."""
     return ConversationStats(by=by, groups=mem.conversations.stats(caller=ctx, by=by))

@@ -19,13 +19,14 @@ from fastapi.responses import StreamingResponse
 
 from ..engine import Memory
 from ..errors import ScopeError, ValidationError
-from ..models import MemoryEvent
+from ..models import ChangePage, MemoryEvent
 from ..scopes import Caller
 from .deps import caller, memory
 from .openapi import errors
 
 router = APIRouter(prefix="/v1", tags=["insight"])
 RETRY_MS = 1000  # how soon a client reconnects after the stream broke
+PAGE = 100  # events read at once
 
 
 def _start(last_event_id: str | None, after: int | None) -> int | None:
@@ -60,33 +61,42 @@ async def events(
 ) -> EventStream:
     """Memory changes as they commit (added, updated, superseded, deleted, restored, forgotten, purged,
     imported), of the memories the caller may read, through any server on the store."""
-    start = await asyncio.to_thread(mem.changes.start, caller=ctx, scope=scope, after=_start(last_event_id, after))
-    return EventStream(stream(mem, ctx, scope, start), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return await event_stream(mem, ctx, scope, _start(last_event_id, after))
 
 
-async def stream(mem: Memory, ctx: Caller, scope: list[str] | None, cursor: int) -> AsyncIterator[str]:
+async def event_stream(mem: Memory, ctx: Caller, scope: list[str] | None, start: int | None) -> EventStream:
+    """The caller's events after `start` (None: from now) as a stream; the first page is read before it
+    answers, so a scope the caller may not read is refused with an error, not an empty stream."""
+
+    def first_page() -> ChangePage:
+        return mem.changes.after(mem.changes.last() if start is None else start, caller=ctx, scope=scope, limit=PAGE)
+
+    page = await asyncio.to_thread(first_page)
+    return EventStream(_stream(mem, ctx, scope, page), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _stream(mem: Memory, ctx: Caller, scope: list[str] | None, page: ChangePage) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
 
     def wake() -> None:  # from the store's watching thread
         loop.call_soon_threadsafe(woken.set)
 
-    unsubscribe = mem.changes.subscribe(wake)
+    subscription = mem.changes.subscribe(wake)
+    woken.set()  # the first page was read before subscribing: what committed since is read at once
     try:
         yield f"retry: {RETRY_MS}\n\n"
         while True:
-            woken.clear()  # before reading: a wake-up during the read is not lost
-            if mem.changes.closed:  # the server is shutting down
-                return
-            page = await asyncio.to_thread(mem.changes.after, cursor, caller=ctx, scope=scope, limit=100)
             for event in page.events:
                 yield _frame(event)
-            cursor = page.cursor
-            if page.more:
-                continue
-            try:
-                await asyncio.wait_for(woken.wait(), mem.config.insight.events_keepalive_s)
-            except TimeoutError:
-                yield ": keepalive\n\n"
+            if not page.more:
+                try:
+                    await asyncio.wait_for(woken.wait(), mem.config.insight.events_keepalive_s)
+                except TimeoutError:
+                    yield ": keepalive\n\n"
+            woken.clear()  # before reading: a wake-up during the read is not lost
+            if subscription.closed:  # the server is shutting down
+                return
+            page = await asyncio.to_thread(mem.changes.after, page.cursor, caller=ctx, scope=scope, limit=PAGE)
     finally:
-        unsubscribe()
+        subscription.cancel()

@@ -25,9 +25,8 @@ from ..errors import (
     ValidationError,
     WritesDisabledError,
 )
-from ..models import AddResult, HistoryEntry, MemoryRecord, SearchHit, Visibility
+from ..models import AddResult, HistoryEntry, ListOrder, MemoryRecord, SearchHit, SearchMode, Visibility
 from ..scopes import Caller
-from ..storage.base import Order
 from ..tools import browse, recall
 from .deps import caller, memory
 from .openapi import errors
@@ -125,7 +124,7 @@ class SearchIn(_Body):
     since: When | None = None
     until: When | None = None
     include_deleted: bool = False
-    mode: Literal["hybrid", "vector", "bm25", "trigram"] = "hybrid"
+    mode: SearchMode = "hybrid"
     min_score: float | None = Field(
         None, ge=0, le=1, description="Leave out hits whose relevance score (an estimated probability) is below this; "
         "default: the server's `retrieval.min_score`.",
@@ -189,7 +188,7 @@ def list_memories(
     until: datetime | None = None,
     include_deleted: QueryBool = False,
     only_deleted: QueryBool = False,
-    order: Order = "newest",
+    order: ListOrder = "newest",
     as_of: datetime | None = Query(None, description="What was true at this time (default: what is true now)."),
     include_superseded: QueryBool = Query(False, description="Include the versions others superseded."),
     user: str | None = Query(None, description="Only this user's rows."),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterator, Literal, Sequence
+from typing import Iterator, Sequence
 
-Order = Literal["newest", "oldest", "updated", "importance", "recalls"]
+from ..models import ListOrder
+
+Order = ListOrder
 
 
 def chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:

@@ -15,7 +15,7 @@ import hmac
 import secrets
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
@@ -28,9 +28,10 @@ from ..._time import parse_when, utcnow
 from ...auth import Authenticator
 from ...engine import FACT_SOURCE
 from ...errors import AuthError, ClawrecallError, ForbiddenError, ValidationError
+from ...models import ListOrder
 from ...scopes import Caller, may_write
 from ..deps import memory
-from ..events import EventStream, stream
+from ..events import event_stream
 from . import plots
 
 HERE = Path(__file__).parent
@@ -41,7 +42,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
-ORDERS = ("newest", "oldest", "updated", "importance", "recalls")
+ORDERS: tuple[ListOrder, ...] = get_args(ListOrder)
 SOURCES = ("", "memory", "message", "chunk")
 #: the list's filters, as the query string and the bulk form carry them
 FILTERS = ("scope", "category", "tag", "since", "until", "user", "agent", "visibility", "source")
@@ -383,8 +384,7 @@ async def clusters(request: Request, caller: Caller) -> HTMLResponse:
 async def live(request: Request, caller: Caller) -> Response:
     """`/v1/events` for the signed-in page (REST takes no cookie): the changes this caller may read, from now."""
     mem = memory(request)
-    start = await run_in_threadpool(mem.changes.start, caller=caller, scope=None, after=None)
-    return EventStream(stream(mem, caller, None, start), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return await event_stream(mem, caller, None, None)
 
 
 @router.get("/m/{memory_id}")
