@@ -7,7 +7,8 @@ administrator's service token, and times each page's full HTML from the server (
 last byte: first paint cannot come before it): the memory list (first page, filtered pages — by
 category, user, agent, visibility, source — sorted by time, importance and recall count, and the
 page half-way down the list, reached by its key), a search with its explanation, a memory's page,
-and the insight page's plots. Before timing, SEARCHES logged searches give the recall count its hits.
+and the insight page (its frame, then each part it fills from its own URL). Before timing,
+SEARCHES logged searches give the recall count its hits.
 
     python bench/dashboard.py                 # 100k memories
     python bench/dashboard.py --n 10000 --runs 5
@@ -36,6 +37,7 @@ from clawrecall.server.spawn import spawn_server  # noqa: E402
 HASH = '[embedding]\nprovider = "hash"\n\n[retrieval.relevance]\nmodel = "hash/hashed-word-trigrams"\n'
 TARGET_MS = 300.0
 SEARCHES = 200
+PARTS = ("added", "searches", "coverage", "recalled")  # the insight page's parts, each filled from its own URL
 QUERIES = ("which coffee does she drink", "where does he work", "favourite city", "allergies", "birthday plans")
 
 
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             ("user", "/ui/memories?order=recalls"),
             ("user", "/ui/memories?order=importance&category=preference"),
             ("user", "/ui/insight"),
+            *[("user", f"/ui/insight/{part}") for part in PARTS],
+            ("admin", "/ui/insight"),
             ("user", "/ui/search?q=which+coffee+does+she+drink"),
             ("user", f"/ui/m/{some}"),
         ]
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.n} memories, {args.runs} runs per page, load: {os.getloadavg()[0]:.2f} (1 min)")
         print(f"{'who':6} {'page':52} {'median ms':>10} {'worst ms':>9} {'KB':>6}")
         worst_median = 0.0
-        for who, path in [*pages, ("admin", "/ui/insight")]:
+        for who, path in [*pages, *[("admin", f"/ui/insight/{part}") for part in PARTS]]:
             median, worst, size = timed(clients[who], path, args.runs)
             if (who, path) in pages:  # the administrator's plots count every row of the store: shown, not held to it
                 worst_median = max(worst_median, median)

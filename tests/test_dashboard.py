@@ -229,6 +229,34 @@ def bulk_delete(page, url: str, n: int) -> None:
     assert f"Deleted {n} memories" in page.get_by_role("status").inner_text()
 
 
+def test_bulk_undelete_and_visibility_on_a_filter_go_through_the_write_path(signed_in, server, tokens):
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    made = [httpx.post(f"{server.url}/v1/memories", json={"content": f"Alice's chore {i}", "tags": ["chore"]},
+                       headers=alice, timeout=60).json()["id"] for i in range(3)]
+    page = signed_in
+    bulk_delete(page, "/ui/memories?tag=chore", 3)
+    page.goto("/ui/memories?tag=chore&deleted=only")
+    assert page.get_by_role("button", name="Delete every memory that matches…", exact=True).count() == 0  # none active
+    page.get_by_role("button", name="Undelete every memory that matches…").click()
+    assert page.get_by_text("3 memories match and would be restored").is_visible()
+    page.get_by_role("button", name="Undelete 3 memories").click()
+    assert "Restored 3 memories" in page.get_by_role("status").inner_text()
+    page.get_by_role("link", name="Back to the memories").click()
+    assert sorted(_texts(page)) == [f"Alice's chore {i}" for i in range(3)] and page.locator("li.row.deleted").count() == 0
+    page.get_by_label("Visibility for every memory that matches").select_option("private")
+    page.get_by_role("button", name="Change visibility…").click()
+    assert page.get_by_text("3 memories match and would be made private").is_visible()
+    page.get_by_role("button", name="Make private 3 memories").click()
+    assert "Made 3 memories private" in page.get_by_role("status").inner_text()
+    page.goto("/ui/memories?tag=chore")
+    assert all("private" in meta for meta in page.locator("li.row .meta").all_inner_texts())
+    for memory_id in made:  # through the one write path: REST reads the change, history has it
+        assert httpx.get(f"{server.url}/v1/memories/{memory_id}", headers=alice, timeout=60).json()["visibility"] == "private"
+        history = httpx.get(f"{server.url}/v1/memories/{memory_id}/history", headers=alice, timeout=60).json()
+        assert [h["action"] for h in (history["history"] if isinstance(history, dict) else history)][-3:] == [
+            "delete", "undelete", "update"]
+
+
 def test_bulk_delete_on_a_filter_asks_then_deletes(signed_in):
     page = signed_in
     bulk_delete(page, "/ui/memories?tag=errand", 60)
@@ -444,7 +472,11 @@ def test_a_read_only_scope_offers_no_bulk_action(signed_in, seeded):
     page = signed_in
     page.goto("/ui/memories?scope=global&category=fact")
     assert page.get_by_text("Read-only").is_visible()
-    assert page.get_by_role("button", name="Delete every memory that matches…").count() == 0
+    for action in ("Delete", "Undelete"):
+        assert page.get_by_role("button", name=f"{action} every memory that matches…", exact=True).count() == 0
+    assert page.get_by_role("button", name="Change visibility…").count() == 0
+    page.goto("/ui/memories?scope=global&category=fact&deleted=only")
+    assert page.get_by_role("button", name="Undelete every memory that matches…").count() == 0
 
 
 def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server, tokens, tmp_path_factory):
@@ -456,6 +488,7 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
     recalls = f"{server.url}/v1/insight/memories/{made}/recalls"
     wait_for(lambda: httpx.get(recalls, headers=alice, timeout=60).json()["recalls"])
     page.get_by_role("link", name="Insight").click()
+    page.locator("[data-part][aria-busy=false]").nth(3).wait_for(state="attached")  # each part drawn after the frame
     titles = page.locator("svg.plot title").all_text_contents()
     assert {"Memories added per month, by category", "Rows added per month, by source", "Searches per day, last 30 days",
             "Embedding coverage by kind of row", "Memories found most by searches"} <= set(titles), titles
@@ -465,7 +498,9 @@ def test_insight_plots_what_memory_holds_and_what_it_was_asked(signed_in, server
     shot(page, tmp_path_factory, "insight")
     page.get_by_role("link", name="The largest clusters of near-identical memories").click()
     assert page.locator("h1").inner_text() == "Clusters"
-    assert not page.errors  # the plots need no script and break no CSP rule
+    assert not page.errors  # the plots break no CSP rule
+    page.goto("/ui/insight/coverage")  # a part is a page of its own (what the page links to without its script)
+    assert page.locator("svg.plot title").all_text_contents() == ["Embedding coverage by kind of row"]
 
 
 def test_a_memory_added_from_the_cli_appears_live(signed_in, db):
@@ -515,7 +550,7 @@ def test_axe_core_finds_no_accessibility_violation(signed_in, seeded, browser, s
     page = signed_in
     axe = Axe()
     for url in ("/ui/memories", "/ui/search?q=tea", f"/ui/m/{seeded[ALICE_SCRIPT]}", "/ui/conversations",
-                "/ui/conversations/garden-talk", "/ui/insight", "/ui/clusters", "/ui/memories?tag=errand&deleted=yes"):
+                "/ui/conversations/garden-talk", "/ui/insight", "/ui/insight/recalled", "/ui/clusters", "/ui/memories?tag=errand&deleted=yes"):
         page.goto(url)
         result = axe.run(page).response
         found = result["violations"]
@@ -525,3 +560,49 @@ def test_axe_core_finds_no_accessibility_violation(signed_in, seeded, browser, s
     signin.goto("/ui/signin")
     assert axe.run(signin).response["violations"] == []
     context.close()
+
+
+def test_a_message_hit_opens_in_its_conversation_and_a_chunk_in_its_file(signed_in, server, tokens, db, tmp_path):
+    said = "The lighthouse keeper repaints the lamp room every April"
+    r = httpx.post(f"{server.url}/v1/conversations/messages", headers={"Authorization": f"Bearer {tokens['alice']}"},
+                   json={"session_id": "coast-talk", "messages": [{"role": "user", "content": "Hello there"},
+                                                                  {"role": "user", "content": said}]}, timeout=60)
+    assert r.status_code == 200, r.text
+    message_id = r.json()["ids"][1]
+    page = signed_in
+
+    def found() -> bool:
+        page.goto("/ui/search?q=lighthouse+keeper+lamp+room&source=message")  # embedded after the answer
+        return said in " ".join(_texts(page))
+    wait_for(found)
+    page.locator("li.row .text", has_text=said).click()
+    page.wait_for_url(f"**/ui/conversations/coast-talk?**#msg-{message_id}")
+    assert page.locator("h1").inner_text() == "Conversation coast-talk"
+    assert said in page.locator(f"#msg-{message_id}").inner_text()
+    assert page.locator(".row:target").inner_text() == page.locator(f"#msg-{message_id}").inner_text()
+    notes = tmp_path / "boat-notes.md"
+    notes.write_text("# Boat\n\nThe dinghy's outboard takes two-stroke oil mixed fifty to one.\n")
+    done = subprocess.run([sys.executable, "-m", "clawrecall.cli", "--db", str(db), "files", "add", str(notes),
+                           "--user", "alice", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page.goto("/ui/memories?source=chunk")
+    page.locator("li.row .text", has_text="two-stroke oil").click()
+    page.wait_for_url("**/ui/files/**#chunk-**")
+    assert page.locator("h1").inner_text() == f"File {notes}"
+    assert "two-stroke oil mixed fifty to one" in page.locator(".row:target").inner_text()
+    bob = browser_page_as(page, tokens["bob"])  # another user: neither page is there for him
+    for url in (page.url, f"/ui/conversations/coast-talk#msg-{message_id}"):
+        bob.goto(url)
+        assert "two-stroke" not in bob.content() and said not in bob.content()
+    bob.context.close()
+
+
+def browser_page_as(page, token: str):
+    """A new page in its own browser context, signed in with `token`."""
+    context = page.context.browser.new_context(base_url=page.url.split("/ui/")[0])
+    other = context.new_page()
+    other.goto("/ui/signin")
+    other.get_by_label("API token").fill(token)
+    other.get_by_role("button", name="Sign in").click()
+    other.wait_for_url("**/ui/memories")
+    return other

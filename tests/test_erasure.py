@@ -211,6 +211,39 @@ def test_delete_bulk_erases_only_what_the_caller_may_erase(db_target):
         assert mem.delete_bulk(scope="project:atlas", caller=Caller("alice")) == 1  # a writer may
 
 
+def test_undelete_and_visibility_in_bulk_change_each_as_their_verb_would(db_target):
+    """Bob reads the atlas project but writes only his own words there: undelete needs write access, as
+    `undelete` does; an agent changes only its own memories' level and never makes a secret readable."""
+    with Memory.open(db_target) as mem:
+        mem.config.access = AccessConfig(scopes={"project:atlas": ScopeAccess(read=["user:bob"], write=["user:alice"])})
+        alice, bob = Caller("alice"), Caller("bob")
+        atlas = mem.add("Atlas ships in May", caller=alice, scope="project:atlas", tags=["atlas"]).id
+        proposed = mem.add_many([{"content": "Bob proposed an Atlas demo", "user_id": "bob", "scope": "project:atlas",
+                                  "tags": ["atlas"]}])[0].id
+        assert mem.delete_bulk(tags=["atlas"], caller=alice) == 2
+        assert mem.undelete_bulk(tags=["atlas"], caller=bob, dry_run=True) == 0  # he wrote one, but may not write there
+        assert mem.undelete_bulk(tags=["atlas"], caller=bob) == 0
+        assert mem.undelete_bulk(tags=["atlas"], caller=alice, dry_run=True) == 2
+        assert mem.get(atlas).deleted_at is not None  # a dry run changes nothing
+        assert mem.undelete_bulk(tags=["atlas"], caller=alice) == 2
+        assert mem.get(atlas).deleted_at is None and mem.get(proposed).deleted_at is None
+        assert mem.history(atlas)[-1].action == "undelete"
+        assert mem.set_visibility_bulk("private", tags=["atlas"], caller=bob) == 0
+        scout, other = Caller("alice", "scout"), Caller("alice", "other")
+        mine = mem.add("Scout's trail notes", caller=scout, tags=["trail"]).id
+        theirs = mem.add("Other's trail notes", caller=other, tags=["trail"]).id
+        assert mem.set_visibility_bulk("secret", tags=["trail"], caller=scout) == 1
+        assert mem.get(mine).visibility == "secret" and mem.get(theirs).visibility == "shared"
+        assert mem.set_visibility_bulk("shared", tags=["trail"], caller=scout) == 0  # an agent may not open a secret
+        assert mem.set_visibility_bulk("shared", tags=["trail"], caller=alice) == 1  # its user may
+        opened = mem.get(mine)
+        assert (opened.visibility, opened.content) == ("shared", "Scout's trail notes")
+        with pytest.raises(ValidationError, match="unknown visibility"):
+            mem.set_visibility_bulk("public", tags=["trail"], caller=alice)
+        with pytest.raises(ValidationError, match="needs a filter"):
+            mem.undelete_bulk(caller=alice)
+
+
 def test_delete_bulk_needs_a_filter(tmp_path):
     with Memory.open(tmp_path / "m.db") as mem:
         mem.add("Keep me")

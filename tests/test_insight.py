@@ -352,3 +352,32 @@ def test_a_list_by_author_level_and_source_sorted_by_importance_or_recalls(mem, 
     assert mem.delete_bulk(agent="scout", caller=ALICE) == 1 and mem.list(agent="scout") == []
     with pytest.raises(ValidationError):
         mem.list(visibility="public")
+
+
+def test_rest_and_the_cli_list_by_the_same_filters_and_sorts(db_target):
+    with Memory.open(db_target) as mem:
+        scout = mem.add("Dana's scout found the trailhead", caller=Caller("dana", "scout"), visibility="private",
+                        importance=0.95).id
+        fact = mem.add("Dana is allergic to hazelnuts", caller=Caller("dana"), source_type="extraction").id
+        plain = mem.add("Dana waters the orchids", caller=Caller("dana"), importance=0.2).id
+        mem.add("Erin likes jazz", caller=Caller("erin"))
+        with TestClient(create_app(mem, tokens=TokenStore.for_memory(mem), allow_anonymous=True),
+                        base_url="http://127.0.0.1:8765") as http:
+            def listed(**params):
+                r = http.get("/v1/memories", params=params)
+                assert r.status_code == 200, r.text
+                return [m["id"] for m in r.json()["memories"]]
+            assert sorted(listed(user="dana")) == sorted([scout, fact, plain])
+            assert listed(agent="scout") == [scout] and listed(user="dana", visibility="private") == [scout]
+            assert listed(user="dana", source="fact") == [fact]
+            assert listed(user="dana", order="importance") == [scout, fact, plain]
+            assert http.get("/v1/memories", params={"source": "window"}).status_code in (400, 422)
+        run = CliRunner()
+        result = run.invoke(cli, ["--db", db_target, "list", "--of-user", "dana", "--source", "fact", "--json"])
+        assert result.exit_code == 0, result.output
+        assert [m["id"] for m in json.loads(result.output)] == [fact]
+        result = run.invoke(cli, ["--db", db_target, "list", "--of-user", "dana", "--by-agent", "scout",
+                                  "--visibility", "private", "--order", "importance", "--json"])
+        assert [m["id"] for m in json.loads(result.output)] == [scout]
+        result = run.invoke(cli, ["--db", db_target, "list", "--of-user", "dana", "--order", "importance", "--json"])
+        assert [m["id"] for m in json.loads(result.output)] == [scout, fact, plain]

@@ -76,8 +76,8 @@ SURFACE = {
     "Memory": [
         "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
         "erase", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
-        "open", "purge", "reembed", "search", "secrets", "startup", "stats", "supersede", "undelete", "update", "upkeep",
-        "versions",
+        "open", "purge", "reembed", "search", "secrets", "set_visibility_bulk", "startup", "stats", "supersede", "undelete",
+        "undelete_bulk", "update", "upkeep", "versions",
     ],
     "startup": ["delete", "list", "set"],
     "conversations": [
@@ -180,7 +180,8 @@ def test_verbs_with_many_fields_take_them_typed_and_refuse_unknown_names(mem):
     """Their keywords are TypedDicts a type checker reads; a misspelt one is the TypeError Python gives."""
     typed = {"add": clawrecall.MemoryFields, "search": clawrecall.SearchFilters, "list": clawrecall.ListFilters,
              "count": clawrecall.CountFilters, "update": clawrecall.UpdateFields, "supersede": clawrecall.MemoryChanges,
-             "delete_bulk": clawrecall.DeleteFilters}
+             "delete_bulk": clawrecall.DeleteFilters, "undelete_bulk": clawrecall.DeleteFilters,
+             "set_visibility_bulk": clawrecall.DeleteFilters}
     for name, fields in typed.items():
         [variadic] = [p for p in inspect.signature(getattr(mem, name)).parameters.values()
                       if p.kind is inspect.Parameter.VAR_KEYWORD]
@@ -198,8 +199,11 @@ def test_verbs_with_many_fields_take_them_typed_and_refuse_unknown_names(mem):
         lambda: mem.update(kept.id, caller=alice, contnt="Alice prefers coffee"),
         lambda: mem.supersede(kept.id, "Alice prefers coffee", caller=alice, importanc=0.9),
         lambda: mem.delete_bulk(caller=alice, categry="preference"),
+        lambda: mem.undelete_bulk(caller=alice, categry="preference"),
+        lambda: mem.set_visibility_bulk("private", caller=alice, categry="preference"),
     ]
-    for call, misspelt in zip(refused, ("categry", "limt", "ordr", "categry", "contnt", "importanc", "categry")):
+    for call, misspelt in zip(refused, ("categry", "limt", "ordr", "categry", "contnt", "importanc", "categry", "categry",
+                                        "categry"), strict=True):
         with pytest.raises(TypeError, match=misspelt):
             call()
     [only] = mem.list(caller=alice)  # nothing was written, changed or deleted by the refused calls

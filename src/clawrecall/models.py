@@ -91,6 +91,8 @@ class Sweep(BaseModel):
 #: name); or a window of a long message, which no read returns (`conversations/windows.py`)
 Kind = Literal["memory", "message", "chunk", "window"]
 KINDS: tuple[str, ...] = ("memory", "message", "chunk")
+#: what a list shows by `source`: a kind of row, or `fact` (a memory the extraction made from a conversation)
+LISTED: tuple[str, ...] = ("memory", "fact", "message", "chunk")
 #: what a search finds and names a hit by: a window's hit is its message
 Source = Literal["memory", "message", "chunk"]
 STORED_KINDS: tuple[str, ...] = (*KINDS, "window")  # every row: what whole-store work (re-embedding) counts
@@ -506,12 +508,14 @@ class ReadFilters(MemoryFilters, total=False):
 
 
 class DeleteFilters(MemoryFilters, total=False):
-    """What `mem.delete_bulk(**filters)` takes besides the caller and `dry_run`; `list` and `count` take them too."""
+    """What a bulk change (`mem.delete_bulk`, `undelete_bulk`, `set_visibility_bulk`) takes besides the caller and
+    `dry_run`; `list` and `count` take them too."""
 
     user: str | None  # only this user's rows
     agent: str | None  # only the rows this agent wrote
     visibility: str | None  # only the rows at this level
     source_type: str | None
+    source: str | None  # one of LISTED (a bulk change: memory or fact)
 
 
 class SearchFilters(ReadFilters, total=False):

@@ -24,7 +24,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .errors import ScopeError, ValidationError
 
@@ -238,8 +238,13 @@ def check_change(caller: Caller, memory: Stored, *, access: AccessPolicy, erase:
 
 def may_erase(caller: Caller, memory: Stored, *, access: AccessPolicy) -> bool:
     """Whether `check_change(..., erase=True)` accepts the memory (the memories a purge may remove)."""
+    return passes(check_change, caller, memory, access=access, erase=True)
+
+
+def passes(check: Callable[..., None], *args: Any, **kwargs: Any) -> bool:
+    """Whether a check accepts (a bulk change leaves what its verb would refuse, as a purge does)."""
     try:
-        check_change(caller, memory, access=access, erase=True)
+        check(*args, **kwargs)
     except ScopeError:
         return False
     return True

@@ -28,8 +28,8 @@ from ..config import Config, data_dir, default_config_path, default_db_path, loa
 from ..engine import Memory
 from ..errors import ClawrecallError, ConfigError, EmbeddingMismatchError, NotFoundError, StorageError
 from ..models import (
-    AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState, SearchHit,
-    SearchMode, Stats, Visibility,
+    LISTED, AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState,
+    SearchHit, SearchMode, Stats, Visibility,
 )
 from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
@@ -380,7 +380,12 @@ def get(state: State, memory_id: str, as_json: bool, caller: Caller) -> None:
 @click.option("--all-versions", "include_superseded", is_flag=True, help="Include the versions others superseded.")
 @click.option("--limit", "-n", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
-@click.option("--order", type=click.Choice(get_args(ListOrder)), default="newest", show_default=True)
+@click.option("--of-user", "user", metavar="ID", help="Only this user's memories (--user is who asks).")
+@click.option("--by-agent", "agent", metavar="ID", help="Only the memories this agent wrote (--agent is who asks).")
+@click.option("--visibility", type=click.Choice([v.value for v in Visibility]), help="Only the memories at this level.")
+@click.option("--source", type=click.Choice(LISTED), help="Only this kind of row (fact: a memory the extraction made).")
+@click.option("--order", type=click.Choice(get_args(ListOrder)), default="newest", show_default=True,
+              help="importance: most important first; recalls: most found by logged searches first.")
 @rows_format_options
 @pass_state
 def list_memories(state: State, fmt: out.Format, **params: Any) -> None:

@@ -19,13 +19,13 @@ from .._time import utcnow
 from ..config import Config, default_db_path, load_config
 from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationError
 from ..models import (
-    KINDS, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
+    KINDS, LISTED, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
     DeleteFilters, MemoryChanges, MemoryFields, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
-    Stats, UpdateFields,
+    Stats, UpdateFields, Visibility,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
-from ..scopes import Caller, as_caller
+from ..scopes import Caller, as_caller, check_change, check_visibility_change, passes
 from ..storage import Store, open_store
 from ..storage.backup import backup
 from ..storage.filters import Filters
@@ -36,6 +36,7 @@ from ._embedding import Embedding, Progress
 from ._erasure import Person, erase_person
 from ._events import Events, wire
 from ._extraction import Extraction
+from ._facts import SOURCE_TYPE as FACT_SOURCE
 from ._facts import Facts
 from ._files import Files
 from ._insight import Insight
@@ -342,13 +343,43 @@ class Memory:
         "newer than". Restorable until purged.
 
         `filters` are `DeleteFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`, and `user`,
-        `agent`, `visibility`, `source_type` as `list` takes them."""
-        f = _known("delete_bulk", filters, DeleteFilters)
-        if all(v is None for v in f.values()):
-            raise ValidationError("delete_bulk needs a filter (scope, category, tags, session_id, since, until, user, "
-                                  "agent, visibility or source_type)")
+        `agent`, `visibility`, `source_type`, `source` (memory or fact) as `list` takes them."""
         caller = as_caller(caller, user_id, agent_id)
-        return self._writes.delete_bulk(self._read(caller, f), caller, dry_run=dry_run)
+        return self._writes.delete_bulk(self._bulk("delete_bulk", caller, filters), caller, dry_run=dry_run)
+
+    def undelete_bulk(
+        self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
+    ) -> int:
+        """Restore every deleted memory that matches the filters (as `delete_bulk` takes them), each as `undelete`
+        would (so with write access to its scope); how many (would be, with `dry_run`)."""
+        caller = as_caller(caller, user_id, agent_id)
+        read = self._bulk("undelete_bulk", caller, filters, only_deleted=True, secrets=True)
+        return self._writes.each(read, caller, dry_run, lambda r: self._writes.set_deleted(r.id, caller, r.scope, None),
+                                 lambda r: passes(check_change, caller, r, access=self.config.access))
+
+    def set_visibility_bulk(
+        self, level: str, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
+        dry_run: bool = False, **filters: Unpack[DeleteFilters],
+    ) -> int:
+        """Give every active memory that matches the filters (as `delete_bulk` takes them; `visibility` is the
+        level they have now) the level `level` (private, shared, secret), each as `update` would, with its
+        refusals; how many change (would, with `dry_run`): those already at `level` are left as they are."""
+        caller = as_caller(caller, user_id, agent_id)
+        if level not in {v.value for v in Visibility}:
+            raise ValidationError(f"unknown visibility {level!r}: use {', '.join(v.value for v in Visibility)}")
+        read = self._bulk("set_visibility_bulk", caller, filters, secrets=True)
+        return self._writes.each(read, caller, dry_run,
+                                 lambda r: self._writes.update(r.id, caller, r.scope, {"visibility": level}),
+                                 lambda r: r.visibility != level and passes(check_change, caller, r, access=self.config.access)
+                                 and passes(check_visibility_change, caller, r, level))
+
+    def _bulk(self, verb: str, caller: Caller, filters: Mapping[str, Any], **more: Any) -> Filters:
+        """A bulk change's filters (at least one), as the reads of its caller: memories and facts only."""
+        f = _known(verb, filters, DeleteFilters)
+        if all(v is None for v in f.values()):
+            raise ValidationError(f"{verb} needs a filter ({', '.join(DeleteFilters.__annotations__)})")
+        return self._read(caller, {**f, **more}, LISTED[:2])
 
     # -- maintenance -----------------------------------------------------------------------
     def purge(
@@ -459,8 +490,8 @@ class Memory:
 
         `filters` are `ListFilters`: `scope`, `category`, `tags`, `session_id`, `since`, `until`,
         `include_deleted`, `only_deleted`, `include_expired`, `include_superseded`, `as_of`, `secrets`,
-        `source_type`, `source_id`, `sources` (memory, message, chunk), `user`, `agent`, `visibility`,
-        `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
+        `source_type`, `source_id`, `sources` (memory, message, chunk), `source` (one of them, or fact: what the
+        extraction made), `user`, `agent`, `visibility`, `order` (newest, oldest, updated, importance, recalls: most found by logged searches first).
 
         `as_of` lists what was true then. `source_type`/`source_id` (one id or any
         of several) find what an importer wrote before, so it can skip it by identity."""
@@ -471,10 +502,11 @@ class Memory:
         read = self._read(as_caller(caller, user_id, agent_id), f)
         return self._store.memories.find(read, limit=limit, offset=offset, order=order)
 
-    def _read(self, caller: Caller, f: Mapping[str, Any]) -> Filters:
-        """A list's, a count's or a bulk delete's filters (`CountFilters`), checked, in the scopes the caller reads."""
+    def _read(self, caller: Caller, f: Mapping[str, Any], sources: tuple[str, ...] = LISTED) -> Filters:
+        """A list's, a count's or a bulk change's filters (`CountFilters`), checked, in the scopes the caller reads;
+        `source` one of `sources`."""
         return read_filters(caller, f.get("scope"), self.config.categories, access=self.config.access,
-                            **{k: v for k, v in f.items() if k != "scope"})
+                            **{k: v for k, v in _by_source(dict(f), sources).items() if k != "scope"})
 
     def count(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -557,6 +589,16 @@ def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) ->
     """The store a path or URL names, else the config's `db` or `database`, else the default file."""
     target = path_or_url or cfg.db or (cfg.database.url() if cfg.database else None) or default_db_path()
     return open_store(target, postgres=cfg.postgres, sqlite=cfg.sqlite, create=create)
+
+
+def _by_source(filters: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A filter's `source` (one of LISTED: a kind of row, or `fact`) as the `sources` and `source_type` reads take."""
+    source = filters.pop("source", None)
+    if source is None:
+        return filters
+    if source not in allowed:
+        raise ValidationError(f"unknown source {source!r}: use {', '.join(allowed)}")
+    return {**filters, "source_type": FACT_SOURCE} if source == "fact" else {**filters, "sources": [source]}
 
 
 def _known(verb: str, given: Mapping[str, Any], fields: Any) -> dict[str, Any]:

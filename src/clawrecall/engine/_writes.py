@@ -11,7 +11,7 @@ import json
 import logging
 from contextlib import closing, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .._blas import one_blas_thread
 from .._time import utcnow
@@ -425,6 +425,22 @@ class Writes:
             self.store.memories.mark_deleted(ids, now)
             self.store.history.add([HistoryDraft(i, "delete", before, after, actor_of(caller), now) for i in ids])
         return len(ids)
+
+    def each(self, filters: Filters, caller: Caller, dry_run: bool, change: Callable[[MemoryRecord], Any],
+             allowed: Callable[[MemoryRecord], bool]) -> int:
+        """A bulk change made one memory at a time by the verb that changes one (`change`: its checks, its
+        history, its change event), to each memory `filters` pass that `allowed` (the verb's checks, asked
+        first) accepts; how many (would be, with `dry_run`)."""
+        if not dry_run:
+            require_writes(self.config)
+        ids, done = self.store.memories.ids(filters), 0
+        for start in range(0, len(ids), 500):
+            records = self.store.memories.fetch(ids[start : start + 500])
+            for record in (r for i in ids[start : start + 500] if (r := records.get(i)) is not None and allowed(r)):
+                if not dry_run:
+                    change(record)
+                done += 1
+        return done
 
     def erasable(self, ids: list[str], caller: Caller) -> list[str]:
         """Those of `ids` the caller may erase (`may_erase`), in their order: every one for the administrator."""

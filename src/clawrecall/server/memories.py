@@ -191,14 +191,20 @@ def list_memories(
     order: ListOrder = "newest",
     as_of: datetime | None = Query(None, description="What was true at this time (default: what is true now)."),
     include_superseded: QueryBool = Query(False, description="Include the versions others superseded."),
+    user: str | None = Query(None, description="Only this user's rows."),
+    agent: str | None = Query(None, description="Only the rows this agent wrote."),
+    visibility: str | None = Query(None, description="Only the rows at this level: private, shared or secret."),
+    source: str | None = Query(None, description="Only this kind of row: memory, fact (a memory the extraction "
+                               "made from a conversation), message or chunk."),
     mem: Memory = Depends(memory),
     ctx: Caller = Depends(caller),
 ) -> MemoryList:
-    """Memories newest first (or oldest, or last updated), without searching."""
+    """Memories newest first (or oldest, last updated, most important, most found by logged searches), without searching."""
     records = mem.list(
         caller=ctx, scope=scope, category=category, tags=tag, session_id=session, since=since,
         until=until, include_deleted=include_deleted, only_deleted=only_deleted, limit=limit, offset=offset,
-        order=order, as_of=as_of, include_superseded=include_superseded,
+        order=order, as_of=as_of, include_superseded=include_superseded, user=user, agent=agent,
+        visibility=visibility, source=source,
     )
     return MemoryList(memories=records, count=len(records), offset=offset)
 

@@ -16,7 +16,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, get_args
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -44,7 +44,6 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
 DELETED = {"no": {}, "yes": {"include_deleted": True}, "only": {"only_deleted": True}}
 ORDERS: tuple[ListOrder, ...] = get_args(ListOrder)
 SOURCES = ("", "memory", "message", "chunk")
-LISTED = ("", "memory", "fact", "message", "chunk")  # a fact: a memory the extraction made from a conversation
 #: the list's filters, as the query string and the bulk form carry them
 FILTERS = ("scope", "category", "tag", "since", "until", "user", "agent", "visibility", "source")
 KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after the first starts from
@@ -52,6 +51,20 @@ KEYSET = {"newest": "until", "oldest": "since"}  # the time bound a page after t
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                         trim_blocks=True, lstrip_blocks=True)
 templates.filters["when"] = lambda t: "" if t is None else t.strftime("%Y-%m-%d %H:%M")
+
+
+def href(m: Any) -> str:
+    """Where a listed row or search hit opens: a memory its own page, a message its place in its conversation,
+    a file's chunk its place in the file's page (each page reads it again through the scope check)."""
+    scope = urlencode({"scope": m.scope})
+    if m.kind == "message" and m.session_id:
+        return f"/ui/conversations/{quote(m.session_id, safe='')}?{scope}#msg-{m.id}"
+    if m.kind == "chunk" and m.source_id:
+        return f"/ui/files/{quote(m.source_id, safe='')}#chunk-{m.id}"  # a file is read in the caller's scopes
+    return f"/ui/m/{quote(m.id, safe='')}?{scope}"
+
+
+templates.globals["href"] = href
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -172,7 +185,7 @@ async def signout(request: Request) -> Response:
     return response
 
 
-def _filters(params: Any, names: tuple[str, ...] = ("scope", "category", "user", "agent", "visibility")) -> dict[str, Any]:
+def _filters(params: Any, names: tuple[str, ...] = ("scope", "category", "user", "agent", "visibility", "source")) -> dict[str, Any]:
     """The list's filters from a query string or form, as `Memory.list`/`delete_bulk` keywords (`search` takes
     the first two `names`, with the tag and times)."""
     out: dict[str, Any] = {}
@@ -195,7 +208,7 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     deleted, order = q.get("deleted", "no"), q.get("order", "newest")
     if deleted not in DELETED or order not in ORDERS:
         raise ValidationError(f"deleted is no, yes or only; order is one of {', '.join(ORDERS)}")
-    filters = {**_filters(q), **_source(q), **DELETED[deleted]}
+    filters = {**_filters(q), **DELETED[deleted]}
     at, skip = _cursor(q)
     if at is not None and order in KEYSET:  # keyset: the page starts at the last one's time, past its ties
         filters[KEYSET[order]] = at
@@ -212,17 +225,8 @@ async def memories(request: Request, caller: Caller) -> HTMLResponse:
     return page(request, "memories.html", rows=rows, next=after, paged=at is not None or skip > 0, filtered=filtered,
                 writable=may_write(caller, q.get("scope") or None, access=mem.config.access),
                 live=not filtered and order == "newest" and deleted == "no" and at is None and not skip and as_of is None,
-                bulk=bool(filtered) and q.get("source", "") in ("", "memory", "fact") and deleted == "no")
-
-
-def _source(params: Any) -> dict[str, Any]:
-    """The list's `source` as `Memory.list` keywords: a kind of row, or `fact` (memories the extraction made)."""
-    source = params.get("source", "")
-    if source not in LISTED:
-        raise ValidationError(f"source is one of {', '.join(LISTED[1:])}")
-    if source == "fact":
-        return {"source_type": FACT_SOURCE}
-    return {"sources": [source]} if source else {}
+                bulk=[a for a, shown in BULK.items() if deleted in shown] if filtered and q.get("source", "") in ("", "memory", "fact") else [],
+                levels=LEVELS)
 
 
 def _cursor(q: Any) -> tuple[Any, int]:
@@ -232,18 +236,30 @@ def _cursor(q: Any) -> tuple[Any, int]:
     return (parse_when(q["at"]) if q.get("at") else None), skip
 
 
-@router.post("/memories/delete-bulk")
+#: a bulk change on the list's filter: the verb, and on which deleted-filter the list offers it
+BULK = {"delete": ("no", "yes"), "undelete": ("yes", "only"), "visibility": ("no", "yes")}
+LEVELS = ("private", "shared", "secret")
+
+
+@router.post("/memories/bulk/{action}")
 @signed_in
-async def delete_bulk(request: Request, caller: Caller) -> HTMLResponse:
+async def bulk(request: Request, caller: Caller, action: str) -> HTMLResponse:
+    """Delete, undelete or change the visibility of every memory the list's filter shows: first how many, then
+    done, by `Memory.delete_bulk`/`undelete_bulk`/`set_visibility_bulk` (each memory as its own verb would)."""
     form = await _form(request)
     mem = memory(request)
+    if action not in BULK:
+        raise ValidationError(f"unknown bulk action {action!r}: use {', '.join(BULK)}")
+    level = form.get("level", "")
+    if action == "visibility" and level not in LEVELS:
+        raise ValidationError(f"the new visibility is one of {', '.join(LEVELS)}")
+    filters = _filters(form)
     confirmed = form.get("confirm") == "yes"
-    filters = _source(form)
-    if filters.get("sources", ["memory"]) != ["memory"]:
-        raise ValidationError("a bulk delete removes memories: messages and file chunks have their own erasure")
-    count = await run_in_threadpool(mem.delete_bulk, caller=caller, dry_run=not confirmed, **_filters(form),
-                                    **{k: v for k, v in filters.items() if k != "sources"})
-    return page(request, "bulk.html", count=count, done=confirmed, filtered={k: form[k] for k in FILTERS if form.get(k)})
+    verb = {"delete": mem.delete_bulk, "undelete": mem.undelete_bulk,
+            "visibility": lambda **kw: mem.set_visibility_bulk(level, **kw)}[action]
+    count = await run_in_threadpool(lambda: verb(caller=caller, dry_run=not confirmed, **filters))
+    return page(request, "bulk.html", action=action, level=level, count=count, done=confirmed,
+                filtered={k: form[k] for k in FILTERS if form.get(k)})
 
 
 @router.get("/search")
@@ -285,31 +301,61 @@ async def conversation(request: Request, caller: Caller, session_id: str) -> HTM
     return page(request, "conversation.html", session_id=session_id, **await run_in_threadpool(read))
 
 
+@router.get("/files/{file_id}")
+@signed_in
+async def file_page(request: Request, caller: Caller, file_id: str) -> HTMLResponse:
+    """An ingested file and its chunks in order (a chunk found by a search or listed opens here)."""
+    mem = memory(request)
+
+    def read() -> dict[str, Any]:
+        found = mem.files.get(file_id, caller=caller)
+        chunks = mem.list(caller=caller, scope=found.scope, source_id=found.id, sources=["chunk"], order="oldest",
+                          limit=min(max(found.chunk_count, 1), 10_000))
+        return {"file": found, "chunks": chunks}
+    return page(request, "file.html", **await run_in_threadpool(read))
+
+
+#: the insight page's parts, each drawn from its own URL after the page's frame has painted (a large store's
+#: counts take seconds for its administrator): its heading, and what of `mem.insight` it reads
+INSIGHT = {"added": "Memories over time", "searches": "Recalls per day", "coverage": "Coverage",
+           "recalled": "Most recalled"}
+
+
 @router.get("/insight")
 @signed_in
 async def insight(request: Request, caller: Caller) -> HTMLResponse:
-    """Plots of what `mem.insight` counts, in the caller's scopes: rows added per month by category and by
-    source, searches per day (the last 30 days), embedding coverage, the memories found most."""
+    """The plots' frame: each part is filled from `/ui/insight/<part>` by the script (without it, each is a link)."""
+    return page(request, "insight.html", scope=request.query_params.get("scope") or None, parts=INSIGHT)
+
+
+@router.get("/insight/{part}")
+@signed_in
+async def insight_part(request: Request, caller: Caller, part: str) -> HTMLResponse:
+    """One part of the insight page, of what `mem.insight` counts in the caller's scopes: rows added per month by
+    category and by source, searches per day (the last 30 days), embedding coverage, the memories found most."""
+    if part not in INSIGHT:
+        raise ValidationError(f"unknown part {part!r}: use {', '.join(INSIGHT)}")
     scope = request.query_params.get("scope") or None
     facts = memory(request).insight
 
     def read() -> dict[str, Any]:
-        added = facts.added(caller=caller, scope=scope)
-        periods = sorted({a.period for a in added})
-        searched = facts.searched(caller=caller, scope=scope, since=utcnow() - timedelta(days=30))
-        return {
-            "by_category": plots.columns("Memories added per month, by category", periods, _series(added, periods, "category")),
-            "by_source": plots.columns("Rows added per month, by source", periods, _series(added, periods, "source")),
-            "searches": plots.columns("Searches per day, last 30 days", [d.period for d in searched],
-                                      {"searches": [d.count for d in searched]}),
-            "coverage": plots.bars("Embedding coverage by kind of row", [(c.kind, c.percent) for c in
-                                   facts.coverage(caller=caller, scope=scope)], unit=" %", limit=100),
-            "recalled": facts.recalled(caller=caller, scope=scope, limit=10),
-        }
+        if part == "added":
+            added = facts.added(caller=caller, scope=scope)
+            periods = sorted({a.period for a in added})
+            return {"plots": [plots.columns("Memories added per month, by category", periods, _series(added, periods, "category")),
+                              plots.columns("Rows added per month, by source", periods, _series(added, periods, "source"))]}
+        if part == "searches":
+            searched = facts.searched(caller=caller, scope=scope, since=utcnow() - timedelta(days=30))
+            return {"plots": [plots.columns("Searches per day, last 30 days", [d.period for d in searched],
+                                            {"searches": [d.count for d in searched]})]}
+        if part == "coverage":
+            return {"plots": [plots.bars("Embedding coverage by kind of row", [(c.kind, c.percent) for c in
+                                         facts.coverage(caller=caller, scope=scope)], unit=" %", limit=100)]}
+        recalled = facts.recalled(caller=caller, scope=scope, limit=10)
+        return {"recalled": recalled, "plots": [plots.bars("Memories found most by searches",
+                                                           [(r.memory.title or r.memory.content, r.count) for r in recalled])]}
     data = await run_in_threadpool(read)
-    data["recalled_plot"] = plots.bars("Memories found most by searches",
-                                       [(r.memory.title or r.memory.content, r.count) for r in data["recalled"]])
-    return page(request, "insight.html", scope=scope, **data)
+    return page(request, "insight_part.html", part=part, heading=INSIGHT[part], scope=scope, **data)
 
 
 def _series(rows: list[Any], periods: list[str], by: str) -> dict[str, list[int]]:

@@ -32,7 +32,22 @@ function liveRows(status) {
   stream.addEventListener("open", () => { status.dataset.state = "open"; });
 }
 
+// The insight page paints its frame at once and fills each part from its own page (/ui/insight/<part>),
+// which the server drew and escaped: its #part is moved in as parsed nodes, no script runs from it.
+async function fillPart(slot) {
+  try {
+    const response = await fetch(slot.dataset.part, { credentials: "same-origin" });
+    if (!response.ok) throw new Error(response.status + " " + response.statusText);
+    const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("part");
+    slot.replaceChildren(...drawn.childNodes);
+  } catch (error) {
+    slot.append(" (could not be drawn: " + error.message + ")");
+  }
+  slot.setAttribute("aria-busy", "false");
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  for (const slot of document.querySelectorAll("[data-part]")) fillPart(slot);
   // A filter's select applies at once.
   for (const select of document.querySelectorAll(".filters select")) {
     select.addEventListener("change", () => select.form.requestSubmit());
