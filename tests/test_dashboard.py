@@ -378,6 +378,23 @@ def test_a_memory_page_says_where_it_came_from_and_when_searches_found_it(signed
     assert "green Brompton bicycle" in found and "rest" in found
 
 
+def test_a_superseded_fact_shows_its_versions_and_what_was_true_then(signed_in, server, tokens):
+    page = signed_in
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    old = httpx.post(f"{server.url}/v1/memories", json={"content": "Alice lives in Brno", "category": "fact",
+                     "valid_from": "2024-01-01T00:00:00Z"}, headers=alice, timeout=60).json()["id"]
+    new = httpx.post(f"{server.url}/v1/memories/{old}/supersede", json={"content": "Alice lives in Prague",
+                     "valid_from": "2025-06-01T00:00:00Z"}, headers=alice, timeout=60).json()["id"]
+    page.goto(f"/ui/m/{new}")
+    versions = page.locator("ol.timeline li")
+    assert versions.count() == 2
+    assert "Alice lives in Brno" in versions.nth(0).inner_text() and "until" in versions.nth(0).inner_text()
+    assert versions.nth(1).get_attribute("aria-current") == "true" and "until now" in versions.nth(1).inner_text()
+    versions.nth(0).get_by_role("link", name="what was true then").click()
+    listed = page.locator("main").inner_text()
+    assert "Alice lives in Brno" in listed and "Alice lives in Prague" not in listed
+
+
 def test_a_secret_is_masked_and_saving_its_page_keeps_its_text(signed_in, server, tokens):
     page = signed_in
     alice = {"Authorization": f"Bearer {tokens['alice']}"}
