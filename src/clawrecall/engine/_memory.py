@@ -21,7 +21,7 @@ from ..errors import AmbiguousIdError, ConfigError, NotFoundError, ValidationErr
 from ..models import (
     KINDS, LISTED, MASK, AddResult, BackupSummary, CountFilters, Erased, HistoryEntry, Imported, Journal, ListFilters, ListOrder,
     DeleteFilters, MemoryChanges, MemoryFields, MemoryRecord, NewMemory, OnDuplicate, SearchFilters, SearchHits, SearchMode,
-    Stats, UpdateFields, Visibility,
+    Stats, UpdateFields,
 )
 from ..insight.log import SearchRecorder
 from ..runtime import Runtime
@@ -47,7 +47,7 @@ from ._secrets import SecretKeys, Secrets
 from ._startup import Startup
 from ._transfer import Transfer
 from ._upkeep import Upkeep
-from ._validate import chat_turns, check_int, check_share, check_text, one_of
+from ._validate import chat_turns, check_int, check_share, check_text, check_visibility, one_of
 from ._writes import Writes
 
 if TYPE_CHECKING:
@@ -366,8 +366,7 @@ class Memory:
         level they have now) the level `level` (private, shared, secret), each as `update` would, with its
         refusals; how many change (would, with `dry_run`): those already at `level` are left as they are."""
         caller = as_caller(caller, user_id, agent_id)
-        if level not in {v.value for v in Visibility}:
-            raise ValidationError(f"unknown visibility {level!r}: use {', '.join(v.value for v in Visibility)}")
+        check_visibility(level)
         read = self._bulk("set_visibility_bulk", caller, filters, secrets=True)
         return self._writes.each(read, caller, dry_run,
                                  lambda r: self._writes.update(r.id, caller, r.scope, {"visibility": level}),

@@ -9,10 +9,10 @@ from typing import Sequence, get_args
 
 from ..config import AccessConfig, RetrievalConfig
 from ..errors import AmbiguousIdError, NotFoundError, ValidationError
-from ..models import KINDS, MemoryRecord, Role, Visibility
+from ..models import KINDS, MemoryRecord, Role
 from ..scopes import Caller, household, read_scopes
 from ..storage import Filters, Store
-from ._validate import check_category, check_text, check_when
+from ._validate import check_category, check_text, check_visibility, check_when
 
 _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
 
@@ -41,8 +41,8 @@ def read_filters(
     check_text(exclude_session, "exclude_session")
     check_text(user, "user")
     check_text(agent, "agent")
-    if visibility is not None and visibility not in {v.value for v in Visibility}:
-        raise ValidationError(f"unknown visibility {visibility!r}: use {', '.join(v.value for v in Visibility)}")
+    if visibility is not None:
+        check_visibility(visibility)
     return Filters(
         kinds=check_sources(sources), other_session=exclude_session, other_session_since=exclude_since,
         message_roles=None if message_roles is None else check_roles(message_roles),
