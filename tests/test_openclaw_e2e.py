@@ -14,6 +14,16 @@ that fails otherwise, is a failure.
 A `--local` turn costs 10-18 s on a small machine, a warm gateway turn 2-3 s: most turns go through
 the gateway, and `--local` takes what only it shows (the outbox a process leaves behind for the
 next, a transcript sent whole by a plugin that acknowledged nothing yet).
+
+Each install mode proves what the mode changes: the install and OpenClaw's record of the plugin, the
+runtime view (its tools: core's memory_search and memory_get in slot mode), the capture and the
+startup identity, `status`, the recall block and tools in the next turn of the session, and the
+record holding each message once though OpenClaw sends the first turn again. What runs the same code
+in both modes (the hooks, tools, CLI and outbox are one path; a mode changes the memory slot, the
+tools registered and memory-core) is proved once, in the default mode `beside`: the Markdown import,
+`search` from the CLI, another agent's view, a fact said in passing recalled in the next session,
+the server going away and the `--local` turn after it. Every OpenClaw process costs seconds of CPU
+(docs/testing.md).
 """
 
 from __future__ import annotations
@@ -140,12 +150,13 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
         diagnostics = json.dumps(report["diagnostics"]) + inspect.stderr
         assert "blocked" not in diagnostics and "conflict" not in diagnostics, diagnostics
 
-        # the workspace's Markdown memory comes along, into agent main's own scope
-        imported = oc.run("clawrecall", "import", "--json")
-        assert imported.returncode == 0 and "[" in imported.stdout, imported.stdout + imported.stderr
-        summary = {s["agent"]: s for s in json.loads(imported.stdout[imported.stdout.index("["):])}
-        assert summary["main"]["created"] == 2 and summary["main"]["scope"] == "agent:main"
-        assert summary["scout"]["files"] == 0
+        whole = mode == "beside"  # what does not depend on the mode runs in the default one (module docstring)
+        if whole:  # the workspace's Markdown memory comes along, into agent main's own scope
+            imported = oc.run("clawrecall", "import", "--json")
+            assert imported.returncode == 0 and "[" in imported.stdout, imported.stdout + imported.stderr
+            summary = {s["agent"]: s for s in json.loads(imported.stdout[imported.stdout.index("["):])}
+            assert summary["main"]["created"] == 2 and summary["main"]["scope"] == "agent:main"
+            assert summary["scout"]["files"] == 0
 
         with oc.gateway():
             # (1) a fact said in a turn is captured, under the user and agent the turn belongs to
@@ -158,13 +169,14 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
             first = "\n".join(_user_texts(model.take()[0]))
             assert "init:\nAlice's assistant answers in British English.\n/init" in first  # startup identity
 
-            # the plugin's CLI: a configuration without traps, and a search as alice at agent main
+            # the plugin's CLI: a configuration without traps for this mode
             status = oc.run("clawrecall", "status", "--json")
             assert status.returncode == 0, status.stdout + status.stderr
             report = json.loads(status.stdout[status.stdout.index("{"):])
             assert report["health"]["status"] == "ok" and report["mode"] == mode and report["warnings"] == []
-            found = oc.run("clawrecall", "search", "favourite tea", "--agent", "main", "--user", "alice", "--json")
-            assert "oolong" in json.loads(found.stdout[found.stdout.index("{"):])["results"][0]["snippet"]
+            if whole:  # ...and a search as alice at agent main
+                found = oc.run("clawrecall", "search", "favourite tea", "--agent", "main", "--user", "alice", "--json")
+                assert "oolong" in json.loads(found.stdout[found.stdout.index("{"):])["results"][0]["snippet"]
 
             # (2) the next turn's request carries our recall block, wrapped as untrusted data
             # (3) the model calls our recall tool (and, in slot mode, core's memory_search) and gets the memory
@@ -189,6 +201,9 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
             # (the gateway fires agent_end without waiting for it: wait for the second turn to arrive)
             _wait_for(lambda: _said_by_user(server.url, token, "s1")[1:])
             assert _said_by_user(server.url, token, "s1") == [TEA, brew]
+            if not whole:
+                assert UNTRACKED not in oc.gateway_log.read_text()  # the gateway loaded the plugin without a doubt
+                return
 
             # (4) another agent of the same user reads the master knowledge base (what main learnt of alice,
             # shared by default), labelled as main's, and never main's private memories
