@@ -241,7 +241,7 @@ def test_auto_prefers_onnx_and_a_process_never_imports_torch():
     assert out.stdout.split() == ["384", "False"]
 
 
-def test_export_is_cached_by_weights_digest_and_written_atomically(tmp_path, monkeypatch, caplog):
+def test_export_is_cached_by_weights_digest_written_atomically_and_readable_by_all(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("CLAWRECALL_MODEL_CACHE", str(tmp_path / "cache"))
     model = exported_model(tmp_path)
     with caplog.at_level("WARNING", logger="clawrecall.embeddings._onnx"):
@@ -251,6 +251,7 @@ def test_export_is_cached_by_weights_digest_and_written_atomically(tmp_path, mon
         f"exporting model {model} to ONNX", "exported model my-model to ONNX"]
     files = list((tmp_path / "cache").iterdir())
     assert len(files) == 1 and files[0].suffix == ".onnx"  # no .part file left behind
+    assert files[0].stat().st_mode & 0o044 == 0o044  # readable by other users of a shared cache
     stamp = files[0].stat().st_mtime_ns
     caplog.clear()
     _onnx.load(model)
@@ -302,14 +303,6 @@ def test_auto_falls_back_to_torch_when_the_export_cannot_be_read(tmp_path, monke
     assert LocalEmbedder(str(model)).active_runtime == "torch"
     with pytest.raises(EmbeddingError, match="cannot load exported model"):
         LocalEmbedder(str(model), runtime="onnx").embed(["hi"])
-
-
-def test_the_export_is_readable_by_other_users(tmp_path, monkeypatch):
-    monkeypatch.setenv("CLAWRECALL_MODEL_CACHE", str(tmp_path / "cache"))
-    model = exported_model(tmp_path)
-    _onnx.load(model)
-    (exported,) = (tmp_path / "cache").iterdir()
-    assert exported.stat().st_mode & 0o044 == 0o044
 
 
 # variables by which onnxruntime knows a CI machine, where it writes no telemetry files on its own
