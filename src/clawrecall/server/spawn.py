@@ -47,13 +47,14 @@ def free_port() -> int:
 @contextmanager
 def spawn_server(
     db: str | Path, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, log_path: Path | None = None,
-    timeout_s: float = 90.0,
+    timeout_s: float = 600.0,
 ) -> Iterator[ServerProcess]:
     """`clawrecall --db DB serve --port 0 ARGS…`, yielded once `/health` reports the model loaded; stopped on exit.
 
     The server binds a port the system chooses and says which in its log (a port chosen here and
     bound there could be taken in between by a server another process starts). Its output goes to
-    `log_path` (default: `DB.serve.log` beside the database).
+    `log_path` (default: `DB.serve.log` beside the database). `timeout_s` only tells a hang from a slow
+    start: on a machine busy with other work, importing the server alone can take minutes.
     """
     log_path = log_path or Path(f"{db}.serve.log")
     command = [sys.executable, "-m", "clawrecall.cli", "--db", str(db), "serve", "--port", "0", *args]
@@ -92,7 +93,7 @@ def _wait_ready(server: ServerProcess, timeout_s: float) -> None:
             raise RuntimeError(f"clawrecall serve exited with {server.process.returncode}:\n{server.log()}")
         server.url = server.url or _bound_url(server)
         try:
-            if server.url and httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "ok":
+            if server.url and httpx.get(f"{server.url}/health", timeout=60).json().get("status") == "ok":
                 return
         except (httpx.HTTPError, ValueError):
             pass
