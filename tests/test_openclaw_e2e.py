@@ -57,6 +57,12 @@ BINDER = "The release checklist lives in the blue binder on the third shelf."
 pytestmark = pytest.mark.timeout(1500)
 
 
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """The server's environment: its own home, and a recall budget (2 s by default) that a loaded machine does not
+    overrun, as the plugin's own budgets below."""
+    return {"CLAWRECALL_HOME": str(tmp_path / "home"), "CLAWRECALL_HOOKS__RECALL__TIMEOUT_MS": "60000"}
+
+
 @pytest.fixture(scope="module")
 def openclaw_bin() -> dict[str, Path]:
     """OpenClaw; a missing npm or a failed install fails the test (OpenClawSetupError)."""
@@ -123,7 +129,7 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
     (oc.root / "ws-main" / "MEMORY.md").write_text(f"# Work\n\n- {BINDER}\n")
     (oc.root / "ws-main" / "memory" / "2026-11-02.md").write_text("Shipped the billing migration to PostgreSQL.\n")
 
-    with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
+    with spawn_server(db, env=server_env(tmp_path)) as server:
         # the config, written as a user would: `clawrecall openclaw install` over their openclaw.json
         oc.config_path.write_text(json.dumps(oc.base_config(model.base_url), indent=2))
         install_entries(
@@ -254,7 +260,7 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
 
     # The server is back (on another port), the gateway gone: a `--local` turn, a process with a plugin of its
     # own, sends what the gateway kept first, once
-    with spawn_server(db, env={"CLAWRECALL_HOME": str(tmp_path / "home")}) as server:
+    with spawn_server(db, env=server_env(tmp_path)) as server:
         install_entries(oc.config_path, mode=mode, plugin_dir=PLUGIN_DIR, plugin_config={"serverUrl": server.url})
         model.take()
         done = oc.turn("main", "s1", "Good morning.")
