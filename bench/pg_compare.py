@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
                 out = subprocess.run(
                     [sys.executable, __file__, "--url", args.url, "--pgdata", str(args.pgdata), "--queries", str(args.queries),
                      "--run", copies[name], str(users), hits],
-                    env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
+                    env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
+                if out.returncode:
+                    raise SystemExit(f"{name}'s run on {layout} failed:\n{out.stderr}")
                 row = {"layout": layout, "release": name, "round": round_ + 1, "load": started,
                        **json.loads(out.stdout.strip().splitlines()[-1])}
                 rows.append(row)

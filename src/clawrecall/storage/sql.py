@@ -83,17 +83,17 @@ class Store(ABC):
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
         """Start `fn` (reads only, of the rows `filters` pass) on a connection of its own while this thread
         goes on, where the backend serves two readers at once and the read is worth a thread; call the
         result for `fn`'s value. Elsewhere, and inside a transaction or `pinned` block (whose writes another
-        connection would not see), `fn` runs now."""
+        connection would not see), `fn` runs now. Its `result()` is `fn`'s value (or raises its error)."""
         done: Future[T] = Future()
         try:
             done.set_result(fn())
         except Exception as exc:  # raised where the value is asked for, as from a thread
             done.set_exception(exc)
-        return done.result
+        return done
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[Callable[[str], Iterator[tuple]]]:
