@@ -752,11 +752,10 @@ class PostgresStore(Store):
             sql = f"SELECT id, d FROM ({candidates} OFFSET 0) s ORDER BY d LIMIT %s"
             return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
         with self.transaction():
-            # ef_search covers the pool we want; iterative scans so filters never starve the list. Both for this
-            # transaction only (a pooler in transaction mode hands each transaction any server connection), and
-            # in one statement: a round trip fewer than two SET LOCALs
-            self.run("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                     (str(max(self.config.hnsw_ef_search, min(k, 1000))),))
+            # ef_search covers the pool we want; iterative scans so filters never starve the list. For this
+            # transaction only: a pooler in transaction mode hands each transaction any server connection
+            self.run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
+            self.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
             sql = f"{candidates} ORDER BY d LIMIT %s"
             return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
 
