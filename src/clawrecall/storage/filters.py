@@ -214,8 +214,6 @@ class OneOf(_OnColumn):
         return (f"{a}.{self.column} IN ({d.marks(len(values))})" if values else "1 = 0"), list(values)
 
     def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
-        import numpy as np
-
         column, values = self.column, getattr(f, self.field)
         return lambda rows: among(rows[column], rows.codes(column, values))
 
