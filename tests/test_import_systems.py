@@ -21,13 +21,12 @@ from psycopg.types.json import Json
 
 from clawrecall import Memory
 from clawrecall.cli import cli
-from clawrecall.embeddings.hashing import HashEmbedder
 from clawrecall.importers.data import stable_id
 
 from conftest import _admin, with_database
+from import_sources import HASH, lancedb_pro
 
 STORE_MODEL = "hash/hashed-word-trigrams"  # the tests' store embeds with the hash provider's model
-HASH = HashEmbedder("hashed-word-trigrams")
 
 
 @pytest.fixture
@@ -454,38 +453,9 @@ def test_nova_memory_facts_events_and_lessons_arrive(db_target, source_pg):
 
 
 # -- memory-lancedb-pro -----------------------------------------------------------------------------
-def _lancedb_pro(folder: Path, dims: int) -> None:
-    """Its `memories` table as its store creates it (a JavaScript number is a float64 column)."""
-    import lancedb
-    import pyarrow as pa
-
-    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), dims)),
-                        ("category", pa.string()), ("scope", pa.string()), ("importance", pa.float64()),
-                        ("timestamp", pa.float64()), ("metadata", pa.string())])
-
-    def vec(text: str) -> list[float]:
-        return [float(x) for x in HASH.embed([text], kind="passage")[0]] if dims == HASH.dimensions else [0.5] * dims
-
-    rows = [
-        ("a1", "Prefers tabs over spaces", vec("zebra xylophone quartet"), "preference", "agent:coder", 0.9,
-         1_735_725_600_000, "{}"),
-        ("a2", "Team sync is on Mondays", vec("Team sync is on Mondays"), "fact", "global", 0.7, 1_735_812_000_000,
-         '{"l0_abstract": "sync day"}'),
-        ("a3", "Team sync moved to Tuesdays", vec("Team sync moved to Tuesdays"), "fact", "project:atlas", 0.8,
-         1_738_404_000_000, '{"supersedes": "a2"}'),
-        ("a4", "Lost the thread when the build broke", vec("x"), "cases", "reflection:agent:coder", 0.5,
-         1_738_490_400_000, "{}"),
-        ("a5", "Bob is allergic to nuts", vec("Bob is allergic to nuts"), "entity", "user:bob", 0.7,
-         1_738_576_800_000, "not json"),
-        ("a6", "Old row from before scopes", vec("Old row"), "other", None, 0.7, 1_700_000_000_000, None),
-    ]
-    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
-    lancedb.connect(folder).create_table("memories", table)
-
-
 def test_memory_lancedb_pro_table_arrives_with_scopes_and_chains(db_target, tmp_path):
     folder = tmp_path / "lancedb-pro"
-    _lancedb_pro(folder, HASH.dimensions)
+    lancedb_pro(folder, HASH.dimensions)
     Memory.open(db_target).close()
     first = _import(db_target, "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
     assert first["imported"] == 6 and first["vectors"]["reused"] == 6
@@ -512,7 +482,7 @@ def test_memory_lancedb_pro_table_arrives_with_scopes_and_chains(db_target, tmp_
 
 def test_a_lancedb_folder_of_another_dimension_is_embedded_again_and_a_wrong_one_fails(db_path, tmp_path):
     folder = tmp_path / "lancedb-pro"
-    _lancedb_pro(folder, 1024)
+    lancedb_pro(folder, 1024)
     summary = _import(str(db_path), "memory-lancedb-pro", str(folder), "--vectors-from", STORE_MODEL)
     assert summary["imported"] == 6 and summary["vectors"]["reused"] == 0
     assert "not a folder" in _import(str(db_path), "memory-lancedb-pro", str(tmp_path / "nope"), code=1)
