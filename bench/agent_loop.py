@@ -6,8 +6,9 @@ the assistant's small talk) are played against a real `clawrecall serve` on a fr
 with the default config (the local model), in the order OpenClaw calls the plugin on an
 `openclaw agent --local` turn:
 
-  1. `POST /v1/hooks/before_prompt_build` `{prompt, messages}`: the turn's prompt, and the last two
-     messages of the history (`[]` on a session's first turn), as integrations/openclaw sends them;
+  1. `POST /v1/hooks/startup` `{messages}` and `POST /v1/hooks/before_prompt_build` `{prompt, messages}`: the
+     last two messages of the history (`[]` on a session's first turn) and the turn's prompt, as
+     integrations/openclaw sends them;
   2. `POST /v1/hooks/agent_end` `{messages, success}`: the whole transcript so far (a `--local` run is
      a new process: nothing was acknowledged before), stamped as OpenClaw stamps it: the user's message
      holds the injected block before the prompt, and the running turn's prompt carries the time of the
@@ -26,7 +27,9 @@ petr are held out):
   * recall-block precision: the share of injected lines that contain one of the prompt's needed facts
     (or an older value of a corrected one), a repeat of an earlier line of the same block counting as not
     relevant; recall: the share of needed facts that some line contains (goal: precision ≥ 0.8 with
-    recall ≥ 0.9);
+    recall ≥ 0.9); the standing facts the session's startup blocks carried, and recall in context: the
+    share of needed facts the model reads with the prompt (this block, the session's earlier blocks, which
+    its transcript keeps, and its standing facts);
   * tool-vs-recall agreement: each injected line's text is looked for in what every search door
     answers for the same prompt and caller (a record with the same text counts): REST `/v1/search`, the tools `memory_search` (the plugin's
     `clawrecall_search` and core's `memory_search` in slot mode) and `memory_recall` (`clawrecall_recall`),

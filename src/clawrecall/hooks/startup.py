@@ -15,7 +15,7 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
@@ -107,7 +107,9 @@ def model_budget(cfg: StartupHookConfig, model: str | None) -> int:
     return cfg.max_chars
 
 
-def assemble(entries: list[StartupEntry], budget: int, standing: list[MemoryRecord] = ()) -> tuple[str, list[str]]:
+def assemble(
+    entries: list[StartupEntry], budget: int, standing: Sequence[MemoryRecord] = ()
+) -> tuple[str, list[str]]:
     """Whole entries by priority until the next does not fit; only a P0 entry may be cut to fill what is left.
     Then, in what is left, the standing facts that fit whole, as untrusted memory text (`memory:<id>` keys).
 
@@ -141,11 +143,12 @@ def _standing(mem: "Memory", caller: Caller, most: int) -> list[MemoryRecord]:
     transcript already. Newest first."""
     if most == 0 or caller.user_id is None:
         return []
+    # a few more than `most`: this session's own are left out after
     found = mem.list(caller=caller, scope=read_scope(caller), tags=[STANDING_TAG], limit=most + 10)
     return [m for m in found if caller.session_id is None or m.session_id != caller.session_id][:most]
 
 
-def _fitting(standing: list[MemoryRecord], room: int) -> tuple[str, list[str]]:
+def _fitting(standing: Sequence[MemoryRecord], room: int) -> tuple[str, list[str]]:
     """The standing facts whole, as many as fit in `room` with their untrusted-data markers, as one part."""
     lines = [f"- [{m.category}] {sanitize_for_context(m.content, STANDING_MAX_CHARS)}" for m in standing]
     while lines:
