@@ -103,6 +103,8 @@ class RetrievalPipeline:
                 # not after it)
                 early = self.store.memories.fetch([c.id for c in found["vector"]])
         via = {c.id: c.via for c in found.get("vector", []) if c.via is not None}  # long messages found by a window
+        # ... and that window's length: such a message matched by the window's length, not by its bulk
+        window_chars = {c.id: c.via_chars for c in found.get("vector", []) if c.via_chars is not None}
         keyword_found, records = keyword_legs.result() if keyword_legs is not None else keywords()
         records = early | records
         found |= keyword_found
@@ -132,10 +134,7 @@ class RetrievalPipeline:
                 items = apply_source_weights(items, cfg.source_weights)
             if filters.reader_agent is not None:
                 items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
-            # a long message found by one of its windows matched by that window's length, not by bulk
-            parts = {i: len(w.content) for i, w in self.store.memories.fetch(list(via.values())).items()} if via else {}
-            items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
-                                      matched={i: parts[w] for i, w in via.items() if w in parts})
+            items = apply_length_norm(items, anchor=cfg.length_norm_anchor, matched=window_chars)
             items = apply_time_decay(
                 items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
             )
