@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect, sync_playwright
 from live_server import db, home  # noqa: F401 (fixtures)
 
 from clawrecall.auth import TokenStore
@@ -24,6 +25,9 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "dashboa
 
 ALICE_TEA = "Alice drinks green tea every morning"
 ALICE_SCRIPT = "<script>window.__pwned = 1; document.title = 'pwned'</script> Alice's note about scripts"
+# a page changes after a click when the server has answered: assertions wait for it, as long as a busy
+# machine needs
+expect.set_options(timeout=60_000)
 BOB_SECRET = "Bob keeps his bank PIN 4921 in a note titled zebra-lantern"
 
 
@@ -84,8 +88,6 @@ def seeded(server, tokens) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def browser(chromium_path):
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, headless=True)
         yield browser
@@ -207,11 +209,11 @@ def test_open_edit_delete_undelete_and_forget(signed_in, seeded, tmp_path_factor
     page.get_by_role("button", name="Delete").click()
     assert "Deleted" in page.locator("p.readonly").first.inner_text()
     page.goto("/ui/memories?tag=drink")
-    assert page.get_by_text("No memory matches.").is_visible()
+    expect(page.get_by_text("No memory matches.")).to_be_visible()
     page.goto("/ui/memories?tag=drink&deleted=only")
     page.get_by_role("link", name="jasmine").click()
     page.get_by_role("button", name="Undelete").click()
-    assert page.get_by_role("button", name="Delete").is_visible()
+    expect(page.get_by_role("button", name="Delete")).to_be_visible()
     page.get_by_role("button", name="Forget for good…").click()
     assert "cannot be undone" in page.get_by_role("alert").inner_text()
     page.get_by_role("button", name="Forget it for good").click()
@@ -224,7 +226,7 @@ def bulk_delete(page, url: str, n: int) -> None:
     """Delete what the list at `url` shows, by its filter: the page says how many first, then that they went."""
     page.goto(url)
     page.get_by_role("button", name="Delete every memory that matches…").click()
-    assert page.get_by_text(f"{n} memories match").is_visible()
+    expect(page.get_by_text(f"{n} memories match")).to_be_visible()
     page.get_by_role("button", name=f"Delete {n} memories").click()
     assert f"Deleted {n} memories" in page.get_by_role("status").inner_text()
 
@@ -238,14 +240,14 @@ def test_bulk_undelete_and_visibility_on_a_filter_go_through_the_write_path(sign
     page.goto("/ui/memories?tag=chore&deleted=only")
     assert page.get_by_role("button", name="Delete every memory that matches…", exact=True).count() == 0  # none active
     page.get_by_role("button", name="Undelete every memory that matches…").click()
-    assert page.get_by_text("3 memories match and would be restored").is_visible()
+    expect(page.get_by_text("3 memories match and would be restored")).to_be_visible()
     page.get_by_role("button", name="Undelete 3 memories").click()
     assert "Restored 3 memories" in page.get_by_role("status").inner_text()
     page.get_by_role("link", name="Back to the memories").click()
     assert sorted(_texts(page)) == [f"Alice's chore {i}" for i in range(3)] and page.locator("li.row.deleted").count() == 0
     page.get_by_label("Visibility for every memory that matches").select_option("private")
     page.get_by_role("button", name="Change visibility…").click()
-    assert page.get_by_text("3 memories match and would be made private").is_visible()
+    expect(page.get_by_text("3 memories match and would be made private")).to_be_visible()
     page.get_by_role("button", name="Make private 3 memories").click()
     assert "Made 3 memories private" in page.get_by_role("status").inner_text()
     page.goto("/ui/memories?tag=chore")
@@ -261,7 +263,7 @@ def test_bulk_delete_on_a_filter_asks_then_deletes(signed_in):
     page = signed_in
     bulk_delete(page, "/ui/memories?tag=errand", 60)
     page.goto("/ui/memories?tag=errand")
-    assert page.get_by_text("No memory matches.").is_visible()
+    expect(page.get_by_text("No memory matches.")).to_be_visible()
     page.goto("/ui/memories?tag=errand&deleted=only")
     assert page.locator("li.row.deleted").count() == 50
 
@@ -286,7 +288,7 @@ def test_a_user_never_sees_another_users_memory(signed_in, seeded):
 def test_a_read_only_scope_shows_read_only_and_the_engine_refuses(signed_in, server, seeded, tokens):
     page = signed_in
     page.goto("/ui/memories?scope=global")
-    assert page.get_by_text("Read-only").is_visible()
+    expect(page.get_by_text("Read-only")).to_be_visible()
 
 
 def test_stored_script_stays_text(signed_in, seeded):
@@ -488,7 +490,7 @@ def test_bulk_delete_on_the_new_filters_goes_through_the_write_path(signed_in, s
 def test_a_read_only_scope_offers_no_bulk_action(signed_in, seeded):
     page = signed_in
     page.goto("/ui/memories?scope=global&category=fact")
-    assert page.get_by_text("Read-only").is_visible()
+    expect(page.get_by_text("Read-only")).to_be_visible()
     for action in ("Delete", "Undelete"):
         assert page.get_by_role("button", name=f"{action} every memory that matches…", exact=True).count() == 0
     assert page.get_by_role("button", name="Change visibility…").count() == 0
