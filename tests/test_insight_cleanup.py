@@ -95,13 +95,13 @@ def test_the_cleanup_report_names_each_reason_and_deletes_only_what_is_confirmed
     assert report.counts["duplicate"] == 1 and report.counts["never_recalled"] == 1
     assert mem.list(caller=ALICE, limit=100) and len(mem.list(caller=ALICE, limit=100)) == 8  # a report changes nothing
     # a confirmed deletion goes through the one write path: soft, restorable, and only what the caller may delete
-    deleted = mem.insight.clean_up([made["noise"], made["question"]], caller=ALICE)
+    deleted = mem.insight.confirm_cleanup([made["noise"], made["question"]], caller=ALICE)
     assert [m.id for m in deleted] == [made["noise"], made["question"]] and all(m.deleted_at for m in deleted)
     assert {m.id for m in mem.list(caller=ALICE, limit=100)} == set(made.values()) - {made["noise"], made["question"]} | set(copies)
     assert [h.action for h in mem.history(made["noise"], caller=ALICE)][-1] == "delete"
     mem.undelete(made["noise"], caller=ALICE)
     with pytest.raises(NotFoundError):
-        mem.insight.clean_up([made["good"]], caller=BOB)
+        mem.insight.confirm_cleanup([made["good"]], caller=BOB)
 
 
 def test_clusters_and_cleanup_over_the_cli_and_rest(db_target):

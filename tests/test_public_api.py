@@ -87,7 +87,7 @@ SURFACE = {
     "files": ["get", "ingest", "list", "remove"],
     "jobs": ["cancel", "enqueue", "get", "list", "retry", "stats"],
     "insight": [
-        "added", "clean_up", "cleanup", "clusters", "coverage", "never_recalled", "occurrences", "popular", "recalled",
+        "added", "cleanup", "clusters", "confirm_cleanup", "coverage", "never_recalled", "occurrences", "popular", "recalled",
         "recalls", "searched", "searches", "unanswered", "why",
     ],
     "secrets": ["rotate", "status"],

@@ -218,7 +218,7 @@ def _delete(mem: Any, ids: list[str], args: dict[str, Any]) -> list[Any]:
     with out.progress_bar("Deleting") as progress:
         deleted = []
         for n, memory_id in enumerate(ids, 1):
-            deleted.extend(mem.insight.clean_up([memory_id], caller=args["caller"]))
+            deleted.extend(mem.insight.confirm_cleanup([memory_id], caller=args["caller"]))
             if progress is not None:
                 progress(n, len(ids))
     return deleted

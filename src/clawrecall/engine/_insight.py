@@ -231,7 +231,7 @@ class Insight:
         """The memories worth deleting, oldest first, each with its reasons: noise, near-empty text, a
         template's placeholder, a question kept as a memory, a near-copy (cosine ≥ `duplicate_threshold`)
         of a memory kept, or — with the search log on — not found by any search in `days` days. Nothing
-        is changed: `clean_up(ids)` deletes what a person confirmed."""
+        is changed: `confirm_cleanup(ids)` deletes what a person confirmed."""
         who, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 100_000)
         _check_threshold(duplicate_threshold)
@@ -256,7 +256,7 @@ class Insight:
                  for r in sorted(flagged, key=lambda r: r.created_at)[:limit]]
         return CleanupReport(items=items, counts={k: v for k, v in counts.items() if v}, scanned=len(rows))
 
-    def clean_up(
+    def confirm_cleanup(
         self, ids: list[str], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None,
     ) -> list[MemoryRecord]:

@@ -139,7 +139,7 @@ class CleanupIds(BaseModel):
 
 
 @router.post("/cleanup", responses={**ONE, **errors(WritesDisabledError)})
-def clean_up(body: CleanupIds, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Memories:
+def confirm_cleanup(body: CleanupIds, mem: Memory = Depends(memory), ctx: Caller = Depends(caller)) -> Memories:
     """Soft-delete the memories a person confirmed from the report (restorable until purged); each must be
     one the caller may delete."""
-    return Memories(memories=mem.insight.clean_up(body.ids, caller=ctx))
+    return Memories(memories=mem.insight.confirm_cleanup(body.ids, caller=ctx))
