@@ -6,8 +6,9 @@ the assistant's small talk) are played against a real `clawrecall serve` on a fr
 with the default config (the local model), in the order OpenClaw calls the plugin on an
 `openclaw agent --local` turn:
 
-  1. `POST /v1/hooks/before_prompt_build` `{prompt, messages}`: the turn's prompt, and the last two
-     messages of the history (`[]` on a session's first turn), as integrations/openclaw sends them;
+  1. `POST /v1/hooks/startup` `{messages}` and `POST /v1/hooks/before_prompt_build` `{prompt, messages}`: the
+     last two messages of the history (`[]` on a session's first turn) and the turn's prompt, as
+     integrations/openclaw sends them;
   2. `POST /v1/hooks/agent_end` `{messages, success}`: the whole transcript so far (a `--local` run is
      a new process: nothing was acknowledged before), stamped as OpenClaw stamps it: the user's message
      holds the injected block before the prompt, and the running turn's prompt carries the time of the
@@ -26,7 +27,9 @@ petr are held out):
   * recall-block precision: the share of injected lines that contain one of the prompt's needed facts
     (or an older value of a corrected one), a repeat of an earlier line of the same block counting as not
     relevant; recall: the share of needed facts that some line contains (goal: precision ≥ 0.8 with
-    recall ≥ 0.9);
+    recall ≥ 0.9); the standing facts the session's startup blocks carried, and recall in context: the
+    share of needed facts the model reads with the prompt (this block, the session's earlier blocks, which
+    its transcript keeps, and its standing facts);
   * tool-vs-recall agreement: each injected line's text is looked for in what every search door
     answers for the same prompt and caller (a record with the same text counts): REST `/v1/search`, the tools `memory_search` (the plugin's
     `clawrecall_search` and core's `memory_search` in slot mode) and `memory_recall` (`clawrecall_recall`),
@@ -79,7 +82,7 @@ JUNK_KINDS = {"question", "greeting", "chitchat"}
 TEMPLATE = re.compile(r"<!--|\bYYYY\b|\{\{|\.\.\.\s*$|…\s*$|\[(?:your|name|date)[^\]]*\]", re.IGNORECASE)
 MODEL_CALL_MS = 273  # from a turn's start to its model call, when OpenClaw stamps the running prompt
 # "[via coder]" after the label: another agent's shared memory (docs/agents.md), not part of its text
-LINE = re.compile(r"^- \[(?P<label>[^\]]+)\](?: \[via (?P<via>[^\]]+)\])? (?P<text>.*) \((?P<meta>[^()]*)\)$")
+LINE = re.compile(r"^- \[(?P<label>[^\]]+)\](?: \[via (?P<via>[^\]]+)\])? (?P<text>.*?)(?: \((?P<meta>[^()]*)\))?$")
 
 
 def norm(text: str) -> str:
@@ -187,15 +190,17 @@ class OpenClawTurns:
         openclaw_stub_model.next_step = lambda messages: ("text", {"text": self.reply})
         self.states: dict[str, OpenClaw] = {}
 
-    def turn(self, session: dict, turn: dict) -> str | None:
+    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None]:
+        """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model."""
         oc = self._state(session["user"])
         self.reply = turn["assistant"]
         self.model.take()
         oc.turn(session["agent"], session["id"], turn["user"])
         sent = self.model.take()[0]["messages"]  # the turn's first model request
-        text = "\n".join(message_text(m) for m in sent if m.get("role") == "user")
-        found = re.search(r"<relevant-memories>.*?</relevant-memories>", text, re.DOTALL)
-        return found.group(0) if found else None
+        said = [message_text(m) for m in sent if m.get("role") == "user"]
+        found = re.search(r"<relevant-memories>.*?</relevant-memories>", "\n".join(said), re.DOTALL)
+        init = re.search(r"^init:\n.*?\n/init$", said[-1] if said else "", re.DOTALL | re.MULTILINE)
+        return (init.group(0) if init else None), (found.group(0) if found else None)
 
     def _state(self, user: str) -> OpenClaw:
         if user not in self.states:
@@ -234,22 +239,23 @@ def settle(db: Path, timeout_s: float = 120.0) -> None:
 def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns | None = None) -> dict:
     """Every session's turns through the hooks (or real OpenClaw turns); what each recall injected and
     which of its lines every door found."""
-    turns_out, latencies = [], {"before_prompt_build": [], "agent_end": []}
+    turns_out, latencies = [], {"startup": [], "before_prompt_build": [], "agent_end": []}
     with httpx.Client(base_url=url, timeout=60) as http:
         doors = Doors(http, db, cli)
         for session in played_order(data["sessions"]):
             transcript: list[dict] = []
             for n, turn in enumerate(session["turns"]):
                 if openclaw is None:
-                    block = rest_recall(http, session, turn["user"], transcript, latencies)
+                    startup, block = rest_recall(http, session, turn["user"], transcript, latencies)
                     found = doors.ask(turn["user"], session) if block else {}
-                    rest_end(http, session, turn, block, transcript, latencies)
+                    rest_end(http, session, turn, "\n\n".join(b for b in (startup, block) if b), transcript, latencies)
                 else:
-                    block = openclaw.turn(session, turn)
+                    startup, block = openclaw.turn(session, turn)
                     found = doors.ask(turn["user"], session) if block else {}
                 lines = block_lines(block)
                 turns_out.append({
                     "session": session["id"], "turn": n, "prompt": turn["user"], "lines": lines,
+                    "standing": block_lines(startup),
                     "doors": {door: [found_by(line, got) for line in lines] for door, got in found.items()},
                 })
             settle(db)
@@ -257,18 +263,23 @@ def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns
     return {"turns": turns_out, "latency_ms": {k: v for k, v in latencies.items() if v}}
 
 
-def rest_recall(http: httpx.Client, session: dict, prompt: str, transcript: list[dict], latencies: dict) -> str | None:
-    """`before_prompt_build` as the plugin sends it: the prompt, and the history's last two messages (plainMessages)."""
+def rest_recall(http: httpx.Client, session: dict, prompt: str, transcript: list[dict],
+                latencies: dict) -> tuple[str | None, str | None]:
+    """The startup block and `before_prompt_build`'s, as the plugin asks for them: the prompt, and the history's
+    last two messages (plainMessages)."""
     history = [{"role": m["role"], "content": m["content"][0]["text"]} for m in transcript[-2:]]
-    started = time.perf_counter()
-    answer = http.post("/v1/hooks/before_prompt_build", headers=headers(session),
-                       json={"prompt": prompt, "messages": history if transcript else []})
-    latencies["before_prompt_build"].append((time.perf_counter() - started) * 1000)
-    answer.raise_for_status()
-    return answer.json()["prependContext"]
+    blocks = []
+    for hook, body in (("startup", {"messages": history if transcript else []}),
+                       ("before_prompt_build", {"prompt": prompt, "messages": history if transcript else []})):
+        started = time.perf_counter()
+        answer = http.post(f"/v1/hooks/{hook}", headers=headers(session), json=body)
+        latencies[hook].append((time.perf_counter() - started) * 1000)
+        answer.raise_for_status()
+        blocks.append(answer.json()["prependContext"])
+    return blocks[0], blocks[1]
 
 
-def rest_end(http: httpx.Client, session: dict, turn: dict, block: str | None, transcript: list[dict],
+def rest_end(http: httpx.Client, session: dict, turn: dict, block: str, transcript: list[dict],
              latencies: dict) -> None:
     """`agent_end` with the whole transcript, as OpenClaw holds it after the turn."""
     began = int(time.time() * 1000)
@@ -285,8 +296,10 @@ def rest_end(http: httpx.Client, session: dict, turn: dict, block: str | None, t
     ended.raise_for_status()
 
 
-def judge_turn(turn: dict, spec: dict, facts: dict) -> dict:
-    """Which injected lines are relevant, which needed facts are present."""
+def judge_turn(turn: dict, spec: dict, facts: dict, context: list[dict] = ()) -> dict:
+    """Which injected lines are relevant, which needed facts are present: in the recall block, and in it or in
+    `context`: what the session's earlier recall blocks and its startup blocks so far put in the transcript, where
+    the model still reads it (which is why recall does not repeat a line within `hooks.recall.min_repeat_turns`)."""
     wanted = [*spec.get("needs", []), *spec.get("ok", [])]
     seen: set[str] = set()
     relevant = []
@@ -295,7 +308,9 @@ def judge_turn(turn: dict, spec: dict, facts: dict) -> dict:
         relevant.append(key not in seen and any(mentions(line["text"], facts[f]) for f in wanted))
         seen.add(key)
     present = [f for f in spec.get("needs", []) if any(mentions(line["text"], facts[f]) for line in turn["lines"])]
-    return {"relevant": relevant, "needed": spec.get("needs", []), "present": present}
+    in_context = [f for f in spec.get("needs", [])
+                  if any(mentions(line["text"], facts[f]) for line in [*turn["lines"], *context])]
+    return {"relevant": relevant, "needed": spec.get("needs", []), "present": present, "in_context": in_context}
 
 
 def junk(db: Path, data: dict) -> list[dict]:
@@ -354,7 +369,10 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
         if wanted_set != "all" and s["set"] != wanted_set:
             continue
         turns = [t for t in played["turns"] if t["session"] == s["id"]]
-        judged = [judge_turn(t, specs[(s["id"], t["turn"])], facts) for t in turns]
+        given = [t.get("standing", []) for t in turns]  # each turn's standing lines, in the transcript from then on
+        judged = [judge_turn(t, specs[(s["id"], t["turn"])], facts,
+                             [x for g in given[: n + 1] for x in g] + [x for e in turns[:n] for x in e["lines"]])
+                  for n, t in enumerate(turns)]
         lines = sum(len(j["relevant"]) for j in judged)
         good = sum(sum(j["relevant"]) for j in judged)
         needed = sum(len(j["needed"]) for j in judged)
@@ -366,6 +384,8 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
             "said": 2 * len(s["turns"]), "stored": stored[s["id"]],
             "lines": lines, "relevant_lines": good, "needed": needed, "present": present,
             "precision": ratio(good, lines), "recall": ratio(present, needed),
+            "standing": sum(len(g) for g in given), "in_context": sum(len(j["in_context"]) for j in judged),
+            "recall_in_context": ratio(sum(len(j["in_context"]) for j in judged), needed),
             "agreement": ratio(sum(checks), len(checks)), "door_checks": len(checks),
             "junk_in_scope": sum(1 for j in junk_rows if j["scope"] == scope),
         })
@@ -383,7 +403,8 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
                 "said": sum(s["said"] for s in group), "stored": sum(s["stored"] for s in group),
                 "precision": ratio(sum(s["relevant_lines"] for s in group), sum(s["lines"] for s in group)),
                 "recall": ratio(sum(s["present"] for s in group), sum(s["needed"] for s in group)),
-                "lines": sum(s["lines"] for s in group),
+                "lines": sum(s["lines"] for s in group), "standing": sum(s["standing"] for s in group),
+                "recall_in_context": ratio(sum(s["in_context"] for s in group), sum(s["needed"] for s in group)),
             }
     return {
         "sessions": sessions, "totals": totals, "junk": junk_rows,
@@ -402,22 +423,28 @@ def render(r: dict) -> str:
         f"{'real openclaw agent --local turns' if r['openclaw'] else 'REST hooks'}; load average {r['load'][0]:.2f} "
         f"at start, {r['load_end'][0]:.2f} at end; config: " + (", ".join(r["config_set"]) or "defaults"),
         "",
-        "| session | set | lang | agent | said | stored | junk (user's) | lines | precision | recall | doors agree |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| session | set | lang | agent | said | stored | junk (user's) | lines | precision | recall | standing "
+        "| recall in context | doors agree |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in r["sessions"]:
         out.append(f"| {s['session']} | {s['set']} | {s['lang']} | {s['agent']} | {s['said']} | {s['stored']} | {s['junk_in_scope']} "
-                   f"| {s['lines']} | {fmt(s['precision'])} | {fmt(s['recall'])} | {fmt(s['agreement'])} |")
-    out += ["", "| set | said | stored | lines | precision | recall |", "|---|---:|---:|---:|---:|---:|"]
+                   f"| {s['lines']} | {fmt(s['precision'])} | {fmt(s['recall'])} | {s['standing']} "
+                   f"| {fmt(s['recall_in_context'])} | {fmt(s['agreement'])} |")
+    out += ["", "| set | said | stored | lines | precision | recall | standing | recall in context |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, t in r["totals"].items():
-        out.append(f"| {name} | {t['said']} | {t['stored']} | {t['lines']} | {fmt(t['precision'])} | {fmt(t['recall'])} |")
+        out.append(f"| {name} | {t['said']} | {t['stored']} | {t['lines']} | {fmt(t['precision'])} | {fmt(t['recall'])} "
+                   f"| {t['standing']} | {fmt(t['recall_in_context'])} |")
     out += ["", "| search door | lines found | of |", "|---|---:|---:|"]
     out += [f"| {d} | {v['found']} | {v['checked']} |" for d, v in r["doors"].items()]
     lat = r["latency_ms"]
     if lat:  # through OpenClaw the hooks are called by the plugin, not timed here
         out += ["", "| hook | calls | p50 (ms) | p95 (ms) | goal p50 |", "|---|---:|---:|---:|---:|"]
-        for name, goal in (("before_prompt_build", GOALS["recall_p50_ms"]), ("agent_end", GOALS["agent_end_p50_ms"])):
-            out.append(f"| {name} | {lat[name]['calls']} | {lat[name]['p50']:.1f} | {lat[name]['p95']:.1f} | {goal:g} |")
+        for name, goal in (("startup", None), ("before_prompt_build", GOALS["recall_p50_ms"]),
+                           ("agent_end", GOALS["agent_end_p50_ms"])):
+            out.append(f"| {name} | {lat[name]['calls']} | {lat[name]['p50']:.1f} | {lat[name]['p95']:.1f} "
+                       f"| {'–' if goal is None else f'{goal:g}'} |")
     out += ["", f"junk memories: {len(r['junk'])}"]
     out += [f"  - [{j['why']}] {j['scope']} {j['category']}: {j['content'][:90]!r}" for j in r["junk"]]
     return "\n".join(out)

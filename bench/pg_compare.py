@@ -7,7 +7,8 @@ On a shared machine a wall time says as much about the load as about the code, s
 release once on each store, one after the other, and reports beside the p50 the CPU each search cost:
 the searching process's own, and that of every PostgreSQL process (the server must be one whose data
 directory this user can read, `--pgdata`; the benchmark's runs are then the only work it does). The
-top-10 items (ids and scores) of every question are written to `--hits` per release, to compare.
+top-10 items (ids and scores) of every question are written to `--hits` per release (the last round's), and
+it says for how many questions each release's equal the first release's.
 
 The stores are `bench/conversations.py`'s 120k-row search stores, kept as template databases (`--keep`).
 Each release searches its own copy, made once: the second release migrates its copy when it opens it.
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(search(url, int(users), args.queries, args.pgdata, Path(hits) if hits != "-" else None)))
         return 0
     releases = dict(r.split("=", 1) for r in args.release)
+    if args.hits is not None:
+        args.hits.mkdir(parents=True, exist_ok=True)
     rows = []
     for layout in args.layouts.split(","):
         users = 20 if layout == "spread" else 1
@@ -105,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                 out = subprocess.run(
                     [sys.executable, __file__, "--url", args.url, "--pgdata", str(args.pgdata), "--queries", str(args.queries),
                      "--run", copies[name], str(users), hits],
-                    env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
+                    env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
+                if out.returncode:
+                    raise SystemExit(f"{name}'s run on {layout} failed:\n{out.stderr}")
                 row = {"layout": layout, "release": name, "round": round_ + 1, "load": started,
                        **json.loads(out.stdout.strip().splitlines()[-1])}
                 rows.append(row)
@@ -114,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"(load {started})", file=sys.stderr, flush=True)
         for db in copies.values():
             admin(args.url, f"DROP DATABASE IF EXISTS {urlsplit(db).path[1:]} WITH (FORCE)")
+        if args.hits is not None and len(releases) > 1:
+            first, *others = [json.loads((args.hits / f"{layout}-{name}.json").read_text()) for name in releases]
+            for name, other in zip(list(releases)[1:], others):
+                same = sum(a == b for a, b in zip(first, other))
+                print(f"{layout:6s} {name} and {next(iter(releases))}: the same top 10, ids and scores, for {same} of "
+                      f"{len(first)} questions", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(rows, indent=2))
     return 0

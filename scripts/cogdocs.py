@@ -62,6 +62,7 @@ class Session:
         self.rng = random.Random(0)
         self.now = START
         self.ids: dict[str, str] = {}
+        self.urls: dict[str, str] = {}  # a sample's PostgreSQL URL as shown -> the one it stands for
 
     def file(self, name: str, text: str, show: bool | str = True, command: str | None = None) -> None:
         """Write a file the next commands read (a name under SHOWN_HOME is in the data directory), and
@@ -102,6 +103,22 @@ class Session:
         self._lines.append("$ " + " ".join(shown))
         self._lines.append(self._shown(answer.text))
 
+    def postgres(self, shown: str) -> str:
+        """A new PostgreSQL database with pgvector, for a sample that reads another system's: on a server this
+        process starts once (`pgserver`, the tests' own), its URL written as `shown` in commands and output."""
+        import psycopg
+
+        server = _pg_server()
+        name = f"sample_{len(self.urls)}"
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        url = server.replace("/postgres?", f"/{name}?")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        self.urls[shown] = url
+        return url
+
     def _path(self, name: str) -> Path:
         """Where a path a sample names is: one under SHOWN_HOME in the data directory, else in the session's."""
         return self.home / name[len(SHOWN_HOME) + 1:].rstrip("/") if name.startswith(SHOWN_HOME + "/") else self.dir / name
@@ -129,7 +146,7 @@ class Session:
         for line in textwrap.dedent(commands).strip().splitlines():
             line = line.format(**self.ids)
             self._lines.append(f"$ {line}")
-            output = self._run(line)
+            output = self._run(self._real(line))
             if output:
                 self._lines.append(output)
         if keep:
@@ -185,7 +202,14 @@ class Session:
                 raise ValueError(f"a sample filters with head, tail or grep only: {line}")
         return "\n".join(lines)
 
+    def _real(self, line: str) -> str:
+        for shown, url in self.urls.items():
+            line = line.replace(shown, url)
+        return line
+
     def _shown(self, output: str) -> str:
+        for shown, url in self.urls.items():
+            output = output.replace(url, shown)
         return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir), SHOWN_DIR)
 
     @contextmanager
@@ -222,6 +246,21 @@ class Session:
             sys.path.remove(str(self.dir))
             os.environ.clear()
             os.environ.update(saved_env)
+
+
+_PG: list[str] = []  # the URL of the server `Session.postgres` started, once per process
+
+
+def _pg_server() -> str:
+    if not _PG:
+        import pgserver
+
+        home = Path(tempfile.mkdtemp(prefix="clawrecall-docs-pg-"))
+        server = pgserver.get_server(home / "data", cleanup_mode="delete")
+        atexit.register(shutil.rmtree, home, True)
+        atexit.register(server.cleanup)  # runs first: the server stops, then its folder goes
+        _PG.append(server.get_uri())
+    return _PG[0]
 
 
 # -- the CLI reference ---------------------------------------------------------------------------

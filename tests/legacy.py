@@ -16,6 +16,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SCHEMA_STORES = FIXTURES / "schema"
 #: every schema version since named migrations: {"name", "commit", "steps": ["core/initial", …]}, oldest first
 SCHEMA_VERSIONS: list[dict] = json.loads((SCHEMA_STORES / "versions.json").read_text())
+#: the numbered versions before them, each of one backend: {"name", "backend", "commit", "schema_version"}
+LEGACY_VERSIONS: list[dict] = json.loads((SCHEMA_STORES / "legacy.json").read_text())
 # the API tokens `make_legacy_stores.py` created in the v7 SQLite file and the v5 PostgreSQL dump
 TOKENS = {
     "sqlite": "cr_9858b1edd5b6_753UHGAJO6M7R7IGeaNykzgguEvxgqfanDH6VU9OSbM",
@@ -42,7 +44,7 @@ def load(target: str, version: str) -> None:
 
 
 def load_version(target: str, name: str) -> None:
-    """Write the store of schema version `name` (a `SCHEMA_VERSIONS` entry's) at `target`."""
+    """Write the store of schema version `name` (a `SCHEMA_VERSIONS` or `LEGACY_VERSIONS` entry's) at `target`."""
     if is_postgres_url(target):
         import psycopg
 

@@ -12,6 +12,7 @@ from hook_helpers import assistant, ctx, slow_adds, user
 
 from clawrecall import Caller, Memory
 from clawrecall.config import CaptureHookConfig
+from clawrecall.conversations.text import is_standing
 from clawrecall.errors import ValidationError
 from clawrecall.hooks import agent_end, capture, detect_category, keepable, should_capture
 
@@ -222,6 +223,20 @@ def test_capture_stores_the_statement_not_the_question(mem):
     assert out["candidates"] == [{"text": "My cat is called Tom.", "category": "entity"}]
     assert mem.upkeep.runtime.drain(30)
     assert stored(mem) == ["My cat is called Tom."]
+
+
+def test_a_standing_fact_is_kept_and_tagged_though_it_asks_for_nothing(mem):
+    """An allergy, a diet, a condition: kept in mind whatever is asked, so tagged `standing` (the startup
+    block carries them); a plain statement of one is worth keeping without "remember"."""
+    said = ["I'm allergic to peanuts.", "Jsem vegetariánka.", "У меня аллергия на орехи.", "My cat is called Tom."]
+    for n, text in enumerate(said):
+        agent_end(mem, {"messages": [user(text)]}, ctx(session_id=f"s{n}"))
+    assert mem.upkeep.runtime.drain(30)
+    tagged = {m.content: m.tags for m in mem.list(user_id="alice")}
+    assert tagged == {"I'm allergic to peanuts.": ["standing"], "Jsem vegetariánka.": ["standing"],
+                      "У меня аллергия на орехи.": ["standing"], "My cat is called Tom.": []}
+    assert keepable("Are you allergic to anything?") is None  # a question still is not a fact
+    assert not is_standing("I'm flying to Lisbon on 14 March.") and not is_standing("Můj pes se jmenuje Bára.")
 
 
 @pytest.mark.parametrize(

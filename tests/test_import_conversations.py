@@ -20,7 +20,7 @@ from clawrecall import Memory
 from clawrecall.importers.data import stable_id
 
 from test_import_systems import (  # noqa: F401  (source_pg is a fixture)
-    HASH, MEM0_HISTORY, NOVA, STORE_MODEL, _import, _is_vector_of, _pgvector_schema, _stored, _vectors,
+    HASH, MEM0_HISTORY, NOVA, STORE_MODEL, _import, _is_vector_of, _pgvector_schema, _stored, _vec, _vectors,
     source_pg,
 )
 
@@ -111,10 +111,10 @@ def test_memento_conversations_occurrences_and_journal_arrive_once(db_target, tm
     source = _memento(tmp_path / "memento.db", workspace)
     Memory.open(db_target).close()
     dry = _import(db_target, "memento-local", str(source), "--markdown", str(workspace), "--dry-run")
-    assert dry["conversations"] == {"conversations": 3, "messages": 6, "already_there": 0}
+    assert dry["conversations"] == {"conversations": 3, "messages": 6, "already_there": 0, "vectors_reused": 0}
     assert dry["occurrences"] == {"imported": 4, "already_there": 0} and not _stored(db_target)
     first = _import(db_target, "memento-local", str(source), "--markdown", str(workspace))
-    assert first["conversations"] == {"conversations": 3, "messages": 6, "already_there": 0}
+    assert first["conversations"] == {"conversations": 3, "messages": 6, "already_there": 0, "vectors_reused": 0}
     assert first["occurrences"] == {"imported": 4, "already_there": 0}
     assert first["imported"] == 4 + 3  # the facts, and the journal's three items
     assert {(d["table"], d["id"]) for d in first["skipped"]} >= {
@@ -122,11 +122,11 @@ def test_memento_conversations_occurrences_and_journal_arrive_once(db_target, tm
         ("fact_occurrences", "o4"), ("fact_occurrences", "o5")}
     assert {"conversations", "messages", "fact_occurrences", "memory/*.md (--markdown)"} <= set(first["mapped"])
     dry_again = _import(db_target, "memento-local", str(source), "--markdown", str(workspace), "--dry-run")
-    assert dry_again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6}
+    assert dry_again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6, "vectors_reused": 0}
     assert dry_again["occurrences"] == {"imported": 0, "already_there": 4}
     again = _import(db_target, "memento-local", str(source), "--markdown", str(workspace))
     assert again["imported"] == 0 and again["already_there"] == 7
-    assert again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6}
+    assert again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 6, "vectors_reused": 0}
     assert again["occurrences"] == {"imported": 0, "already_there": 4}
 
     messages, segments, occurrences = _record(db_target)
@@ -229,7 +229,7 @@ def test_openclaw_pgvector_requests_reasoning_and_responses_become_the_record(db
     Memory.open(db_target).close()
     first = _import(db_target, "openclaw-memory-pgvector", source_pg)
     # user 42's conversation is 42's; `default`'s has no owner until the import names one
-    assert first["conversations"] == {"conversations": 1, "messages": 5, "already_there": 0}
+    assert first["conversations"] == {"conversations": 1, "messages": 5, "already_there": 0, "vectors_reused": 0}
     assert [(d["table"], d["rows"]) for d in first["skipped"]] == [("requests", 2)]
     messages, segments, _ = _record(db_target)
     ordered = sorted(messages, key=lambda m: (m.created_at, m.ordinal or 0))
@@ -244,15 +244,54 @@ def test_openclaw_pgvector_requests_reasoning_and_responses_become_the_record(db
 
     # as alice: the `default` conversation is hers; 42's is not hers to import
     mine = _import(db_target, "openclaw-memory-pgvector", source_pg, "--user", "alice")
-    assert mine["conversations"] == {"conversations": 1, "messages": 2, "already_there": 0}
+    assert mine["conversations"] == {"conversations": 1, "messages": 2, "already_there": 0, "vectors_reused": 0}
     assert any(d["table"] == "requests" and "another's conversation" in d["reason"] for d in mine["skipped"])
     messages, _, _ = _record(db_target)
     hers = sorted((m for m in messages if m.scope == "user:alice"), key=lambda m: m.created_at)
     assert [(m.role, m.content, m.session_id) for m in hers] == [
         ("user", "hello", "openclaw-memory-pgvector"), ("assistant", "hi", "openclaw-memory-pgvector")]
     again = _import(db_target, "openclaw-memory-pgvector", source_pg)
-    assert again["conversations"] == {"conversations": 1, "messages": 0, "already_there": 5}
+    assert again["conversations"] == {"conversations": 1, "messages": 0, "already_there": 5, "vectors_reused": 0}
     assert len(_record(db_target)[0]) == 7 and not _stored(db_target)  # messages, no memories
+
+
+def test_openclaw_pgvector_message_vectors_of_the_store_model_are_kept(db_target, source_pg, tmp_path):
+    """Each message's `embedding`, when --vectors-from names the store's model, is the message's vector in the
+    record (each here is of other words than its message, so a vector made again would differ); a message
+    the model's window cannot hold whole is embedded again, as windows. No model named: all embedded."""
+    ids = _pgvector_chats(source_pg)
+    long = " ".join(f"lap{n} at threshold" for n in range(1500))
+    with psycopg.connect(source_pg, autocommit=True) as conn:
+        conn.execute("UPDATE requests SET embedding = %s WHERE id = %s", (_vec("zebra xylophone quartet"), ids["r1"]))
+        conn.execute("UPDATE reasoning SET embedding = %s", (_vec("amber violin harbour"),))
+        conn.execute("UPDATE responses SET embedding = %s WHERE response_text = 'A 20-minute test.'",
+                     (_vec("copper meadow lantern"),))
+        conn.execute("INSERT INTO responses (request_id, response_text, embedding, created_at) VALUES "
+                     "(%s, %s, %s, '2025-05-01T10:01:06Z')", (ids["r2"], long, _vec("granite tulip")))
+    Memory.open(db_target).close()
+    first = _import(db_target, "openclaw-memory-pgvector", source_pg, "--vectors-from", "hashed-word-trigrams")
+    assert first["conversations"] == {"conversations": 1, "messages": 6, "already_there": 0, "vectors_reused": 3}
+    messages = {m.content: m.id for m in _record(db_target)[0]}
+    vectors = _vectors(db_target, [messages["What's a good FTP test?"], messages["They want a protocol."],
+                                   messages["A 20-minute test."]])
+    assert _is_vector_of(vectors[messages["What's a good FTP test?"]], "zebra xylophone quartet")
+    assert _is_vector_of(vectors[messages["They want a protocol."]], "amber violin harbour")
+    assert _is_vector_of(vectors[messages["A 20-minute test."]], "copper meadow lantern")
+    with Memory.open(db_target) as mem:
+        mem.upkeep.backfill()
+        windows = mem._store.run("SELECT count(*) FROM memories WHERE kind = 'window' AND source_id = "
+                                 f"{mem._store.dialect.p}", (messages[long],))[0][0]
+    assert windows > 1 and not _is_vector_of(_vectors(db_target, [messages[long]])[messages[long]], "granite tulip")
+    again = _import(db_target, "openclaw-memory-pgvector", source_pg, "--vectors-from", "hashed-word-trigrams")
+    assert again["conversations"] == {"conversations": 1, "messages": 0, "already_there": 6, "vectors_reused": 0}
+
+    other = str(tmp_path / "other.db")
+    Memory.open(other).close()
+    assert _import(other, "openclaw-memory-pgvector", source_pg)["conversations"]["vectors_reused"] == 0
+    with Memory.open(other) as mem:
+        mem.upkeep.backfill()
+    [asked] = [m.id for m in _record(other)[0] if m.content == "What's a good FTP test?"]
+    assert _is_vector_of(_vectors(other, [asked])[asked], "What's a good FTP test?")
 
 
 # -- nova-memory ------------------------------------------------------------------------------------
@@ -269,7 +308,7 @@ def test_nova_agent_chats_become_a_conversation_per_channel(db_target, source_pg
     assert sorted((d["table"], d["rows"]) for d in unowned["skipped"] if d["table"] == "agent_chat") == [
         ("agent_chat", 1), ("agent_chat", 2)]
     first = _import(db_target, "nova-memory", source_pg, "--agent", "nova")
-    assert first["conversations"] == {"conversations": 2, "messages": 3, "already_there": 0}
+    assert first["conversations"] == {"conversations": 2, "messages": 3, "already_there": 0, "vectors_reused": 0}
     messages, segments, _ = _record(db_target)
     said = {m.content: m for m in messages}
     assert set(said) == {"dana: Who has the launch checklist?", "nova: I do: it is in the shared drive.",
@@ -281,7 +320,7 @@ def test_nova_agent_chats_become_a_conversation_per_channel(db_target, source_pg
     assert checklist.created_at.isoformat() == "2025-07-01T09:00:00+00:00"
     assert len(segments) == 2
     again = _import(db_target, "nova-memory", source_pg, "--agent", "nova")
-    assert again["conversations"] == {"conversations": 2, "messages": 0, "already_there": 3}
+    assert again["conversations"] == {"conversations": 2, "messages": 0, "already_there": 3, "vectors_reused": 0}
 
 
 # -- mem0: its default store (Qdrant, local mode) and its messages -------------------------------------
@@ -347,10 +386,10 @@ def test_mem0_qdrant_folder_and_its_messages_arrive(db_target, tmp_path):
     assert first["imported"] == 4 and first["vectors"]["reused"] == 2, first
     assert {(d["table"], d["id"]) for d in first["skipped"]} == {
         ("mem0", EMPTY), ("mem0migrations", None), ("messages", "x5")}
-    assert first["conversations"] == {"conversations": 3, "messages": 4, "already_there": 0}
+    assert first["conversations"] == {"conversations": 3, "messages": 4, "already_there": 0, "vectors_reused": 0}
     again = _import(db_target, "mem0", str(folder), "--history", str(history), "--vectors-from", STORE_MODEL)
     assert (again["imported"], again["already_there"]) == (0, 4)
-    assert again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 4}
+    assert again["conversations"] == {"conversations": 3, "messages": 0, "already_there": 4, "vectors_reused": 0}
 
     got = _stored(db_target)
     lisbon, porto, planner = got[f"mem0:{LISBON}"], got["history:h1"], got[f"mem0:{PLANNER}"]

@@ -1,11 +1,12 @@
 """Stores written by the release before named migrations (SQLite schema v7, PostgreSQL v5, and
-the first release's v1), and by the release of every schema version since, upgrade in place, on both
-backends, to what a new store is, and answer the same searches."""
+the first release's v1), by the release of each numbered version before them (SQLite v2-v6, PostgreSQL
+v2-v4), and by the release of every schema version since, upgrade in place, on both backends, to what a
+new store is, and answer the same searches."""
 
 from __future__ import annotations
 
 import pytest
-from legacy import SCHEMA_VERSIONS, TOKENS, catalog, load, load_version
+from legacy import LEGACY_VERSIONS, SCHEMA_VERSIONS, TOKENS, catalog, load, load_version
 
 from clawrecall import Memory
 from clawrecall.auth import TokenStore
@@ -176,19 +177,17 @@ ANSWERS = [
 ]
 
 
-@pytest.mark.parametrize("version", SCHEMA_VERSIONS, ids=[v["name"] for v in SCHEMA_VERSIONS])
-def test_every_schema_version_upgrades_and_answers_the_same(db_target, version, request, tmp_path):
-    fresh_target = request.getfixturevalue("other_pg_url") if is_postgres_url(db_target) else str(tmp_path / "fresh.db")
+def _new_schema(target: str, request, tmp_path) -> set[tuple]:
+    """The catalog of a store created new on `target`'s backend."""
+    fresh_target = request.getfixturevalue("other_pg_url") if is_postgres_url(target) else str(tmp_path / "fresh.db")
     fresh = open_store(fresh_target)
     expected = catalog(fresh)
     fresh.close()
-    load_version(db_target, version["name"])
-    before = open_store(db_target, migrate=False)
-    assert sorted(f"{a}/{b}" for a, b in _recorded(before)) == version["steps"]  # the store is of its version
-    assert {s.label for s in before.pending_migrations()} == {f"{a}/{b}" for a, b in ALL_STEPS} - set(version["steps"])
-    before.close()
+    return expected
 
-    with Memory.open(db_target) as mem:
+
+def _upgrades_and_answers_the_same(target: str, expected: set[tuple]) -> None:
+    with Memory.open(target) as mem:
         assert [r for r in _recorded(mem._store) if r not in RETIRED] == ALL_STEPS
         assert mem.stats().schema_version == latest() and catalog(mem._store) == expected
         assert mem._store.integrity_problems() == []
@@ -205,3 +204,37 @@ def test_every_schema_version_upgrades_and_answers_the_same(db_target, version, 
         assert [(e.key, e.priority) for e in mem.startup.list()] == [("rules", 0)]
         added = mem.add("The camper van needs new tyres before the trip", user_id="alice")
         assert {h.memory.id for h in mem.search("camper van", user_id="alice", mode="bm25")} == {kept.id, added.id}
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS, ids=[v["name"] for v in SCHEMA_VERSIONS])
+def test_every_schema_version_upgrades_and_answers_the_same(db_target, version, request, tmp_path):
+    expected = _new_schema(db_target, request, tmp_path)
+    load_version(db_target, version["name"])
+    before = open_store(db_target, migrate=False)
+    assert sorted(f"{a}/{b}" for a, b in _recorded(before)) == version["steps"]  # the store is of its version
+    assert {s.label for s in before.pending_migrations()} == {f"{a}/{b}" for a, b in ALL_STEPS} - set(version["steps"])
+    before.close()
+    _upgrades_and_answers_the_same(db_target, expected)
+
+
+@pytest.mark.model  # those releases embedded with the local model alone: the stores hold its vectors
+@pytest.mark.parametrize("version", LEGACY_VERSIONS, ids=[f"{v['backend']}-{v['name']}" for v in LEGACY_VERSIONS])
+def test_every_numbered_schema_version_upgrades_and_answers_the_same(version, request, tmp_path):
+    """The numbered versions before named migrations (SQLite v2-v6, PostgreSQL v2-v4), each written by the
+    first commit of main that had it: the number stands for its steps, and the store upgrades to a new one's."""
+    if version["backend"] == "postgres":
+        if "postgres" not in __import__("conftest").BACKENDS:
+            pytest.skip("PostgreSQL not selected")
+        target = request.getfixturevalue("pg_url")
+    else:
+        target = str(tmp_path / "old.db")
+    expected = _new_schema(target, request, tmp_path)
+    load_version(target, version["name"])
+    before = open_store(target, migrate=False)
+    number = version["schema_version"]
+    assert before.get_meta("schema_version") == str(number) and not before.table_exists("migrations")
+    assert before.schema_version() == number  # the first N core steps (PostgreSQL v4: the API tokens third)
+    done = {("core", step) for step in before.legacy_versions[number]}
+    assert {s.label for s in before.pending_migrations()} == {f"{a}/{b}" for a, b in ALL_STEPS if (a, b) not in done}
+    before.close()
+    _upgrades_and_answers_the_same(target, expected)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from clawrecall import Memory
@@ -188,3 +190,22 @@ def test_the_window_text_migration_takes_windows_out_of_the_keyword_indexes(mem)
             store.run(sql)
     assert keyword_rows(mem, "vault") == 1 and trigram_rows(mem, "vault cron") == 1 and store.integrity_problems() == []
     assert mem.search("vault cron", caller=ALICE, sources=["message"], mode="bm25")[0].memory.id == message_id
+
+
+def test_a_message_found_by_a_window_is_length_normalised_by_that_window_without_reading_it(mem, monkeypatch):
+    """Length normalisation measures a message found by one of its windows by that window's length, which
+    the window search reads with the window's message: no window's record is fetched."""
+    from clawrecall.retrieval import pipeline
+    from clawrecall.storage.memories import Memories
+
+    message_id = log_long(mem)
+    windows = windows_of(mem, message_id)
+    [last] = [len(text) for _, text, _ in windows if text.endswith(TAIL)]
+    fetched: list[str] = []
+    fetch = Memories.fetch
+    monkeypatch.setattr(Memories, "fetch", lambda self, ids, *a, **k: (fetched.extend(ids), fetch(self, ids, *a, **k))[1])
+    hit = found_by_window(mem, mem.search(TAIL, caller=ALICE, sources=["message"], explain=True), message_id)
+    anchor = mem.config.retrieval.length_norm_anchor
+    assert hit.explain.get("length", 1.0) == pytest.approx(max(0.3, 1 / (1 + 0.5 * math.log2(max(last / anchor, 1.0)))))
+    assert hit.explain.get("length", 1.0) != pytest.approx(max(0.3, 1 / (1 + 0.5 * math.log2(len(LONG) / anchor))))
+    assert fetched and not set(map(str, fetched)) & {str(w[0]) for w in windows}

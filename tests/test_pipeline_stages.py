@@ -253,6 +253,10 @@ def test_shared_stems_set_endings_and_accents_aside():
     assert shared_stems("deploy", "x" * COVERAGE_READ + " deploy") == []  # past COVERAGE_READ: not read
     assert shared_stems("我喜欢喝咖啡吗", "我每天早上喝咖啡") == ["我喜欢喝咖啡吗"]  # "咖啡": no word breaks to split at
     assert shared_stems("我喜欢狗", "我每天早上喝咖啡") == []  # one character in common ("我") is none
+    # a linking verb is no evidence: naming ("se jmenuje", "зовут") tells what a name is of, not what is named
+    assert shared_stems("Moje dcera se jmenuje Eliška.", "Náš projekt se jmenuje Kometa.") == []
+    assert shared_stems("Jak se jmenuje můj pes?", "Můj pes se jmenuje Bára.") == ["pes"]
+    assert shared_stems("Мою дочь зовут Маша.", "Мою собаку зовут Рекс.") == []
 
 
 def test_coverage_and_trigram_rescore_read_a_bounded_head():

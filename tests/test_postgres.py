@@ -167,6 +167,8 @@ def test_hnsw_and_pool_settings_come_from_the_postgres_block(pg_url):
             with mem._store.transaction():
                 mem._store.vector_candidates(query, Filters(), k)
                 assert mem._store.run("SHOW hnsw.ef_search")[0][0] == str(ef)
+                assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "relaxed_order"
+        assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "off"  # for the search's transaction only
     with Memory.open(pg_url, postgres={"exact_search_rows": 0}) as mem:  # defaults: m 24, ef_c 128, ef_search 100
         mem._store.drop_vector_index()
         mem._store.build_vector_index()
@@ -549,23 +551,46 @@ def test_a_search_runs_its_keyword_legs_beside_its_vector_leg(pg_url):
         assert seen["bm25"][0] == threading.current_thread().name
 
 
+def test_a_keyword_leg_that_outlasts_the_vector_leg_finds_its_records_read(pg_url):
+    with Memory.open(pg_url) as mem:
+        mem.add_many([{"content": f"note {i} about gardening and tomatoes", "user_id": "alice"} for i in range(10)])
+        store = mem._store
+        before = [(h.id, h.score) for h in mem.search("tomatoes gardening", user_id="alice")]
+        text, fetch = store.text_candidates, store.memories.fetch
+        read, waited, main = threading.Event(), [], threading.current_thread().name
+
+        def fetching(ids):  # the records of the vector hits, read on the searching thread
+            if threading.current_thread().name == main and ids:
+                read.set()
+            return fetch(ids)
+
+        def slow_keyword_leg(*args, **kwargs):  # runs until the vector hits' records are read: without the
+            waited.append(read.wait(10))        # early read, the searching thread would wait for it instead
+            return text(*args, **kwargs)
+
+        store.text_candidates, store.memories.fetch = slow_keyword_leg, fetching
+        hits = mem.search("tomatoes gardening", user_id="alice")
+        assert waited == [True]
+        assert [(h.id, h.score) for h in hits] == before  # the same hits, records read earlier
+
+
 def test_work_beside_a_transaction_waits_for_none_and_sees_its_writes(pg_url):
     with Memory.open(pg_url) as mem:
         store, here = mem._store, threading.current_thread().name
         with store.transaction():
             store.set_meta("beside-check", "uncommitted")
-            assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")), Filters())() == \
+            assert store.beside(lambda: (threading.current_thread().name, store.get_meta("beside-check")), Filters()).result() == \
                 (here, "uncommitted")
-        assert store.beside(lambda: threading.current_thread().name, Filters())() != here
+        assert store.beside(lambda: threading.current_thread().name, Filters()).result() != here
 
         def fails() -> None:
             raise StorageError("the read failed")
 
         result = store.beside(fails, Filters())  # the error reaches the caller when it asks for the value
         with pytest.raises(StorageError, match="the read failed"):
-            result()
+            result.result()
     with pytest.raises(StorageError):  # a closed store fails as it does for any call, in the caller's thread
-        store.beside(lambda: store.get_meta("beside-check"), Filters())()
+        store.beside(lambda: store.get_meta("beside-check"), Filters()).result()
 
 
 def test_concurrent_searches_on_a_pool_of_one_connection_all_answer(pg_url):

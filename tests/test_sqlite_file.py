@@ -145,7 +145,7 @@ def test_a_large_scope_runs_its_keyword_legs_on_a_reader_beside_the_vector_leg(t
             mem._store._reader_call(lambda: mem._store.run("DELETE FROM memories"))
         assert mem.count(caller=alice) == 61
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):  # a closed store fails as it does for any call
-        mem._store.beside(lambda: mem._store.memories.count(Filters()), Filters(scopes=["user:alice"]))()
+        mem._store.beside(lambda: mem._store.memories.count(Filters()), Filters(scopes=["user:alice"])).result()
     assert not [t for t in threading.enumerate() if t.name.startswith("clawrecall-sqlite")]  # stopped on close
 
 

@@ -505,3 +505,47 @@ def test_a_clustering_that_fails_is_logged_once_and_the_scope_read_whole(monkeyp
         "the vector index could not cluster user:a (it is read whole): no room for the clusters"]
     index.upsert_many(["new"], stored[:1], [_meta()])  # writes go on as before
     assert index.rows(["user:a"]) == 1_501 and index._parts["user:a"].touched is None
+
+
+class _CountedProducts(np.ndarray):
+    """A partition's matrix that counts the products read from it (a slice of it still counts)."""
+
+    products = 0
+
+    def __matmul__(self, other):
+        _CountedProducts.products += 1
+        return np.asarray(self) @ other
+
+
+def test_searches_of_one_query_read_a_scope_once_until_it_is_written():
+    """A search of messages reads their scope again for the windows of the long ones, with the same query
+    and other filters: the second read takes the first's cosines. A write to the scope (a new row, a
+    replaced vector) is seen by the next search of that query."""
+    from clawrecall.storage import Filters
+
+    rng = np.random.default_rng(11)
+    index = VectorIndex(DIMS)
+    vectors = _clustered(rng, 900)
+    ids = [f"r{i}" for i in range(len(vectors))]
+    kinds = ["message" if i % 3 else "window" for i in range(len(vectors))]
+    index.upsert_many(ids, vectors, [RowMeta.of("s", kind=k, created_at=0.0) for k in kinds])
+    part = index._parts["s"]
+    part.mat = part.mat.view(_CountedProducts)
+    _CountedProducts.products = 0
+    query = _unit(rng.standard_normal((1, DIMS)))[0]
+
+    def expected(kind: str, k: int = 7) -> list[str]:
+        sims = np.where(np.array(kinds) == kind, vectors @ query, -np.inf)
+        return [ids[i] for i in np.argsort(-sims)[:k]]
+
+    messages = index.search(query, 7, Filters(scopes=["s"], kinds=("message",)))
+    windows = index.search(query, 7, Filters(scopes=["s"], kinds=("window",)))
+    assert [i for i, _ in messages] == expected("message") and [i for i, _ in windows] == expected("window")
+    assert _CountedProducts.products == 1
+    # a new row nearest the query, and a row whose vector became the query's opposite
+    index.upsert_many(["new", "r1"], np.stack([query, -query]), [RowMeta.of("s", kind="message", created_at=0.0)] * 2)
+    part.mat = part.mat.view(_CountedProducts)  # kept unless the arrays grew
+    after = index.search(query, 900, Filters(scopes=["s"], kinds=("message",)))
+    assert after[0][0] == "new" and after[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert after[-1][0] == "r1" and after[-1][1] == pytest.approx(-1.0, abs=1e-5)
+    assert _CountedProducts.products == 2

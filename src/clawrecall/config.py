@@ -325,6 +325,9 @@ class StartupHookConfig(_Section):
     max_chars: int = Field(default=4000, ge=1)
     max_chars_by_model: dict[str, int] = Field(default_factory=dict)
     ttl_s: float = Field(default=600.0, gt=0)
+    # the user's standing facts (memories tagged `standing`: an allergy, a diet, a health constraint, which
+    # capture tags) after the entries, newest first and in the same budget, as untrusted memory text; 0 = none
+    standing: int = Field(default=5, ge=0, le=50)
 
 
 class CaptureHookConfig(_Section):

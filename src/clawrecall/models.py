@@ -358,6 +358,7 @@ class Logged(BaseModel):
     unstorable: int = 0  # left out by `skip_bad`
     ids: list[str]
     segment_id: str | None
+    given_vectors: int = 0  # stored with the vector given for them (`log(vectors=…)`), not embedded again
 
 
 class Conversation(BaseModel):

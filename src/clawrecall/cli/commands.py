@@ -887,8 +887,9 @@ def _system_import_text(s: dict[str, Any]) -> str:
         lines.append(f"Startup entries: {s['startup']['imported']} imported, {s['startup']['already_there']} already there")
     chats, occurrences = s["conversations"], s["occurrences"]
     if chats["conversations"]:
+        reused = f", {chats['vectors_reused']} with the source's vectors" if chats["vectors_reused"] else ""
         lines.append(f"Conversations: {chats['conversations']} ({out.plural(chats['messages'], 'message')} "
-                     f"{'to record' if s['dry_run'] else 'recorded'}, {chats['already_there']} already there)")
+                     f"{'to record' if s['dry_run'] else 'recorded'}{reused}, {chats['already_there']} already there)")
     if occurrences["imported"] or occurrences["already_there"]:
         lines.append(f"Occurrences: {occurrences['imported']} {'to import' if s['dry_run'] else 'imported'}, "
                      f"{occurrences['already_there']} already there")

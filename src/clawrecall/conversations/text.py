@@ -152,6 +152,37 @@ _TRIGGERS = re.compile(
     re.IGNORECASE,
 )
 
+# -- standing facts: kept in mind whatever is asked --------------------------------------------------
+# What a person wants an assistant to keep in mind in every conversation: an allergy or intolerance, a
+# diet kept for health or belief, a condition that rules things out. Nothing in a prompt connects them to
+# what they matter for ("What should I cook for dinner?" scores "I'm allergic to peanuts." 0.11, under the
+# dog's name), so recall, which needs that connection, would not bring them: capture tags them
+# `STANDING_TAG`, and a session's startup block carries the user's few (hooks/startup.py). Each is a
+# trigger too: "I'm allergic to peanuts." is worth keeping though it asks for nothing.
+STANDING_TAG = "standing"
+_STANDING = re.compile(
+    "|".join((
+        # English
+        r"\ballerg|\bintoleran|\b(?:coeliac|celiac)\b|\bgluten[- ]free\b|\blactose\b",
+        r"\bvegetarian\b|\bvegan\b|\bhalal\b|\bkosher\b|\bdiabet|\bepilep",
+        r"\bi\s+(?:can'?t|cannot|must\s+not|mustn'?t|don'?t|do\s+not|never)\s+eat\b",
+        # Czech
+        r"alergi|intoleranc|celiaki|bezlepk|laktóz|vegetarián|vegan|diabeti|cukrovk|epilep",
+        r"\bnejím\b|\bnesmím\s+jíst\b",
+        # Russian
+        r"аллерги|непереносимост|целиаки|вегетариан|веган|диабет|эпилепс|\bне\s+ем\b|\bнельзя\s+есть\b",
+        # Chinese (simplified and traditional)
+        r"过敏|過敏|素食|吃素|糖尿病|不能吃|麸质|麩質|乳糖不耐",
+    )),
+    re.IGNORECASE,
+)
+
+
+def is_standing(text: str) -> bool:
+    """Whether a statement is a standing fact (`_STANDING`): one to keep in mind whatever is asked."""
+    return bool(_STANDING.search(text))
+
+
 # -- rejects: checked before the triggers -----------------------------------------------------------
 _INJECTION = re.compile(
     "|".join((
@@ -293,7 +324,7 @@ def keepable(text: str, config: CaptureHookConfig | None = None) -> str | None:
         return None
     if len(kept) >= 5 and is_noise(kept):  # meta-questions and denials; its own length floor would undo a lower min_chars
         return None
-    return kept if _TRIGGERS.search(kept) else None
+    return kept if _TRIGGERS.search(kept) or is_standing(kept) else None
 
 
 def should_capture(text: str, config: CaptureHookConfig | None = None) -> bool:

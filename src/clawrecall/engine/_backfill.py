@@ -71,10 +71,7 @@ class Backfill:
             if not rows:
                 break
             ids = [i for i, _, _, _ in rows]
-            # only what searches read by default is cut: a pasted tool output's tail costs model passes no search uses
-            roles = self.embedding.config.retrieval.message_roles
-            cut = {i: parts for i, text, kind, role in rows
-                   if kind == "message" and role in roles and (parts := self._windows(text))}
+            cut = {i: parts for i, text, kind, role in rows if kind == "message" and (parts := self._windows(text, role))}
             windows = self._window_records(cut)
             vectors = self.embedding.passages([text for _, text, _, _ in rows] + [w.content for w in windows])
             # the windows first: a crash before the message's vector leaves it to be cut again, not half done
@@ -85,7 +82,15 @@ class Backfill:
             self.events.emit("vectors_stored", VectorsStored(ids=ids))
         return done
 
-    def _windows(self, text: str) -> list[str]:
+    def cuts(self, text: str, role: str) -> bool:
+        """Whether a message is embedded as windows (so one vector of it whole cannot stand for it)."""
+        return bool(self._windows(text, role))
+
+    def _windows(self, text: str, role: str | None) -> list[str]:
+        """A message's windows, none when the model's window holds it whole. Only what searches read by
+        default is cut: a pasted tool output's tail costs model passes no search uses."""
+        if role not in self.embedding.config.retrieval.message_roles:
+            return []
         if self._tokens is None:  # the model's tokenizer, loaded at the first message that may need it
             self._tokens = tokens_for(self.embedding.config.embedding)
         return windows(text, self._tokens, self.embedding.config.files.overlap)

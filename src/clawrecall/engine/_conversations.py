@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
 
 from .._time import utcnow
 from ..config import Config, data_dir
@@ -34,6 +34,9 @@ from ._backfill import Backfill
 from ._events import Events, SegmentClosed
 from ._validate import check_int, check_text, new_ids, require_writes
 from ._writes import Writes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("clawrecall.conversations")
 
@@ -64,12 +67,16 @@ class Conversations:
         self, messages: Sequence[Any], *, caller: Caller | None = None, user_id: str | None = None,
         agent_id: str | None = None, session_id: str | None = None, channel: str | None = None,
         now: datetime | None = None, skip_bad: bool = False,
+        vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Logged:
         """Store the messages of a transcript not stored yet (by provider id, else role, time or position and
         content), in order, in the session's open segment. Durable when it returns; embedded after.
 
         A message that cannot be stored (NUL, bytes that are not UTF-8, an unknown role) is an error,
-        unless `skip_bad` leaves it out and counts it (`unstorable`)."""
+        unless `skip_bad` leaves it out and counts it (`unstorable`). `vectors` (by a message's provider id)
+        are the store's model's vectors of those messages, made elsewhere (an imported system's): each is
+        stored with its message instead of being embedded again, but for a message the model's window
+        cannot hold whole, whose windows the backfill makes with its vector."""
         caller = as_caller(caller, user_id, agent_id)
         require_writes(self._config)
         if not caller.identified:  # its scope would be global: every user's to read
@@ -84,17 +91,33 @@ class Conversations:
         now = now or utcnow()
         if not items:
             return Logged(stored=0, skipped=0, unstorable=unstorable, ids=[], segment_id=None)
+        given = self._given(items, vectors) if vectors else {}
         for attempt in (1, 2):
             try:
-                logged = self._store_new(items, caller, scope, session, channel, now)
+                logged = self._store_new(items, caller, scope, session, channel, now, given)
                 return logged.model_copy(update={"unstorable": unstorable})
             except Exception as exc:  # another writer stored the same messages between our read and insert
                 if attempt == 2 or not self._store.is_conflict(exc):
                     raise
         raise AssertionError("unreachable")
 
+    def _given(self, items: list[Entry], vectors: Mapping[str, Sequence[float] | np.ndarray]) -> dict[str, np.ndarray]:
+        """The given vectors the messages keep (checked and normalised), by provider id: not a long message's."""
+        keep = [e.provider_id for e in items if e.provider_id is not None and e.provider_id in vectors
+                and not self._backfill.cuts(e.text, e.role)]
+        if not keep:
+            return {}
+        import numpy as np
+
+        try:
+            raw = np.array([np.asarray(vectors[i], dtype=np.float32) for i in keep])
+        except (TypeError, ValueError):
+            raise ValidationError("vectors must be lists of numbers of the store model's dimensions") from None
+        return dict(zip(keep, self._backfill.embedding.given(raw, len(keep))))
+
     def _store_new(
-        self, items: list[Entry], caller: Caller, scope: str, session: str, channel: str | None, now: datetime
+        self, items: list[Entry], caller: Caller, scope: str, session: str, channel: str | None, now: datetime,
+        given: dict[str, np.ndarray],
     ) -> Logged:
         cfg = self._config.conversations
         with self._store.transaction():
@@ -113,10 +136,16 @@ class Conversations:
             records: list[MemoryRecord] = []
             rows: list[Message] = []
             changed: dict[str, Segment] = {}
+            vectors: dict[str, np.ndarray] = {}  # by memory id: the given vectors of the rows in `records`
 
             def flush() -> None:
                 """Write what the loop has made so far (a segment about to close reads its messages back)."""
-                self._writes.record(records)
+                embedded = [r for r in records if r.id in vectors]
+                self._writes.record([r for r in records if r.id not in vectors])
+                if embedded:
+                    import numpy as np
+
+                    self._writes.record(embedded, np.array([vectors[r.id] for r in embedded], dtype=np.float32))
                 self._store.messages.insert(rows)
                 for s in changed.values():
                     self._store.segments.replace(s)
@@ -150,7 +179,10 @@ class Conversations:
                     id=memory_id, content=e.text, category="other", importance=_ROW_IMPORTANCE, scope=scope,
                     user_id=caller.user_id, agent_id=caller.agent_id, session_id=session, source_type="conversation",
                     source_id=e.role, metadata={}, created_at=at, updated_at=now, kind="message",
+                    embedding_model=self._backfill.embedding.model_name if e.provider_id in given else None,
                 ))
+                if e.provider_id in given:
+                    vectors[memory_id] = given[e.provider_id]
                 rows.append(Message(
                     id=memory_id, scope=scope, session_id=session, segment_id=segment.id, role=e.role,
                     ordinal=e.ordinal, dedup_key=e.dedup_key, provider_id=e.provider_id, channel=channel, model=e.model,
@@ -159,7 +191,8 @@ class Conversations:
             flush()
         self._backfill.kick()
         return Logged(stored=len(fresh), skipped=len(items) - len(fresh), ids=ids,
-                      segment_id=segment.id if segment is not None else None)
+                      segment_id=segment.id if segment is not None else None,
+                      given_vectors=sum(e.provider_id in given for e in fresh))
 
     def _not_resent(self, fresh: list[Entry], known: set[str], scope: str, session: str, now: datetime) -> list[Entry]:
         """`fresh` without the messages the record holds under another time stamp (`transcript.resent`). Only

@@ -177,11 +177,11 @@ class Writes:
                                                              "updated_at": utcnow()}), vector)
             self.embedding.confirm_unchanged()
 
-    def record(self, records: list[MemoryRecord]) -> None:
-        """Rows of the conversation record (messages, file chunks), stored without a vector: the
-        backfill embeds them after the caller has its answer. Their own tables keep their history."""
+    def record(self, records: list[MemoryRecord], vectors: np.ndarray | None = None) -> None:
+        """Rows of the conversation record (messages, file chunks), stored without a vector (the backfill
+        embeds them after the caller has its answer) unless given theirs. Their own tables keep their history."""
         require_writes(self.config)
-        self.store.memories.insert(records, None)
+        self.store.memories.insert(records, vectors)
 
     def unrecord(self, ids: list[str]) -> None:
         """Remove rows of the record for good (a re-ingested or removed file's old chunks): text, vector

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from typing_extensions import TypedDict
 
 from ..config import CaptureHookConfig
-from ..conversations.text import check_text, detect_category, keepable, strip_envelope
+from ..conversations.text import STANDING_TAG, check_text, detect_category, is_standing, keepable, strip_envelope
 from ..conversations.transcript import check_message
 from ..errors import ValidationError
 from ..scopes import Caller, may_write
@@ -123,7 +123,8 @@ def _candidates(
         kept = keepable(text, cfg)
         if kept is not None:
             category = detect_category(kept)
-            out.append({"text": kept, "category": category if category in categories else "other", "role": role})
+            out.append({"text": kept, "category": category if category in categories else "other", "role": role,
+                        "tags": [STANDING_TAG] if is_standing(kept) else []})
     return out
 
 
@@ -146,7 +147,7 @@ def _write(mem: "Memory", candidates: list[dict[str, Any]], caller: Caller, impo
         try:
             result = mem.add(
                 candidate["text"], caller=caller, category=candidate["category"], importance=importance,
-                source_type="capture", metadata={"role": candidate["role"]}, dedup=True,
+                tags=candidate["tags"], source_type="capture", metadata={"role": candidate["role"]}, dedup=True,
                 embed_later=True,  # acknowledged as queued: kept while the provider is down, embedded later
             )
             log.debug("capture %s: %s", result.action, result.id)

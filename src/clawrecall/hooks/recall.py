@@ -99,7 +99,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
 
     floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
     chosen, lines = _select(hits, cfg, session, floor, caller, mem.config.retrieval.master_weight,
-                            _evidence(query, mem.upkeep.embedder, cfg.min_known_words))
+                            evidence(query, mem.upkeep.embedder, cfg.min_known_words))
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -152,7 +152,7 @@ def _query(prompt: str | None, messages: list[Mapping[str, Any]] | None) -> str:
     return text[:MAX_QUERY_CHARS]
 
 
-def _evidence(query: str, embedder: Embedder, min_known: float) -> Callable[[str], bool]:
+def evidence(query: str, embedder: Embedder, min_known: float) -> Callable[[str], bool]:
     """What a line needs besides its score: nothing when the embedding model reads both the prompt and
     the line as a language it knows (`Embedder.known_share`); else a word stem of the prompt's
     (`shared_stems`). The bundled model, trained on English, scores every Czech sentence of a user
@@ -174,7 +174,7 @@ def _select(
 ) -> tuple[list[SearchHit], list[str]]:
     """Best hits first, within the item, total and per-item budgets, each a line worth its place: relevant
     by its own score (an assistant's reply by a higher one) and, in a language the embedding model does not
-    read, by a word it shares with the prompt (`_evidence`), telling something (not small talk, not a
+    read, by a word it shares with the prompt (`evidence`), telling something (not small talk, not a
     question), not a near-copy of a line already chosen, not injected lately.
 
     A session neighbour shares the score of the hit it is next to (relevance.py): a search lists it as

@@ -15,20 +15,21 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
 from ..config import StartupHookConfig
-from ..models import StartupEntry
+from ..conversations.text import STANDING_TAG, STARTUP_CLOSE, STARTUP_OPEN, sanitize_for_context, untrusted
+from ..models import MemoryRecord, StartupEntry
 from ..scopes import Caller
 from .context import read_scope, request_messages, request_str, session_key
-from ..conversations.text import STARTUP_CLOSE, STARTUP_OPEN
 
 if TYPE_CHECKING:
     from ..engine import Memory
 
 SEPARATOR = "\n\n"
+STANDING_MAX_CHARS = 180  # a standing fact's line, as a recall line's (`hooks.recall.per_item_max_chars`)
 # Same key in several scopes: the caller's own scope wins over a shared one.
 _SCOPE_RANK = {"global": 0, "project": 1, "custom": 1, "agent": 2, "user": 3}
 _monotonic = time.monotonic  # the `ttl_s` clock
@@ -57,12 +58,15 @@ def startup_context(mem: "Memory", request: Mapping[str, Any], caller: Caller) -
     if not cfg.enabled:
         return _answer(None, [], "disabled")
     entries = _effective(mem.startup.list(caller=caller, scope=read_scope(caller)))
-    if not entries:
+    standing = _standing(mem, caller, cfg.standing)
+    if not entries and not standing:
         return _answer(None, [], "no_entries")
-    body, keys = assemble(entries, model_budget(cfg, model))
+    body, keys = assemble(entries, model_budget(cfg, model), standing)
     if not keys:
         return _answer(None, [], "over_budget")
-    digest = hashlib.sha256(body.encode()).hexdigest()
+    # of what the block says: its untrusted-data markers carry a code drawn anew each time
+    said = {e.key: e.content for e in entries} | {f"memory:{m.id}": m.content for m in standing}
+    digest = hashlib.sha256("\0".join(f"{k}\0{said[k]}" for k in keys).encode()).hexdigest()
     key = session_key(caller)
     if key is None:
         reason: str | None = "no_session"  # nothing can be remembered, so every turn is a first turn
@@ -103,8 +107,11 @@ def model_budget(cfg: StartupHookConfig, model: str | None) -> int:
     return cfg.max_chars
 
 
-def assemble(entries: list[StartupEntry], budget: int) -> tuple[str, list[str]]:
+def assemble(
+    entries: list[StartupEntry], budget: int, standing: Sequence[MemoryRecord] = ()
+) -> tuple[str, list[str]]:
     """Whole entries by priority until the next does not fit; only a P0 entry may be cut to fill what is left.
+    Then, in what is left, the standing facts that fit whole, as untrusted memory text (`memory:<id>` keys).
 
     A lower-priority entry never appears when a higher one was left out.
     """
@@ -123,7 +130,33 @@ def assemble(entries: list[StartupEntry], budget: int) -> tuple[str, list[str]]:
         used += len(text) + (len(SEPARATOR) if len(parts) > 1 else 0)
         if not whole:
             break
+    if len(keys) == len(entries):  # nothing of a higher rank was left out
+        facts, ids = _fitting(standing, budget - used - (len(SEPARATOR) if parts else 0))
+        if facts:
+            parts.append(facts)
+            keys += [f"memory:{i}" for i in ids]
     return SEPARATOR.join(parts), keys
+
+
+def _standing(mem: "Memory", caller: Caller, most: int) -> list[MemoryRecord]:
+    """The caller's standing facts (`STANDING_TAG`) that another session stated: this session's are in its
+    transcript already. Newest first."""
+    if most == 0 or caller.user_id is None:
+        return []
+    # a few more than `most`: this session's own are left out after
+    found = mem.list(caller=caller, scope=read_scope(caller), tags=[STANDING_TAG], limit=most + 10)
+    return [m for m in found if caller.session_id is None or m.session_id != caller.session_id][:most]
+
+
+def _fitting(standing: Sequence[MemoryRecord], room: int) -> tuple[str, list[str]]:
+    """The standing facts whole, as many as fit in `room` with their untrusted-data markers, as one part."""
+    lines = [f"- [{m.category}] {sanitize_for_context(m.content, STANDING_MAX_CHARS)}" for m in standing]
+    while lines:
+        text = "Standing facts the user gave earlier:\n" + untrusted(lines)
+        if len(text) <= room:
+            return text, [m.id for m in standing[: len(lines)]]
+        lines.pop()
+    return "", []
 
 
 _BLOCK_LINE = re.compile(rf"^([ \t]*)({re.escape(STARTUP_OPEN)}|{re.escape(STARTUP_CLOSE)})([ \t]*)$", re.MULTILINE)

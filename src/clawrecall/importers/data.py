@@ -63,6 +63,7 @@ class Chat:
     agent_id: str | None = None
     channel: str | None = None
     key: str | None = None
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # message id -> the source's vector of its text
 
 
 @dataclass
@@ -89,11 +90,14 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     the import (`import_items`): ids stored already are skipped, so a second run or a resumed one adds nothing twice."""
     options = options or Options()
     plan = read(source, options)
-    vectors, vector_note = reusable(plan, mem.upkeep.embedder.fingerprint, options.vectors_from)
+    fingerprint = mem.upkeep.embedder.fingerprint
+    vectors, vector_note = reusable(plan.vectors, len(plan.items), plan.vector_model, fingerprint, options.vectors_from)
     startup = _startup(mem, plan, caller, dry_run)  # few and replaced whole: before the memories
     result = mem.import_items(plan.items, caller=caller, on_duplicate="keep", dry_run=dry_run,
                               progress=progress, vectors=vectors, chunk=chunk)
-    conversations, segments = _chats(mem, plan, caller, dry_run)
+    said = {k: v for chat in plan.chats for k, v in chat.vectors.items()}
+    kept, _ = reusable(said, sum(len(c.messages) for c in plan.chats), plan.vector_model, fingerprint, options.vectors_from)
+    conversations, segments = _chats(mem, plan, caller, dry_run, kept)
     occurrences = _occurrences(mem, plan, segments, caller, dry_run)
     return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
             "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
@@ -102,26 +106,28 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
             "mapped": plan.mapped, "skipped": plan.skipped}
 
 
-def reusable(plan: Plan, store: EmbeddingFingerprint, vectors_from: str | None) -> tuple[dict[str, np.ndarray], str]:
-    """The source's vectors the store can keep, and why the others are embedded again.
+def reusable(vectors: dict[str, np.ndarray], rows: int, vector_model: str | None, store: EmbeddingFingerprint,
+             vectors_from: str | None) -> tuple[dict[str, np.ndarray], str]:
+    """The source's vectors (of `rows` memories or messages) the store can keep, and why the others are
+    embedded again.
 
     A vector is kept when the model that made it is the store's (by name: the source's record of it,
     else `--vectors-from`) and it has the store's dimensions; anything else would put two models'
     vectors side by side, whose cosines mean nothing together. A source that names no model is
     re-embedded: the dimension alone cannot tell two 768-d models apart."""
-    if not plan.vectors:
+    if not vectors:
         return {}, "the source holds no vectors"
-    model = plan.vector_model or vectors_from
+    model = vector_model or vectors_from
     if model is None:
         return {}, (f"the source does not record the model of its vectors, so the store's ({store.model}) "
                     "embeds them; --vectors-from names it, to reuse them")
     if _model_name(model) != _model_name(store.model):
         return {}, f"made by {model}, while the store embeds with {store.model}"
-    kept = {k: v for k, v in plan.vectors.items() if len(v) == store.dimensions}
+    kept = {k: v for k, v in vectors.items() if len(v) == store.dimensions}
     note = f"made by {model}, the store's model"
-    if len(kept) < len(plan.vectors):
-        note += f"; {len(plan.vectors) - len(kept)} of other dimensions than its {store.dimensions} embedded again"
-    if len(kept) < len(plan.items):
+    if len(kept) < len(vectors):
+        note += f"; {len(vectors) - len(kept)} of other dimensions than its {store.dimensions} embedded again"
+    if len(kept) < rows:
         note += "; rows without a vector embedded"
     return kept, note
 
@@ -143,12 +149,14 @@ def _startup(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> dict[str
     return {"imported": len(todo), "already_there": len(plan.startup) - len(todo)}
 
 
-def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> tuple[dict[str, int], dict[str, str]]:
+def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool,
+           vectors: dict[str, np.ndarray]) -> tuple[dict[str, int], dict[str, str]]:
     """Each conversation logged in the record as its owner (one transaction each: an interrupted import
-    keeps the conversations it logged, and a message stored before is skipped by its id), then its segment
-    closed, so the next conversation of the session is a segment of its own as it was in the source.
-    Answers the counts, and the segment each keyed conversation's messages are in."""
-    counts = {"conversations": 0, "messages": 0, "already_there": 0}
+    keeps the conversations it logged, and a message stored before is skipped by its id), with the
+    source's `vectors` of its messages that the store keeps, then its segment closed, so the next
+    conversation of the session is a segment of its own as it was in the source. Answers the counts,
+    and the segment each keyed conversation's messages are in."""
+    counts = {"conversations": 0, "messages": 0, "already_there": 0, "vectors_reused": 0}
     segments: dict[str, str] = {}
     for chat in plan.chats:
         owner = Caller(user_id=chat.user_id, agent_id=chat.agent_id) if chat.user_id or chat.agent_id else caller
@@ -168,10 +176,12 @@ def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool) -> tuple[dict
             counts["already_there"] += known
             continue
         for at in range(0, len(chat.messages), CHAT_CHUNK):
-            logged = mem.conversations.log(chat.messages[at: at + CHAT_CHUNK], caller=owner, session_id=chat.session_id,
-                                           channel=chat.channel)
+            part = chat.messages[at: at + CHAT_CHUNK]
+            logged = mem.conversations.log(part, caller=owner, session_id=chat.session_id, channel=chat.channel,
+                                           vectors={m["id"]: vectors[m["id"]] for m in part if m.get("id") in vectors})
             counts["messages"] += logged.stored
             counts["already_there"] += logged.skipped
+            counts["vectors_reused"] += logged.given_vectors
         try:  # closed even when nothing was new: a run killed between the two left it open
             mem.conversations.end(chat.session_id, caller=owner, reason="explicit")
         except NotFoundError:  # its messages were all empty: nothing was recorded

@@ -24,8 +24,8 @@ MAPPED = {
     "(no owner)": "the importing caller's scope (--user/--agent), else global",
     "agent_chat": "the conversation record of the importing caller (--user/--agent): a session per channel, each "
                   "message \"<sender>: <message>\" at its created_at; the caller's own agent's messages are the "
-                  "assistant's, the others' the user's; their memory_embeddings are not kept (the record embeds its "
-                  "messages itself)",
+                  "assistant's, the others' the user's; their memory_embeddings are not kept: they embed "
+                  "\"<sender> in #<channel>: <message>\", another text (the record embeds its messages itself)",
 }
 VISIBILITY = {"public": "shared", "trusted": "shared", "private": "private"}
 

@@ -27,8 +27,10 @@ MAPPED = {
     "responses.response_text, model_used, input_tokens, output_tokens": "the assistant's messages, after their "
                                                                         "request and its reasoning",
     "reasoning.reasoning_text, thinking_model": "reasoning messages",
-    "requests/responses/reasoning.embedding, responses.summary, feedback": "not kept: the record embeds and "
-                                                                           "summarises its messages itself",
+    "requests/responses/reasoning.embedding": "the message's vector, reused when --vectors-from names the store's "
+                                              "model (not a long message's: the record embeds it as windows); "
+                                              "else the record embeds the message",
+    "responses.summary, summary_embedding, feedback": "not kept: the record summarises its messages itself",
 }
 NO_SESSION = SYSTEM  # the session of requests stored without one
 LEFT_OUT = {
@@ -70,33 +72,49 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _conversations(db: Source, plan: Plan) -> None:
-    """Each request, its reasoning and its responses, in order, grouped by user and session."""
+    """Each request, its reasoning and its responses, in order, grouped by user and session, with the
+    vector the plugin made of each message's text (`embedding`; a response's `summary_embedding` is of
+    another text)."""
     later: dict[str, list[dict[str, Any]]] = {}
+    said: dict[str, Any] = {}  # message id -> its vector
+
+    def rows(table: str) -> list[dict[str, Any]]:
+        vec = ", vector_send(embedding) AS vector" if "embedding" in db.tables[table] else ""
+        return db.rows(f"SELECT {db.columns(table, but={'embedding', 'summary_embedding'})}{vec} "
+                       f"FROM {table} ORDER BY created_at, id")
+
+    def keep(row: dict[str, Any], message: dict[str, Any]) -> None:
+        if row.get("vector") is not None:
+            said[message["id"]] = vector(row["vector"])
 
     def answer(table: str, row: dict[str, Any], message: dict[str, Any]) -> None:
         message = {k: v for k, v in message.items() if v is not None}
         if storable(plan, table, row["id"], message):
             later.setdefault(str(row["request_id"]), []).append(message)
+            keep(row, message)
 
     if "reasoning" in db.tables:
-        for r in db.rows("SELECT * FROM reasoning ORDER BY created_at, id"):
+        for r in rows("reasoning"):
             answer("reasoning", r, {"role": "reasoning", "content": r["reasoning_text"], "id": f"{SYSTEM}:reasoning:{r['id']}",
                                     "created_at": utc(r.get("created_at")), "model": r.get("thinking_model")})
     if "responses" in db.tables:
-        for r in db.rows("SELECT * FROM responses ORDER BY created_at, id"):
+        for r in rows("responses"):
             answer("responses", r, {"role": "assistant", "content": r["response_text"],
                                     "id": f"{SYSTEM}:responses:{r['id']}", "created_at": utc(r.get("created_at")),
                                     "model": r.get("model_used"), "input_tokens": r.get("input_tokens"),
                                     "output_tokens": r.get("output_tokens")})
     chats: dict[tuple[str, str], Chat] = {}
-    for r in db.rows("SELECT * FROM requests ORDER BY created_at, id"):
+    for r in rows("requests"):
         session = r.get("session_id") or NO_SESSION
         chat = chats.setdefault((r["user_id"], session), Chat(
             source=f"requests:{r['user_id']}/{session}", session_id=session, messages=[],
             user_id=None if r["user_id"] == NO_USER else r["user_id"]))
-        said = {"role": "user", "content": r["message_text"], "id": f"{SYSTEM}:requests:{r['id']}",
-                "created_at": utc(r.get("created_at"))}
-        if storable(plan, "requests", r["id"], said):
-            chat.messages.append(said)
+        asked = {"role": "user", "content": r["message_text"], "id": f"{SYSTEM}:requests:{r['id']}",
+                 "created_at": utc(r.get("created_at"))}
+        if storable(plan, "requests", r["id"], asked):
+            chat.messages.append(asked)
+            keep(r, asked)
         chat.messages += later.get(str(r["id"]), [])
+    for chat in chats.values():
+        chat.vectors = {m["id"]: said[m["id"]] for m in chat.messages if m["id"] in said}
     plan.chats += chats.values()

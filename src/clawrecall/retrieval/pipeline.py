@@ -83,7 +83,7 @@ class RetrievalPipeline:
         # and a large SQLite scope); with no vector leg there is nothing to run beside, and with no keyword leg
         # nothing to run
         keywords = functools.partial(self._keyword_legs, query, list(wanted), filters, pool, limit)
-        keyword_legs = self.store.beside(keywords, filters) if "vector" in wanted and wanted != ["vector"] else keywords
+        keyword_legs = self.store.beside(keywords, filters) if "vector" in wanted and wanted != ["vector"] else None
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
         without_vectors = None
         try:
@@ -95,9 +95,18 @@ class RetrievalPipeline:
             without_vectors, embedded = str(exc), {}
         # the vector leg's "no match" when it returns every row (`fuse`): MiniLM's 0 on this model's scale
         vector_floor = self.cosine_for(0.0) if embedded and cfg.fusion == "weighted" else 0.0
-        found = {"vector": self.store.vector_candidates(embedded[vector_query], filters, pool)} if embedded else {}
+        early: dict[str, MemoryRecord] = {}
+        with self.store.pinned():  # the vector leg and, while the keyword legs still run, its hits' records
+            found = {"vector": self.store.vector_candidates(embedded[vector_query], filters, pool)} if embedded else {}
+            if keyword_legs is not None and not keyword_legs.done() and found.get("vector"):
+                # (a large scope's keyword leg outlasts the embedding and the vector leg: read these while it runs,
+                # not after it)
+                early = self.store.memories.fetch([c.id for c in found["vector"]])
         via = {c.id: c.via for c in found.get("vector", []) if c.via is not None}  # long messages found by a window
-        keyword_found, records = keyword_legs()
+        # ... and that window's length: such a message matched by the window's length, not by its bulk
+        window_chars = {c.id: c.via_chars for c in found.get("vector", []) if c.via_chars is not None}
+        keyword_found, records = keyword_legs.result() if keyword_legs is not None else keywords()
+        records = early | records
         found |= keyword_found
         legs = {name: found[name] for name in wanted if name in found}
         # the reads after the legs share one pooled connection (PostgreSQL), taken once the legs are done:
@@ -125,10 +134,7 @@ class RetrievalPipeline:
                 items = apply_source_weights(items, cfg.source_weights)
             if filters.reader_agent is not None:
                 items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
-            # a long message found by one of its windows matched by that window's length, not by bulk
-            parts = {i: len(w.content) for i, w in self.store.memories.fetch(list(via.values())).items()} if via else {}
-            items = apply_length_norm(items, anchor=cfg.length_norm_anchor,
-                                      matched={i: parts[w] for i, w in via.items() if w in parts})
+            items = apply_length_norm(items, anchor=cfg.length_norm_anchor, matched=window_chars)
             items = apply_time_decay(
                 items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
             )
@@ -393,7 +399,7 @@ def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candida
     scored = []
     for record in records:
         text = record.content[:COVERAGE_READ].lower()
-        share = sum(g in text for g in grams) / len(grams)
+        share = sum(1 for g in grams if g in text) / len(grams)
         if share > 0:
             scored.append(Candidate(record.id, share))
     scored.sort(key=lambda c: c.score, reverse=True)

@@ -20,11 +20,12 @@ def chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
 @dataclass(slots=True)
 class Candidate:
     """One hit from one candidate leg: the memory id and the leg's raw score (higher is better); `via`:
-    the window of a long message that scored it (the vector leg)."""
+    the window of a long message that scored it (the vector leg), and `via_chars` that window's length."""
 
     id: str
     score: float
     via: str | None = None
+    via_chars: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,13 +179,13 @@ class Household(Rule):
 
         def test(rows: Columns) -> np.ndarray:
             level, agent = rows["visibility"], rows["agent_id"]
-            secret = np.isin(level, rows.codes("visibility", ["secret"]))
+            secret = among(level, rows.codes("visibility", ["secret"]))
             if f.reader_agent is None:
                 return np.ones_like(secret) if f.secrets else ~secret
-            own = np.isin(agent, rows.codes("agent_id", [f.reader_agent]))
-            seen = own | np.isin(agent, rows.codes("agent_id", [None]))  # type: ignore[list-item]
+            own = among(agent, rows.codes("agent_id", [f.reader_agent]))
+            seen = own | among(agent, rows.codes("agent_id", [None]))  # type: ignore[list-item]
             if f.master:
-                seen |= np.isin(level, rows.codes("visibility", ["shared"])) & ~np.isin(rows["kind"], rows.codes("kind", ["message"]))
+                seen |= among(level, rows.codes("visibility", ["shared"])) & ~among(rows["kind"], rows.codes("kind", ["message"]))
             return seen & (~secret | own) if f.secrets else seen & ~secret
 
         return test
@@ -214,10 +214,8 @@ class OneOf(_OnColumn):
         return (f"{a}.{self.column} IN ({d.marks(len(values))})" if values else "1 = 0"), list(values)
 
     def test(self, f: Filters) -> Callable[[Columns], np.ndarray]:
-        import numpy as np
-
         column, values = self.column, getattr(f, self.field)
-        return lambda rows: np.isin(rows[column], rows.codes(column, values))
+        return lambda rows: among(rows[column], rows.codes(column, values))
 
 
 class OneOfInSql(OneOf):
@@ -341,6 +339,19 @@ def where(f: Filters, d: Dialect, alias: str) -> tuple[str, list[Any]]:
             clauses.append(sql)
             params.extend(extra)
     return (" AND ".join(clauses) or "1 = 1"), params
+
+
+def among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """`np.isin` for the few codes a filter names: one comparison each, where `np.isin` sorts (20k rows:
+    5 µs against 110 µs, and a vector search applies several tests to a whole scope)."""
+    import numpy as np
+
+    if len(codes) > 8:
+        return np.isin(values, codes)
+    out = np.zeros(len(values), dtype=bool)
+    for code in codes:
+        out |= values == code
+    return out
 
 
 def index_tests(f: Filters) -> list[Callable[[Columns], np.ndarray]]:

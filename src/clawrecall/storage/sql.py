@@ -83,17 +83,17 @@ class Store(ABC):
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
         """Start `fn` (reads only, of the rows `filters` pass) on a connection of its own while this thread
         goes on, where the backend serves two readers at once and the read is worth a thread; call the
         result for `fn`'s value. Elsewhere, and inside a transaction or `pinned` block (whose writes another
-        connection would not see), `fn` runs now."""
+        connection would not see), `fn` runs now. Its `result()` is `fn`'s value (or raises its error)."""
         done: Future[T] = Future()
         try:
             done.set_result(fn())
         except Exception as exc:  # raised where the value is asked for, as from a thread
             done.set_exception(exc)
-        return done.result
+        return done
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[Callable[[str], Iterator[tuple]]]:
@@ -146,9 +146,9 @@ class Store(ABC):
             of = self._window_messages([c.id for c in parts], filters)
         best = {c.id: c for c in found}
         for part in parts:
-            message = of.get(part.id)
+            message, chars = of.get(part.id, (None, None))
             if message is not None and (message not in best or part.score > best[message].score):
-                best[message] = Candidate(message, part.score, via=part.id)
+                best[message] = Candidate(message, part.score, via=part.id, via_chars=chars)
         return sorted(best.values(), key=lambda c: c.score, reverse=True)[:k]
 
     @abstractmethod
@@ -160,15 +160,18 @@ class Store(ABC):
         where = "" if scopes is None else f" AND scope IN ({self.dialect.marks(len(scopes))})"
         return bool(self.run(f"SELECT 1 FROM memories WHERE kind = 'window'{where} LIMIT 1", scopes or []))
 
-    def _window_messages(self, ids: list[str], filters: Filters) -> dict[str, str]:
-        """The message each of these windows (ids the window search gave) is part of, if it passes `filters`:
-        a message's session, role, times and deletion are its own row's, checked on it (one statement)."""
+    def _window_messages(self, ids: list[str], filters: Filters) -> dict[str, tuple[str, int]]:
+        """The message each of these windows (ids the window search gave) is part of, if it passes `filters`,
+        and the window's length (what length normalisation measures a message found by it by: read here, not
+        by fetching the windows' records): a message's session, role, times and deletion are its own row's,
+        checked on it (one statement)."""
         where, params = self.where(filters, "m")
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, int]] = {}
         for chunk in chunks(ids):
             these, ids_params = self.dialect.one_of("w.id", chunk, "uuid")
-            out.update((str(r[0]), str(r[1])) for r in self.run(
-                f"SELECT w.id, m.id FROM memories w JOIN memories m ON m.id = CAST(w.source_id AS {self.dialect.types['uuid']}) "
+            out.update((str(r[0]), (str(r[1]), int(r[2]))) for r in self.run(
+                f"SELECT w.id, m.id, length(w.content) FROM memories w "
+                f"JOIN memories m ON m.id = CAST(w.source_id AS {self.dialect.types['uuid']}) "
                 f"WHERE {these} AND {where}", (*ids_params, *params)))  # no kind test: SQLite would scan every window
         return out
 

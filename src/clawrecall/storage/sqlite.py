@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -414,7 +414,7 @@ class SQLiteStore(Store):
     def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Callable[[], T]:
+    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
         """`fn` on a second connection, in a worker thread, when the filters' scopes hold `_BESIDE_ROWS`
         rows or more: there FTS5 ranks tens of thousands of matches while the caller embeds the query and
         scans the vectors, and both leave the GIL. Below, a thread per search costs more than it saves
@@ -427,7 +427,7 @@ class SQLiteStore(Store):
                 return super().beside(fn, filters)  # fails as any call on a closed store does
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="clawrecall-sqlite")
-            return self._worker.submit(self._reader_call, fn).result
+            return self._worker.submit(self._reader_call, fn)
 
     def _reader_call(self, fn: Callable[[], T]) -> T:
         """In the worker thread: `fn` with every statement on the reader (a WAL reader sees every commit)."""

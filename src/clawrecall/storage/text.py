@@ -12,7 +12,10 @@ from typing import Iterable, Iterator
 # clawrecall replaces served (a question's "в", "jak", "se" matched every memory that has them, and
 # outranked the one it asked for: bench/multilingual.py). Czech words that are also English words,
 # names or initials ("ten", "pod", "tom", "ty", "ani", "po", "na", "ho", "u", "k"…) are left out;
-# Chinese text has no word breaks to drop words at.
+# Chinese text has no word breaks to drop words at. Linking verbs are stopwords, as "is" and "have" are
+# in English: among them the naming ones, Russian "зовут", "называется" and Czech "jmenovat se" ("Můj
+# pes se jmenuje Bára": my dog is called Bára), which tell what a name is of, not what a sentence is
+# about ("my daughter is called Eliška" and "our project is called Kometa" share only the verb).
 _ENGLISH = """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had has
     have having he her here hers herself him himself his how i if in into is it its itself just me
@@ -25,13 +28,15 @@ _RUSSIAN = """и в во не что он на я с со как а то все 
     него до вас вам ведь там потом себя ей может они тут где есть надо ней для мы тебя их чем сам
     чтоб чтобы без чего раз тоже себе под будет ж тогда кто этот того потому этого какой какая какие
     каком какую каких ним здесь этом мой тем нее неё сейчас куда зачем всех можно при над через эти
-    нас про всего них эту моя свою этой перед том такой им между мою мои наш наша наши ваш ваша"""
+    нас про всего них эту моя свою этой перед том такой им между мою мои наш наша наши ваш ваша
+    зовут звали называется называются назывался называлась"""
 _CZECH = """aby bude budou by byl byla byli bylo být čí do i jak jaká jaké jaký jakou jako je jeho jej
     její jejich ještě jí již jsem jsi jsme jsou jste kde kdo kdy když ke která které kteří který kterou
     ktery má máte mě mezi mně mnou můj může my nám nás naše náš nebo není než o on ono proč proto
     protože při s se své svůj svých také takže tedy té tento této tím to toho tomu tuto tyto už v ve
     vám vás váš vy z za zda ze že moje mé moji mou mého tvůj tvoje tvé tvá tvoji mám máš máme mají kam
-    vše všechno všechny zatím"""
+    vše všechno všechny zatím jmenovat jmenuji jmenuju jmenuješ jmenuje jmenujeme jmenujete jmenují jmenujou
+    jmenoval jmenovala jmenovalo jmenovali jmenovaly"""
 STOPWORDS = frozenset(" ".join((_ENGLISH, _RUSSIAN, _CZECH)).split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -122,6 +122,8 @@ class _Partition:
         self.touched: set[int] | None = None  # while clusters are made: the slots written since their snapshot
         self.searches = 0  # in this process (clusters are made from the second on)
         self.unclusterable = False  # making clusters failed: it is read whole
+        self.version = 0  # bumped by every write of a vector: `product` keeps its last answer until then
+        self._product: tuple[int, np.ndarray, np.ndarray] | None = None  # (version, query, cosines of every slot)
         self._codes = codes  # the index's text codes, per column
         self._alloc(capacity)
 
@@ -168,6 +170,19 @@ class _Partition:
             mask &= test(self)
         return mask
 
+    def product(self, query: np.ndarray) -> np.ndarray:
+        """The cosines of every slot with `query` (read-only), kept until the next write or another query: a
+        search of messages reads the same scope again for their windows (`Store.vector_candidates`), and a
+        filter checked in SQL widens with the same query. The product is memory-bound, so it costs the
+        scope's bytes (20k rows: ~3 ms) each time; the second read is a lookup."""
+        last = self._product
+        if last is not None and last[0] == self.version and len(last[2]) == self.size and np.array_equal(last[1], query):
+            return last[2]
+        sims = self.mat[: self.size] @ query
+        sims.flags.writeable = False
+        self._product = (self.version, query.copy(), sims)
+        return sims
+
     def similarities(
         self, query: np.ndarray, tests: list[Callable[[Columns], np.ndarray]], k: int, exact_rows: int
     ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -189,7 +204,7 @@ class _Partition:
             elif passing * 4 <= self.size:  # few rows: copying them out costs less than reading all (<~30 %)
                 rows = np.flatnonzero(mask)
                 return self.mat[rows] @ query, rows
-        sims = self.mat[: self.size] @ query
+        sims = self.product(query).copy()
         sims[~mask] = -np.inf
         return sims, None
 
@@ -249,6 +264,7 @@ class VectorIndex:
             for scope, (rows, slots) in placed.items():
                 part = self._parts[scope]
                 part.mat[slots] = vectors[rows]
+                part.version += 1
                 if bounds is not None:
                     part.bounds[slots] = bounds[rows]
                 part.alive[slots] = True

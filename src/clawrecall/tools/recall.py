@@ -9,8 +9,8 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..hooks.recall import label, via
-from ..models import KINDS, SearchHit
+from ..hooks.recall import evidence, label, via
+from ..models import KINDS, SearchHit, SearchHits
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
 from .render import LINE_CHARS, MemoryEntry, degraded, entry, keywords_only, line, memory_path, plural, shown, untrusted
@@ -59,12 +59,7 @@ class RecallDetails(TypedDict):
     be out of date. When nothing stored is relevant, it says so.""",
 )
 def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
-    # what recall draws on (memories, earlier sessions' messages, files), as the recall hook does; a
-    # category is a memory's, and narrows the search to memories
-    hits = mem.search(args.query, caller=caller, limit=args.limit, category=args.type,
-                      sources=None if args.type is not None else mem.config.hooks.recall.sources,
-                      exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
-                      as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
+    hits = _recalled(mem, caller, args)
     if not hits:
         return ToolResult("No relevant memories." + keywords_only(hits), {"count": 0, "memories": [], **degraded(hits)})
     text = f"Found {plural(len(hits), 'memory', 'memories')}:\n\n" + untrusted(
@@ -72,6 +67,27 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
               via=via(h.memory, caller)) for n, h in enumerate(hits, 1)]
     ) + keywords_only(hits)
     return ToolResult(text, {"count": len(hits), "memories": [_entry(h) for h in hits], **degraded(hits)})
+
+
+def _recalled(mem: Memory, caller: Caller, args: RecallArgs) -> SearchHits:
+    """What recall draws on (memories, earlier sessions' messages, files), as the recall hook does (a category
+    is a memory's, and narrows the search to memories), with what its block would show first: in a language
+    the embedding model does not read, it ranks lines it calls alike at random, and the hook takes those that
+    share a word with the query (`evidence`) from a wider search. The others follow, for the agent to judge."""
+    evident = evidence(args.query, mem.upkeep.embedder, mem.config.hooks.recall.min_known_words)
+
+    def search(limit: int) -> SearchHits:
+        return mem.search(args.query, caller=caller, limit=limit, category=args.type,
+                          sources=None if args.type is not None else mem.config.hooks.recall.sources,
+                          exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
+                          as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
+
+    found = search(args.limit)
+    if not all(evident(h.content) for h in found):
+        found = search(min(args.limit * 3, 100))
+    hits = SearchHits(sorted(found, key=lambda h: not evident(h.content))[: args.limit])  # stable: rank kept
+    hits.without_vectors = found.without_vectors
+    return hits
 
 
 def _entry(hit: SearchHit) -> RecalledEntry:
