@@ -1,8 +1,8 @@
 """Import speed from the systems clawrecall replaces, and backup/restore of a large store.
 
 Builds an N-memory source of each system from its documented schema (mem0's pgvector collection,
-openclaw-memory-pgvector's and ShadowDB's `memories` on PostgreSQL, memento-local's SQLite file,
-memory-lancedb-pro's LanceDB folder), then times the whole `clawrecall import --from SYSTEM` process
+openclaw-memory-pgvector's and ShadowDB's `memories` on PostgreSQL, nova-memory's `entity_facts` and
+`memory_embeddings`, memento-local's SQLite file, memory-lancedb-pro's LanceDB folder), then times the whole `clawrecall import --from SYSTEM` process
 into a new SQLite store and a new PostgreSQL database:
 
 * with stored vectors: the source's vectors are random unit vectors declared (`--vectors-from`) as
@@ -32,7 +32,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -61,12 +61,14 @@ def pg_vector_text(v: np.ndarray) -> str:
     return "[" + ",".join(map(str, np.round(v, 6).tolist())) + "]"
 
 
-def _copy(url: str, ddl: str, table: str, columns: str, rows: Iterator[tuple[Any, ...]]) -> None:
+def _copy(url: str, ddl: str | None, table: str, columns: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Rows into `table` (made by `ddl`, unless it is there already)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(ddl)
+        if ddl is not None:
+            conn.execute(ddl)
         with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
@@ -170,12 +172,34 @@ def build_lancedb(folder: str, n: int, with_vectors: bool = True) -> str:
     return folder
 
 
+def build_nova(url: str, n: int, with_vectors: bool = True) -> str:
+    """nova-memory's entity facts (ten to an entity) and the vectors its `memory_embeddings` queue holds of them."""
+    vecs = unit_vectors(n) if with_vectors else None
+    ddl = ("CREATE TABLE entities (id SERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL, type VARCHAR(50) NOT NULL, "
+           "created_at TIMESTAMP DEFAULT NOW()); "
+           "CREATE TABLE entity_facts (id SERIAL PRIMARY KEY, entity_id INTEGER REFERENCES entities(id), "
+           "key VARCHAR(255) NOT NULL, value TEXT NOT NULL, confidence DOUBLE PRECISION DEFAULT 1.0); "
+           "CREATE TABLE memory_embeddings (id SERIAL PRIMARY KEY, source_type VARCHAR(50), source_id TEXT, content TEXT, "
+           f"embedding VECTOR({DIMS}), metadata JSONB, created_at TIMESTAMP DEFAULT NOW(), updated_at TIMESTAMP DEFAULT NOW())")
+    entities = (n + 9) // 10
+    _copy(url, ddl, "entities", "id, name, type",
+          ((e + 1, f"Entity {e}", ("person", "organization", "place")[e % 3]) for e in range(entities)))
+    facts = texts(n)
+    _copy(url, None, "entity_facts", "id, entity_id, key, value, confidence",
+          ((i + 1, i // 10 + 1, ("note", "preference", "role")[i % 3], text, 0.9) for i, text in enumerate(facts)))
+    if vecs is not None:  # without: an empty queue (the reader requires the table)
+        _copy(url, None, "memory_embeddings", "source_type, source_id, content, embedding",
+              (("entity_fact", str(i + 1), text, pg_vector_text(vecs[i])) for i, text in enumerate(facts)))
+    return url
+
+
 SOURCES: dict[str, tuple[str, Callable[[str, int, bool], str]]] = {
     "mem0": ("pg", build_mem0),
     "openclaw-memory-pgvector": ("pg", build_pgvector),
     "shadowdb": ("pg", build_shadowdb),
     "memento-local": ("file", build_memento),
     "memory-lancedb-pro": ("folder", build_lancedb),
+    "nova-memory": ("pg", build_nova),
 }
 
 
@@ -228,6 +252,11 @@ class Databases:
             shutil.rmtree(self.home, ignore_errors=True)
 
 
+def load() -> str:
+    """The machine's load now: it is shared, and every section says what it ran beside."""
+    return f"{os.uname().nodename}: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100_000, help="memories per source (stored vectors) and per backup")
@@ -238,11 +267,12 @@ def main() -> None:
     parser.add_argument("--targets", default="sqlite,postgres")
     parser.add_argument("--embed-targets", default="sqlite", help="stores of the re-embedding runs (the model's "
                         "rate does not depend on the store)")
+    parser.add_argument("--backup-targets", default=None, help="stores backed up and restored into (default --targets): "
+                        "a store of one is made by restoring the other's backup when no import made it")
     parser.add_argument("--skip", default="", help="parts to leave out: vectors,embed,backup")
     parser.add_argument("--url", help="a PostgreSQL server URL whose user may CREATE DATABASE; default: a pgserver")
     args = parser.parse_args()
-    print(f"{os.uname().nodename}: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}",
-          flush=True)
+    print(load(), flush=True)
     dbs = Databases(args.url)
     work = Path(tempfile.mkdtemp(prefix="clawrecall-bench-import-"))
     try:
@@ -269,9 +299,9 @@ def run(args: argparse.Namespace, dbs: Databases, work: Path) -> None:
     skip = set(args.skip.split(","))
     stores: dict[str, str] = {}  # backend -> the first source's store, backed up below
     if "vectors" not in skip:
-        print(f"\n### Import with stored vectors (--vectors-from {STORE_MODEL}; PostgreSQL with --defer-index)\n")
-        print("| source | memories | store | wall s | memories/s | CPU s (import process) | memories per CPU s |\n"
-              "|---|---:|---|---:|---:|---:|---:|", flush=True)
+        print(f"\n### Import with stored vectors (--vectors-from {STORE_MODEL}; PostgreSQL with --defer-index)\n\n{load()}\n")
+        print("| source | memories | store | wall s | memories/s | CPU s (import process) | memories per CPU s | load |\n"
+              "|---|---:|---|---:|---:|---:|---:|---:|", flush=True)
         for k, system in enumerate(systems):
             n = args.n if k == 0 or args.n_others is None else args.n_others
             source = source_of(system, n, True, dbs, work)
@@ -281,8 +311,8 @@ def run(args: argparse.Namespace, dbs: Databases, work: Path) -> None:
                 wall, cpu, out = clawrecall("--db", target, "import", "--from", system, source, "--vectors-from",
                                             STORE_MODEL, *(["--defer-index"] if backend == "postgres" else []))
                 assert out["imported"] == n and out["vectors"]["reused"] == n, out
-                print(f"| {system} | {n:,} | {backend} | {wall:.1f} | {n / wall:,.0f} | {cpu:.1f} | {n / cpu:,.0f} |",
-                      flush=True)
+                print(f"| {system} | {n:,} | {backend} | {wall:.1f} | {n / wall:,.0f} | {cpu:.1f} | {n / cpu:,.0f} | "
+                      f"{os.getloadavg()[0]:.1f} |", flush=True)
     if "embed" not in skip:
         from clawrecall.config import Config
         from clawrecall.embeddings import create_embedder
@@ -293,7 +323,7 @@ def run(args: argparse.Namespace, dbs: Databases, work: Path) -> None:
         started, cpu = time.perf_counter(), time.process_time()
         embedder.embed(sample, kind="passage")
         raw_wall, raw_cpu = time.perf_counter() - started, time.process_time() - cpu
-        print(f"\n### Import re-embedding ({args.embed_n:,} memories)\n")
+        print(f"\n### Import re-embedding ({args.embed_n:,} memories)\n\n{load()}\n")
         print(f"The model alone on these texts: {args.embed_n / raw_wall:,.0f}/s wall, {raw_cpu / args.embed_n * 1000:.1f} "
               "CPU ms a text. The import's CPU per text is compared with it (on a shared machine wall rates say more "
               "about the neighbours): whole process, and marginal, the last 80 % of the texts, (cpu(n) - cpu(n/5)) / "
@@ -316,20 +346,25 @@ def run(args: argparse.Namespace, dbs: Databases, work: Path) -> None:
                       f"{whole * 1000:.1f} | {per_text / whole:.0%} | {marginal * 1000:.1f} | {per_text / marginal:.0%} |",
                       flush=True)
     if "backup" not in skip:
-        print(f"\n### Backup and restore (the first source's store; {args.n:,} memories)\n")
-        print("| store | backup s | size MB | restored into | restore s |\n|---|---:|---:|---|---:|", flush=True)
-        for backend in targets:
-            target = stores.get(backend)
+        backends = [t for t in (args.backup_targets or args.targets).split(",") if t]
+        print(f"\n### Backup and restore (the first source's store; {args.n:,} memories)\n\n{load()}\n")
+        print("| store | backup s (wall) | backup CPU s | file MB | restored into | restore s (wall) | restore CPU s |\n"
+              "|---|---:|---:|---:|---|---:|---:|", flush=True)
+        restored: dict[str, str] = {}  # a store each backend got by a restore: the one backed up next, if none else
+        for backend in backends:
+            target = stores.get(backend) or restored.get(backend)
             if target is None:
                 target = target_of(backend, dbs, work)
                 clawrecall("--db", target, "import", "--from", "mem0", source_of("mem0", args.n, True, dbs, work),
                            "--vectors-from", STORE_MODEL, *(["--defer-index"] if backend == "postgres" else []))
             file = work / f"backup-{backend}.tar.gz"
-            seconds, _, _ = clawrecall("--db", target, "backup", str(file))
-            for into in targets:
-                back, _, out = clawrecall("--db", target_of(into, dbs, work), "restore", str(file))
-                print(f"| {backend} | {seconds:.1f} | {file.stat().st_size / 1e6:.0f} | {into} | {back:.1f} |", flush=True)
-
+            seconds, cpu, _ = clawrecall("--db", target, "backup", str(file))
+            for into in backends:
+                new = target_of(into, dbs, work)
+                back, back_cpu, _ = clawrecall("--db", new, "restore", str(file))
+                restored.setdefault(into, new)
+                print(f"| {backend} | {seconds:.1f} | {cpu:.1f} | {file.stat().st_size / 1e6:.0f} | {into} | {back:.1f} | "
+                      f"{back_cpu:.1f} |", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
-"""How an import from another system handles its rows in bulk: each memory validated once, vectors read
-in their binary form (pgvector's `vector_send`, a LanceDB column as one array) and decoded to the same
-numbers as their text."""
+"""How an import from another system handles its rows in bulk: each memory validated once, written as its
+JSONL line and as one add each would be, vectors read in their binary form (pgvector's `vector_send`, a
+LanceDB column as one array) and decoded to the same numbers as their text."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ import pyarrow as pa
 import pytest
 
 from clawrecall import Memory
+from clawrecall.embeddings.hashing import HashEmbedder
 from clawrecall.engine import _validate
 from clawrecall.errors import ValidationError
 from clawrecall.importers import lancedb_pro
-from clawrecall.importers.data import vector
+from clawrecall.importers.data import _NAMESPACE, stable_id, vector
 
 from conftest import _admin, with_database
+
+HASH_DIMS = HashEmbedder("hashed-word-trigrams").dimensions  # the tests' store model (conftest)
 
 
 def test_an_import_validates_each_line_once(db_path, monkeypatch):
@@ -113,3 +116,89 @@ def test_import_from_a_system_honours_defer_index(vectors_pg, pg_url, monkeypatc
     with Memory.open(pg_url) as mem:
         assert mem.count() == 4 and mem._store.has_vector_index()
         assert mem._store.get_meta("vector_index_deferred") is None
+
+
+# Items as readers of other systems make them: explicit times (so every store writes the same), a supersede
+# chain, a soft delete, tags, metadata with text beyond ASCII, and vectors for some of them only.
+_ITEMS = [
+    {"id": str(uuid.UUID(int=1)), "content": "User's FTP was 250 W", "category": "preference", "user_id": "ann",
+     "created_at": "2025-01-01T00:00:00+00:00", "valid_from": "2025-01-01T00:00:00+00:00",
+     "updated_at": "2025-02-01T00:00:00+00:00", "valid_to": "2025-02-01T00:00:00+00:00",
+     "superseded_by": str(uuid.UUID(int=2)), "source_type": "mem0", "source_id": "mem0:a"},
+    {"id": str(uuid.UUID(int=2)), "content": "User's FTP is 262 W", "category": "preference", "user_id": "ann",
+     "created_at": "2025-02-01T00:00:00+00:00", "valid_from": "2025-02-01T00:00:00+00:00",
+     "updated_at": "2025-02-01T00:00:00+00:00", "supersedes": str(uuid.UUID(int=1)), "tags": ["bike", "fitness"],
+     "metadata": {"mem0": {"hash": "h2", "city": "Zürich"}}, "source_type": "mem0", "source_id": "mem0:b"},
+    {"id": str(uuid.UUID(int=3)), "content": "The team standup is at 9:30", "agent_id": "main",
+     "created_at": "2025-03-01T08:00:00+00:00", "updated_at": "2025-03-02T08:00:00+00:00",
+     "deleted_at": "2025-03-02T08:00:00+00:00", "importance": 0.4, "confidence": 0.8},
+    {"id": str(uuid.UUID(int=4)), "content": "Prefers window seats on long flights", "scope": "global",
+     "created_at": "2025-04-01T12:30:00+00:00", "updated_at": "2025-04-01T12:30:00+00:00", "title": "Seats"},
+]
+
+
+def _written(mem: Memory) -> tuple[dict, list, list]:
+    """Every row (with its stored vector), every history row and the change feed, by what they say."""
+    rows = {i: (r.model_dump(), v) for i, r, v in (
+        (i, mem._store.memories.fetch([i])[i], v) for i, v in mem._store.run("SELECT id, embedding FROM memories"))}
+    history = [(h.memory_id, h.action, h.before, h.after, h.at) for h in
+               sorted((e for i in rows for e in mem.history(i)), key=lambda h: (h.memory_id, h.action))]
+    events = [(e.memory_id, e.type, e.scope, e.at) for e in mem.changes.after(0, limit=100).events]
+    return rows, history, sorted(events)
+
+
+def test_items_an_import_holds_are_written_as_their_lines_and_as_one_add_each(tmp_path):
+    vectors = {i["id"]: np.random.default_rng(n).standard_normal(HASH_DIMS).astype(np.float32)
+               for n, i in enumerate(_ITEMS[:2])}  # the rest embedded by the store's model
+    with Memory.open(tmp_path / "items.db") as mem:
+        done = mem.import_items(_ITEMS, on_duplicate="keep", chunk=3, vectors=vectors)
+        assert (done.created, done.read) == (4, 4)
+        by_items = _written(mem)
+        again = mem.import_items(_ITEMS, on_duplicate="keep", chunk=3, vectors=vectors)
+        assert (again.created, again.skipped) == (0, 4)
+        assert again.left_out[0] == {"item": 1, "reason": "id_exists", "id": _ITEMS[0]["id"]}
+    with Memory.open(tmp_path / "lines.db") as mem:
+        mem.import_jsonl([json.dumps(i) for i in _ITEMS], on_duplicate="keep", chunk=3, vectors=vectors)
+        by_lines = _written(mem)
+    with Memory.open(tmp_path / "adds.db") as mem:
+        for i in _ITEMS:
+            mem.add_many([i], dedup=False, embeddings=vectors[i["id"]][None, :] if i["id"] in vectors else None)
+        by_adds = _written(mem)
+    assert by_items == by_lines == by_adds
+    rows, history, events = by_items
+    assert rows[_ITEMS[1]["id"]][0]["metadata"] == {"mem0": {"hash": "h2", "city": "Zürich"}}
+    assert rows[_ITEMS[0]["id"]][0]["superseded_by"] == _ITEMS[1]["id"]
+    assert [h[1] for h in history] == ["add"] * 4 and [e[1] for e in events] == ["added"] * 4
+
+
+def test_a_bad_item_is_named_by_its_place_and_nothing_is_written(tmp_path):
+    with Memory.open(tmp_path / "memory.db") as mem:
+        with pytest.raises(ValidationError, match="item 2: unknown category 'gossip'"):
+            mem.import_items([{"content": "fine"}, {"content": "bad", "category": "gossip"}])
+        with pytest.raises(ValidationError, match="item 3: metadata must not contain NUL"):
+            mem.import_items([{"content": "a"}, {"content": "b"}, {"content": "c", "metadata": {"k": [{"v": "\x00"}]}}])
+        assert mem.count() == 0
+
+
+@pytest.mark.parametrize("metadata, stored", [
+    ({"rows": [[], {}] * 40, "city": "Zürich"}, True),  # 160 brackets, 3 deep, escaped text without a NUL
+    ({"path": "C:\\u0000\\dir"}, True),  # a backslash and a u are text, not an escape
+    ({"k": ["ok", "\udc80"]}, False),  # a lone surrogate
+])
+def test_metadata_is_checked_by_what_it_holds_not_by_how_its_json_looks(tmp_path, metadata, stored):
+    with Memory.open(tmp_path / "memory.db") as mem:
+        if stored:
+            assert mem.get(mem.add("x", metadata=metadata).id).metadata == metadata
+        else:
+            with pytest.raises(ValidationError, match="metadata is not valid Unicode"):
+                mem.add("x", metadata=metadata)
+
+
+def test_a_source_rows_id_is_uuid5_of_its_system_table_and_id():
+    for row in ("1", "f1", "00000000-0000-0000-0000-000000000001", "zürich/ü€", "x" * 500):
+        assert stable_id("mem0", "memories", row) == str(uuid.uuid5(_NAMESPACE, f"mem0:memories:{row}"))
+
+
+def test_the_sqlite_writer_caches_what_a_large_stores_indexes_need(db_path):
+    with Memory.open(db_path) as mem:
+        assert mem._store.run("PRAGMA cache_size")[0][0] == -65_536

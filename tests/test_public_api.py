@@ -75,7 +75,7 @@ def test_a_memory_is_built_from_exported_names_only(tmp_path):
 SURFACE = {
     "Memory": [
         "add", "add_many", "backup", "changes", "close", "config", "conversations", "count", "delete", "delete_bulk",
-        "erase", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_jsonl", "insight", "jobs", "list",
+        "erase", "export_journal", "export_jsonl", "files", "forget", "get", "history", "import_items", "import_jsonl", "insight", "jobs", "list",
         "open", "purge", "reembed", "search", "secrets", "set_visibility_bulk", "startup", "stats", "supersede", "undelete",
         "undelete_bulk", "update", "upkeep", "versions",
     ],

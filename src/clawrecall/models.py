@@ -415,7 +415,7 @@ class Erased(BaseModel):
 class Imported(BaseModel):
     """What `mem.import_jsonl` did: lines read, memories created (in a dry run: would be), and each line left out
     and why (`{"line", "reason": "id_exists", "id"}` or `{"line", "reason": "duplicate", "existing_id",
-    "existing_line", "similarity"}`)."""
+    "existing_line", "similarity"}`); `mem.import_items` names items as `item` and `existing_item`."""
 
     read: int
     created: int

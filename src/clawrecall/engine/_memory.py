@@ -583,6 +583,19 @@ class Memory:
             dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
         )
 
+    def import_items(
+        self, items: Iterable[NewMemory | Mapping[str, Any]], *, caller: Caller | None = None, user_id: str | None = None,
+        agent_id: str | None = None, on_duplicate: OnDuplicate = "skip", dry_run: bool = False,
+        progress: Progress | None = None, chunk: int = 512, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
+    ) -> Imported:
+        """`import_jsonl` of memories a program holds (NewMemory, or its fields as a dict): the same checks,
+        batches and answer, without writing them as JSON to read back. `left_out` names each by its place
+        (`{"item": 3, ...}`). What `import --from SYSTEM` writes another system's rows with."""
+        return self._transfer.import_items(
+            items, as_caller(caller, user_id, agent_id), on_duplicate=on_duplicate,
+            dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors,
+        )
+
 
 def _open_store(path_or_url: str | Path | None, cfg: Config, *, create: bool) -> Store:
     """The store a path or URL names, else the config's `db` or `database`, else the default file."""

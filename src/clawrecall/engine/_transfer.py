@@ -22,7 +22,7 @@ from ._writes import Writes
 if TYPE_CHECKING:
     import numpy as np
 
-_Row = tuple[int, MemoryRecord, str]  # a line's number, its record, and the id it was given (its own if it names none)
+_Row = tuple[int, MemoryRecord, str]  # a line's (an item's) number, its record, and the id it was given (its own if it names none)
 
 
 class Transfer:
@@ -71,10 +71,7 @@ class Transfer:
         memory the caller may not read: imported under a new id, as if the id were unused), and so (`on_duplicate="skip"`) is one nearly identical to a stored memory or an earlier line,
         so running an import again adds nothing. `vectors` (by item id) are stored for their items instead of
         embedding them: another system's, made by the store's model. Returns the counts and, per line left out, why."""
-        require_writes(self.config)
-        if on_duplicate not in ("skip", "keep"):
-            raise ValidationError(f"on_duplicate must be skip or keep, got {on_duplicate!r}")
-        items_by_line: list[tuple[int, NewMemory]] = []
+        numbered: list[tuple[int, NewMemory]] = []
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -83,61 +80,84 @@ class Transfer:
                 if not isinstance(data, dict):
                     raise ValueError("expected a JSON object")
                 data.pop("embedding", None)
-                items_by_line.append((n, NewMemory.model_validate(data)))
+                numbered.append((n, NewMemory.model_validate(data)))
             except (ValueError, PydanticValidationError) as exc:
                 detail = pydantic_message(exc, NewMemory) if isinstance(exc, PydanticValidationError) else str(exc)
                 raise ValidationError(f"line {n}: {detail}") from None
-        # each line validated once, into the record written (secrets sealed): nothing is written if one is bad
-        records, fresh = self.writes.new_records([item for _, item in items_by_line], caller,
-                                                 labels=[f"line {n}: " for n, _ in items_by_line])
-        rows = [(n, record, given) for (n, _), record, given in zip(items_by_line, records, fresh)]
+        return self._import(numbered, "line", caller, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress,
+                            chunk=chunk, vectors=vectors)
+
+    def import_items(
+        self, items: Iterable[NewMemory | Mapping[str, Any]], caller: Caller, *, on_duplicate: OnDuplicate,
+        dry_run: bool, progress: Progress | None, chunk: int,
+        vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
+    ) -> Imported:
+        """`import_jsonl` of items a program holds already (another system's rows, as NewMemory fields): each
+        validated once, into the record written, with no JSON text between the reader and the write. Items are
+        named by their place ("item 7"), where lines are by their line."""
+        return self._import(list(enumerate(items, start=1)), "item", caller, on_duplicate=on_duplicate,
+                            dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors)
+
+    def _import(
+        self, numbered: list[tuple[int, NewMemory | Mapping[str, Any]]], what: str, caller: Caller, *,
+        on_duplicate: OnDuplicate, dry_run: bool, progress: Progress | None, chunk: int,
+        vectors: Mapping[str, Sequence[float] | np.ndarray] | None,
+    ) -> Imported:
+        """The import of lines or items (`what`: how the answer and its errors name one), each with its number."""
+        require_writes(self.config)
+        if on_duplicate not in ("skip", "keep"):
+            raise ValidationError(f"on_duplicate must be skip or keep, got {on_duplicate!r}")
+        # each validated once, into the record written (secrets sealed): nothing is written if one is bad
+        records, fresh = self.writes.new_records([item for _, item in numbered], caller,
+                                                 labels=[f"{what} {n}: " for n, _ in numbered])
+        rows = [(n, record, given) for (n, _), record, given in zip(numbered, records, fresh)]
         seen: dict[str, int] = {}
         for n, record, given in rows:
             if record.id != given:  # named by the line
                 if record.id in seen:
-                    raise ValidationError(f"line {n}: id {record.id} repeats line {seen[record.id]}")
+                    raise ValidationError(f"{what} {n}: id {record.id} repeats {what} {seen[record.id]}")
                 seen[record.id] = n
         existing = self._held(rows, caller)
-        left_out = [_stored(n, r.id) for n, r, _ in rows if r.id in existing]
+        left_out = [_stored(what, n, r.id) for n, r, _ in rows if r.id in existing]
         todo = [row for row in rows if row[1].id not in existing]
         created = 0
-        line_of: dict[str, int] = {}  # an id this import gave: a later near-duplicate of it names its line
+        number_of: dict[str, int] = {}  # an id this import gave: a later near-duplicate of it names its line
         size = max(len(todo), 1) if dry_run else chunk  # a dry run compares every line with every other, as one batch
         for start in range(0, len(todo), size):
             part = todo[start : start + size]
             if stored := self._held(part, caller):  # by another import running beside this one
-                left_out += [_stored(n, r.id) for n, r, _ in part if r.id in stored]
+                left_out += [_stored(what, n, r.id) for n, r, _ in part if r.id in stored]
                 part = [row for row in part if row[1].id not in stored]
             theirs = [row for row in part if vectors and row[1].id in vectors]  # with the source's vectors
             part = [row for row in part if not (vectors and row[1].id in vectors)] + theirs
-            results = self._write(part[: len(part) - len(theirs)], caller, on_duplicate, dry_run, None)
+            results = self._write(part[: len(part) - len(theirs)], what, caller, on_duplicate, dry_run, None)
             if theirs:
                 import numpy as np
 
                 assert vectors is not None
-                results += self._write(theirs, caller, on_duplicate, dry_run,
+                results += self._write(theirs, what, caller, on_duplicate, dry_run,
                                        np.array([vectors[r.id] for _, r, _ in theirs], dtype=np.float32))
             for (n, _, _), result in zip(part, results):
                 if result.action == "created":
                     created += 1
-                    line_of[result.id] = n
+                    number_of[result.id] = n
                 else:
-                    left_out.append({"line": n, "reason": "duplicate", "existing_id": result.existing_id,
-                                     "existing_line": line_of.get(result.id), "similarity": result.similarity})
+                    left_out.append({what: n, "reason": "duplicate", "existing_id": result.existing_id,
+                                     f"existing_{what}": number_of.get(result.id), "similarity": result.similarity})
             if progress:
                 progress(min(start + size, len(todo)), len(todo))
-        left_out.sort(key=lambda d: d["line"])
+        left_out.sort(key=lambda d: d[what])
         return Imported(
-            read=len(items_by_line), created=created, duplicates=sum(d["reason"] == "duplicate" for d in left_out),
+            read=len(numbered), created=created, duplicates=sum(d["reason"] == "duplicate" for d in left_out),
             skipped=sum(d["reason"] == "id_exists" for d in left_out), dry_run=dry_run, left_out=left_out,
         )
 
-    def _write(self, rows: list[_Row], caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
+    def _write(self, rows: list[_Row], what: str, caller: Caller, on_duplicate: OnDuplicate, dry_run: bool,
                embeddings: np.ndarray | None) -> list[AddResult]:
         if not rows:
             return []
         return self.writes.add_records(
-            [r for _, r, _ in rows], [(f"line {n}: ", r.id) for n, r, given in rows if r.id != given], caller,
+            [r for _, r, _ in rows], [(f"{what} {n}: ", r.id) for n, r, given in rows if r.id != given], caller,
             dedup=on_duplicate == "skip", progress=None, actor="import", dry_run=dry_run, embeddings=embeddings,
             embed_later=False,  # an import skips duplicates and is run again to finish: it needs its vectors now
         )
@@ -155,5 +175,5 @@ class Transfer:
         return {r.id for r in named if r.id in stored}
 
 
-def _stored(line: int, memory_id: str | None) -> dict[str, Any]:
-    return {"line": line, "reason": "id_exists", "id": memory_id}
+def _stored(what: str, n: int, memory_id: str | None) -> dict[str, Any]:
+    return {what: n, "reason": "id_exists", "id": memory_id}

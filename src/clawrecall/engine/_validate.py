@@ -197,18 +197,26 @@ def check_visibility(value: str) -> Visibility:
         raise ValidationError(f"unknown visibility {value!r}: use private, shared or secret") from None
 
 
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # one encoder: `json.dumps` with an option builds one a call
+
+
 def check_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """JSON of bounded size and depth, with text any store takes. The JSON text answers most of it: every
+    object and array in it opens with a bracket, so one with fewer brackets than the depth limit is not
+    that deep; and (ASCII-escaped) it shows a NUL, a lone surrogate or any non-ASCII character as a `\\u`
+    escape, so text without one has nothing `check_text` refuses. The walks run only when needed."""
     try:
-        size = len(json.dumps(metadata, allow_nan=False))
+        text = _STRICT_JSON.encode(metadata)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
     except RecursionError:
         raise ValidationError("metadata is nested too deeply") from None
-    if size > MAX_METADATA_CHARS:
-        raise ValidationError(f"metadata is {size} characters as JSON; the limit is {MAX_METADATA_CHARS}")
-    if (depth := _depth(metadata)) > MAX_METADATA_DEPTH:
+    if len(text) > MAX_METADATA_CHARS:
+        raise ValidationError(f"metadata is {len(text)} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    if text.count("{") + text.count("[") > MAX_METADATA_DEPTH and (depth := _depth(metadata)) > MAX_METADATA_DEPTH:
         raise ValidationError(f"metadata is nested {depth} levels deep; the limit is {MAX_METADATA_DEPTH}")
-    check_text(metadata, "metadata")
+    if "\\u" in text:
+        check_text(metadata, "metadata")
     return metadata
 
 

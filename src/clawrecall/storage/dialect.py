@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 Convert = Callable[[Any], Any]
 
 
+_JSON = json.JSONEncoder(default=str)  # one encoder: `json.dumps(default=…)` builds one a call
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str) if value != {} else "{}"
+    return _JSON.encode(value) if value != {} else "{}"
 
 
 def _loads(raw: Any) -> Any:
