@@ -99,7 +99,7 @@ class Transfer:
                             dry_run=dry_run, progress=progress, chunk=chunk, vectors=vectors)
 
     def _import(
-        self, numbered: list[tuple[int, NewMemory | Mapping[str, Any]]], what: str, caller: Caller, *,
+        self, numbered: Sequence[tuple[int, NewMemory | Mapping[str, Any]]], what: str, caller: Caller, *,
         on_duplicate: OnDuplicate, dry_run: bool, progress: Progress | None, chunk: int,
         vectors: Mapping[str, Sequence[float] | np.ndarray] | None,
     ) -> Imported:
