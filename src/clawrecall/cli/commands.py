@@ -582,7 +582,7 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
-@click.option("--batch-size", type=click.IntRange(1, 16384), default=None,
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=None,
               help="Memories written per transaction: what an interruption can cost to redo. Default 512; with "
               "--from, 4096 when every memory keeps the source's vector (nothing to embed).")
 @click.option("--defer-index", is_flag=True,
