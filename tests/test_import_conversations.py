@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-import pytest
 
 from clawrecall import Memory
 from clawrecall.importers.data import stable_id
