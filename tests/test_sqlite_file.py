@@ -201,7 +201,7 @@ def test_the_bm25_leg_ranks_first_without_the_words_in_half_the_rows(tmp_path, m
         items += [f"Release {i} of the amber build ships late" + " again" * i for i in range(8)]
         items += ["The amber falcon is a release name", "Falcon tests are flaky"]
         items += [f"Unrelated note {i} about lunch" for i in range(30)]
-        mem.add_many([{"content": text} for text in items], dedup=False)
+        added = mem.add_many([{"content": text} for text in items], dedup=False)
         store = mem._store
         ranked = []
         run = store.run
@@ -212,13 +212,29 @@ def test_the_bm25_leg_ranks_first_without_the_words_in_half_the_rows(tmp_path, m
 
         monkeypatch.setattr(store, "run", spy)
         query = "when does the amber falcon release ship?"
-        pruned = {k: store.text_candidates(query, Filters(), k) for k in (5, 30)}
+        pruned = {k: store.text_candidates(query, Filters(), k) for k in (5, 10, 30)}
+        # for 5 and 10 the 10 rows with "amber" or "falcon" are ranked alone; fewer than 30 have them: every word at once
+        assert len(ranked) == 3 and ranked[0] == ranked[1] and '"release"' in ranked[2]
         assert 'release' not in ranked[0] and 'ship' not in ranked[0] and '"amber" OR "falcon"' in ranked[0]
-        assert len(ranked) == 1 + 2  # the 10 rows with "amber" or "falcon" held 5; for 30 every word is ranked
-        # "lunch" is in 30 of 80 rows, "release" in 49, "ship" in 48 (stemmed: "ships"); only such words left: all kept
-        assert store._ranking_terms(["lunch", "release"]) == ["lunch"]
-        assert store._ranking_terms(["release", "ship"]) == ["release", "ship"]
-        monkeypatch.setattr(store, "_ranking_terms", lambda terms: terms)  # every word, as before
+        # "lunch" is in 30 of 80 rows, "release" in 49, "ship" in 48 (stemmed: "ships"); only such words left, or
+        # fewer rows with the others than asked: all kept
+        assert store._ranking_terms(["lunch", "release"], 30) == ["lunch"]
+        assert store._ranking_terms(["lunch", "release"], 31) == ["lunch", "release"]
+        assert store._ranking_terms(["release", "ship"], 1) == ["release", "ship"]
+        _same_as_every_word(store, monkeypatch, query, pruned)
+        for record in added[40:43]:
+            mem.delete(record.id)  # 7 rows with "amber" or "falcon" are left to find: too few for 10
+        ranked.clear()
+        pruned = {10: store.text_candidates(query, Filters(), 10)}
+        assert len(ranked) == 2 and "release" not in ranked[0] and "release" in ranked[1]
+        _same_as_every_word(store, monkeypatch, query, pruned)
+
+
+def _same_as_every_word(store, monkeypatch, query, pruned):
+    from clawrecall.storage import Filters
+
+    with monkeypatch.context() as every_word:
+        every_word.setattr(store, "_ranking_terms", lambda terms, k: terms)  # as before
         for k, hits in pruned.items():
             every = store.text_candidates(query, Filters(), k)
             assert [h.id for h in hits] == [h.id for h in every] and len(hits) == k

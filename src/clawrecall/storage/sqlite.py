@@ -661,13 +661,13 @@ class SQLiteStore(Store):
             everything = self._indexed_rows(None)
             if not (everything > 0 and self._indexed_rows(filters.scopes) * 2 >= everything):
                 return self._fts("memories_fts", scoped, filters, k)  # ranks the scopes' matches only
-        ranked = self._ranking_terms(terms)
+        ranked = self._ranking_terms(terms, k)
         first = _FTS_COLUMNS + "(" + fts_or_query(ranked) + ")" if ranked != terms else None
         return self._fts("memories_fts", match, filters, k, every_match=scoped, first=first)
 
-    def _ranking_terms(self, terms: list[str]) -> list[str]:
-        """The terms less those in at least half the indexed rows, unless none would remain: what an
-        unscoped match ranks first. FTS5's BM25 clamps such a word's IDF to 10⁻⁶ (a match of it adds at most
+    def _ranking_terms(self, terms: list[str], k: int) -> list[str]:
+        """The terms less those in at least half the indexed rows, unless fewer than k rows have the others
+        (then ranking them first only delays ranking all): what an unscoped match ranks first. FTS5's BM25 clamps such a word's IDF to 10⁻⁶ (a match of it adds at most
         2.2·10⁻⁶ to a score), yet scores every row that has it: a question's "release", "ship" and "may"
         matched 3,000 of one user's long answers and took 80 % of the leg. Counted here (a walk of each
         term's postings, no scoring), so the best matches are the same, their scores within 10⁻⁵; when
@@ -677,8 +677,8 @@ class SQLiteStore(Store):
         counts = self.run("SELECT (SELECT count(*) FROM memories_fts_docsize), "
                           + ", ".join("(SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?)" for _ in terms),
                           [_FTS_COLUMNS + fts_or_query([t]) for t in terms])[0]
-        ranked = [t for t, n in zip(terms, counts[1:]) if 2 * n < counts[0]]
-        return ranked or terms
+        ranked = [(t, n) for t, n in zip(terms, counts[1:]) if 2 * n < counts[0]]
+        return [t for t, _ in ranked] if sum(n for _, n in ranked) >= k else terms
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         grams = trigrams(query)
