@@ -193,8 +193,9 @@ class OpenClawTurns:
         openclaw_stub_model.next_step = lambda messages: ("text", {"text": self.reply})
         self.states: dict[str, OpenClaw] = {}
 
-    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None]:
-        """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model."""
+    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None, str]:
+        """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model, and
+        the session key OpenClaw gave the plugin ("agent:main:explicit:<id>" for a `--session-id` run)."""
         oc = self._state(session["user"])
         self.reply = turn["assistant"]
         self.model.take()
@@ -206,7 +207,8 @@ class OpenClawTurns:
                      and turn["user"] in (text := message_text(m))), "")
         found = re.search(r"<relevant-memories>.*?</relevant-memories>", said, re.DOTALL)
         init = re.search(r"(?<!\w)init:\n.*?\n/init$", said, re.DOTALL | re.MULTILINE)
-        return (init.group(0) if init else None), (found.group(0) if found else None)
+        key = re.search(r"\| session=(\S+) \|", said)
+        return (init.group(0) if init else None), (found.group(0) if found else None), key.group(1) if key else session["id"]
 
     def _state(self, user: str) -> OpenClaw:
         if user not in self.states:
@@ -256,8 +258,9 @@ def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns
                     found = doors.ask(turn["user"], session) if block else {}
                     rest_end(http, session, turn, "\n\n".join(b for b in (startup, block) if b), transcript, latencies)
                 else:
-                    startup, block = openclaw.turn(session, turn)
-                    found = doors.ask(turn["user"], session) if block else {}
+                    startup, block, key = openclaw.turn(session, turn)
+                    # as the plugin's caller: the doors leave out the messages of the caller's own session
+                    found = doors.ask(turn["user"], {**session, "id": key}) if block else {}
                 lines = block_lines(block)
                 turns_out.append({
                     "session": session["id"], "turn": n, "prompt": turn["user"], "lines": lines,
