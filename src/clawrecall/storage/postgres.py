@@ -7,7 +7,8 @@ No row is kept between calls: every search reads the database, so several server
 or on a read replica, answer as the database does, by construction. Cached are only the vector
 dimensions (re-read when a query's differ, as after a `reembed` by another process) and, for a
 minute, the planner's estimates (`_estimates`): whether a filter's vector search reads exactly or
-through HNSW, and how many rows each keyword matches under a filter.
+through HNSW, how many rows each keyword matches under a filter, and how many rows the searched scopes
+and the table hold.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
