@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import psycopg
@@ -16,8 +18,9 @@ from clawrecall import Memory
 from clawrecall.embeddings.hashing import HashEmbedder
 from clawrecall.engine import _validate
 from clawrecall.errors import ValidationError
-from clawrecall.importers import lancedb_pro
+from clawrecall.importers import data, lancedb_pro
 from clawrecall.importers.data import _NAMESPACE, stable_id, vector
+from clawrecall.scopes import Caller
 
 from conftest import _admin, with_database
 
@@ -202,3 +205,63 @@ def test_a_source_rows_id_is_uuid5_of_its_system_table_and_id():
 def test_the_sqlite_writer_caches_what_a_large_stores_indexes_need(db_path):
     with Memory.open(db_path) as mem:
         assert mem._store.run("PRAGMA cache_size")[0][0] == -65_536
+
+
+@pytest.mark.parametrize("with_vectors, steps", [(True, [4, 8, 10]), (False, [3, 6, 9, 10])])
+def test_an_import_that_embeds_nothing_commits_in_larger_batches(db_path, monkeypatch, with_vectors, steps):
+    """Every memory keeping the source's vector: `STORED_CHUNK` a transaction; any to embed: `EMBEDDED_CHUNK`
+    (the sizes made small here; the progress bar moves once a transaction)."""
+    monkeypatch.setattr(data, "STORED_CHUNK", 4)
+    monkeypatch.setattr(data, "EMBEDDED_CHUNK", 3)
+    rng = np.random.default_rng(5)
+
+    def read(source: str, options: data.Options) -> data.Plan:
+        plan = data.Plan(vector_model="hashed-word-trigrams")
+        plan.items = [data.item("mem0", "t", n, f"memory {n} about topic {n}") for n in range(10)]
+        if with_vectors:
+            plan.vectors = {i["id"]: rng.standard_normal(HASH_DIMS).astype(np.float32) for i in plan.items}
+        return plan
+
+    seen: list[int] = []
+    with Memory.open(db_path) as mem:
+        done = data.run(mem, "mem0", read, "src", caller=Caller(), dry_run=False,
+                        progress=lambda n, total: seen.append(n))
+        assert done["imported"] == 10 and done["vectors"]["reused"] == (10 if with_vectors else 0)
+        assert seen == steps
+        seen.clear()
+        data.run(mem, "mem0", read, "src", caller=Caller(), dry_run=False, chunk=5,
+                 progress=lambda n, total: seen.append(n))  # an explicit --batch-size wins; nothing left to write
+        assert seen == [] and mem.count() == 10
+
+
+@pytest.mark.parametrize("text", [
+    "12345678-1234-5678-9abc-123456789abc", "00000000-0000-0000-0000-000000000000", "123456781234567812341234567890ab",
+    "{12345678-1234-5678-9abc-123456789abc}", "urn:uuid:12345678-1234-5678-9abc-123456789abc",
+    "12345678-1234-5678-9abc-123456789abc\n", " 12345678-1234-5678-9abc-123456789abc", "12345678-1234-5678-9abc-123456789ab",
+    "1234567-81234-5678-9abc-123456789abc", "12345678-1234-5678-9abc-123456789abg", "", "x" * 36,
+    "12345678_1234_5678_9abc_123456789abc", "١٢٣٤٥٦٧٨-1234-5678-9abc-123456789abc",
+])
+def test_a_memory_id_is_checked_as_the_uuid_module_would(text):
+    try:
+        canonical = str(uuid.UUID(text)) == text
+    except ValueError:
+        canonical = False
+    assert _validate._is_uuid(text) is canonical
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), (0, "1970-01-01T00:00:00+00:00"), (1735689600000, "2025-01-01T00:00:00+00:00"),
+    (1735689600.5, "2025-01-01T00:00:00.500000+00:00"), ("2024-01-01T00:00:00Z", "2024-01-01T00:00:00+00:00"),
+    ("2024-01-01T01:00:00+01:00", "2024-01-01T00:00:00+00:00"), ("2024-01-01", "2024-01-01T00:00:00+00:00"),
+    (date(2024, 1, 2), "2024-01-02T00:00:00+00:00"), (datetime(2024, 1, 1), "2024-01-01T00:00:00+00:00"),
+    (datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=2))), "2023-12-31T22:00:00+00:00"),
+    (datetime(2024, 1, 1, 5, tzinfo=ZoneInfo("UTC")), "2024-01-01T05:00:00+00:00"),
+])
+def test_a_source_time_becomes_iso_utc(value, expected):
+    assert data.utc(value) == expected
+
+
+@pytest.mark.parametrize("value", ["yesterday", [1], {"t": 1}])
+def test_a_source_value_that_is_no_time_fails_clearly(value):
+    with pytest.raises(ValidationError, match="is not a time"):
+        data.utc(value)

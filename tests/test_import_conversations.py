@@ -14,6 +14,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import numpy as np
 import psycopg
 
 from clawrecall import Memory
@@ -488,6 +489,60 @@ def test_shadowdb_sqlite_file_arrives_with_soft_deletes_chains_and_primer(db_tar
     mem.close()
     assert (entries["name"].content, entries["name"].priority, entries["name"].reinforce) == ("I am Shadow.", 1, True)
     assert entries["style"].priority == 9 and "old" not in entries
+
+
+def _shadowdb_with_vec_table(path: Path, table_sql: str):
+    """ShadowDB's SQLite file and its sqlite-vec table, made by the extension itself (through apsw, which loads
+    extensions where Python's sqlite3 may not): the open connection."""
+    import apsw
+    import sqlite_vec
+
+    db = sqlite3.connect(path)
+    db.executescript(SHADOW_SQLITE)
+    db.commit()
+    db.close()
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.execute(table_sql)
+    return conn
+
+
+def test_shadowdb_sqlite_vectors_are_read_from_its_sqlite_vec_table(db_path, tmp_path):
+    source, dims = tmp_path / "shadowdb.sqlite", HASH.dimensions
+    conn = _shadowdb_with_vec_table(source, f"CREATE VIRTUAL TABLE memories_vec USING vec0("
+                                            f"embedding float[{dims}] distance_metric=cosine, chunk_size=8)")
+    rng = np.random.default_rng(3)
+    vectors = {i: rng.standard_normal(dims).astype(np.float32) for i in range(1, 13)}
+    for i in range(12, 0, -1):  # 12 rows of other memories too: two chunks of 8, placed out of id order
+        conn.execute("INSERT INTO memories_vec (rowid, embedding) VALUES (?, ?)", (i, vectors[i].tobytes()))
+    conn.execute("DELETE FROM memories_vec WHERE rowid = 4")  # memory 4 has none: embedded
+    vectors[2] = rng.standard_normal(dims).astype(np.float32)
+    conn.execute("UPDATE memories_vec SET embedding = ? WHERE rowid = 2", (vectors[2].tobytes(),))
+    assert conn.execute("SELECT count(*) FROM memories_vec").fetchall() == [(11,)]
+    conn.close()
+    Memory.open(db_path).close()
+    done = _import(str(db_path), "shadowdb", str(source), "--vectors-from", STORE_MODEL)
+    assert done["imported"] == 4 and done["vectors"]["reused"] == 3 and done["vectors"]["embedded"] == 1
+    got = _stored(str(db_path))
+    stored = _vectors(str(db_path), [got[f"memories:{i}"].id for i in (1, 2, 3, 4)])
+    for i in (1, 2, 3):
+        want = vectors[i] / np.linalg.norm(vectors[i])
+        assert np.allclose(stored[got[f"memories:{i}"].id], want, atol=1e-6), i
+    assert _is_vector_of(stored[got["memories:4"].id], "Replaced by a row that is gone")
+    assert _import(str(tmp_path / "other.db"), "shadowdb", str(source))["vectors"]["reused"] == 0  # no model named
+
+
+def test_a_sqlite_vec_table_of_another_kind_is_said_and_its_memories_embedded(db_path, tmp_path):
+    source = tmp_path / "shadowdb.sqlite"
+    conn = _shadowdb_with_vec_table(source, "CREATE VIRTUAL TABLE memories_vec USING vec0(embedding bit[8])")
+    conn.execute("INSERT INTO memories_vec (rowid, embedding) VALUES (1, vec_bit(X'F0'))")
+    conn.close()
+    Memory.open(db_path).close()
+    done = _import(str(db_path), "shadowdb", str(source), "--vectors-from", STORE_MODEL)
+    assert done["imported"] == 4 and done["vectors"]["reused"] == 0
+    assert {"table": "memories_vec", "id": None, "rows": 1, "reason": "not a sqlite-vec table of one float[N] column "
+            "as this reader knows it: the memories are embedded again"} in done["skipped"]
 
 
 def test_a_file_that_is_not_shadowdb_fails_clearly(db_path, tmp_path):

@@ -31,6 +31,7 @@ from ..models import (
     LISTED, AddResult, EmbeddingFingerprint, HistoryEntry, JobStats, ListOrder, MemoryRecord, OnDuplicate, ReembedState,
     SearchHit, SearchMode, Stats, Visibility,
 )
+from ..importers.data import EMBEDDED_CHUNK
 from ..importers.data import Options as ImportOptions
 from ..importers.data import run as run_import
 from ..importers.sources import DATA_SOURCES
@@ -581,15 +582,17 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @click.option("--on-duplicate", type=click.Choice(get_args(OnDuplicate)), default="skip", show_default=True,
               help="A line nearly identical to a stored memory (or an earlier line): skip it, or store it anyway.")
 @click.option("--dry-run", is_flag=True, help="Check every line and say what would be imported; write nothing.")
-@click.option("--batch-size", type=click.IntRange(1, 4096), default=512, show_default=True,
-              help="Memories written per transaction: what an interruption can cost to redo.")
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=None,
+              help="Memories written per transaction: what an interruption can cost to redo. Default 512; with "
+              "--from, 4096 when every memory keeps the source's vector (nothing to embed).")
 @click.option("--defer-index", is_flag=True,
               help="PostgreSQL: drop the vector index for the import and build it once at the end "
               "(much faster for large imports; searches meanwhile read exactly).")
 @json_option
 @pass_state
 def import_memories(state: State, source: str, system: str | None, vectors_from: str | None, history: str | None,
-                    markdown: str | None, on_duplicate: OnDuplicate, dry_run: bool, batch_size: int, defer_index: bool,
+                    markdown: str | None, on_duplicate: OnDuplicate, dry_run: bool, batch_size: int | None,
+                    defer_index: bool,
                     as_json: bool,
                     caller: Caller) -> None:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
@@ -628,7 +631,7 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
                     bar(done, total)
 
             result = mem.import_jsonl(lines, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress, caller=caller,
-                                      chunk=batch_size)
+                                      chunk=batch_size or EMBEDDED_CHUNK)
     except KeyboardInterrupt:
         text = interrupted_import_text(name, written[0], written[1], dry_run, on_duplicate)
         if not isinstance(deferred, nullcontext):

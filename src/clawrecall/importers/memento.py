@@ -145,11 +145,12 @@ def _fact(row: sqlite3.Row, table: str, agent_id: str | None, successor: sqlite3
         extra["category"] = category
     if agent is not None:
         extra["source_agent_id"] = agent
+    first_seen = utc(row["first_seen_at"])
     item: dict[str, Any] = {
         "id": stable_id(SYSTEM, table, row["id"]), "content": row["content"], "title": row["summary"],
         "category": CATEGORIES.get(category, category), "confidence": row["confidence"],
         "visibility": visibility or row["visibility"], "agent_id": agent_id, "scope": scope,
-        "created_at": utc(row["first_seen_at"]), "valid_from": utc(row["first_seen_at"]),
+        "created_at": first_seen, "valid_from": first_seen,
         "updated_at": utc(row["last_seen_at"]), "source_type": SYSTEM, "source_id": f"{table}:{row['id']}",
         "metadata": {"memento": extra},
     }

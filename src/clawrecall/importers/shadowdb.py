@@ -1,10 +1,12 @@
 """ShadowDB's PostgreSQL database, or its SQLite backend's file: `memories` (record types, tags, soft
-deletes; on SQLite, `superseded_by` chains) and its startup entries (`startup`, or `primer` in the
-plugin's own schema files). Its MySQL backend needs a server: dump it to one of those first."""
+deletes; on SQLite, `superseded_by` chains and the vectors of its sqlite-vec table) and its startup entries
+(`startup`, or `primer` in the plugin's own schema files). Its MySQL backend needs a server: dump it to one
+of those first."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -29,13 +31,16 @@ MAPPED = {
     "primer.key, content, priority, always, enabled": "startup entries (always → reinforce); a disabled one "
                                                       "is left out",
     "SQLite: memories.tags, superseded_by": "tags (its JSON text); a supersede chain",
-    "SQLite: memories_vec (sqlite-vec)": "not read (only that extension reads it): the memories are embedded",
+    "SQLite: memories_vec (sqlite-vec)": "the vector of the memory whose id is its rowid, read from the table's "
+                                         "own storage; reused when --vectors-from names the store's model, else "
+                                         "re-embedded",
 }
+VEC_TABLE = "memories_vec"
 
 
 def read(source: str, options: Options) -> Plan:
-    memories, startup, primer = _sqlite(source) if Path(source).is_file() else _postgres(source)
     plan = Plan(mapped=dict(MAPPED))
+    memories, startup, primer = _sqlite(source, plan) if Path(source).is_file() else _postgres(source)
     for row in memories:
         plan.items.append(_memory(row))
         if row.get("vector") is not None:
@@ -71,9 +76,9 @@ def _postgres(url: str) -> Rows:
                 db.rows("SELECT * FROM primer ORDER BY priority, key") if "primer" in db.tables else [])
 
 
-def _sqlite(path: str) -> Rows:
-    """Its SQLite backend's file: `memories` (tags as JSON text, times as ISO text) and `primer`. The vectors
-    are in a sqlite-vec table, which only that extension reads: the memories are embedded again."""
+def _sqlite(path: str, plan: Plan) -> Rows:
+    """Its SQLite backend's file: `memories` (tags as JSON text, times as ISO text), `primer`, and the
+    vectors of its sqlite-vec table (`_sqlite_vectors`)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         db.row_factory = sqlite3.Row
@@ -84,12 +89,43 @@ def _sqlite(path: str) -> Rows:
                                   f"and record_type (its tables: {', '.join(sorted(tables)) or 'none'})")
         memories = [{k: r[k] for k in r.keys() if k != "embedding"} for r in db.execute("SELECT * FROM memories ORDER BY id")]
         primer = [dict(r) for r in db.execute("SELECT * FROM primer ORDER BY priority, key")] if "primer" in tables else []
+        vectors = _sqlite_vectors(db, tables, plan) if VEC_TABLE in tables else {}
         db.close()
     except sqlite3.Error as exc:
         raise ValidationError(f"{path} is not a ShadowDB database: {exc}") from None
     for row in memories:
         row["tags"] = _tags(row.get("tags"))
+        row["vector"] = vectors.get(str(row["id"]))
     return memories, [], primer
+
+
+# sqlite-vec's `vec0` table keeps its vectors in ordinary tables beside it, which SQLite reads without the
+# extension (Python's `sqlite3` is often built unable to load one): `<name>_rowids` places each rowid at a
+# chunk and an offset, `<name>_vector_chunks00` holds a chunk's float32 vectors end to end (its first vector
+# column; sqlite-vec 0.1's layout, checked here against the extension itself by the tests).
+_VEC_COLUMN = re.compile(r"[(,]\s*\w+\s+float\s*\[\s*(\d+)\s*\]", re.IGNORECASE)
+
+
+def _sqlite_vectors(db: sqlite3.Connection, tables: set[str], plan: Plan) -> dict[str, Any]:
+    """The vector of each memory (by its id: the vec0 row's primary key, else its rowid) that the sqlite-vec table holds; none, with
+    why, when the table is not laid out as sqlite-vec 0.1 lays a `float[N]` column out."""
+    import numpy as np
+
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (VEC_TABLE,)).fetchone()[0] or ""
+    dims = _VEC_COLUMN.search(sql)
+    rowids, chunks = f"{VEC_TABLE}_rowids", f"{VEC_TABLE}_vector_chunks00"
+    if dims is None or not {rowids, chunks} <= tables:
+        rows = db.execute(f'SELECT count(*) FROM "{rowids}"').fetchone()[0] if rowids in tables else 0
+        plan.skipped.append({"table": VEC_TABLE, "id": None, "rows": rows, "reason": "not a sqlite-vec table of "
+                             "one float[N] column as this reader knows it: the memories are embedded again"})
+        return {}
+    size = 4 * int(dims.group(1))
+    out: dict[str, Any] = {}
+    for rowid, offset, blob in db.execute(f'SELECT coalesce(r.id, r.rowid), r.chunk_offset, c.vectors FROM "{rowids}" r '
+                                          f'JOIN "{chunks}" c ON c.rowid = r.chunk_id'):
+        if blob is not None and 0 <= offset and (offset + 1) * size <= len(blob):
+            out[str(rowid)] = np.frombuffer(blob, dtype="<f4", count=size // 4, offset=offset * size).copy()
+    return out
 
 
 def _tags(value: Any) -> list[str]:
