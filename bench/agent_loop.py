@@ -30,6 +30,9 @@ petr are held out):
     recall ≥ 0.9); the standing facts the session's startup blocks carried, and recall in context: the
     share of needed facts the model reads with the prompt (this block, the session's earlier blocks, which
     its transcript keeps, and its standing facts);
+  * injected precision and recall: the same over everything the plugin puts before the prompt in its one
+    block: the startup block's standing facts (an allergy, a diet: kept in mind whatever is asked, so they
+    come on a session's first turn whether or not that prompt needs them) and recall's lines;
   * tool-vs-recall agreement: each injected line's text is looked for in what every search door
     answers for the same prompt and caller (a record with the same text counts): REST `/v1/search`, the tools `memory_search` (the plugin's
     `clawrecall_search` and core's `memory_search` in slot mode) and `memory_recall` (`clawrecall_recall`),
@@ -190,17 +193,22 @@ class OpenClawTurns:
         openclaw_stub_model.next_step = lambda messages: ("text", {"text": self.reply})
         self.states: dict[str, OpenClaw] = {}
 
-    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None]:
-        """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model."""
+    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None, str]:
+        """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model, and
+        the session key OpenClaw gave the plugin ("agent:main:explicit:<id>" for a `--session-id` run)."""
         oc = self._state(session["user"])
         self.reply = turn["assistant"]
         self.model.take()
         oc.turn(session["agent"], session["id"], turn["user"])
         sent = self.model.take()[0]["messages"]  # the turn's first model request
-        said = [message_text(m) for m in sent if m.get("role") == "user"]
-        found = re.search(r"<relevant-memories>.*?</relevant-memories>", "\n".join(said), re.DOTALL)
-        init = re.search(r"^init:\n.*?\n/init$", said[-1] if said else "", re.DOTALL | re.MULTILINE)
-        return (init.group(0) if init else None), (found.group(0) if found else None)
+        # the prompt's own message: earlier turns' messages keep the blocks they were given; OpenClaw puts
+        # the prepended blocks before the prompt, after its timestamp ("[Mon … UTC] init:")
+        said = next((text for m in reversed(sent) if m.get("role") == "user"
+                     and turn["user"] in (text := message_text(m))), "")
+        found = re.search(r"<relevant-memories>.*?</relevant-memories>", said, re.DOTALL)
+        init = re.search(r"(?<!\w)init:\n.*?\n/init$", said, re.DOTALL | re.MULTILINE)
+        key = re.search(r"\| session=(\S+) \|", said)
+        return (init.group(0) if init else None), (found.group(0) if found else None), key.group(1) if key else session["id"]
 
     def _state(self, user: str) -> OpenClaw:
         if user not in self.states:
@@ -250,8 +258,9 @@ def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns
                     found = doors.ask(turn["user"], session) if block else {}
                     rest_end(http, session, turn, "\n\n".join(b for b in (startup, block) if b), transcript, latencies)
                 else:
-                    startup, block = openclaw.turn(session, turn)
-                    found = doors.ask(turn["user"], session) if block else {}
+                    startup, block, key = openclaw.turn(session, turn)
+                    # as the plugin's caller: the doors leave out the messages of the caller's own session
+                    found = doors.ask(turn["user"], {**session, "id": key}) if block else {}
                 lines = block_lines(block)
                 turns_out.append({
                     "session": session["id"], "turn": n, "prompt": turn["user"], "lines": lines,
@@ -373,6 +382,9 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
         judged = [judge_turn(t, specs[(s["id"], t["turn"])], facts,
                              [x for g in given[: n + 1] for x in g] + [x for e in turns[:n] for x in e["lines"]])
                   for n, t in enumerate(turns)]
+        # what the plugin injects into the turn is one block: the startup block's standing facts and recall's lines
+        whole = [judge_turn({**t, "lines": [*t.get("standing", []), *t["lines"]]}, specs[(s["id"], t["turn"])], facts)
+                 for t in turns]
         lines = sum(len(j["relevant"]) for j in judged)
         good = sum(sum(j["relevant"]) for j in judged)
         needed = sum(len(j["needed"]) for j in judged)
@@ -384,6 +396,11 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
             "said": 2 * len(s["turns"]), "stored": stored[s["id"]],
             "lines": lines, "relevant_lines": good, "needed": needed, "present": present,
             "precision": ratio(good, lines), "recall": ratio(present, needed),
+            "injected_lines": sum(len(j["relevant"]) for j in whole),
+            "injected_relevant": sum(sum(j["relevant"]) for j in whole),
+            "injected_present": sum(len(j["present"]) for j in whole),
+            "injected_precision": ratio(sum(sum(j["relevant"]) for j in whole), sum(len(j["relevant"]) for j in whole)),
+            "injected_recall": ratio(sum(len(j["present"]) for j in whole), needed),
             "standing": sum(len(g) for g in given), "in_context": sum(len(j["in_context"]) for j in judged),
             "recall_in_context": ratio(sum(len(j["in_context"]) for j in judged), needed),
             "agreement": ratio(sum(checks), len(checks)), "door_checks": len(checks),
@@ -404,6 +421,9 @@ def report(data: dict, played: dict, db: Path, wanted_set: str) -> dict:
                 "precision": ratio(sum(s["relevant_lines"] for s in group), sum(s["lines"] for s in group)),
                 "recall": ratio(sum(s["present"] for s in group), sum(s["needed"] for s in group)),
                 "lines": sum(s["lines"] for s in group), "standing": sum(s["standing"] for s in group),
+                "injected_precision": ratio(sum(s["injected_relevant"] for s in group),
+                                            sum(s["injected_lines"] for s in group)),
+                "injected_recall": ratio(sum(s["injected_present"] for s in group), sum(s["needed"] for s in group)),
                 "recall_in_context": ratio(sum(s["in_context"] for s in group), sum(s["needed"] for s in group)),
             }
     return {
@@ -424,18 +444,20 @@ def render(r: dict) -> str:
         f"at start, {r['load_end'][0]:.2f} at end; config: " + (", ".join(r["config_set"]) or "defaults"),
         "",
         "| session | set | lang | agent | said | stored | junk (user's) | lines | precision | recall | standing "
-        "| recall in context | doors agree |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| injected precision | injected recall | recall in context | doors agree |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in r["sessions"]:
         out.append(f"| {s['session']} | {s['set']} | {s['lang']} | {s['agent']} | {s['said']} | {s['stored']} | {s['junk_in_scope']} "
                    f"| {s['lines']} | {fmt(s['precision'])} | {fmt(s['recall'])} | {s['standing']} "
+                   f"| {fmt(s['injected_precision'])} | {fmt(s['injected_recall'])} "
                    f"| {fmt(s['recall_in_context'])} | {fmt(s['agreement'])} |")
-    out += ["", "| set | said | stored | lines | precision | recall | standing | recall in context |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out += ["", "| set | said | stored | lines | precision | recall | standing | injected precision | injected recall "
+            "| recall in context |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, t in r["totals"].items():
         out.append(f"| {name} | {t['said']} | {t['stored']} | {t['lines']} | {fmt(t['precision'])} | {fmt(t['recall'])} "
-                   f"| {t['standing']} | {fmt(t['recall_in_context'])} |")
+                   f"| {t['standing']} | {fmt(t['injected_precision'])} | {fmt(t['injected_recall'])} "
+                   f"| {fmt(t['recall_in_context'])} |")
     out += ["", "| search door | lines found | of |", "|---|---:|---:|"]
     out += [f"| {d} | {v['found']} | {v['checked']} |" for d, v in r["doors"].items()]
     lat = r["latency_ms"]

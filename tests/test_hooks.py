@@ -482,6 +482,26 @@ def test_memory_recall_puts_first_what_the_recall_block_would_show(mem):
 
 
 @pytest.mark.model
+def test_memory_recall_holds_every_line_of_the_recall_block(mem):
+    """The block orders lines by their own absolute score, a search by its fused ranking: "Which city do I
+    live in now?" ranks Vancouver under Toronto, and a question ("Do you live near…?"), which the block
+    never shows, first. The tool gives the block's lines first, so an agent told to use it sees them."""
+    for text in ["I live in Toronto and I work as a nurse.", "Actually we moved to Vancouver last week.",
+                 "The city council meets on Mondays now.", "Do you live near the city centre now?",
+                 "I switched from coffee to green tea last month."]:
+        mem.add(text, user_id="alice")
+    ask = "Which city do I live in now?"
+    block = [line.split("] ")[1].split(" (")[0] for line in injected_lines(before_prompt_build(mem, {"prompt": ask}, ctx()))]
+    assert "Actually we moved to Vancouver last week." in block
+    limit = len(block)
+    assert "Actually we moved to Vancouver last week." not in [h.content for h in mem.search(ask, caller=ctx(), limit=limit)]
+    found = run_tool(mem, ctx(), "memory_recall", {"query": ask, "limit": limit}).details["memories"]
+    assert [m["content"] for m in found] == block
+    wider = run_tool(mem, ctx(), "memory_recall", {"query": ask, "limit": limit + 1}).details["memories"]
+    assert [m["content"] for m in wider][:limit] == block and wider[-1]["content"] == "Do you live near the city centre now?"
+
+
+@pytest.mark.model
 def test_the_bundled_model_knows_english_words_whole_and_not_czech_ones():
     from clawrecall.embeddings.local import LocalEmbedder
 

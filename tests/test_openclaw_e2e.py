@@ -21,7 +21,8 @@ startup identity, `status`, the recall block and tools in the next turn of the s
 record holding each message once though OpenClaw sends the first turn again. What runs the same code
 in both modes (the hooks, tools, CLI and outbox are one path; a mode changes the memory slot, the
 tools registered and memory-core) is proved once, in the default mode `beside`: the Markdown import,
-`search` from the CLI, another agent's view, a fact said in passing recalled in the next session,
+`search` from the CLI, another agent's view, a fact said in passing recalled in the next session (and
+a standing fact in its startup block),
 the server going away and the `--local` turn after it. Every OpenClaw process costs seconds of CPU
 (docs/testing.md).
 """
@@ -53,6 +54,7 @@ TEA = "Remember that my favourite tea is oolong."
 PASSING = "Just so you know, my favourite biscuit is the Hobnob."
 BLOOD = "Alice's blood test came back fine."
 BINDER = "The release checklist lives in the blue binder on the third shelf."
+ALLERGY = "I'm allergic to peanuts."
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -239,12 +241,19 @@ def test_the_plugin_in_real_openclaw_turns(mode, openclaw_bin, model, tmp_path):
                                           server.url, token, f"/v1/conversations/{c['session_id']}")["messages"])])
             assert said and said[0]["user_id"] == "alice" and said[0]["agent_id"] == "main", said
             assert not [m for m in _memories(server.url, token) if "Hobnob" in m["content"]]  # no memory was made of it
+            # ...and a standing fact, which every later session's startup block carries whatever it is about
+            oc.turn("main", "s6", ALLERGY)
+            model.take()
+            standing = _wait_for(lambda: [m for m in _memories(server.url, token) if m["content"] == ALLERGY])
+            assert standing[0]["tags"] == ["standing"], standing
             _wait_for(lambda: _get(server.url, token, "/v1/search", query="Hobnob biscuit", sources=["message"],
                                    mode="vector"))
             office = "Which biscuit should I buy for the office?"
             oc.turn("main", "s7", office)
             first = "\n".join(_user_texts(model.take()[0]))
             assert "Hobnob" in first[first.index("<relevant-memories>"):first.index("</relevant-memories>")]
+            init = first[first.index("init:\n"):first.index("\n/init")]
+            assert "British English" in init and ALLERGY in untrusted_parts(init)[1], init
             assert _wait_for(lambda: _said_by_user(server.url, token, "s7")) == [office]  # nothing left in flight
 
             # (5) with the server gone the turn still completes, the log says so once, and what was said is kept

@@ -366,7 +366,7 @@ def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
     rng = np.random.default_rng(6)
     with Memory.open(pg_url) as mem:
         dims = mem.upkeep.embedder.ensure_dimensions()
-        for scope in ("custom:a", "custom:b"):
+        for scope in ("custom:a", "custom:b", "custom:c"):  # a third of the table: its scope narrows the index's answer
             items = [{"content": f"alice planned the hiking budget at the cafe number {i}", "scope": scope} for i in range(500)]
             mem.add_many(items, embeddings=_unit(rng, len(items), dims), dedup=False)
         mem._store.run("ANALYZE memories")
@@ -384,7 +384,7 @@ def test_scoped_text_legs_intersect_the_scope_inside_their_gin_indexes(pg_url):
         del mem._store.run
         assert len(text) == 10 and len(fuzzy) == 10
         assert {r.scope for r in mem._store.memories.fetch([c.id for c in text + fuzzy]).values()} == {"custom:a"}
-    # On 1,000 rows the planner rightly reads a scope through its btree; without that index (and
+    # On 1,500 rows the planner rightly reads a scope through its btree; without that index (and
     # without sequential scans) the only way left to the scope must be the leg's own GIN index.
     with psycopg.connect(pg_url) as conn:
         conn.execute("DROP INDEX idx_memories_scope")

@@ -192,6 +192,34 @@ def test_the_keyword_legs_other_matches_are_the_first_in_table_order_read_from_t
         assert other_words_read(*issued[1]) == 1  # with no first pages, the index answers
 
 
+def test_the_keyword_leg_leaves_the_scopes_to_the_row_filter_when_they_hold_most_of_the_table(pg_url, monkeypatch):
+    """A scope that holds most of the table is not sought in the text index beside the words (it would narrow
+    nothing): its statement tests the scope on the row alone; a scope among many is sought in the index. The
+    same hits, ids and scores, either way, and never another scope's row."""
+    from clawrecall.storage.filters import Filters
+
+    with Memory.open(pg_url) as mem:
+        store = mem._store
+        mem.add_many([{"content": f"juniper project note {i}", "user_id": "alice"} for i in range(60)], dedup=False)
+        mem.add_many([{"content": f"juniper project note {i}", "user_id": "bob"} for i in range(3)], dedup=False)
+        issued, run = [], store.run
+        monkeypatch.setattr(store, "run", lambda sql, params=(), **kw: (
+            issued.append(sql) if "ts_rank" in sql else None, run(sql, params, **kw))[1])
+        alice = Filters(scopes=["user:alice"])
+        found = lambda: [(c.id, c.score) for c in store.text_candidates("juniper project", alice, 100)]  # noqa: E731
+        store.run("ANALYZE memories")
+        most = found()
+        assert "ARRAY[m.scope]" not in issued[-1]
+        mem.add_many([{"content": f"a walk in the park {i}", "user_id": f"u{i % 7}"} for i in range(300)], dedup=False)
+        store.run("ANALYZE memories")
+        store._plans.clear()  # the planner's answers of a minute ago: alice held most of the table then
+        few = found()
+        assert "ARRAY[m.scope] && " in issued[-1]
+        assert most == few and len(most) == 60
+        alice_ids = {r[0] for r in store.run("SELECT id::text FROM memories WHERE scope = 'user:alice'")}
+        assert {i for i, _ in most} == alice_ids
+
+
 def test_a_store_with_the_change_feed_of_the_last_release_upgrades_without_it(pg_url):
     """The column, triggers, functions and departures table that kept held rows in step are dropped by
     `core/no-change-feed`; deletes, scope moves and TRUNCATE work without them."""

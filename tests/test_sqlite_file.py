@@ -174,11 +174,11 @@ def test_the_keyword_leg_leaves_out_the_scope_clause_when_the_scopes_hold_most_r
         mem.add("Global: the garden tap is off in winter")
         matches = []
         fts = mem._store._fts
-        def bm25_fts(table, match, *a, every_match=None):
+        def bm25_fts(table, match, *a, every_match=None, first=None):
             if table == "memories_fts":
                 matches.append(match)
-                assert "scope_key" in every_match  # the fallback over every match still narrows
-            return fts(table, match, *a, every_match=every_match)
+                assert every_match is None or "scope_key" in every_match  # the fallback over every match still narrows
+            return fts(table, match, *a, every_match=every_match, first=first)
 
         monkeypatch.setattr(mem._store, "_fts", bm25_fts)
         free = {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")}
@@ -188,6 +188,57 @@ def test_the_keyword_leg_leaves_out_the_scope_clause_when_the_scopes_hold_most_r
         assert {u: _hits(mem, "garden basil tomatoes", u) for u in ("carol", "dan")} == free
         assert len(matches) == 2 and all("scope_key" in m for m in matches)
         assert len(free["carol"]) == 10 and len(free["dan"]) == 6  # dan's five and the global one, never carol's
+
+
+def test_the_bm25_leg_ranks_first_without_the_words_in_half_the_rows(tmp_path, monkeypatch):
+    """FTS5 gives a word in at least half the rows an IDF of 10⁻⁶ but scores every row that has it: the leg
+    ranks the other words' matches first, and finds the same rows, with the same scores but for 10⁻⁵, as
+    ranking every word's matches; when fewer than asked have another word, it ranks them all, as before."""
+    from clawrecall.storage import Filters
+
+    with Memory.open(tmp_path / "m.db") as mem:
+        items = [f"Release notes {i}: the release ships on time" for i in range(40)]
+        items += [f"Release {i} of the amber build ships late" + " again" * i for i in range(8)]
+        items += ["The amber falcon is a release name", "Falcon tests are flaky"]
+        items += [f"Unrelated note {i} about lunch" for i in range(30)]
+        added = mem.add_many([{"content": text} for text in items], dedup=False)
+        store = mem._store
+        ranked = []
+        run = store.run
+        def spy(sql, params=()):
+            if "ORDER BY bm25" in sql:
+                ranked.append(params[0])
+            return run(sql, params)
+
+        monkeypatch.setattr(store, "run", spy)
+        query = "when does the amber falcon release ship?"
+        pruned = {k: store.text_candidates(query, Filters(), k) for k in (5, 10, 30)}
+        # for 5 and 10 the 10 rows with "amber" or "falcon" are ranked alone; fewer than 30 have them: every word at once
+        assert len(ranked) == 3 and ranked[0] == ranked[1] and '"release"' in ranked[2]
+        assert 'release' not in ranked[0] and 'ship' not in ranked[0] and '"amber" OR "falcon"' in ranked[0]
+        # "lunch" is in 30 of 80 rows, "release" in 49, "ship" in 48 (stemmed: "ships"); only such words left, or
+        # fewer rows with the others than asked: all kept
+        assert store._ranking_terms(["lunch", "release"], 30) == ["lunch"]
+        assert store._ranking_terms(["lunch", "release"], 31) == ["lunch", "release"]
+        assert store._ranking_terms(["release", "ship"], 1) == ["release", "ship"]
+        _same_as_every_word(store, monkeypatch, query, pruned)
+        for record in added[40:43]:
+            mem.delete(record.id)  # 7 rows with "amber" or "falcon" are left to find: too few for 10
+        ranked.clear()
+        pruned = {10: store.text_candidates(query, Filters(), 10)}
+        assert len(ranked) == 2 and "release" not in ranked[0] and "release" in ranked[1]
+        _same_as_every_word(store, monkeypatch, query, pruned)
+
+
+def _same_as_every_word(store, monkeypatch, query, pruned):
+    from clawrecall.storage import Filters
+
+    with monkeypatch.context() as every_word:
+        every_word.setattr(store, "_ranking_terms", lambda terms, k: terms)  # as before
+        for k, hits in pruned.items():
+            every = store.text_candidates(query, Filters(), k)
+            assert [h.id for h in hits] == [h.id for h in every] and len(hits) == k
+            assert all(abs(a.score - b.score) < 1e-5 for a, b in zip(hits, every))
 
 
 def test_sqlite_exact_search_rows_reaches_the_vector_index(tmp_path):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from typing_extensions import TypedDict
 
-from ..config import RecallHookConfig
 from ..errors import NotFoundError
 from ..conversations.text import (
     RECALL_CLOSE, RECALL_OPEN, discussed_text, percent, sanitize_for_context, strip_envelope, untrusted,
@@ -97,9 +96,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         log.warning("recall ran without vectors (%s); nothing injected", hits.without_vectors)
         return _answer(skipped="error")
 
-    floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
-    chosen, lines = _select(hits, cfg, session, floor, caller, mem.config.retrieval.master_weight,
-                            evidence(query, mem.upkeep.embedder, cfg.min_known_words))
+    chosen, lines = select_lines(mem, hits, caller, query, session)
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -168,9 +165,8 @@ def evidence(query: str, embedder: Embedder, min_known: float) -> Callable[[str]
     return lambda text: bool(shared_stems(query, text))
 
 
-def _select(
-    hits: list[SearchHit], cfg: RecallHookConfig, session: _Session | None, floor: float, caller: Caller,
-    master_weight: float, evident: Callable[[str], bool],
+def select_lines(
+    mem: "Memory", hits: list[SearchHit], caller: Caller, query: str, session: _Session | None = None,
 ) -> tuple[list[SearchHit], list[str]]:
     """Best hits first, within the item, total and per-item budgets, each a line worth its place: relevant
     by its own score (an assistant's reply by a higher one) and, in a language the embedding model does not
@@ -183,6 +179,10 @@ def _select(
     what a search gives the same text for the same question when it is not lent one. An assistant's
     reply mostly restates the user or is its own boilerplate.
     """
+    cfg = mem.config.hooks.recall
+    floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
+    master_weight = mem.config.retrieval.master_weight
+    evident = evidence(query, mem.upkeep.embedder, cfg.min_known_words)
     chosen: list[SearchHit] = []
     lines: list[str] = []
     said: list[set[str]] = []

@@ -7,7 +7,8 @@ No row is kept between calls: every search reads the database, so several server
 or on a read replica, answer as the database does, by construction. Cached are only the vector
 dimensions (re-read when a query's differ, as after a `reembed` by another process) and, for a
 minute, the planner's estimates (`_estimates`): whether a filter's vector search reads exactly or
-through HNSW, and how many rows each keyword matches under a filter.
+through HNSW, how many rows each keyword matches under a filter, and how many rows the searched scopes
+and the table hold.
 
 The vector index is HNSW (`postgres.hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search`); a
 filter that leaves few rows (`postgres.exact_search_rows`, by the planner's estimate) is read
@@ -59,6 +60,8 @@ _INDEX_WAIT_S = 60.0  # how long an index build waits for transactions that stil
 _PLANS_KEPT = 4096  # answers kept (a filter each, or a word and a filter: a user's scopes, a session…)
 _RANKED = 2_000  # matches the keyword leg ranks at most (`_ranked`)
 _FRONT_PAGES = 24  # the table's pages the keyword leg reads first for its k other matches (`text_candidates`)
+# the rows of the searched scopes, and of the table, by the planner's estimates (`text_candidates`)
+_SCOPES_ROWS, _TABLE_ROWS = "SELECT 1 FROM memories m WHERE m.scope = ANY (%s::text[])", "SELECT 1 FROM memories m"
 _monotonic = time.monotonic  # `_estimates`' clock
 _INDEX_DEFERRED = "vector_index_deferred"  # meta key: a bulk load is writing without the HNSW index
 
@@ -800,25 +803,43 @@ class PostgresStore(Store):
         Up to `_RANKED` matches (by the planner's estimate) are all ranked. Beyond, ranking every
         match of a common word would read them all (27,000 rows of one user's 120,000: 60 ms), so the
         ranked rows are those that match a rarer word (`_ranked`), and the first k of the others in table
-        order (from the table's first `_FRONT_PAGES` pages when they hold k)."""
+        order (from the table's first `_FRONT_PAGES` pages when they hold k).
+
+        The scopes are in the text index beside the words, so a search of a few scopes intersects posting
+        lists. When the planner expects the searched scopes to hold most of the table, that intersection narrows
+        nothing and costs (each match of a word sought in the posting list of every row: one user holding
+        all 120,000 rows, 9.0 against 7.5 ms of PostgreSQL's CPU per statement): the statement then leaves
+        the scopes to the filter on `m.scope`, which is exact either way, and finds the same rows. The
+        estimates of the words' matches ask with the scopes in the index as before, so the bound's decisions
+        stay the same."""
         terms = keywords(query)
         if not terms:
             return []
-        where, params = self._scoped_where(filters, "ARRAY[m.scope]", "")
+        indexed, indexed_params = self._scoped_where(filters, "ARRAY[m.scope]", "")
+        where, params = self.where(filters, "m")
         cfg = self.ts_config
+        one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('{cfg}', %s) AND {indexed}"
         each = ", ".join(f"to_tsquery('{cfg}', %s) AS t{i}" for i in range(len(terms)))
         score = " + ".join(
             f"ts_rank(h.fts, q.t{i}, 1) * ln(1 + count(*) OVER () / "
             f"greatest(count(*) FILTER (WHERE h.fts @@ q.t{i}) OVER (), 1)::float8)"
             for i in range(len(terms))
         )
-
-        def rows_of(match: str, limit: str = "%s") -> str:
-            return f"SELECT m.id, m.seq, m.fts FROM memories m, q WHERE {match} AND {where} LIMIT {limit}"
-
-        others, front = "m.fts @@ q.other AND NOT m.fts @@ q.ranked", f"'({_FRONT_PAGES},0)'::tid"
         with self.pinned():
-            ranked, most = self._ranked(terms, where, params)
+            # each word's matches under the filters, and the scopes' rows and the table's: one question, each
+            # answer kept a minute
+            asked = [(one, [t, *indexed_params]) for t in terms]
+            if filters.scopes:
+                asked += [(_SCOPES_ROWS, [list(filters.scopes)]), (_TABLE_ROWS, [])]
+            estimates = self._estimates(asked)
+            if not filters.scopes or estimates[-2] * 2 <= estimates[-1]:
+                where, params = indexed, indexed_params
+            ranked, most = _ranked(terms, estimates[: len(terms)])
+
+            def rows_of(match: str, limit: str = "%s") -> str:
+                return f"SELECT m.id, m.seq, m.fts FROM memories m, q WHERE {match} AND {where} LIMIT {limit}"
+
+            others, front = "m.fts @@ q.other AND NOT m.fts @@ q.ranked", f"'({_FRONT_PAGES},0)'::tid"
             # when pruned, also k rows of the other matches, the first in table order: the leg still fills its k
             # when the rarer words have fewer rows (else the pipeline would run the trigram leg over the whole
             # scope). Read from the table's first pages when they hold k (a scope that fills the table), and
@@ -835,33 +856,6 @@ class PostgresStore(Store):
                  0 if most is None else k, k),
             )
         return [Candidate(str(r[0]), float(r[1])) for r in rows]
-
-    def _ranked(self, terms: list[str], where: str, params: list[Any]) -> tuple[str, int | None]:
-        """Which matches the keyword leg ranks: a tsquery and at most how many rows (None: all).
-
-        The planner estimates each word's matches under the filters (`_estimates`). When they add up to
-        `_RANKED` or fewer, every match is ranked. Otherwise the words are taken rarest first while their
-        matches stay within `_RANKED`, and the rows ranked are those that have one of these rarer words;
-        a row that has only common words is not ranked. With no rarer word, the rows that have two of the
-        common words are ranked (a query of one word: that word's). The rows ranked still get every word's
-        score, and at most `_RANKED` of them are read, in the order the index yields them (table order)
-        when the planner's estimate fell short."""
-        any_word = " | ".join(terms)
-        one = f"SELECT 1 FROM memories m WHERE m.fts @@ to_tsquery('{self.ts_config}', %s) AND {where}"
-        rows = self._estimates([(one, [t, *params]) for t in terms])
-        if sum(rows) <= _RANKED:
-            return any_word, None
-        rare, common, total = [], [], 0.0
-        for n, term in sorted(zip(rows, terms)):
-            if total + n <= _RANKED:
-                rare.append(term)
-                total += n
-            else:
-                common.append(term)
-        if rare:
-            return " | ".join(rare), _RANKED
-        pairs = [f"({a} & {b})" for i, a in enumerate(common) for b in common[i + 1:]]
-        return " | ".join(pairs) or common[0], _RANKED
 
     def _scoped_where(self, filters: Filters, indexed: str, prefix: str) -> tuple[str, list[Any]]:
         """The filters, plus the scopes in the form a text index holds them (see migration 5)."""
@@ -885,6 +879,31 @@ class PostgresStore(Store):
                 )
             hits = [Candidate(str(r[0]), float(r[1])) for r in rows]
         return self._with_short_cjk_words(query, hits, filters, k)
+
+
+def _ranked(terms: list[str], rows: list[float]) -> tuple[str, int | None]:
+    """Which matches the keyword leg ranks: a tsquery and at most how many rows (None: all).
+
+    `rows` are the planner's estimates of each word's matches under the filters (`_estimates`). When they
+    add up to `_RANKED` or fewer, every match is ranked. Otherwise the words are taken rarest first while
+    their matches stay within `_RANKED`, and the rows ranked are those that have one of these rarer words;
+    a row that has only common words is not ranked. With no rarer word, the rows that have two of the
+    common words are ranked (a query of one word: that word's). The rows ranked still get every word's
+    score, and at most `_RANKED` of them are read, in the order the index yields them (table order)
+    when the planner's estimate fell short."""
+    if sum(rows) <= _RANKED:
+        return " | ".join(terms), None
+    rare, common, total = [], [], 0.0
+    for n, term in sorted(zip(rows, terms)):
+        if total + n <= _RANKED:
+            rare.append(term)
+            total += n
+        else:
+            common.append(term)
+    if rare:
+        return " | ".join(rare), _RANKED
+    pairs = [f"({a} & {b})" for i, a in enumerate(common) for b in common[i + 1:]]
+    return " | ".join(pairs) or common[0], _RANKED
 
 
 def _plan_key(param: Any) -> Any:

@@ -247,6 +247,7 @@ _INDEX_NEW_ROWS = (
     f"INSERT INTO changes (memory_id) SELECT id {_NEW_ROWS.format('')}",
 )
 _CHANGES_KEEP = 20_000
+_FTS_COLUMNS = "{title content tags} : "  # the columns a BM25 match reads (not the scope's)
 _FTS_WIDEN = 4  # a keyword leg filters its best 4k matches before it falls back to filtering all of them
 # A search whose scopes hold this many rows runs its keyword legs beside its vector leg (see `beside`)
 _BESIDE_ROWS = 30_000
@@ -649,43 +650,67 @@ class SQLiteStore(Store):
         terms = keywords(query)
         if not terms:
             return []
-        match = "{title content tags} : (" + fts_or_query(terms) + ")"
-        if not filters.scopes:
-            return self._fts("memories_fts", match, filters, k)
-        # The scope column narrows the match, and the SQL filter on m.scope stays the exact check. When the
-        # scopes hold most rows it narrows little and costs much (one user's 120k rows: 17-19 ms against 10):
-        # the best matches alone then hold enough of theirs, and the fallback, which filters every match,
-        # still narrows. The answer is the same either way.
-        scoped = match + " AND scope_key : (" + fts_or_query([s.encode().hex().upper() for s in filters.scopes]) + ")"
-        everything = self._indexed_rows(None)
-        most = everything > 0 and self._indexed_rows(filters.scopes) * 2 >= everything
-        return self._fts("memories_fts", match if most else scoped, filters, k, every_match=scoped)
+        match = _FTS_COLUMNS + "(" + fts_or_query(terms) + ")"
+        scoped = None
+        if filters.scopes:
+            # The scope column narrows the match, and the SQL filter on m.scope stays the exact check. When the
+            # scopes hold most rows it narrows little and costs much (one user's 120k rows: 17-19 ms against 10):
+            # the best matches alone then hold enough of theirs, and the fallback, which filters every match,
+            # still narrows. The answer is the same either way.
+            scoped = match + " AND scope_key : (" + fts_or_query([s.encode().hex().upper() for s in filters.scopes]) + ")"
+            everything = self._indexed_rows(None)
+            if not (everything > 0 and self._indexed_rows(filters.scopes) * 2 >= everything):
+                return self._fts("memories_fts", scoped, filters, k)  # ranks the scopes' matches only
+        ranked = self._ranking_terms(terms, k)
+        first = _FTS_COLUMNS + "(" + fts_or_query(ranked) + ")" if ranked != terms else None
+        return self._fts("memories_fts", match, filters, k, every_match=scoped, first=first)
+
+    def _ranking_terms(self, terms: list[str], k: int) -> list[str]:
+        """What an unscoped match ranks first: the terms less those in at least half the indexed rows (all of
+        them when fewer than k rows have the others). FTS5's BM25 clamps such a word's IDF to 10⁻⁶ (a match
+        of it adds at most 2.2·10⁻⁶ to a score) yet scores every row that has it: a question's "release",
+        "ship" and "may" matched 3,000 of one user's long answers, and ranking them took 9.6 ms against
+        1.8 ms without (docs/retrieval.md). Counted here (a walk of each term's postings, no scoring), so
+        the best matches are the same, their scores within 10⁻⁵; when fewer than k of them pass the
+        filters, `_fts` ranks every term's matches, as before."""
+        if len(terms) < 2:
+            return terms
+        counts = self.run("SELECT (SELECT count(*) FROM memories_fts_docsize), "
+                          + ", ".join("(SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?)" for _ in terms),
+                          [_FTS_COLUMNS + fts_or_query([t]) for t in terms])[0]
+        ranked = [(t, n) for t, n in zip(terms, counts[1:]) if 2 * n < counts[0]]
+        return [t for t, _ in ranked] if sum(n for _, n in ranked) >= k else terms
 
     def fuzzy_candidates(self, query: str, filters: Filters, k: int) -> list[Candidate]:
         grams = trigrams(query)
         hits = self._fts("memories_trgm", fts_or_query(grams), filters, k) if grams else []
         return self._with_short_cjk_words(query, hits, filters, k)
 
-    def _fts(self, table: str, match: str, filters: Filters, k: int, *, every_match: str | None = None) -> list[Candidate]:
+    def _fts(self, table: str, match: str, filters: Filters, k: int, *, every_match: str | None = None,
+             first: str | None = None) -> list[Candidate]:
         """The k best matches passing the filters. FTS5 first ranks its matches alone and only its best
         `_FTS_WIDEN` x k are looked up in `memories` and filtered: joined row by row, every match of a
         common word read its row before the sort (100k memories, unscoped: 14 ms p50 against 7).
-        When fewer than k of those pass, the joined query runs (on `every_match`, the same matches
-        narrowed further, when given): the answer is the same either way."""
+        `first`, when given, is ranked so before `match` (fewer terms: see `_ranking_terms`). When fewer
+        than k of those pass, the joined query runs (on `every_match`, the same matches narrowed further,
+        when given): the answer is the same either way."""
         where, params = self.where(filters, "m")
         # the scope column only filters: it must not add to the ranking
         rank = f"bm25({table}, 1.0, 1.0, 1.0, 0.0)" if table == "memories_fts" else f"bm25({table})"
         best = f"SELECT rowid AS r, -{rank} AS s FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?"
-        rows = self.run(
-            f"SELECT m.id, t.s FROM ({best}) t JOIN memories m ON m.rowid = t.r WHERE {where} ORDER BY t.s DESC LIMIT ?",
-            (match, _FTS_WIDEN * k, *params, k),
-        )
-        if len(rows) < k:  # a match beyond the best may pass; with fewer matches than those, this is cheap
+        for tried in dict.fromkeys(m for m in (first, match) if m is not None):
             rows = self.run(
-                f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
-                f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
-                (every_match or match, *params, k),
+                f"SELECT m.id, t.s FROM ({best}) t JOIN memories m ON m.rowid = t.r WHERE {where} ORDER BY t.s DESC LIMIT ?",
+                (tried, _FTS_WIDEN * k, *params, k),
             )
+            if len(rows) >= k:
+                return [Candidate(r[0], float(r[1])) for r in rows]
+        # a match beyond the best may pass; with fewer matches than those, this is cheap
+        rows = self.run(
+            f"SELECT m.id, -{rank} AS s FROM {table} JOIN memories m ON m.rowid = {table}.rowid "
+            f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
+            (every_match or match, *params, k),
+        )
         return [Candidate(r[0], float(r[1])) for r in rows]
 
     def drop_vector_index(self) -> None:

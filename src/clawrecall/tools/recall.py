@@ -9,7 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..engine import Memory
 from ..errors import NotFoundError
-from ..hooks.recall import evidence, label, via
+from ..hooks.recall import evidence, label, select_lines, via
 from ..models import KINDS, SearchHit, SearchHits
 from ..scopes import Caller
 from .base import Effects, OptionalStr, ToolArgs, ToolResult, tool
@@ -71,21 +71,26 @@ def memory_recall(mem: Memory, caller: Caller, args: RecallArgs) -> ToolResult:
 
 def _recalled(mem: Memory, caller: Caller, args: RecallArgs) -> SearchHits:
     """What recall draws on (memories, earlier sessions' messages, files), as the recall hook does (a category
-    is a memory's, and narrows the search to memories), with what its block would show first: in a language
-    the embedding model does not read, it ranks lines it calls alike at random, and the hook takes those that
-    share a word with the query (`evidence`) from a wider search. The others follow, for the agent to judge."""
+    is a memory's, and narrows the search to memories). First the lines the hook's block would show for the
+    same query (`select_lines`: by their own score, which can rank a line above hits a session neighbour
+    lends a better one), so the tool never misses what recall put before the prompt; then the rest, those
+    sharing a word with the query first: in a language the embedding model does not read, it ranks lines it
+    calls alike at random. The others follow, for the agent to judge."""
     evident = evidence(args.query, mem.upkeep.embedder, mem.config.hooks.recall.min_known_words)
 
     def search(limit: int) -> SearchHits:
         return mem.search(args.query, caller=caller, limit=limit, category=args.type,
                           sources=None if args.type is not None else mem.config.hooks.recall.sources,
                           exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
-                          as_of=args.as_of)  # type: ignore[arg-type]  # ISO text, read by the engine
+                          as_of=args.as_of, explain=True)  # type: ignore[arg-type]  # ISO text, read by the engine
 
-    found = search(args.limit)
-    if not all(evident(h.content) for h in found):
+    found = search(max(args.limit, mem.config.hooks.recall.max_items * 2))  # the hook's own search width
+    if not all(evident(h.content) for h in found[: args.limit]):
         found = search(min(args.limit * 3, 100))
-    hits = SearchHits(sorted(found, key=lambda h: not evident(h.content))[: args.limit])  # stable: rank kept
+    shown, _ = select_lines(mem, found, caller, args.query)
+    first = {h.id for h in shown}
+    rest = sorted((h for h in found if h.id not in first), key=lambda h: not evident(h.content))  # stable
+    hits = SearchHits([*shown, *rest][: args.limit])
     hits.without_vectors = found.without_vectors
     return hits
 
