@@ -14,11 +14,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+# Compiled bytecode is kept: without it each worker compiles and rewrites every test module and clawrecall's
+# sources before its first test (8 of the 12 CPU s a worker spends collecting), and every process a test
+# starts compiles the package again. Where the environment asks for no bytecode beside the sources
+# (PYTHONDONTWRITEBYTECODE), the tests keep theirs in a cache outside the tree instead.
+if sys.dont_write_bytecode:
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(Path.home() / ".cache" / "clawrecall-tests" / "pycache")
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import httpx
 import pytest
@@ -38,6 +48,10 @@ for _name in [n for n in os.environ if n.startswith("CLAWRECALL_")]:
     del os.environ[_name]
 # Tables are as wide as the terminal: the same everywhere (a parallel worker is told its controller's width).
 os.environ["COLUMNS"] = "100"
+# The suite's workers outnumber the cores, and OpenMP's threads (the multilingual model's engine) spin while
+# they wait for a descheduled peer: 5 to 10 times the CPU a text. Waiting asleep computes the same vectors
+# (docs/embeddings.md#multilingual); set before any engine loads, and inherited by the processes tests start.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The config file of every test not marked `model`: it embeds with the deterministic `hash` provider.
 HASH_CONFIG = Path(tempfile.mkdtemp(prefix="clawrecall-tests-")) / "hash-embeddings.toml"

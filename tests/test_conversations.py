@@ -439,14 +439,14 @@ def test_a_scope_picks_one_of_the_conversations_that_share_a_session_id(mem):
     assert today[3].content == "Use larch for the shed"  # bob's second line, after everyone's first
 
 
-def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversation_of_its_own(mem):
+def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversation_of_its_own(mem, db_target):
     """The delete locks the session's segments before it reads their messages: a message logged meanwhile
     waits, then opens a new segment, and is never left in a segment that is gone."""
     import threading
-    import time
 
     mem.conversations.log(transcript(1), caller=ALICE)
     find, late = mem._store.segments.find, []
+    at_the_lock = until_another_thread_waits_for_the_store(mem, db_target)
 
     def find_then_log(*args, **kwargs):
         found = find(*args, **kwargs)
@@ -454,7 +454,7 @@ def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversatio
             late.append(threading.Thread(target=mem.conversations.log, args=(
                 [{"role": "user", "content": "said during the delete"}],), kwargs={"caller": ALICE}))
             late[0].start()
-            time.sleep(0.3)  # it reaches the lock the delete holds
+            at_the_lock()  # it reaches the lock the delete holds
         return found
 
     mem._store.segments.find = find_then_log
@@ -463,6 +463,46 @@ def test_a_message_logged_while_its_conversation_is_deleted_starts_a_conversatio
     assert [m.content for m in stored(mem)] == ["said during the delete"]
     [segment] = mem.conversations.segments(caller=ALICE, session_id="s1")
     assert segment.message_count == 1 and {m.segment_id for m in stored(mem)} == {segment.id}
+
+
+def until_another_thread_waits_for_the_store(mem: Memory, db_target: str):
+    """A function that returns once another thread waits for what this one's transaction holds: on SQLite, the
+    store's lock (watched from now on); on PostgreSQL, a lock the server has not granted."""
+    import threading
+    import time
+
+    if not db_target.startswith("postgresql"):
+        store, waiting, holder = mem._store, threading.Event(), threading.get_ident()
+
+        class Watched:
+            def __init__(self, lock):
+                self.lock = lock
+
+            def __enter__(self):
+                if threading.get_ident() != holder:
+                    waiting.set()
+                return self.lock.__enter__()
+
+            def __exit__(self, *exc):
+                return self.lock.__exit__(*exc)
+
+        store._lock = Watched(store._lock)
+
+        def until_the_lock_is_waited_for() -> None:
+            assert waiting.wait(60), "no one waits for the delete's lock"
+
+        return until_the_lock_is_waited_for
+
+    import psycopg
+
+    def until_a_lock_is_waited_for() -> None:
+        deadline = time.monotonic() + 60
+        with psycopg.connect(db_target, autocommit=True) as conn:
+            while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                assert time.monotonic() < deadline, "no one waits for the delete's locks"
+                time.sleep(0.01)
+
+    return until_a_lock_is_waited_for
 
 
 def test_a_conversation_readable_but_not_erasable_is_refused(db_target):

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -272,7 +273,16 @@ def test_kill_9_during_reembed_leaves_the_old_model_serving_and_a_rerun_finishes
     with Memory.open(db_target) as mem:
         contents = {r.content for r in mem._store.memories.fetch(ids).values()}
     config = remote_config(stub, tmp_path / "remote.toml")
-    stub.mode, stub.slow_s = "slow", 0.3
+    # ten of the texts are answered (two batches of five), then the stub holds its answers: the kill comes
+    # mid-run however long the watcher below takes to see the ten rows
+    answer, held = stub.answer, threading.Event()
+
+    def ten_then_hold(method, path, body, headers):
+        if texts_embedded(stub, contents) > 10:
+            held.wait(60)
+        return answer(method, path, body, headers)
+
+    stub.answer = ten_then_hold
     process = subprocess.Popen(
         [sys.executable, "-m", "clawrecall.cli", "--db", db_target, "--config", str(config), "reembed",
          "--batch-size", "5", "--json"],
@@ -284,6 +294,8 @@ def test_kill_9_during_reembed_leaves_the_old_model_serving_and_a_rerun_finishes
             time.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+    held.set()
+    stub.answer = answer
     assert process.returncode == -signal.SIGKILL, process.stderr.read()
 
     with Memory.open(db_target) as mem:  # the old model, as configured before: opens and searches
