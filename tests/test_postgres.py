@@ -911,3 +911,40 @@ def test_vectors_too_large_for_an_index_entry_beside_the_longest_ids_get_no_scop
                      embeddings=_unit(np.random.default_rng(12), 5, 1024), dedup=False)
         assert mem._store.has_vector_index()
         assert mem._store.run("SELECT to_regclass('idx_memories_scope_vectors')") == [(None,)]
+
+
+def test_rows_removed_while_their_vectors_are_set_never_deadlock(pg_url):
+    """The background embedding gives rows their vectors while a prune or an erasure removes them: each
+    takes the rows in id order, whatever order a scan of the table meets them in (here the reverse)."""
+    from clawrecall.models import MemoryRecord
+
+    with Memory.open(pg_url) as mem:
+        store, dims = mem._store, mem.upkeep.embedder.dimensions
+        for _ in range(15):
+            ids = sorted(str(uuid.uuid4()) for _ in range(60))
+            now = datetime.now(timezone.utc)
+            store.memories.insert([MemoryRecord(id=i, content=f"row {i}", scope="user:alice", created_at=now,
+                                                updated_at=now) for i in reversed(ids)], None)
+            start, failed = threading.Barrier(2), []
+
+            def run(work):
+                start.wait()
+                try:
+                    work()
+                except Exception as exc:  # noqa: BLE001  # reported below
+                    failed.append(exc)
+
+            writers = [threading.Thread(target=run, args=(w,)) for w in (
+                lambda: store.memories.set_vectors(ids, _unit(np.random.default_rng(1), len(ids), dims), "m"),
+                lambda: store.memories.remove(list(reversed(ids))))]
+            for t in writers:
+                t.start()
+            for t in writers:
+                t.join()
+            assert not failed, failed
+            assert store.memories.fetch(ids) == {}
+
+
+def test_a_transaction_postgres_rolls_back_is_said_so_not_called_a_connection_failure(pg_url):
+    with Memory.open(pg_url) as mem, pytest.raises(StorageError, match="rolled the transaction back: deadlock"):
+        mem._store.run("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40P01', MESSAGE = 'deadlock detected'; END $$")

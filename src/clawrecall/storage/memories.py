@@ -115,7 +115,7 @@ class Memories:
         for chunk in chunks(sorted(ids)):
             these, params = s.dialect.one_of("id", chunk, "uuid")
             live.update(str(r[0]) for r in s.run(
-                f"SELECT id FROM memories WHERE {these} AND kind = 'message'{s.dialect.for_update}", params))
+                f"SELECT id FROM memories WHERE {these} AND kind = 'message' ORDER BY id{s.dialect.for_update}", params))
         return live
 
     def _remove_windows(self, messages: list[str]) -> list[str]:
@@ -134,8 +134,13 @@ class Memories:
         """Hard delete: the row, its windows, their vectors and index entries are gone."""
         s = self._store
         with s.transaction():
+            # locked in id order first, as `set_vectors` takes rows: writers wait, never deadlock (a DELETE locks
+            # rows in the order its scan meets them)
+            for chunk in chunks(sorted(ids)):
+                s.run(f"SELECT id FROM memories WHERE id IN ({s.dialect.marks(len(chunk))}) ORDER BY id{s.dialect.for_update}",
+                      chunk)
             windows = self._remove_windows(ids)
-            for chunk in chunks(sorted(ids)):  # in id order, as `set_vectors` takes rows: writers wait, never deadlock
+            for chunk in chunks(sorted(ids)):
                 s.run(f"DELETE FROM memories WHERE id IN ({s.dialect.marks(len(chunk))})", chunk)
                 s.staged.remove(chunk)
             for chunk in chunks(windows):

@@ -379,7 +379,14 @@ class PostgresStore(Store):
             with self._pool.connection() as conn:
                 yield conn
         except self._psycopg.OperationalError as exc:
-            raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: Exception) -> StorageError:
+        """A deadlock or a serialization failure rolled the transaction back; the other errors psycopg calls
+        operational are the connection's."""
+        rolled_back = (getattr(exc, "sqlstate", None) or "").startswith("40")  # class 40: transaction rollback
+        return StorageError(f"PostgreSQL {'rolled the transaction back' if rolled_back else 'connection failed'}: "
+                            f"{_first_line(exc)}")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -396,7 +403,7 @@ class PostgresStore(Store):
                     finally:
                         self._local.conn, self._local.in_transaction = pinned, False
             except self._psycopg.OperationalError as exc:
-                raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
+                raise self._failed(exc) from None
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
@@ -433,7 +440,7 @@ class PostgresStore(Store):
             try:
                 cur = conn.execute(sql, params, binary=binary)
             except self._psycopg.OperationalError as exc:
-                raise StorageError(f"PostgreSQL connection failed: {_first_line(exc)}") from None
+                raise self._failed(exc) from None
             # (not `cur.description`, which builds a Column for each field: 28 µs for a record's 27)
             res = cur.pgresult
             return cur.fetchall() if res is not None and res.status == self._rows_status and res.nfields else []
