@@ -182,7 +182,9 @@ def found_by(line: dict, texts: list[str]) -> bool:
 class OpenClawTurns:
     """Real `openclaw agent --local` turns with the plugin installed (mode beside), one OpenClaw state per
     user (a local turn belongs to the plugin's `user`), the stub model answering each turn with its
-    scripted reply; the block is read from what OpenClaw sent the model."""
+    scripted reply; the block is read from what OpenClaw sent the model. The search doors are asked while
+    the model answers, as a tool the agent called in its turn would be: the turn's messages are recorded
+    after it ends."""
 
     def __init__(self, root: Path, url: str):
         import openclaw_stub_model  # tests/: the harness the end-to-end test uses
@@ -190,25 +192,33 @@ class OpenClawTurns:
         self.root, self.url, self.reply = root, url, "done"
         self.bins = ensure_openclaw()
         self.model = openclaw_stub_model.StubModel().start()
-        openclaw_stub_model.next_step = lambda messages: ("text", {"text": self.reply})
+        openclaw_stub_model.next_step = self._answer
         self.states: dict[str, OpenClaw] = {}
+        self.doors: Doors | None = None
+        self.asking: tuple[dict, dict] | None = None  # (session, turn) whose doors the model's next call asks
+        self.found: dict[str, list[str]] = {}
 
-    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None, str]:
+    def _answer(self, messages: list[dict]) -> tuple[str, dict]:
+        """The model's step: on a turn's first call, every door asked as the plugin's caller, then the reply."""
+        if self.asking is not None and self.doors is not None:
+            session, turn = self.asking
+            self.asking = None
+            key = re.search(r"\| session=(\S+) \|", _prompt_message(messages, turn["user"]))
+            # the doors leave out the messages of the caller's own session, which OpenClaw names so
+            self.found = self.doors.ask(turn["user"], {**session, "id": key.group(1) if key else session["id"]})
+        return "text", {"text": self.reply}
+
+    def turn(self, session: dict, turn: dict) -> tuple[str | None, str | None, dict[str, list[str]]]:
         """The turn's startup block (in its own prompt) and recall block, as OpenClaw sent them to the model, and
-        the session key OpenClaw gave the plugin ("agent:main:explicit:<id>" for a `--session-id` run)."""
+        what each search door answered for the prompt in the turn."""
         oc = self._state(session["user"])
-        self.reply = turn["assistant"]
+        self.reply, self.asking, self.found = turn["assistant"], (session, turn), {}
         self.model.take()
         oc.turn(session["agent"], session["id"], turn["user"])
-        sent = self.model.take()[0]["messages"]  # the turn's first model request
-        # the prompt's own message: earlier turns' messages keep the blocks they were given; OpenClaw puts
-        # the prepended blocks before the prompt, after its timestamp ("[Mon … UTC] init:")
-        said = next((text for m in reversed(sent) if m.get("role") == "user"
-                     and turn["user"] in (text := message_text(m))), "")
+        said = _prompt_message(self.model.take()[0]["messages"], turn["user"])  # the turn's first model request
         found = re.search(r"<relevant-memories>.*?</relevant-memories>", said, re.DOTALL)
         init = re.search(r"(?<!\w)init:\n.*?\n/init$", said, re.DOTALL | re.MULTILINE)
-        key = re.search(r"\| session=(\S+) \|", said)
-        return (init.group(0) if init else None), (found.group(0) if found else None), key.group(1) if key else session["id"]
+        return (init.group(0) if init else None), (found.group(0) if found else None), self.found
 
     def _state(self, user: str) -> OpenClaw:
         if user not in self.states:
@@ -224,6 +234,13 @@ class OpenClawTurns:
 
     def close(self) -> None:
         self.model.stop()
+
+
+def _prompt_message(sent: list[dict], prompt: str) -> str:
+    """The text of the prompt's own message: earlier turns' messages keep the blocks they were given; OpenClaw
+    puts the prepended blocks before the prompt, after its timestamp ("[Mon … UTC] init:"), and its runtime
+    line ("Runtime: agent=main | session=agent:main:explicit:<id> | …") after it."""
+    return next((text for m in reversed(sent) if m.get("role") == "user" and prompt in (text := message_text(m))), "")
 
 
 def settle(db: Path, timeout_s: float = 120.0) -> None:
@@ -258,9 +275,9 @@ def play(data: dict, url: str, db: Path, cli: bool, log, openclaw: OpenClawTurns
                     found = doors.ask(turn["user"], session) if block else {}
                     rest_end(http, session, turn, "\n\n".join(b for b in (startup, block) if b), transcript, latencies)
                 else:
-                    startup, block, key = openclaw.turn(session, turn)
-                    # as the plugin's caller: the doors leave out the messages of the caller's own session
-                    found = doors.ask(turn["user"], {**session, "id": key}) if block else {}
+                    openclaw.doors = doors
+                    startup, block, asked = openclaw.turn(session, turn)
+                    found = asked if block else {}
                 lines = block_lines(block)
                 turns_out.append({
                     "session": session["id"], "turn": n, "prompt": turn["user"], "lines": lines,
