@@ -96,7 +96,7 @@ def before_prompt_build(mem: "Memory", request: Mapping[str, Any], caller: Calle
         log.warning("recall ran without vectors (%s); nothing injected", hits.without_vectors)
         return _answer(skipped="error")
 
-    chosen, lines = select_lines(mem, hits, caller, query, session)
+    chosen, lines = select_lines(mem, hits, caller, evidence(query, mem.upkeep.embedder, cfg.min_known_words), session)
     if not chosen:
         return _answer(skipped="no_memories")
     if session is not None:
@@ -166,7 +166,7 @@ def evidence(query: str, embedder: Embedder, min_known: float) -> Callable[[str]
 
 
 def select_lines(
-    mem: "Memory", hits: list[SearchHit], caller: Caller, query: str, session: _Session | None = None,
+    mem: "Memory", hits: list[SearchHit], caller: Caller, evident: Callable[[str], bool], session: _Session | None = None,
 ) -> tuple[list[SearchHit], list[str]]:
     """Best hits first, within the item, total and per-item budgets, each a line worth its place: relevant
     by its own score (an assistant's reply by a higher one) and, in a language the embedding model does not
@@ -182,7 +182,6 @@ def select_lines(
     cfg = mem.config.hooks.recall
     floor = mem.config.retrieval.min_score if cfg.min_score is None else cfg.min_score
     master_weight = mem.config.retrieval.master_weight
-    evident = evidence(query, mem.upkeep.embedder, cfg.min_known_words)
     chosen: list[SearchHit] = []
     lines: list[str] = []
     said: list[set[str]] = []

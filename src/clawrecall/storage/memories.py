@@ -134,14 +134,13 @@ class Memories:
         """Hard delete: the row, its windows, their vectors and index entries are gone."""
         s = self._store
         with s.transaction():
-            # locked in id order first, as `set_vectors` takes rows: writers wait, never deadlock (a DELETE locks
-            # rows in the order its scan meets them)
-            for chunk in chunks(sorted(ids)):
-                s.run(f"SELECT id FROM memories WHERE id IN ({s.dialect.marks(len(chunk))}) ORDER BY id{s.dialect.for_update}",
-                      chunk)
             windows = self._remove_windows(ids)
             for chunk in chunks(sorted(ids)):
-                s.run(f"DELETE FROM memories WHERE id IN ({s.dialect.marks(len(chunk))})", chunk)
+                these = f"id IN ({s.dialect.marks(len(chunk))})"
+                # locked in id order, as `set_vectors` takes rows: writers wait, never deadlock (a DELETE locks
+                # rows in the order its scan meets them)
+                s.run(f"SELECT id FROM memories WHERE {these} ORDER BY id{s.dialect.for_update}", chunk)
+                s.run(f"DELETE FROM memories WHERE {these}", chunk)
                 s.staged.remove(chunk)
             for chunk in chunks(windows):
                 s.staged.remove(chunk)

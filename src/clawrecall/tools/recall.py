@@ -84,10 +84,11 @@ def _recalled(mem: Memory, caller: Caller, args: RecallArgs) -> SearchHits:
                           exclude_session=caller.session_id, message_roles=mem.config.retrieval.message_roles,
                           as_of=args.as_of, explain=True)  # type: ignore[arg-type]  # ISO text, read by the engine
 
-    found = search(max(args.limit, mem.config.hooks.recall.max_items * 2))  # the hook's own search width
-    if not all(evident(h.content) for h in found[: args.limit]):
-        found = search(min(args.limit * 3, 100))
-    shown, _ = select_lines(mem, found, caller, args.query)
+    width = max(args.limit, mem.config.hooks.recall.max_items * 2)  # at least the hook's own search width
+    found = search(width)
+    if (wider := max(width, min(args.limit * 3, 100))) > width and not all(evident(h.content) for h in found[: args.limit]):
+        found = search(wider)
+    shown, _ = select_lines(mem, found, caller, evident)
     first = {h.id for h in shown}
     rest = sorted((h for h in found if h.id not in first), key=lambda h: not evident(h.content))  # stable
     hits = SearchHits([*shown, *rest][: args.limit])
