@@ -239,10 +239,11 @@ class RetrievalPipeline:
         if len(filters.kinds) > 1:
             most *= max(cfg.source_weights.get(kind, 1.0) for kind in filters.kinds)
         floor = head[-1].score if len(head) >= head_size else -math.inf
-        ids = [i for i, gain in late.gains.items() if (gain + added) * most > floor]
+        # (an equal score may still displace the head's last item: it takes the place it had after the gains)
+        ids = [i for i, gain in late.gains.items() if (gain + added) * most >= floor]
         if not ids:
             return head
-        fresh = score(late.scored(self.store.memories.fetch(ids)))
+        fresh = [s for s in score(late.scored(self.store.memories.fetch(ids))) if s.score >= floor]
         joined = late.placed(head, apply_noise(fresh, noise=cfg.noise_filter, keep=len(fresh)))
         joined.sort(key=lambda s: s.score, reverse=True)
         return joined[:head_size]
