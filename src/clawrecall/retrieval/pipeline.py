@@ -234,10 +234,10 @@ class RetrievalPipeline:
         one that cannot beat the head's last score cannot displace it (adding items only raises that score),
         so it is not read. At `limit=50`, ~21 of ~165 such neighbours reach the head."""
         cfg = self.cfg
-        added = (cfg.recency_weight if cfg.recency_weight > 0 else 0.0) + (cfg.time_query_weight if when is not None else 0.0)
+        added = cfg.recency_weight + (cfg.time_query_weight if when is not None else 0.0)
         most = (1 + cfg.recurrence_weight * RECURRENCE_CAP) * max(1.0, cfg.master_weight)
         if len(filters.kinds) > 1:
-            most *= max(cfg.source_weights.get(kind, 1.0) for kind in filters.kinds)
+            most *= max(cfg.source_weights.get(cast(Source, kind), 1.0) for kind in filters.kinds)
         floor = head[-1].score if len(head) >= head_size else -math.inf
         # (an equal score may still displace the head's last item: it takes the place it had after the gains)
         ids = [i for i, gain in late.gains.items() if (gain + added) * most >= floor]
