@@ -163,9 +163,14 @@ def test_hnsw_and_pool_settings_come_from_the_postgres_block(pg_url):
             assert mem._store.run("SHOW maintenance_work_mem")[0][0] == "96MB"
         assert "m='8'" in _index_def(mem._store) and "ef_construction='40'" in _index_def(mem._store)
         query = mem.upkeep.embedder.embed_one("note")
+        store, run = mem._store, mem._store.run
         for k, ef in ((10, 77), (300, 300), (5000, 1000)):
             with mem._store.transaction():
+                issued = []
+                store.run = lambda sql, params=(), **kw: (issued.append(sql), run(sql, params, **kw))[1]
                 mem._store.vector_candidates(query, Filters(), k)
+                del store.run
+                assert len([sql for sql in issued if "hnsw." in sql]) == 1  # both settings in one round trip
                 assert mem._store.run("SHOW hnsw.ef_search")[0][0] == str(ef)
                 assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "relaxed_order"
         assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "off"  # for the search's transaction only

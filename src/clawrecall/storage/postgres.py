@@ -765,9 +765,10 @@ class PostgresStore(Store):
             return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
         with self.transaction():
             # ef_search covers the pool we want; iterative scans so filters never starve the list. For this
-            # transaction only: a pooler in transaction mode hands each transaction any server connection
-            self.run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}")
-            self.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            # transaction only: a pooler in transaction mode hands each transaction any server connection.
+            # Both in one round trip (a statement without parameters may hold several)
+            self.run(f"SET LOCAL hnsw.ef_search = {max(self.config.hnsw_ef_search, min(k, 1000))}; "
+                     "SET LOCAL hnsw.iterative_scan = relaxed_order")
             sql = f"{candidates} ORDER BY d LIMIT %s"
             return [self._hits(self.run(sql, (vector(q), *params, k))) for q in queries]
 
