@@ -135,4 +135,8 @@ def test_a_chroma_folder_empty_or_broken_fails_clearly(db_path, tmp_path):
     broken.mkdir()
     (broken / "chroma.sqlite3").write_bytes(b"not a database")
     assert "cannot read the Chroma folder" in _import(str(db_path), "mem0", str(broken), code=1)
+    unreadable = tmp_path / "unreadable"
+    _chroma(unreadable)
+    (unreadable / "segment.bin").symlink_to(tmp_path / "gone")  # a file that cannot be copied
+    assert "cannot read the Chroma folder" in _import(str(db_path), "mem0", str(unreadable), code=1)
     assert not _stored(str(db_path))

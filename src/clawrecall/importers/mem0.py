@@ -145,11 +145,11 @@ def _chroma(path: str, plan: Plan) -> list[Row]:
                               "pip install 'clawrecall[chroma]'") from None
     out: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="clawrecall-chroma-") as copy:
-        shutil.copytree(path, copy, dirs_exist_ok=True)
         try:
+            shutil.copytree(path, copy, dirs_exist_ok=True)
             client = chromadb.PersistentClient(path=copy, settings=Settings(anonymized_telemetry=False))
             names = sorted(c.name for c in client.list_collections())
-        except (ChromaError, ValueError) as exc:
+        except (ChromaError, ValueError, OSError) as exc:
             raise ValidationError(f"cannot read the Chroma folder {path}: {exc}") from None
         try:
             if not names:
