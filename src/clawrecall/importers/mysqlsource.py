@@ -10,18 +10,14 @@ from ..errors import ValidationError
 from .pgsource import Database
 
 
-
 class MySQLSource(Database):
     """A read-only connection to `url` (`mysql://user:password@host:3306/dbname`, as ShadowDB's
     `connectionString` names it), in the server's own zone: its times are read through `utc`."""
 
     quote = "`"
-    scheme = "mysql://"
+    scheme = "mysql://"  # what a URL it reads starts with
 
     def __init__(self, url: str, system: str):
-        if not url.startswith(self.scheme):
-            raise ValidationError(f"{system}'s MySQL store is given by its URL "
-                                  f"(mysql://user:password@host:3306/dbname), not {url!r}")
         try:
             import pymysql
             import pymysql.cursors
@@ -56,7 +52,7 @@ class MySQLSource(Database):
     def utc(column: str) -> str:
         """A time column selected in UTC. Its value is in the session's zone, by default the server's: a
         TIMESTAMP is handed over in it, and a DATETIME that ShadowDB filled with CURRENT_TIMESTAMP was written
-        in it; the server converts it (with its zone's rules: a summer time is an hour off a winter one)."""
+        in it; the server converts it by its zone's rules, summer time included."""
         return f"CONVERT_TZ(`{column}`, @@session.time_zone, '+00:00') AS `{column}`"
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

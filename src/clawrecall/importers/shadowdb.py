@@ -9,13 +9,16 @@ import json
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..models import DEFAULT_CATEGORIES
 from .data import Options, Plan, chain, item, utc, vector
 from .mysqlsource import MySQLSource
 from .pgsource import Source
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SYSTEM = "shadowdb"
 MAPPED = {
@@ -111,7 +114,7 @@ def _mysql(url: str, plan: Plan) -> Rows:
     return memories, startup, primer
 
 
-def _float32s(plan: Plan, row: dict[str, Any]) -> Any:
+def _float32s(plan: Plan, row: dict[str, Any]) -> np.ndarray | None:
     """A MySQL row's vector: its float32s, little-endian (what a `VECTOR` column holds); other bytes are said,
     and the memory embedded."""
     import numpy as np
