@@ -492,7 +492,8 @@ def apply_neighbors(
             by_id[memory_id].steps["neighbors"] = gain
             by_id[memory_id].steps["neighbor_of"] = source[memory_id]
             by_id[memory_id].score += gain
-    late = {i: gain for i, gain in gains.items() if i not in by_id}
+    # by id: the order the store reads them in, as ties were broken when every neighbour was read here
+    late = {i: gains[i] for i in sorted(gains) if i not in by_id}
     # every item's place among the candidates and the new neighbours (scored by their gains), sorted as one list
     order = [(s.score, s.memory.id) for s in by_id.values()] + [(gain, i) for i, gain in late.items()]
     place = {order[n][1]: at for at, n in enumerate(sorted(range(len(order)), key=lambda n: order[n][0], reverse=True))}
