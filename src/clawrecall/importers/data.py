@@ -18,6 +18,7 @@ from itertools import pairwise
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
+from .._gc import collector_paused
 from ..conversations.transcript import check_message
 from ..errors import NotFoundError, ValidationError
 from ..scopes import Caller, may_write, write_scope
@@ -90,6 +91,7 @@ class Plan:
 Reader = Callable[[str, Options], Plan]
 
 
+@collector_paused()
 def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, dry_run: bool,
         progress: Callable[[int, int], None] | None, options: Options | None = None,
         chunk: int | None = None) -> dict[str, Any]:
