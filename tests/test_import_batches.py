@@ -74,6 +74,24 @@ def test_pgvector_binary_vectors_decode_to_their_text(vectors_pg):
         vector(binary[:-2])  # a value cut short is no vector
 
 
+def test_a_sources_vectors_decode_at_once_as_each_alone(vectors_pg):
+    """`vectors` decodes a column's binary vectors in one call, to what `vector` makes of each, in their
+    order: of other lengths, as text, missing; and fails as `vector` does on one that is no vector."""
+    vectors_pg.execute("INSERT INTO t VALUES (3, '[1, 2, 3, 4]'), (4, '[-0.0, 7.5, 0.125, -2]')")
+    vectors_pg.execute("CREATE TABLE u (id INT, v vector(2))")
+    vectors_pg.execute("INSERT INTO u VALUES (5, '[9, 8]')")
+    binary = [r[0] for r in vectors_pg.execute("SELECT vector_send(v) FROM t ORDER BY id").fetchall()]
+    values = [*binary, vectors_pg.execute("SELECT vector_send(v) FROM u").fetchone()[0], "[0.25, 0.5]", [1.0, 2.0]]
+    decoded = data.vectors(values)
+    assert [None if d is None else (d.dtype, d.tobytes()) for d in decoded] == \
+        [None if v is None else (np.dtype(np.float32), vector(v).tobytes()) for v in values]
+    assert decoded[1] is None and decoded[3].tolist() == [-0.0, 7.5, 0.125, -2] and decoded[4].tolist() == [9, 8]
+    with pytest.raises(ValidationError, match="binary form"):
+        data.vectors([binary[0], b"\0\5" + binary[2][2:]])  # as long as the others, but its head says otherwise
+    with pytest.raises(ValidationError, match="binary form"):
+        data.vectors([binary[0], binary[2][:-2]])
+
+
 def test_a_lancedb_vector_column_reads_as_its_rows(tmp_path):
     dims = 3
     kind = pa.list_(pa.float32(), dims)

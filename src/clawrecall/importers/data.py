@@ -282,6 +282,31 @@ def unit(value: Any) -> float | None:
     return None if value is None else min(max(float(value), 0.0), 1.0)
 
 
+def vectors(values: list[Any]) -> list[np.ndarray | None]:
+    """`vector` of each value: pgvector's binary vectors of one length (a source's are) decoded in one numpy
+    call (one call each took ~3 µs a row: 0.3 s of an import of 100k), any other value by `vector`."""
+    import numpy as np
+
+    out: list[np.ndarray | None] = [None] * len(values)
+    by_size: dict[int, list[int]] = {}
+    for n, value in enumerate(values):
+        if type(value) is bytes and len(value) >= 4:
+            by_size.setdefault(len(value), []).append(n)
+        elif value is not None:
+            out[n] = vector(value)
+    for size, rows in by_size.items():
+        joined = b"".join([values[n] for n in rows])
+        heads = np.frombuffer(joined, dtype=">u2").reshape(len(rows), size // 2)[:, 0] if size % 4 == 0 else None
+        if heads is None or not (heads == size // 4 - 1).all():  # not pgvector's form: `vector` says why
+            for n in rows:
+                out[n] = vector(values[n])
+            continue
+        decoded = np.frombuffer(joined, dtype=">f4").reshape(len(rows), size // 4)[:, 1:].astype(np.float32)
+        for n, row in zip(rows, decoded):
+            out[n] = row
+    return out
+
+
 def vector(value: Any) -> np.ndarray | None:
     """A source's vector as float32: pgvector's binary form (`vector_send(col)`: 2-byte dimensions, 2
     unused, big-endian float32s, read in one numpy call: decoding its text took most of an import's time),
