@@ -21,14 +21,14 @@ python=${PYTHON:-python3}
 extras=()
 torch=${CLAWRECALL_TORCH:+yes}
 multilingual=
-usage="usage: $0 [--torch] [--multilingual] [--postgres] [--openai] [--anthropic] [--lancedb] [--qdrant] [--extras a,b] [--dev]"
+usage="usage: $0 [--torch] [--multilingual] [--postgres] [--openai] [--anthropic] [--lancedb] [--qdrant] [--chroma] [--mysql] [--extras a,b] [--dev]"
 add_extra() {
     case "$1" in
         dev) extras+=(dev); torch=yes; multilingual=yes ;;
         torch) extras+=(torch); torch=yes ;;
         multilingual) extras+=(multilingual); multilingual=yes ;;
-        postgres|openai|anthropic|lancedb|qdrant) extras+=("$1") ;;
-        *) echo "unknown extra '$1': the extras are torch, multilingual, postgres, openai, anthropic, lancedb, qdrant, dev" >&2
+        postgres|openai|anthropic|lancedb|qdrant|chroma|mysql) extras+=("$1") ;;
+        *) echo "unknown extra '$1': the extras are torch, multilingual, postgres, openai, anthropic, lancedb, qdrant, chroma, mysql, dev" >&2
            echo "$usage" >&2; exit 2 ;;
     esac
 }

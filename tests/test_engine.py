@@ -910,6 +910,57 @@ def test_session_neighbours_are_looked_up_for_the_head_only(mem):
     assert [len(ids) for ids in asked] == [6, 12]
 
 
+def _neighbour_hits(mem, query: str, limit: int) -> tuple[list[tuple[str, float]], list[str]]:
+    """The hits (id, score), and the ids read while searching; then the same search with a reranker that keeps
+    the order, which reads every neighbour before ranking: the hits must be the same."""
+    read: list[str] = []
+    fetch = mem._store.memories.fetch
+    mem._store.memories.fetch = lambda ids: read.extend(ids) or fetch(ids)
+    hits = [(h.id, h.score) for h in mem.search(query, limit=limit)]
+    mem._store.memories.fetch = fetch
+
+    class Unanswered:  # keeps the order
+        def score(self, query, documents):
+            return None
+
+    mem._pipeline.reranker = Unanswered()
+    mem.config.retrieval.rerank.top_k = 2 * limit  # the head: the same turns lend their neighbours a gain
+    assert [(h.id, h.score) for h in mem.search(query, limit=limit)] == hits
+    mem._pipeline.reranker = None
+    return hits, read
+
+
+def test_session_neighbours_that_cannot_reach_the_head_are_not_read(mem):
+    """A neighbour that was not a candidate is read only when its gain could lift it into the head (2 x limit):
+    here the head is six strong matches, and the small talk around them, found only as their neighbours,
+    is never read."""
+    t0 = datetime.now(timezone.utc) - timedelta(hours=1)
+    turns = [{"content": f"Session {s}, turn {i}: the garden shed needs blue paint" if i % 2 == 0 else f"ok {s} {i}",
+              "session_id": f"s{s}", "created_at": t0 + timedelta(minutes=10 * s + i)} for s in range(6) for i in range(10)]
+    written = mem.add_many(turns, dedup=False)
+    small_talk = {w.id for w, t in zip(written, turns) if t["content"].startswith("ok")}
+    mem.config.retrieval.candidates = 6
+    hits, read = _neighbour_hits(mem, "garden shed blue paint", limit=3)
+    assert len(hits) == 3 and not small_talk & {i for i, _ in hits}
+    assert read and not small_talk & set(read)
+
+
+def test_session_neighbours_that_can_reach_the_head_are_read(mem):
+    """The answer turn, not a candidate (the legs return one hit each), is the best hit's neighbour: it can beat
+    the head's weaker hit, so it is read and ranked, as when every neighbour is read."""
+    t0 = datetime.now(timezone.utc) - timedelta(hours=1)
+    written = mem.add_many([
+        {"content": "Alice: Did you end up going to the pottery workshop?", "session_id": "s1", "created_at": t0},
+        {"content": "Bob: Yes, last Saturday, and I made a blue bowl.", "session_id": "s1",
+         "created_at": t0 + timedelta(seconds=30)},
+        *({"content": f"A note on the weather, number {i}", "created_at": t0} for i in range(20)),
+    ], dedup=False)
+    mem.config.retrieval.candidates = 1
+    hits, read = _neighbour_hits(mem, "pottery workshop", limit=1)
+    assert written[1].id in read
+    assert [i for i, _ in hits] == [written[0].id]
+
+
 def test_vector_query_drops_words_most_memories_contain(mem):
     mem.add_many([{"content": f"Alice: note number {i}"} for i in range(60)], dedup=False)
     mem.add_many([{"content": f"Bob: note number {i} about the garden"} for i in range(20)], dedup=False)

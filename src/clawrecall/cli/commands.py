@@ -567,8 +567,8 @@ def export(state: State, output: str | None, journal: str | None, as_json: bool,
 @click.command("import")
 @click.argument("source", metavar="FILE|-|URL")
 @click.option("--from", "system", type=click.Choice(sorted(DATA_SOURCES)), default=None,
-              help="SOURCE is this system's store, not JSONL (a SQLite file or a PostgreSQL URL): its records are "
-              "mapped and imported, each once (docs/importing.md).")
+              help="SOURCE is this system's store, not JSONL (a SQLite file, a folder, or a PostgreSQL or MySQL URL): "
+              "its records are mapped and imported, each once (docs/importing.md).")
 @click.option("--vectors-from", metavar="MODEL", default=None,
               help="With --from: the embedding model that made the source's vectors. They are reused when it is "
               "the store's model (and of its dimensions); otherwise every memory is embedded again.")
@@ -598,8 +598,9 @@ def import_memories(state: State, source: str, system: str | None, vectors_from:
     """Read JSONL (an export, or lines of your own) into the store. Every line is checked before anything is written;
     lines whose id is stored, and near-duplicates (unless --on-duplicate keep), are skipped: importing twice adds nothing.
 
-    With --from, SOURCE is another system's store: memento-local's SQLite file; the PostgreSQL URL of
-    mem0's pgvector store, of ShadowDB's or of openclaw-memory-pgvector's database."""
+    With --from, SOURCE is another system's store: memento-local's SQLite file; mem0's Qdrant or Chroma folder,
+    or the PostgreSQL URL of its pgvector store; ShadowDB's PostgreSQL or MySQL URL, or its SQLite file; the
+    PostgreSQL URL of openclaw-memory-pgvector's or nova-memory's database; memory-lancedb-pro's LanceDB folder."""
     if markdown and system != "memento-local":
         raise click.UsageError("--markdown goes with --from memento-local (its agent's journal)")
     if system is not None:

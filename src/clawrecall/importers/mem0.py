@@ -1,11 +1,15 @@
-"""mem0's memories: its pgvector store (one table per collection: `id`, `vector`, `payload`) or its
-default store, a Qdrant folder in local mode (one collection each), and, given `--history`, its SQLite
+"""mem0's memories: its pgvector store (one table per collection: `id`, `vector`, `payload`), its
+default store, a Qdrant folder in local mode (one collection each), or a Chroma folder (one collection each,
+the payload in each record's metadata), and, given `--history`, its SQLite
 history of every ADD, UPDATE and DELETE, which becomes each memory's supersede chain and its deletion
 (mem0 deletes the vector row; the history keeps the text), and the last messages it keeps there."""
 
 from __future__ import annotations
 
+import itertools
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -19,6 +23,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 SYSTEM = "mem0"
+CHROMA_FILE = "chroma.sqlite3"  # what makes a folder a Chroma store
+CHROMA_PAGE = 4096  # records read from Chroma a call
 BOOKKEEPING = "mem0migrations"  # the collection mem0 keeps its telemetry user id in, beside the memories
 #: payload keys mem0 sets itself; any other is the caller's metadata
 OWN = {"data", "hash", "created_at", "updated_at", "user_id", "agent_id", "run_id", "actor_id", "role",
@@ -31,6 +37,7 @@ MAPPED = {
     "<collection>.payload.categories": "tags",
     "<collection>.payload.actor_id, role, hash, other keys": "metadata.mem0",
     "<collection>.vector": "the vector, reused when --vectors-from names the store's model; else re-embedded",
+    "Chroma: <collection>.metadatas, embeddings": "the payload and the vector of each record, as above",
     "history ADD/UPDATE": "earlier versions, superseded by the next (valid_to its time)",
     "history DELETE": "a deleted memory (deleted_at the deletion's time) with its last text and earlier versions",
     "history.db messages": "the conversation record: session_scope's user_id and agent_id its owner (none: the "
@@ -43,10 +50,7 @@ def read(source: str, options: Options) -> Plan:
     plan = Plan(mapped=dict(MAPPED))
     history = _history(options.history) if options.history else {}
     current: set[str] = set()
-    if not Path(source).is_dir() and not source.startswith(("postgres://", "postgresql://")):
-        raise ValidationError(f"mem0's store is the PostgreSQL URL of its pgvector store or the folder of its Qdrant "
-                              f"store (vector_store.config.path, by default /tmp/qdrant), not {source!r}")
-    for table, memory_id, stored, payload in _qdrant(source, plan) if Path(source).is_dir() else _pgvector(source):
+    for table, memory_id, stored, payload in _store(source, plan):
         current.add(memory_id)
         if not isinstance(payload.get("data"), str) or not payload["data"].strip():
             plan.skipped.append({"table": table, "id": memory_id, "reason": "no text (payload.data)"})
@@ -66,6 +70,20 @@ def read(source: str, options: Options) -> Plan:
 
 
 Row = tuple[str, str, "np.ndarray | None", dict[str, Any]]  # collection, memory id, its vector, its payload
+
+
+def _store(source: str, plan: Plan) -> list[Row]:
+    """The rows of the vector store SOURCE is: a folder Chroma's (its `chroma.sqlite3`) or Qdrant's, else
+    pgvector's URL."""
+    if (Path(source) / CHROMA_FILE).is_file():
+        return _chroma(source, plan)
+    if Path(source).is_dir():
+        return _qdrant(source, plan)
+    if not source.startswith(("postgres://", "postgresql://")):
+        raise ValidationError(f"mem0's store is the PostgreSQL URL of its pgvector store or the folder of its Qdrant "
+                              f"store (vector_store.config.path, by default /tmp/qdrant) or of its Chroma store, "
+                              f"not {source!r}")
+    return _pgvector(source)
 
 
 def _pgvector(url: str) -> list[Row]:
@@ -101,8 +119,7 @@ def _qdrant(path: str, plan: Plan) -> list[Row]:
             raise ValidationError(f"{path} is not a Qdrant folder of mem0's: it holds no collection")
         for name in names:
             if name == BOOKKEEPING:
-                plan.skipped.append({"table": name, "id": None, "rows": client.count(name).count,
-                                     "reason": "mem0's own bookkeeping (its telemetry user id), no memories"})
+                _bookkeeping(plan, name, client.count(name).count)
                 continue
             offset = None
             while True:
@@ -112,8 +129,56 @@ def _qdrant(path: str, plan: Plan) -> list[Row]:
                     break
     finally:
         client.close()
-    out.sort(key=lambda r: (r[0], str(r[3].get("created_at") or ""), r[1]))
-    return out
+    return _in_order(out)
+
+
+def _chroma(path: str, plan: Plan) -> list[Row]:
+    """Every collection of a Chroma folder (`provider: "chroma"`, its `path`) but mem0's bookkeeping one, read
+    by chromadb from a copy: chromadb writes to a folder it opens (it compacts its logs, and migrates a folder
+    of an older release, which mem0's chromadb could then not read), and the source is only read."""
+    try:
+        import chromadb
+        from chromadb.config import Settings
+        from chromadb.errors import ChromaError
+    except ImportError:
+        raise ValidationError("reading mem0's Chroma folder takes the chroma extra: "
+                              "pip install 'clawrecall[chroma]'") from None
+    out: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="clawrecall-chroma-") as copy:
+        try:
+            shutil.copytree(path, copy, dirs_exist_ok=True)
+            client = chromadb.PersistentClient(path=copy, settings=Settings(anonymized_telemetry=False))
+            names = sorted(c.name for c in client.list_collections())
+        except (ChromaError, ValueError, OSError) as exc:
+            raise ValidationError(f"cannot read the Chroma folder {path}: {exc}") from None
+        try:
+            if not names:
+                raise ValidationError(f"{path} is not a Chroma folder of mem0's: it holds no collection")
+            for name in names:
+                collection = client.get_collection(name)
+                if name == BOOKKEEPING:
+                    _bookkeeping(plan, name, collection.count())
+                    continue
+                for offset in itertools.count(0, CHROMA_PAGE):
+                    page = collection.get(include=["embeddings", "metadatas"], limit=CHROMA_PAGE, offset=offset)
+                    out += [(name, memory_id, vector(embedding), dict(metadata or {})) for memory_id, embedding, metadata
+                            in zip(page["ids"], page["embeddings"], page["metadatas"], strict=True)]
+                    if len(page["ids"]) < CHROMA_PAGE:
+                        break
+        finally:
+            client.close()
+    return _in_order(out)
+
+
+def _bookkeeping(plan: Plan, name: str, rows: int) -> None:
+    plan.skipped.append({"table": name, "id": None, "rows": rows,
+                         "reason": "mem0's own bookkeeping (its telemetry user id), no memories"})
+
+
+def _in_order(rows: list[Row]) -> list[Row]:
+    """A folder's rows as pgvector's are read: by collection, then in the order mem0 wrote them."""
+    rows.sort(key=lambda r: (r[0], str(r[3].get("created_at") or ""), r[1]))
+    return rows
 
 
 def _point_vector(value: Any) -> np.ndarray | None:

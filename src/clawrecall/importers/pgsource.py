@@ -1,14 +1,63 @@
-"""Reading another system's PostgreSQL database: connecting read-only, and what tables it holds."""
+"""Reading another system's database, PostgreSQL here (ShadowDB's MySQL one: `mysqlsource`): connecting
+read-only, and what tables it holds."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from ..errors import ValidationError
 from .data import vectors
 
 
-class Source:
+class Database:
+    """A source database, connected read-only: its tables, checked and read (a PostgreSQL `Source`, or
+    ShadowDB's MySQL one, `mysqlsource.MySQLSource`)."""
+
+    quote = '"'  # how the server quotes a name
+    system: str
+    url: str  # without its password, for messages
+    conn: Any
+    tables: dict[str, set[str]]
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def read_tables(self, schema: str) -> None:
+        """What tables the database holds, with their columns: those of `schema` (the SQL naming the
+        connection's own)."""
+        self.tables = {}
+        for r in self.rows("SELECT table_name AS t, column_name AS c FROM information_schema.columns "
+                           f"WHERE table_schema = {schema}"):
+            self.tables.setdefault(r["t"], set()).add(r["c"])
+
+    def require(self, table: str, columns: set[str]) -> None:
+        """Fail clearly when the database is not the system's (another system's, or an empty one)."""
+        missing = columns - self.tables.get(table, set())
+        if missing:
+            held = ", ".join(sorted(self.tables)) or "none"
+            what = f"no {table} table" if table not in self.tables else f"a {table} table without {', '.join(sorted(missing))}"
+            raise ValidationError(f"{self.url} is not a {self.system} database: it has {what} (its tables: {held})")
+
+    def columns(self, table: str, *, but: set[str]) -> str:
+        """The table's columns, quoted for a SELECT, but those named: a vector column read as text would be
+        formatted by the server for nothing, when `vector_send` hands it over in binary."""
+        return ", ".join(f"{self.quote}{c}{self.quote}" for c in sorted(self.tables.get(table, set()) - but))
+
+    def count(self, table: str) -> int:
+        name = f"{self.quote}{table}{self.quote}"
+        return self.rows(f"SELECT count(*) AS n FROM {name}")[0]["n"] if table in self.tables else 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Source(Database):
     """A read-only connection to `url`, with a clear error for a URL that is none or a server that refuses."""
 
     def __init__(self, url: str, system: str):
@@ -31,19 +80,7 @@ class Source:
         except psycopg.Error as exc:
             raise ValidationError(f"cannot read {self.url}: {str(exc).strip().splitlines()[0]}") from None
         self._error = psycopg.Error
-        rows = self.rows("SELECT table_name, column_name FROM information_schema.columns "
-                         "WHERE table_schema = current_schema()")
-        self.tables: dict[str, set[str]] = {}
-        for r in rows:
-            self.tables.setdefault(r["table_name"], set()).add(r["column_name"])
-
-    def require(self, table: str, columns: set[str]) -> None:
-        """Fail clearly when the database is not the system's (another system's, or an empty one)."""
-        missing = columns - self.tables.get(table, set())
-        if missing:
-            held = ", ".join(sorted(self.tables)) or "none"
-            what = f"no {table} table" if table not in self.tables else f"a {table} table without {', '.join(sorted(missing))}"
-            raise ValidationError(f"{self.url} is not a {self.system} database: it has {what} (its tables: {held})")
+        self.read_tables("current_schema()")
 
     def rows(self, sql: str, params: tuple[Any, ...] = (), *, binary: bool = False) -> list[dict[str, Any]]:
         """`binary`: in PostgreSQL's binary form, a third less of the client's time for 100k rows, only where
@@ -60,20 +97,3 @@ class Source:
         for row, decoded in zip(rows, vectors([row["vector"] for row in rows])):
             row["vector"] = decoded
         return rows
-
-    def columns(self, table: str, *, but: set[str]) -> str:
-        """The table's columns, quoted for a SELECT, but those named: a vector column read as text would be
-        formatted by the server for nothing, when `vector_send` hands it over in binary."""
-        return ", ".join(f'"{c}"' for c in sorted(self.tables.get(table, set()) - but))
-
-    def count(self, table: str) -> int:
-        return self.rows(f'SELECT count(*) AS n FROM "{table}"')[0]["n"] if table in self.tables else 0
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> Source:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

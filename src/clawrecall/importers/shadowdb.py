@@ -1,7 +1,7 @@
-"""ShadowDB's PostgreSQL database, or its SQLite backend's file: `memories` (record types, tags, soft
-deletes; on SQLite, `superseded_by` chains and the vectors of its sqlite-vec table) and its startup entries
-(`startup`, or `primer` in the plugin's own schema files). Its MySQL backend needs a server: dump it to one
-of those first."""
+"""ShadowDB's PostgreSQL or MySQL database, or its SQLite backend's file: `memories` (record types, tags, soft
+deletes; on SQLite and MySQL, `superseded_by` chains; the vectors of its pgvector or MySQL `VECTOR` column or
+of its sqlite-vec table) and its startup entries (`startup`, or `primer` in the plugin's own schema files):
+one mapping for the three."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ import json
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..models import DEFAULT_CATEGORIES
 from .data import Options, Plan, chain, item, utc
+from .mysqlsource import MySQLSource
 from .pgsource import Source
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SYSTEM = "shadowdb"
 MAPPED = {
@@ -31,16 +35,20 @@ MAPPED = {
     "primer.key, content, priority, always, enabled": "startup entries (always → reinforce); a disabled one "
                                                       "is left out",
     "SQLite: memories.tags, superseded_by": "tags (its JSON text); a supersede chain",
+    "MySQL: memories.tags, superseded_by, embedding": "tags (its JSON); a supersede chain; the vector (a VECTOR "
+                                                      "column's float32s), reused when --vectors-from names the "
+                                                      "store's model, else re-embedded",
     "SQLite: memories_vec (sqlite-vec)": "the vector of the memory whose id is its rowid, read from the table's "
                                          "own storage; reused when --vectors-from names the store's model, else "
                                          "re-embedded",
 }
 VEC_TABLE = "memories_vec"
+TIMES = {"created_at", "updated_at", "deleted_at"}  # the memories' times, read in UTC from MySQL
 
 
 def read(source: str, options: Options) -> Plan:
     plan = Plan(mapped=dict(MAPPED))
-    memories, startup, primer = _sqlite(source, plan) if Path(source).is_file() else _postgres(source)
+    memories, startup, primer = _backend(source, plan)
     for row in memories:
         plan.items.append(_memory(row))
         if row.get("vector") is not None:
@@ -67,6 +75,18 @@ def read(source: str, options: Options) -> Plan:
 Rows = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]  # memories, startup, primer
 
 
+def _backend(source: str, plan: Plan) -> Rows:
+    """The rows of the backend SOURCE is: a file its SQLite backend's, a mysql:// URL its MySQL one's."""
+    if Path(source).is_file():
+        return _sqlite(source, plan)
+    if source.startswith(MySQLSource.scheme):
+        return _mysql(source, plan)
+    if not source.startswith(("postgres://", "postgresql://")):
+        raise ValidationError("ShadowDB's store is its database: give its URL (postgresql://user:password@host:5432/"
+                              f"dbname or mysql://user:password@host:3306/dbname) or its SQLite file, not {source!r}")
+    return _postgres(source)
+
+
 def _postgres(url: str) -> Rows:
     with Source(url, "ShadowDB") as db:
         db.require("memories", {"id", "content", "record_type", "deleted_at"})
@@ -74,6 +94,39 @@ def _postgres(url: str) -> Rows:
         return (db.vector_rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY id"),
                 db.rows("SELECT * FROM startup ORDER BY priority, key") if "startup" in db.tables else [],
                 db.rows("SELECT * FROM primer ORDER BY priority, key") if "primer" in db.tables else [])
+
+
+def _mysql(url: str, plan: Plan) -> Rows:
+    """Its MySQL backend (`mysql.ts`, or the repository's `schema-mysql.sql`): tags as JSON text, the
+    `embedding` column as MySQL hands a `VECTOR(N)` over (N float32s, little-endian; the schema file's
+    LONGBLOB holds the same), its times in the server's zone."""
+    with MySQLSource(url, "ShadowDB") as db:
+        db.require("memories", {"id", "content", "record_type"})
+        columns = db.tables["memories"]
+        select = [db.utc(c) if c in TIMES else f"`{c}`" for c in sorted(columns - {"embedding"})]
+        select += ["`embedding` AS vector"] if "embedding" in columns else []
+        memories = db.rows(f"SELECT {', '.join(select)} FROM memories ORDER BY id")
+        startup = db.rows("SELECT * FROM startup ORDER BY priority, `key`") if "startup" in db.tables else []
+        primer = db.rows("SELECT * FROM primer ORDER BY priority, `key`") if "primer" in db.tables else []
+    for row in memories:
+        row["tags"] = _tags(row.get("tags"))
+        row["vector"] = _float32s(plan, row)
+    return memories, startup, primer
+
+
+def _float32s(plan: Plan, row: dict[str, Any]) -> np.ndarray | None:
+    """A MySQL row's vector: its float32s, little-endian (what a `VECTOR` column holds); other bytes are said,
+    and the memory embedded."""
+    import numpy as np
+
+    blob = row.get("vector")
+    if blob is None:
+        return None
+    if not blob or len(blob) % 4:
+        plan.skipped.append({"table": "memories", "id": str(row["id"]), "field": "embedding",
+                             "reason": f"not a vector of float32s ({len(blob)} bytes): embedded again"})
+        return None
+    return np.frombuffer(blob, dtype="<f4").copy()
 
 
 def _sqlite(path: str, plan: Plan) -> Rows:

@@ -185,7 +185,8 @@ def _shadowdb_backend(value: Any, source: Mapping[str, Any]) -> Any:
         "postgres": NOTHING,
         "sqlite": Dropped("ShadowDB's SQLite file holds ShadowDB's tables; clawrecall's SQLite store is a file of "
                           "its own (`db`, by default memory.db in the data directory)"),
-        "mysql": Dropped("clawrecall runs on SQLite or PostgreSQL"),
+        "mysql": Dropped("clawrecall runs on SQLite or PostgreSQL; `clawrecall import --from shadowdb mysql://…` "
+                         "reads the MySQL database's memories"),
     }, "ShadowDB backends")(value, source)
 
 
@@ -270,7 +271,8 @@ def _startup_rules(prefix: str) -> tuple[Rule, ...]:
 SHADOWDB = System(
     "shadowdb", "ShadowDB", ("memory-shadowdb", "shadowdb"),
     (
-        Rule("backend", "", "`postgres` needs nothing more; `sqlite` and `mysql` have no equivalent", _shadowdb_backend),
+        Rule("backend", "", "`postgres` needs nothing more; `sqlite` and `mysql` have no equivalent (their data: "
+             "`clawrecall import --from shadowdb`, [importing.md](importing.md#shadowdb))", _shadowdb_backend),
         _to("connectionString", "db", "the same `postgresql://` URL with clawrecall's own database, `clawrecall`, "
             "in it (ShadowDB's holds ShadowDB's tables, whose names clawrecall's share)", _shadowdb_connection),
         _none("configPath", "the path of its ~/.shadowdb.json: translate that file too (`--from shadowdb`)"),

@@ -16,7 +16,7 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal, Mapping, cast
 
@@ -117,30 +117,25 @@ class RetrievalPipeline:
                 legs["trigram"] = trigram_rescore(query, records.values())
             weights = {name: getattr(cfg, name).weight for name in legs}
             items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=vector_floor)
+            late = None
             if cfg.neighbor_weight > 0 and items:
                 # a reranker may lift any of its top_k into the result: their neighbours count too
                 lift = cfg.rerank.top_k if mode == "hybrid" and self.reranker is not None else 0
-                items = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=max(head, lift))
+                items, late = apply_neighbors(items, self.store, filters, weight=cfg.neighbor_weight, top=max(head, lift))
             if mode == "hybrid" and self.reranker is not None:
+                if late is not None:  # the reranker reorders its top_k, neighbours among them: each is read now
+                    items, late = late.placed(items, late.scored(self.store.memories.fetch(list(late.gains)))), None
                 items = apply_rerank(items, query, self.reranker, top_k=cfg.rerank.top_k, weight=cfg.rerank.weight)
-            items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
-            if when is not None:
-                items = apply_when(items, when, weight=cfg.time_query_weight)
-            items = apply_importance(items, weight=cfg.importance_weight)
             # how often conversations stated each fact: ranks here, and the hits say it
-            discussed = self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
-            items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
-            if len(filters.kinds) > 1:
-                items = apply_source_weights(items, cfg.source_weights)
-            if filters.reader_agent is not None:
-                items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
-            items = apply_length_norm(items, anchor=cfg.length_norm_anchor, matched=window_chars)
-            items = apply_time_decay(
-                items, now, half_life_days=cfg.time_decay_half_life_days, timeless=set(cfg.timeless_categories)
-            )
+            discussed: dict[str, tuple[int, Any, Any]] = {}
+            score = functools.partial(self._score, now=now, when=when, filters=filters, matched=window_chars,
+                                      discussed=discussed)
+            items = score(items)
             items.sort(key=lambda s: s.score, reverse=True)
             # Only the head can reach the result; later stages need not look further.
             items = apply_noise(items, noise=cfg.noise_filter, keep=head)
+            if late is not None and late.gains:
+                items = self._join_neighbours(items, late, score, when=when, filters=filters, head_size=head)
             calibration = self.cfg.relevance.for_model(self.model or "")
             uncalibrated = self._uncalibrated(embedded, calibration)
             mmr = diverse and cfg.mmr_threshold is not None and len(items) > 1
@@ -208,6 +203,50 @@ class RetrievalPipeline:
             origins = hit_origins(self.store, [s.memory for s in items])
         return SearchHits(to_hit(s, now, discussed, origins, score=s.score, matched=["time"], explain=explain)
                           for s in items)
+
+    def _score(
+        self, items: list[Scored], *, now: datetime, when: When | None, filters: Filters, matched: dict[str, int],
+        discussed: dict[str, tuple[int, Any, Any]],
+    ) -> list[Scored]:
+        """The stages that score each item on its own, after fusion and its neighbours; `discussed` gains the
+        items' occurrences."""
+        cfg = self.cfg
+        items = apply_recency(items, now, half_life_days=cfg.recency_half_life_days, weight=cfg.recency_weight)
+        if when is not None:
+            items = apply_when(items, when, weight=cfg.time_query_weight)
+        items = apply_importance(items, weight=cfg.importance_weight)
+        discussed |= self.store.occurrences.summary([s.memory.id for s in items if s.memory.kind == "memory"])
+        items = apply_recurrence(items, discussed, weight=cfg.recurrence_weight)
+        if len(filters.kinds) > 1:
+            items = apply_source_weights(items, cfg.source_weights)
+        if filters.reader_agent is not None:
+            items = apply_master(items, filters.reader_agent, weight=cfg.master_weight)
+        items = apply_length_norm(items, anchor=cfg.length_norm_anchor, matched=matched)
+        return apply_time_decay(items, now, half_life_days=cfg.time_decay_half_life_days,
+                                timeless=set(cfg.timeless_categories))
+
+    def _join_neighbours(
+        self, head: list[Scored], late: Neighbours, score: Callable[[list[Scored]], list[Scored]], *,
+        when: When | None, filters: Filters, head_size: int,
+    ) -> list[Scored]:
+        """The head with the neighbours that were not candidates and can reach it. A neighbour enters with its
+        gain, which `_score`'s stages raise at most to (gain + what they add) × what they multiply by at most:
+        one that cannot beat the head's last score cannot displace it (adding items only raises that score),
+        so it is not read. At `limit=50`, ~21 of ~165 such neighbours reach the head."""
+        cfg = self.cfg
+        added = cfg.recency_weight + (cfg.time_query_weight if when is not None else 0.0)
+        most = (1 + cfg.recurrence_weight * RECURRENCE_CAP) * max(1.0, cfg.master_weight)
+        if len(filters.kinds) > 1:
+            most *= max(cfg.source_weights.get(cast(Source, kind), 1.0) for kind in filters.kinds)
+        floor = head[-1].score if len(head) >= head_size else -math.inf
+        # (an equal score may still displace the head's last item: it takes the place it had after the gains)
+        ids = [i for i, gain in late.gains.items() if (gain + added) * most >= floor]
+        if not ids:
+            return head
+        fresh = [s for s in score(late.scored(self.store.memories.fetch(ids))) if s.score >= floor]
+        joined = late.placed(head, apply_noise(fresh, noise=cfg.noise_filter, keep=len(fresh)))
+        joined.sort(key=lambda s: s.score, reverse=True)
+        return joined[:head_size]
 
     def _uncalibrated(self, embedded: dict[str, np.ndarray], calibration: RelevanceConfig | None) -> str | None:
         """Why this search cannot score on the absolute scale, or None when it can."""
@@ -406,14 +445,39 @@ def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candida
     return scored
 
 
-def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weight: float, top: int) -> list[Scored]:
+@dataclass
+class Neighbours:
+    """The session neighbours of the head that were not candidates: each one's gain and the hit it is next to,
+    and every item's place once the gains were added, which later breaks ties between equal scores. They are
+    read only if they can reach the head (`RetrievalPipeline._join_neighbours`)."""
+
+    gains: dict[str, float]
+    source: dict[str, str]
+    place: dict[str, int]
+
+    def scored(self, records: dict[str, MemoryRecord]) -> list[Scored]:
+        """Those of `records` (one removed since it was found is not), scored by their gains alone."""
+        return [Scored(records[i], gain, steps={"fused": 0.0, "neighbors": gain, "neighbor_of": self.source[i]})
+                for i, gain in self.gains.items() if i in records]
+
+    def placed(self, items: list[Scored], more: list[Scored]) -> list[Scored]:
+        """`items` and `more` in their places after the gains."""
+        out = items + more
+        out.sort(key=lambda s: self.place[s.memory.id])
+        return out
+
+
+def apply_neighbors(
+    items: list[Scored], store: Store, filters: Filters, *, weight: float, top: int
+) -> tuple[list[Scored], Neighbours | None]:
     """Conversation context: a turn right before or after a strong hit in the same session often holds the
     answer the hit only points at ("Did you go?" → "Yes, last Friday"). Each neighbour gains `weight` × the
-    hit's score, and joins the candidates if it was not one. Memories without a session are unaffected.
+    hit's score: a candidate at once, sorted in; one that was not a candidate is returned apart, unread
+    (`Neighbours`). Memories without a session are unaffected.
     """
     head = [s for s in items[:top] if s.memory.session_id is not None]
     if not head:
-        return items
+        return items, None
     neighbours = store.memories.session_neighbors([s.memory.id for s in head], filters)
     by_id = {s.memory.id: s for s in items}
     gains: dict[str, float] = {}
@@ -422,17 +486,18 @@ def apply_neighbors(items: list[Scored], store: Store, filters: Filters, *, weig
         for other in neighbours.get(item.memory.id, []):
             gains[other] = gains.get(other, 0.0) + weight * item.steps["fused"]
             source.setdefault(other, item.memory.id)
-    missing = [i for i in gains if i not in by_id]
-    for memory_id, record in store.memories.fetch(missing).items():
-        by_id[memory_id] = Scored(record, 0.0, steps={"fused": 0.0})
     for memory_id, gain in gains.items():
         if memory_id in by_id:
             by_id[memory_id].steps["neighbors"] = gain
             by_id[memory_id].steps["neighbor_of"] = source[memory_id]
             by_id[memory_id].score += gain
+    late = {i: gain for i, gain in gains.items() if i not in by_id}
+    # every item's place among the candidates and the new neighbours (scored by their gains), sorted as one list
+    order = [(s.score, s.memory.id) for s in by_id.values()] + [(gain, i) for i, gain in late.items()]
+    place = {order[n][1]: at for at, n in enumerate(sorted(range(len(order)), key=lambda n: order[n][0], reverse=True))}
     out = list(by_id.values())
     out.sort(key=lambda s: s.score, reverse=True)
-    return out
+    return out, Neighbours(late, {i: source[i] for i in late}, place)
 
 
 def apply_rerank(items: list[Scored], query: str, reranker: Reranker, *, top_k: int, weight: float) -> list[Scored]:

@@ -145,7 +145,7 @@ def keyword_coverage(words: list[str], text: str) -> float:
 
 def _contains(lowered: str, word: str) -> bool:
     r"""Whether a word of `lowered` (a run of `\w`) is `word`, or starts with its first five letters."""
-    if has_cjk(word) and word in lowered:
+    if not word.isascii() and has_cjk(word) and word in lowered:  # (an ASCII word has no CJK: one C call)
         return True
     key = word[:5]
     at = lowered.find(key)
