@@ -163,9 +163,14 @@ def test_hnsw_and_pool_settings_come_from_the_postgres_block(pg_url):
             assert mem._store.run("SHOW maintenance_work_mem")[0][0] == "96MB"
         assert "m='8'" in _index_def(mem._store) and "ef_construction='40'" in _index_def(mem._store)
         query = mem.upkeep.embedder.embed_one("note")
+        store, run = mem._store, mem._store.run
         for k, ef in ((10, 77), (300, 300), (5000, 1000)):
             with mem._store.transaction():
+                issued = []
+                store.run = lambda sql, params=(), **kw: (issued.append(sql), run(sql, params, **kw))[1]
                 mem._store.vector_candidates(query, Filters(), k)
+                del store.run
+                assert len([sql for sql in issued if "hnsw." in sql]) == 1  # both settings in one round trip
                 assert mem._store.run("SHOW hnsw.ef_search")[0][0] == str(ef)
                 assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "relaxed_order"
         assert mem._store.run("SHOW hnsw.iterative_scan")[0][0] == "off"  # for the search's transaction only
@@ -948,3 +953,30 @@ def test_rows_removed_while_their_vectors_are_set_never_deadlock(pg_url):
 def test_a_transaction_postgres_rolls_back_is_said_so_not_called_a_connection_failure(pg_url):
     with Memory.open(pg_url) as mem, pytest.raises(StorageError, match="rolled the transaction back: deadlock"):
         mem._store.run("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40P01', MESSAGE = 'deadlock detected'; END $$")
+
+
+def test_a_hits_session_neighbours_are_sought_from_its_own_turn_not_from_the_sessions_end(pg_url):
+    """The turns just before and after a hit are two index seeks that start at the hit's time: a hit early in
+    a long session does not walk back over every later turn to find the one before it."""
+    from datetime import timedelta
+
+    t0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+    with Memory.open(pg_url) as mem:
+        store = mem._store
+        turns = mem.add_many([{"content": f"turn {i}", "user_id": "ann", "session_id": "s1",
+                               "created_at": t0 + timedelta(seconds=i)} for i in range(400)], dedup=False)
+        store.run("VACUUM ANALYZE memories")
+        issued, run = [], store.run
+        store.run = lambda sql, params=(), **kw: (issued.append((sql, params)), run(sql, params, **kw))[1]
+        ann = Filters(scopes=["user:ann"])
+        assert store.memories.session_neighbors([turns[5].id], ann) == {turns[5].id: [turns[4].id, turns[6].id]}
+        del store.run
+        [(sql, params)] = issued
+        plan = store.run("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0]
+        nodes, walked = [plan[0]["Plan"]], 0
+        while nodes:
+            node = nodes.pop()
+            nodes += node.get("Plans", [])
+            if node.get("Index Name", "memories_pkey") != "memories_pkey":  # the turns' index, by session or by time
+                walked += node.get("Rows Removed by Filter", 0) + node["Actual Rows"]
+        assert walked <= 8, plan  # each seek reads a few turns about the hit's time; not the 394 after it

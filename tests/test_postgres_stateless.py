@@ -152,7 +152,8 @@ def test_the_keyword_legs_other_matches_are_the_first_in_table_order_read_from_t
     """When pruned, the k rows of the common words that fill the leg are the first in table order: from the
     table's first pages when these hold k, and the text index's answer for the common words (most of a large
     scope) is then never read; else the rest from the index, past those pages. The same rows, scores and
-    order whichever way they were read."""
+    order whichever way they were read. A scope that holds most of the table reads more first pages than a
+    scope among many."""
     from clawrecall.storage import postgres
     from clawrecall.storage.filters import Filters
 
@@ -169,11 +170,12 @@ def test_the_keyword_legs_other_matches_are_the_first_in_table_order_read_from_t
         found = lambda: [(c.id, c.score) for c in store.text_candidates("project juniper", Filters(scopes=["user:alice"]), 20)]  # noqa: E731
         page = lambda n: len(store.run(f"SELECT 1 FROM memories WHERE ctid < '({n},0)'"))  # noqa: E731
         assert page(1) < 20 <= page(8) < 305  # the first page holds fewer than k rows; the first 8 hold k
-        monkeypatch.setattr(postgres, "_FRONT_PAGES", 8)
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 0)  # alice holds the whole table: these are not hers
+        monkeypatch.setattr(postgres, "_FRONT_PAGES_MOST", 8)
         first_pages = found()
-        monkeypatch.setattr(postgres, "_FRONT_PAGES", 0)
+        monkeypatch.setattr(postgres, "_FRONT_PAGES_MOST", 0)
         from_the_index = found()
-        monkeypatch.setattr(postgres, "_FRONT_PAGES", 1)
+        monkeypatch.setattr(postgres, "_FRONT_PAGES_MOST", 1)
         both = found()  # the first page's rows, and the rest from the index
         assert len(first_pages) == 20 and first_pages == from_the_index == both
 
@@ -190,6 +192,17 @@ def test_the_keyword_legs_other_matches_are_the_first_in_table_order_read_from_t
 
         assert other_words_read(*issued[0]) == 0
         assert other_words_read(*issued[1]) == 1  # with no first pages, the index answers
+
+        # among other scopes' rows (carol's, now most of the table), alice's statement reads `_FRONT_PAGES` first
+        mem.add_many([{"content": f"a walk in the park {i}", "user_id": "carol"} for i in range(1000)], dedup=False)
+        store.run("ANALYZE memories")
+        store._plans.clear()
+        monkeypatch.setattr(postgres, "_FRONT_PAGES_MOST", 0)
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 0)
+        from_the_index = found()
+        monkeypatch.setattr(postgres, "_FRONT_PAGES", 8)
+        assert found() == from_the_index and len(from_the_index) == 20
+        assert other_words_read(*issued[-1]) == 0
 
 
 def test_the_keyword_leg_leaves_the_scopes_to_the_row_filter_when_they_hold_most_of_the_table(pg_url, monkeypatch):

@@ -293,8 +293,10 @@ class Memories:
         where_, params = self._where(filters)
         oc = self._store.dialect.order_column
         same = "m.session_id = h.session_id AND m.scope = h.scope"
-        before = f"(m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
-        after = f"(m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
+        # the bare bound on the time is implied by the rest, and is what the index seeks to: without it the seek
+        # starts at the session's end and tests every turn on the way (PostgreSQL: 1.7 against 1.1 ms a search)
+        before = f"m.created_at <= h.created_at AND (m.created_at < h.created_at OR (m.created_at = h.created_at AND m.{oc} < h.{oc}))"
+        after = f"m.created_at >= h.created_at AND (m.created_at > h.created_at OR (m.created_at = h.created_at AND m.{oc} > h.{oc}))"
         out: dict[str, list[str]] = {}
         for chunk in chunks(ids):
             hits, ids_params = self._store.dialect.one_of("h.id", chunk, "uuid")
