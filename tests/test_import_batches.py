@@ -74,6 +74,24 @@ def test_pgvector_binary_vectors_decode_to_their_text(vectors_pg):
         vector(binary[:-2])  # a value cut short is no vector
 
 
+def test_a_sources_vectors_decode_at_once_as_each_alone(vectors_pg):
+    """`vectors` decodes a column's binary vectors in one call, to what `vector` makes of each, in their
+    order: of other lengths, as text, missing; and fails as `vector` does on one that is no vector."""
+    vectors_pg.execute("INSERT INTO t VALUES (3, '[1, 2, 3, 4]'), (4, '[-0.0, 7.5, 0.125, -2]')")
+    vectors_pg.execute("CREATE TABLE u (id INT, v vector(2))")
+    vectors_pg.execute("INSERT INTO u VALUES (5, '[9, 8]')")
+    binary = [r[0] for r in vectors_pg.execute("SELECT vector_send(v) FROM t ORDER BY id").fetchall()]
+    values = [*binary, vectors_pg.execute("SELECT vector_send(v) FROM u").fetchone()[0], "[0.25, 0.5]", [1.0, 2.0]]
+    decoded = data.vectors(values)
+    assert [None if d is None else (d.dtype, d.tobytes()) for d in decoded] == \
+        [None if v is None else (np.dtype(np.float32), vector(v).tobytes()) for v in values]
+    assert decoded[1] is None and decoded[3].tolist() == [-0.0, 7.5, 0.125, -2] and decoded[4].tolist() == [9, 8]
+    with pytest.raises(ValidationError, match="binary form"):
+        data.vectors([binary[0], b"\0\5" + binary[2][2:]])  # as long as the others, but its head says otherwise
+    with pytest.raises(ValidationError, match="binary form"):
+        data.vectors([binary[0], binary[2][:-2]])
+
+
 def test_a_lancedb_vector_column_reads_as_its_rows(tmp_path):
     dims = 3
     kind = pa.list_(pa.float32(), dims)
@@ -265,3 +283,64 @@ def test_a_source_time_becomes_iso_utc(value, expected):
 def test_a_source_value_that_is_no_time_fails_clearly(value):
     with pytest.raises(ValidationError, match="is not a time"):
         data.utc(value)
+
+
+def test_an_import_runs_without_the_cyclic_collector_and_resumes_it(db_path, monkeypatch):
+    """Its records pile up until it ends: the collector, run every few hundred of them, would walk them all
+    again and again. Paused for each door of the import (from a system, JSONL, items), resumed after, even
+    when an import fails; an import inside another (or beside it) leaves resuming to the outer one."""
+    import gc
+
+    during: list[bool] = []
+    original = _validate.new_record
+
+    def watched(*args, **kwargs):
+        during.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("clawrecall.engine._writes.new_record", watched)
+
+    def read(source: str, options: data.Options) -> data.Plan:
+        during.append(gc.isenabled())
+        return data.Plan(items=[data.item("mem0", "t", n, f"memory {n} about topic {n}") for n in range(3)])
+
+    assert gc.isenabled()
+    with Memory.open(db_path) as mem:
+        data.run(mem, "mem0", read, "src", caller=Caller(), dry_run=False, progress=None)
+        assert gc.isenabled()
+        mem.import_jsonl([json.dumps({"content": "a line"})], on_duplicate="keep")
+        assert gc.isenabled()
+        mem.import_items([{"content": "an item"}], on_duplicate="keep")
+        assert gc.isenabled()
+        with pytest.raises(ValidationError, match="unknown category"):
+            mem.import_items([{"content": "bad", "category": "gossip"}])
+        assert gc.isenabled()
+        gc.disable()  # paused by someone else: an import leaves it so
+        try:
+            mem.import_items([{"content": "another item"}], on_duplicate="keep")
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    assert during and not any(during)
+
+
+def test_a_batch_written_with_its_vectors_looks_its_ids_up_twice(db_path, monkeypatch):
+    """Once to skip those stored already, once under the write lock (another import may have stored them
+    since): nothing slow comes between, so the check that runs before embedding is not run again."""
+    from clawrecall.storage.memories import Memories
+
+    fetched: list[int] = []
+    original = Memories.fetch
+
+    def counted(self, ids, *args, **kwargs):
+        fetched.append(len(ids))
+        return original(self, ids, *args, **kwargs)
+
+    monkeypatch.setattr(Memories, "fetch", counted)
+    items = [data.item("mem0", "t", n, f"memory {n} about topic {n}") for n in range(10)]
+    rng = np.random.default_rng(3)
+    vectors = {i["id"]: rng.standard_normal(HASH_DIMS).astype(np.float32) for i in items}
+    with Memory.open(db_path) as mem:
+        done = mem.import_items(items, on_duplicate="keep", chunk=4, vectors=vectors)
+        assert done.created == 10
+    assert fetched == [10] + [4, 4, 4, 4, 2, 2]  # all of them first (what is left to do), then each batch twice

@@ -108,3 +108,31 @@ def test_an_import_killed_half_way_finishes_when_run_again(tmp_path):
     ids = [r[0] for r in mem._store.run("SELECT id FROM memories")]
     assert len(ids) == len(set(ids)) == 6 and done["imported"] + done["already_there"] == 6
     mem.close()
+
+
+def test_memento_facts_vectors_are_read_as_their_json_text_says(tmp_path):
+    """Each fact's vector (JSON text), read apart from the fact: by the fact's memory id, the numbers its
+    text holds; none for a fact without one; a text that is no vector fails the import before anything."""
+    import numpy as np
+    import pytest
+
+    from clawrecall.errors import ValidationError
+    from clawrecall.importers import memento
+    from clawrecall.importers.data import Options
+
+    source = _memento(tmp_path / "memento.db")
+    db = sqlite3.connect(source)
+    db.execute("UPDATE facts SET embedding = ? WHERE id = 'f3'", (json.dumps([0.1234567890123456789, -2.5e-07, 3.0]),))
+    db.execute("UPDATE facts SET embedding = '' WHERE id = 'f4'")
+    db.commit()
+    plan = memento.read(str(source), Options())
+    assert {k: v.tolist() for k, v in plan.vectors.items()} == {
+        _mid("facts", "f1"): np.float32([0.1, 0.2]).tolist(),
+        _mid("facts", "f3"): np.float32([0.1234567890123456789, -2.5e-07, 3.0]).tolist()}
+    assert all(v.dtype == np.float32 for v in plan.vectors.values())
+    assert {i["id"] for i in plan.items} >= set(plan.vectors)
+    db.execute("UPDATE facts SET embedding = '[0.1, \"x\"]' WHERE id = 'f2'")
+    db.commit()
+    db.close()
+    with pytest.raises(ValidationError, match="not a list of numbers"):
+        memento.read(str(source), Options())

@@ -8,6 +8,7 @@ from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pydantic import ValidationError as PydanticValidationError
 
+from .._gc import collector_paused
 from ..config import Config
 from ..errors import ValidationError, pydantic_message
 from ..models import AddResult, Imported, MemoryRecord, NewMemory, OnDuplicate
@@ -63,6 +64,7 @@ class Transfer:
             path.write_text(text, encoding="utf-8")
         return {"files": len(files), "memories": len(records)}
 
+    @collector_paused()
     def import_jsonl(
         self, lines: Iterable[str], caller: Caller, *, on_duplicate: OnDuplicate, dry_run: bool,
         progress: Progress | None, chunk: int, vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
@@ -87,6 +89,7 @@ class Transfer:
         return self._import(numbered, "line", caller, on_duplicate=on_duplicate, dry_run=dry_run, progress=progress,
                             chunk=chunk, vectors=vectors)
 
+    @collector_paused()
     def import_items(
         self, items: Iterable[NewMemory | Mapping[str, Any]], caller: Caller, *, on_duplicate: OnDuplicate,
         dry_run: bool, progress: Progress | None, chunk: int,

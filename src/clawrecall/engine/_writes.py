@@ -95,8 +95,8 @@ class Writes:
         require_writes(self.config)
         if not records:
             return []
-        if named:
-            self._check_named_ids(named)  # before embedding: a bad batch fails at once
+        if named and (embeddings is None or dry_run):  # before embedding: a bad batch fails at once
+            self._check_named_ids(named)  # (a write checks again under the lock: enough when nothing is embedded)
         stream = self.embedding.start([r.content for r in records]) if embeddings is None else None
         with closing(stream) if stream is not None else nullcontext():
             # While a local model embeds: what history keeps and what the caller gets (a duplicate's are replaced).

@@ -94,9 +94,9 @@ def _pgvector(url: str) -> list[Row]:
         if not collections:
             db.require("mem0", {"id", "vector", "payload"})  # the default collection's name, for the message
         for table in collections:
-            for row in db.rows(f'SELECT id::text AS id, vector_send(vector) AS vector, payload FROM "{table}" '
-                               "ORDER BY payload->>'created_at', id"):
-                out.append((table, row["id"], vector(row["vector"]), row["payload"] or {}))
+            for row in db.vector_rows(f'SELECT id::text AS id, vector_send(vector) AS vector, payload FROM "{table}" '
+                                      "ORDER BY payload->>'created_at', id", binary=True):
+                out.append((table, row["id"], row["vector"], row["payload"] or {}))
     return out
 
 

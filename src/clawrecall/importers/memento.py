@@ -39,7 +39,10 @@ def read(path: str, options: Options) -> Plan:
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         db.row_factory = sqlite3.Row
-        facts = db.execute("SELECT * FROM facts ORDER BY first_seen_at, id").fetchall()
+        # without their vectors (JSON text, ~8 KB each): those are read and parsed one row at a time below,
+        # not held all at once (100k facts: 800 MB of text the process faulted its pages in for)
+        columns = ", ".join(f'"{c[1]}"' for c in db.execute("PRAGMA table_info(facts)") if c[1] != "embedding")
+        facts = db.execute(f"SELECT {columns} FROM facts ORDER BY first_seen_at, id").fetchall()
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         masters = db.execute("SELECT * FROM master_facts ORDER BY first_seen_at, id").fetchall() \
             if "master_facts" in tables else []
@@ -59,8 +62,12 @@ def read(path: str, options: Options) -> Plan:
             plan.skipped.append({"table": "facts", "id": f["id"], "field": "supersedes",
                                  "reason": f"supersedes {f['supersedes']}, which is not in the database: imported alone"})
         plan.items.append(_fact(f, "facts", f["agent_id"], by_successor.get(f["id"]), known))
-        if f["embedding"]:
-            plan.vectors[plan.items[-1]["id"]] = vector(f["embedding"])  # type: ignore[assignment]
+    try:
+        for fact_id, text in db.execute("SELECT id, embedding FROM facts"):
+            if text:
+                plan.vectors[stable_id(SYSTEM, "facts", fact_id)] = vector(text)  # type: ignore[assignment]
+    except sqlite3.Error as exc:
+        raise ValidationError(f"{path} is not a memento-local database: {exc}") from None
     for m in masters:
         if m["source_fact_id"] in known:
             plan.skipped.append({"table": "master_facts", "id": m["id"],

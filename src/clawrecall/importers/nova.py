@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .data import Chat, Options, Plan, item, storable, unit, utc, vector
+from .data import Chat, Options, Plan, item, storable, unit, utc
 from .pgsource import Source
 
 SYSTEM = "nova-memory"
@@ -44,13 +44,14 @@ def read(url: str, options: Options) -> Plan:
             plan.items += [_lesson(row) for row in db.rows("SELECT * FROM lessons ORDER BY id")]
         by_source = {it["source_id"]: it["id"] for it in plan.items}
         orphans: dict[str, int] = {}
-        for row in db.rows("SELECT source_type, source_id, vector_send(embedding) AS vector FROM memory_embeddings ORDER BY id"):
+        for row in db.vector_rows("SELECT source_type, source_id, vector_send(embedding) AS vector FROM memory_embeddings "
+                                  "ORDER BY id", binary=True):
             table = {"entity_fact": "entity_facts", "event": "events", "lesson": "lessons"}.get(row["source_type"])
             memory_id = by_source.get(f"{table}:{row['source_id']}") if table else None
             if memory_id is None:
                 orphans[row["source_type"]] = orphans.get(row["source_type"], 0) + 1
             elif row["vector"] is not None:
-                plan.vectors[memory_id] = vector(row["vector"])  # type: ignore[assignment]
+                plan.vectors[memory_id] = row["vector"]
         if {"id", "sender", "channel", "message"} <= db.tables.get("agent_chat", set()):
             _chats(plan, db.rows("SELECT * FROM agent_chat ORDER BY created_at, id"), options.agent)
         for kind, n in orphans.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Self
 
 from ..errors import ValidationError
+from .data import vectors
 
 
 class Database:
@@ -81,8 +82,18 @@ class Source(Database):
         self._error = psycopg.Error
         self.read_tables("current_schema()")
 
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: tuple[Any, ...] = (), *, binary: bool = False) -> list[dict[str, Any]]:
+        """`binary`: in PostgreSQL's binary form, a third less of the client's time for 100k rows, only where
+        every column's type is a built-in one: any other (an enum, a `vector`) would come as bytes, not text."""
         try:
-            return self.conn.execute(sql, params).fetchall()
+            return self.conn.cursor(binary=binary).execute(sql, params).fetchall()
         except self._error as exc:
             raise ValidationError(f"reading {self.url}: {str(exc).strip().splitlines()[0]}") from None
+
+    def vector_rows(self, sql: str, *, binary: bool = False) -> list[dict[str, Any]]:
+        """`rows` with their `vector` column (pgvector's binary form: `vector_send(col) AS vector`) decoded,
+        all at once (`vectors`)."""
+        rows = self.rows(sql, binary=binary)
+        for row, decoded in zip(rows, vectors([row["vector"] for row in rows])):
+            row["vector"] = decoded
+        return rows

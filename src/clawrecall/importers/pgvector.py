@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .data import Chat, Options, Plan, item, storable, unit, utc, vector
+from .data import Chat, Options, Plan, item, storable, unit, utc
 from .pgsource import Source
 
 SYSTEM = "openclaw-memory-pgvector"
@@ -44,10 +44,10 @@ def read(url: str, options: Options) -> Plan:
         db.require("memories", {"id", "user_id", "content", "memory_type", "importance", "expires_at"})
         plan = Plan(mapped=dict(MAPPED))
         columns = db.columns("memories", but={"embedding"})
-        for row in db.rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY created_at, id"):
+        for row in db.vector_rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY created_at, id"):
             plan.items.append(_memory(row))
             if row["vector"] is not None:
-                plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+                plan.vectors[plan.items[-1]["id"]] = row["vector"]
         if {"id", "user_id", "message_text"} <= db.tables.get("requests", set()):
             _conversations(db, plan)
         for table, reason in LEFT_OUT.items():
@@ -80,12 +80,12 @@ def _conversations(db: Source, plan: Plan) -> None:
 
     def rows(table: str) -> list[dict[str, Any]]:
         vec = ", vector_send(embedding) AS vector" if "embedding" in db.tables[table] else ""
-        return db.rows(f"SELECT {db.columns(table, but={'embedding', 'summary_embedding'})}{vec} "
-                       f"FROM {table} ORDER BY created_at, id")
+        sql = f"SELECT {db.columns(table, but={'embedding', 'summary_embedding'})}{vec} FROM {table} ORDER BY created_at, id"
+        return db.vector_rows(sql) if vec else db.rows(sql)
 
     def keep(row: dict[str, Any], message: dict[str, Any]) -> None:
         if row.get("vector") is not None:
-            said[message["id"]] = vector(row["vector"])
+            said[message["id"]] = row["vector"]
 
     def answer(table: str, row: dict[str, Any], message: dict[str, Any]) -> None:
         message = {k: v for k, v in message.items() if v is not None}

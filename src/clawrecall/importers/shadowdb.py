@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..models import DEFAULT_CATEGORIES
-from .data import Options, Plan, chain, item, utc, vector
+from .data import Options, Plan, chain, item, utc
 from .mysqlsource import MySQLSource
 from .pgsource import Source
 
@@ -52,7 +52,7 @@ def read(source: str, options: Options) -> Plan:
     for row in memories:
         plan.items.append(_memory(row))
         if row.get("vector") is not None:
-            plan.vectors[plan.items[-1]["id"]] = vector(row["vector"])  # type: ignore[assignment]
+            plan.vectors[plan.items[-1]["id"]] = row["vector"]
     by_id = {str(row["id"]): it for it, row in zip(plan.items, memories)}
     for it, row in zip(plan.items, memories):  # the SQLite schema's chains: a row names its successor
         if row.get("superseded_by") is None:
@@ -91,7 +91,7 @@ def _postgres(url: str) -> Rows:
     with Source(url, "ShadowDB") as db:
         db.require("memories", {"id", "content", "record_type", "deleted_at"})
         columns = db.columns("memories", but={"embedding", "fts"})  # fts: its generated full-text column
-        return (db.rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY id"),
+        return (db.vector_rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM memories ORDER BY id"),
                 db.rows("SELECT * FROM startup ORDER BY priority, key") if "startup" in db.tables else [],
                 db.rows("SELECT * FROM primer ORDER BY priority, key") if "primer" in db.tables else [])
 
