@@ -208,8 +208,10 @@ class Session:
         return line
 
     def _shown(self, output: str) -> str:
+        from clawrecall._urls import redacted_url
+
         for shown, url in self.urls.items():
-            output = output.replace(url, shown)
+            output = output.replace(url, shown).replace(redacted_url(url), shown)  # a summary hides the password
         return output.rstrip("\n").replace(str(self.home), SHOWN_HOME).replace(str(self.dir), SHOWN_DIR)
 
     @contextmanager

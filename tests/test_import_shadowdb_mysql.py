@@ -109,6 +109,8 @@ def test_shadowdb_mysql_memories_soft_deletes_and_primer_arrive(db_target, maria
         ("memories", "5", "embedding"), ("primer", "old", None), ("primer", "style", "priority")}
     # Sarah's and the deleted one's are the store's; the 768-d one, the NULL one and the cut one are embedded
     assert (first["vectors"]["reused"], first["vectors"]["embedded"]) == (2, 3)
+    # the summary names the source without its password
+    assert first["source"] == "mysql://shadow:***@" + url.split("@", 1)[1] and "s3cr" not in first["source"]
     again = _import(db_target, "shadowdb", url, "--vectors-from", STORE_MODEL)
     assert (again["imported"], again["already_there"]) == (0, 5)
     assert again["startup"] == {"imported": 0, "already_there": 3}

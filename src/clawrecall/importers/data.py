@@ -11,14 +11,16 @@ over beside the items: they are stored as they are when the model that made them
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from itertools import pairwise
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
+import orjson
+
 from .._gc import collector_paused
+from .._urls import redacted_url
 from ..conversations.transcript import check_message
 from ..errors import NotFoundError, ValidationError
 from ..scopes import Caller, may_write, write_scope
@@ -111,7 +113,7 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     kept, _ = reusable(said, sum(len(c.messages) for c in plan.chats), plan.vector_model, fingerprint, options.vectors_from)
     conversations, segments = _chats(mem, plan, caller, dry_run, kept)
     occurrences = _occurrences(mem, plan, segments, caller, dry_run)
-    return {"system": system, "source": source, "read": len(plan.items) + len(plan.skipped),
+    return {"system": system, "source": redacted_url(source), "read": len(plan.items) + len(plan.skipped),
             "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
             "vectors": {"reused": len(vectors), "embedded": len(plan.items) - len(vectors), "why": vector_note},
             "startup": startup, "conversations": conversations, "occurrences": occurrences,
@@ -321,6 +323,6 @@ def vector(value: Any) -> np.ndarray | None:
             raise ValidationError(f"a vector that is not pgvector's binary form ({len(data)} bytes)")
         return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
     try:
-        return np.asarray(json.loads(value) if isinstance(value, str) else value, dtype=np.float32).reshape(-1)
+        return np.asarray(orjson.loads(value) if isinstance(value, str) else value, dtype=np.float32).reshape(-1)
     except (TypeError, ValueError):
         raise ValidationError(f"a vector that is not a list of numbers: {str(value)[:60]!r}") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from .._urls import redacted_url
 from ..errors import ValidationError
 from .pgsource import Database
 
@@ -23,8 +24,6 @@ class MySQLSource(Database):
             import pymysql.cursors
         except ImportError:
             raise ValidationError("reading a MySQL source takes the mysql extra: pip install 'clawrecall[mysql]'") from None
-        from ..storage.postgres import redacted_url
-
         self.system = system
         self.url = redacted_url(url)
         parts = urlsplit(url)

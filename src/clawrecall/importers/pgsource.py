@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
+from .._urls import redacted_url
 from ..errors import ValidationError
 from .data import vectors
 
@@ -63,12 +64,10 @@ class Source(Database):
     def __init__(self, url: str, system: str):
         if not url.startswith(("postgres://", "postgresql://")):
             raise ValidationError(f"{system}'s store is a PostgreSQL database: give its URL "
-                                  f"(postgresql://user:password@host:5432/dbname), not {url!r}")
+                                  f"(postgresql://user:password@host:5432/dbname), not {redacted_url(url)!r}")
         try:
             import psycopg
             from psycopg.rows import dict_row
-
-            from ..storage.postgres import redacted_url  # with numpy: not for every CLI command
         except ImportError:
             raise ValidationError("reading a PostgreSQL source takes the postgres extra: "
                                   "pip install 'clawrecall[postgres]'") from None

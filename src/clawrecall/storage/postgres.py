@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .._urls import redacted_url
 from ..errors import ConfigError, StorageError
 from ..models import MemoryRecord
 from .base import Candidate
@@ -927,11 +928,6 @@ def _plan_key(param: Any) -> Any:
     if isinstance(param, datetime):
         return int(param.timestamp() // 60)
     return tuple(param) if isinstance(param, list) else param
-
-
-def redacted_url(url: str) -> str:
-    """The URL without its password, for messages and `stats`."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
 def _first_line(exc: BaseException) -> str:
