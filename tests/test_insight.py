@@ -151,6 +151,24 @@ def test_forget_waits_for_a_log_write_in_flight_so_its_hits_do_not_come_back(mem
     assert seeded["tea"] not in {str(r[0]) for r in mem._store.run("SELECT memory_id FROM search_hits")}
 
 
+def test_searches_noted_together_are_written_in_one_transaction_and_read_at_once(mem, seeded, monkeypatch):
+    """The log's writer waits `WRITE_AFTER_S` and writes every search noted meanwhile at once (one transaction,
+    not one each, off the searches' way); a read of the log writes what is noted first."""
+    from clawrecall.insight import log as search_log
+
+    monkeypatch.setattr(search_log, "WRITE_AFTER_S", 3600)  # nothing written on its own during the test
+    writes: list[int] = []
+    append = mem._store.search_log.append
+    monkeypatch.setattr(mem._store.search_log, "append", lambda rows: writes.append(len(rows)) or append(rows))
+    for query in ("oolong tea", "red bicycle", "cello"):
+        mem.search(query, caller=ALICE)
+    assert writes == []
+    assert {s.query for s in mem.insight.searches(caller=ALICE)} == {"oolong tea", "red bicycle", "cello"}
+    assert writes == [3]
+    mem.search("office hours", caller=ALICE)
+    assert mem.upkeep.runtime.drain(30) and writes == [3, 1]  # a drain starts the waiting write at once
+
+
 def test_the_log_can_be_switched_off(db_target, seeded_off=None):
     with Memory.open(db_target, insight={"search_log": False}) as mem:
         mem.add("Alice drinks oolong tea", caller=ALICE)

@@ -114,3 +114,15 @@ def test_stop_waits_for_queued_work_and_reports_what_overran():
     stuck.queue("slow").submit(gate.wait, 10)
     assert stuck.stop(0.05) is False
     gate.set()
+
+
+def test_a_delayed_call_starts_on_its_own_or_at_once_when_the_queue_is_drained():
+    queue = WorkQueue("later")
+    ran = threading.Event()
+    queue.submit_later(0.05, ran.set)
+    assert ran.wait(30)  # nobody waits for it: it starts after its delay
+    done: list[int] = []
+    queue.submit_later(3600, done.append, 1)
+    assert queue.drain(30) and done == [1]  # drained: it starts at once, not in an hour
+    queue.submit_later(3600, done.append, 2)
+    assert queue.stop(30) and done == [1, 2]  # stopped: the same

@@ -23,7 +23,7 @@ from ..models import (
 )
 from ..scopes import Caller, as_caller, household, may_read, read_scopes
 from ..storage import Filters, Store
-from ..storage.insight import coverage
+from ..storage.insight import SearchLog, coverage
 from ._embedding import Embedding
 from ._extraction import EXTRACT
 from ._facts import SOURCE_TYPE as EXTRACTED
@@ -47,6 +47,11 @@ class Insight:
         self._delete = delete
         self._recorder = recorder
 
+    def _log(self) -> SearchLog:
+        """The search log, with the searches noted but not yet written written first: one shows at once."""
+        self._recorder.flush()
+        return self._store.search_log
+
     def _scopes(self, caller: Caller | None, user_id: str | None, agent_id: str | None,
                 scope: str | list[str] | None) -> tuple[Caller, list[str] | None]:
         who = as_caller(caller, user_id, agent_id)
@@ -59,7 +64,7 @@ class Insight:
         """The latest logged searches the caller may read, newest first."""
         _, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
-        return self._store.search_log.recent(scopes, _since(since), limit)
+        return self._log().recent(scopes, _since(since), limit)
 
     def popular(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -79,7 +84,7 @@ class Insight:
                  since: datetime | None, limit: int, *, empty: bool) -> list[QueryCount]:
         _, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
-        rows = self._store.search_log.queries(scopes, _since(since), limit, empty=empty)
+        rows = self._log().queries(scopes, _since(since), limit, empty=empty)
         return [QueryCount(query=q, count=n, last_at=last, mean_results=round(mean, 2)) for q, n, last, mean in rows]
 
     def searched(
@@ -88,7 +93,7 @@ class Insight:
     ) -> list[PeriodCount]:
         """Searches logged per day (or month), oldest first: how much memory is asked."""
         _, scopes = self._scopes(caller, user_id, agent_id, scope)
-        return [PeriodCount(period=p, count=n) for p, n in self._store.search_log.per_period(scopes, _since(since), _bucket(bucket))]
+        return [PeriodCount(period=p, count=n) for p, n in self._log().per_period(scopes, _since(since), _bucket(bucket))]
 
     def added(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,
@@ -109,7 +114,7 @@ class Insight:
         since deleted or now out of the caller's reach are left out."""
         who, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
-        counts = self._store.search_log.recalled(scopes, _since(since), limit)
+        counts = self._log().recalled(scopes, _since(since), limit)
         found = self._store.memories.fetch([mid for mid, _, _ in counts])
         return [RecallCount(memory=m, count=n, last_at=last) for mid, n, last in counts
                 if (m := found.get(mid)) is not None and m.deleted_at is None and self._reads(who, m)]
@@ -122,7 +127,7 @@ class Insight:
         _, scopes = self._scopes(caller, user_id, agent_id, scope)
         check_int(limit, "limit", 1, 10_000)
         _check_days(days)
-        ids = self._store.search_log.never_recalled(scopes, utcnow() - timedelta(days=days), limit)
+        ids = self._log().never_recalled(scopes, utcnow() - timedelta(days=days), limit)
         found = self._store.memories.fetch(ids)
         return [found[i] for i in ids if i in found]
 
@@ -135,7 +140,7 @@ class Insight:
         who = as_caller(caller, user_id, agent_id)
         memory = self._resolve(memory_id, who, scope)
         out = []
-        for hit, search in self._store.search_log.recalls_of(memory.id):
+        for hit, search in self._log().recalls_of(memory.id):
             shown = who.administrator or (search.scope is not None and may_read(who, search.scope, access=self._config.access))
             out.append(Recall(at=hit.at, score=hit.score, rank=hit.rank, door=search.door if shown else None,
                               query=search.query if shown else None))
@@ -246,7 +251,7 @@ class Insight:
                 reasons[memory_id].append("duplicate")
         if self._config.insight.search_log:
             cutoff = utcnow() - timedelta(days=days)
-            stale = set(self._store.search_log.never_recalled(scopes, cutoff, len(rows) or 1))
+            stale = set(self._log().never_recalled(scopes, cutoff, len(rows) or 1))
             for r, _ in rows:
                 if r.id in stale:
                     reasons[r.id].append("never_recalled")
