@@ -232,6 +232,24 @@ def test_query_cache_avoids_a_second_request(stub):
     assert len(stub.posts()) == 4  # passages are not cached
 
 
+def test_query_ms_is_what_queries_not_cached_took_lately_and_nothing_for_a_cached_one(stub, monkeypatch):
+    """A search runs its keyword legs beside a query embedding worth waiting for (`Embedder.query_ms`)."""
+    from clawrecall.embeddings import base
+
+    clock = iter([0.0, 0.010, 1.0, 1.030, 2.0, 2.005])  # embeddings of 10 ms, then 30 ms, then 5 ms
+    monkeypatch.setattr(base, "perf_counter", lambda: next(clock))
+    emb = create_embedder(compat(stub))
+    assert emb.query_ms(["where is the key?"]) == 0.0  # nothing measured yet
+    emb.embed_one("where is the key?", kind="query")
+    assert emb.query_ms(["where is the key?"]) == 0.0  # cached: nothing to wait for
+    assert emb.query_ms(["new question"]) == pytest.approx(10.0)
+    emb.embed_one("new question", kind="query")
+    assert emb.query_ms(["another"]) == pytest.approx(0.8 * 10 + 0.2 * 30)  # a moving average
+    uncached = create_embedder(compat(stub, query_cache_size=0))
+    uncached.embed_one("where is the key?", kind="query")  # measured without a cache too
+    assert uncached.query_ms(["where is the key?"]) == pytest.approx(5.0)
+
+
 def test_dimension_change_between_calls_is_an_error(stub):
     emb = create_embedder(compat(stub))
     emb.embed(["first"])

@@ -149,6 +149,25 @@ def test_a_large_scope_runs_its_keyword_legs_on_a_reader_beside_the_vector_leg(t
     assert not [t for t in threading.enumerate() if t.name.startswith("clawrecall-sqlite")]  # stopped on close
 
 
+def test_a_small_scope_runs_its_keyword_legs_beside_a_slow_query_embedding(tmp_path, monkeypatch):
+    """A model leaves the GIL while it embeds the query: the keyword legs, their hits' records and trigram shares
+    are read meanwhile on the reader, whatever the scope's size; a query embedded at once (cached, or a fast
+    embedder) keeps them inline. The same hits either way."""
+    with Memory.open(tmp_path / "m.db", embedding={"query_cache_size": 0}) as mem:  # each query embedded anew
+        mem.add_many([{"content": f"Alice's note {i} about the harbour ferry timetable", "user_id": "alice"}
+                      for i in range(30)], dedup=False)
+        inline = _hits(mem, "harbour ferry", "alice")
+        threads: list[str] = []
+        text_candidates = mem._store.text_candidates
+        monkeypatch.setattr(mem._store, "text_candidates", lambda *a: threads.append(threading.current_thread().name) or text_candidates(*a))
+        embedder = mem._embedding.embedder
+        monkeypatch.setattr(embedder, "_query_ms", 8.0)  # what the local model's queries took lately
+        assert embedder.query_ms(["harbour ferry"]) == 8.0
+        assert _hits(mem, "harbour ferry", "alice") == inline and threads[-1].startswith("clawrecall-sqlite")
+        monkeypatch.setattr(embedder, "_query_ms", 0.05)  # the hash embedder's
+        assert _hits(mem, "harbour ferry", "alice") == inline and threads[-1] == "MainThread"
+
+
 def test_the_reader_opens_the_stores_own_file_after_a_change_of_directory(tmp_path, monkeypatch):
     from clawrecall.storage import sqlite as backend
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from time import perf_counter
 from typing import Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
@@ -81,6 +82,7 @@ class Embedder(ABC):
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = query_cache_size
         self._lock = threading.Lock()
+        self._query_ms = 0.0  # what embedding queries not cached took lately (a moving average; 0 before one)
 
     default_model: str = ""
 
@@ -158,9 +160,15 @@ class Embedder(ABC):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        if kind == "query" and self._cache_size:
+        if kind == "query":
             return self._embed_queries(texts)
         return self.stream(texts, kind).collect()
+
+    def query_ms(self, texts: Sequence[str]) -> float:
+        """About how long embedding these queries would take now: 0 when each is cached, else what queries
+        took lately (0 before the first). A search runs other work beside an embedding worth waiting for."""
+        with self._lock:
+            return 0.0 if all(t in self._cache for t in texts) else self._query_ms
 
     def embed_one(self, text: str, kind: Kind = "query") -> np.ndarray:
         return self.embed([text], kind)[0]
@@ -172,11 +180,15 @@ class Embedder(ABC):
                 self._cache.move_to_end(t)
         missing = list(dict.fromkeys(t for t in texts if t not in cached))
         if missing:
+            start = perf_counter()
             fresh = self.stream(missing, "query").collect()
+            took = (perf_counter() - start) * 1000
             with self._lock:
+                self._query_ms = took if not self._query_ms else 0.8 * self._query_ms + 0.2 * took
                 for t, v in zip(missing, fresh):
                     cached[t] = v
-                    self._cache[t] = v
+                    if self._cache_size:
+                        self._cache[t] = v
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         return np.stack([cached[t] for t in texts])

@@ -164,6 +164,7 @@ class Memory:
             self._built_pipeline = RetrievalPipeline(
                 self.config.retrieval, self._store, self._embedding.queries, create_reranker(self.config.retrieval.rerank),
                 model=f"{provider}/{model}", cosine_for=lambda cosine: self._embedding.embedder.cosine_for(cosine),
+                query_ms=lambda texts: self._embedding.embedder.query_ms(texts),
             )
         return self._built_pipeline
 

@@ -41,6 +41,8 @@ Mode = SearchMode
 LEGS = ("vector", "bm25", "trigram")
 # Common words: counted over the newest memories of the searched scopes, at most every 5 minutes per scope set.
 COMMON_SAMPLE, COMMON_MIN, COMMON_TTL_S = 100, 50, 300.0
+# A query embedding that takes this long has the keyword legs run beside it on SQLite too (`Store.beside`)
+BESIDE_EMBEDDING_MS = 2.0
 
 
 class RetrievalPipeline:
@@ -52,10 +54,12 @@ class RetrievalPipeline:
         reranker: Reranker | None = None,
         model: str | None = None,
         cosine_for: Callable[[float], float] = lambda cosine: cosine,
+        query_ms: Callable[[list[str]], float] = lambda texts: 0.0,
     ):
         self.cfg = cfg
         self.store = store
         self.embed_queries = embed_queries
+        self.query_ms = query_ms  # about how long embedding these queries takes now (`Embedder.query_ms`)
         self.cosine_for = cosine_for  # the model's cosine for all-MiniLM-L6-v2's (`Embedder.cosine_for`)
         self.reranker = reranker
         self.model = model  # the embedding model: the absolute score's calibration belongs to one
@@ -79,12 +83,14 @@ class RetrievalPipeline:
         pool = max(cfg.candidates, limit * 2)  # each leg over-fetches; fusion and MMR pick from the pool
         head = limit * 2  # what the final stages look at (LoCoMo recall@10 0.7488 with it, 0.7505 with the pool)
         wanted = [name for name in LEGS if getattr(cfg, name).enabled] if mode == "hybrid" else [mode]
-        # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL,
-        # and a large SQLite scope); with no vector leg there is nothing to run beside, and with no keyword leg
-        # nothing to run
-        keywords = functools.partial(self._keyword_legs, query, list(wanted), filters, pool, limit)
-        keyword_legs = self.store.beside(keywords, filters) if "vector" in wanted and wanted != ["vector"] else None
+        rescore = mode == "hybrid" and cfg.trigram.enabled  # the trigram leg rescores the others' candidates
+        keywords = functools.partial(self._keyword_legs, query, list(wanted), filters, pool, limit, rescore)
         vector_query = self._vector_query(query, filters) if "vector" in wanted else query
+        # the keyword legs need no query vector: they run beside the embedding and the vector leg (PostgreSQL;
+        # on SQLite a large scope, or a query whose embedding takes long: a model leaves the GIL while it runs);
+        # with no vector leg there is nothing to run beside, and with no keyword leg nothing to run
+        slow = "vector" in wanted and self.query_ms(list(dict.fromkeys((vector_query, query)))) >= BESIDE_EMBEDDING_MS
+        keyword_legs = self.store.beside(keywords, filters, slow=slow) if "vector" in wanted and wanted != ["vector"] else None
         without_vectors = None
         try:
             embedded = self._query_vectors(query, vector_query) if "vector" in wanted else {}
@@ -105,7 +111,7 @@ class RetrievalPipeline:
         via = {c.id: c.via for c in found.get("vector", []) if c.via is not None}  # long messages found by a window
         # ... and that window's length: such a message matched by the window's length, not by its bulk
         window_chars = {c.id: c.via_chars for c in found.get("vector", []) if c.via_chars is not None}
-        keyword_found, records = keyword_legs.result() if keyword_legs is not None else keywords()
+        keyword_found, records, shares = keyword_legs.result() if keyword_legs is not None else keywords()
         records = early | records
         found |= keyword_found
         legs = {name: found[name] for name in wanted if name in found}
@@ -113,8 +119,8 @@ class RetrievalPipeline:
         # a search waiting on its embedding provider holds none
         with self.store.pinned():
             records |= self.store.memories.fetch(list({c.id for hits in legs.values() for c in hits} - records.keys()))
-            if mode == "hybrid" and cfg.trigram.enabled and "trigram" not in legs:
-                legs["trigram"] = trigram_rescore(query, records.values())
+            if rescore and "trigram" not in legs:
+                legs["trigram"] = trigram_rescore(query, records.values(), shares)
             weights = {name: getattr(cfg, name).weight for name in legs}
             items = fuse(legs, weights, records, method=cfg.fusion, k=cfg.rrf_k, pool=pool, vector_floor=vector_floor)
             late = None
@@ -270,19 +276,20 @@ class RetrievalPipeline:
         return dict(zip(texts, self.embed_queries(texts)))
 
     def _keyword_legs(
-        self, query: str, wanted: list[str], filters: Filters, pool: int, limit: int
-    ) -> tuple[dict[str, list[Candidate]], dict[str, MemoryRecord]]:
-        """The keyword legs, and their hits' records (read here, beside the vector leg). In hybrid mode the
-        trigram leg searches the whole store only when the others cannot do its job — CJK text (no word
-        breaks for BM25) or too few keyword hits (typos) — and otherwise rescores the other legs'
-        candidates (see `trigram_rescore`): an OR of many trigrams over a large store costs more than
-        every other stage together."""
+        self, query: str, wanted: list[str], filters: Filters, pool: int, limit: int, rescore: bool
+    ) -> tuple[dict[str, list[Candidate]], dict[str, MemoryRecord], dict[str, float]]:
+        """The keyword legs, their hits' records and, when the trigram leg will rescore the candidates, those
+        records' trigram shares (all read here, beside the vector leg). In hybrid mode the trigram leg
+        searches the whole store only when the others cannot do its job — CJK text (no word breaks for
+        BM25) or too few keyword hits (typos) — and otherwise rescores the other legs' candidates (see
+        `trigram_rescore`): an OR of many trigrams over a large store costs more than every other stage together."""
         out: dict[str, list[Candidate]] = {}
         if "bm25" in wanted:
             out["bm25"] = self.store.text_candidates(query, filters, pool)
         if "trigram" in wanted and (len(wanted) == 1 or has_cjk(query) or len(out.get("bm25", [])) < limit):
             out["trigram"] = self.store.fuzzy_candidates(query, filters, pool)
-        return out, self.store.memories.fetch(list({c.id for hits in out.values() for c in hits}))
+        records = self.store.memories.fetch(list({c.id for hits in out.values() for c in hits}))
+        return out, records, trigram_shares(query, records.values()) if rescore and "trigram" not in out else {}
 
     def _vector_query(self, query: str, filters: Filters) -> str:
         """The query the vector leg embeds: without the words most searched memories contain.
@@ -430,20 +437,27 @@ def fuse(
     return items
 
 
-def trigram_rescore(query: str, records: Iterable[MemoryRecord]) -> list[Candidate]:
-    """The trigram leg over known candidates: the share of the query's keyword trigrams each contains in
-    its first `COVERAGE_READ` characters (what keyword coverage reads: a long turn costs what a short one does)."""
-    grams = trigrams(query)
-    if not grams:
-        return []
-    scored = []
-    for record in records:
-        text = record.content[:COVERAGE_READ].lower()
-        share = sum(1 for g in grams if g in text) / len(grams)
-        if share > 0:
-            scored.append(Candidate(record.id, share))
+def trigram_rescore(query: str, records: Iterable[MemoryRecord], known: Mapping[str, float] | None = None) -> list[Candidate]:
+    """The trigram leg over known candidates: each one's `trigram_shares` (those in `known` already counted,
+    by the keyword legs' thread), best first."""
+    records = list(records)
+    shares = {**trigram_shares(query, [r for r in records if r.id not in (known or {})]), **(known or {})}
+    scored = [Candidate(r.id, shares[r.id]) for r in records if shares.get(r.id, 0.0) > 0]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
+
+
+def trigram_shares(query: str, records: Iterable[MemoryRecord]) -> dict[str, float]:
+    """The share of the query's keyword trigrams each record contains in its first `COVERAGE_READ` characters
+    (what keyword coverage reads: a long turn costs what a short one does)."""
+    grams = trigrams(query)
+    if not grams:
+        return {}
+    out = {}
+    for record in records:
+        text = record.content[:COVERAGE_READ].lower()
+        out[record.id] = sum(1 for g in grams if g in text) / len(grams)
+    return out
 
 
 @dataclass

@@ -422,7 +422,7 @@ class PostgresStore(Store):
             finally:
                 self._local.conn = None
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
+    def beside(self, fn: Callable[[], T], filters: Filters, *, slow: bool = False) -> Future[T]:
         """`fn` on a pooled connection of its own, in a worker thread. The caller must not hold a
         connection while it waits for the value (a full pool would then wait on itself): a search
         starts its keyword legs here, embeds its query and runs its vector leg, then waits."""

@@ -83,9 +83,10 @@ class Store(ABC):
         pool lends one once instead of once per statement. A transaction inside it uses that connection."""
         return nullcontext()
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
+    def beside(self, fn: Callable[[], T], filters: Filters, *, slow: bool = False) -> Future[T]:
         """Start `fn` (reads only, of the rows `filters` pass) on a connection of its own while this thread
-        goes on, where the backend serves two readers at once and the read is worth a thread; call the
+        goes on (`slow`: with work that leaves the GIL, such as a model's run), where the backend serves two
+        readers at once and the read is worth a thread; call the
         result for `fn`'s value. Elsewhere, and inside a transaction or `pinned` block (whose writes another
         connection would not see), `fn` runs now. Its `result()` is `fn`'s value (or raises its error)."""
         done: Future[T] = Future()

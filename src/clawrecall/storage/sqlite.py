@@ -415,13 +415,14 @@ class SQLiteStore(Store):
     def migration_extras(self, migration_set: str) -> tuple[list[str], list[str]]:
         return [], (_CORE_EXTRAS if migration_set == CORE.name else [])
 
-    def beside(self, fn: Callable[[], T], filters: Filters) -> Future[T]:
+    def beside(self, fn: Callable[[], T], filters: Filters, *, slow: bool = False) -> Future[T]:
         """`fn` on a second connection, in a worker thread, when the filters' scopes hold `_BESIDE_ROWS`
-        rows or more: there FTS5 ranks tens of thousands of matches while the caller embeds the query and
-        scans the vectors, and both leave the GIL. Below, a thread per search costs more than it saves
-        (docs/retrieval.md). Inline inside a transaction, whose writes another connection would not see."""
+        rows or more (there FTS5 ranks tens of thousands of matches while the caller scans the vectors, and
+        both leave the GIL), or when the caller goes on with `slow` work that leaves it (a model embedding the
+        query). Else a thread per search costs more than it saves (docs/retrieval.md). Inline inside a
+        transaction, whose writes another connection would not see."""
         if (self._depth and self._in_transaction == threading.get_ident()) or str(self.path) == ":memory:" \
-                or self._indexed_rows(filters.scopes) < _BESIDE_ROWS:
+                or (not slow and self._indexed_rows(filters.scopes) < _BESIDE_ROWS):
             return super().beside(fn, filters)
         with self._worker_lock:
             if self._closed:
