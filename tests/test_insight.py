@@ -169,6 +169,18 @@ def test_searches_noted_together_are_written_in_one_transaction_and_read_at_once
     assert mem.upkeep.runtime.drain(30) and writes == [3, 1]  # a drain starts the waiting write at once
 
 
+def test_an_erasure_takes_the_searches_noted_and_not_yet_written(mem, seeded, monkeypatch):
+    """A search just before a person's erasure is theirs too: the log writes what is noted first, or its
+    rows would land after the erasure and keep the person's words."""
+    from clawrecall.insight import log as search_log
+
+    monkeypatch.setattr(search_log, "WRITE_AFTER_S", 3600)  # not written on its own during the test
+    mem.search("oolong tea", caller=ALICE)
+    assert mem.erase(user_id="alice").erased["searches"] == 1
+    mem.upkeep.runtime.drain()
+    assert "oolong tea" not in {r[0] for r in mem._store.run("SELECT query FROM search_log")}
+
+
 def test_the_log_can_be_switched_off(db_target, seeded_off=None):
     with Memory.open(db_target, insight={"search_log": False}) as mem:
         mem.add("Alice drinks oolong tea", caller=ALICE)

@@ -330,6 +330,7 @@ class Memory:
         "history_actor": 9, "messages": 12, "segments": 2, "startup": 1}` (a closed segment's JSONL
         file goes with it); with `dry_run`, what would go, and nothing changes."""
         person = Person.named(user_id, agent_id)
+        self._recorder.flush()  # the searches noted and not yet written are the person's too
         counts = erase_person(self._store, self._writes, person, caller or Caller(), dry_run=dry_run,
                               folder=self.conversations.folder())
         return Erased(erased=counts, dry_run=dry_run)
