@@ -185,12 +185,25 @@ class OnnxEncoder:
         """Vectors of each batch (texts sorted by length), in order. A bulk call keeps the worker pool
         fed `_AHEAD` texts beyond the batch being read, across batch boundaries: no worker waits for
         the caller between batches, and a caller's work between reads runs while the model does."""
-        if sum(map(len, batches)) <= SMALL_BATCH or self._workers == 1:
+        small = sum(map(len, batches)) <= SMALL_BATCH
+        if self._workers == 1 or (small and sum(map(len, batches)) == 1):
             return (np.concatenate([self._run(g) for g in _groups(batch)]) for batch in batches)
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="clawrecall-onnx")
+        if small:  # a search's queries (the whole one and its vector leg's): one run each, side by side
+            vectors = self._side_by_side([t for batch in batches for t in batch])
+            return iter(np.split(vectors, np.cumsum([len(batch) for batch in batches])[:-1]))
         return _Queued(self, batches)
+
+    def _side_by_side(self, texts: list[str]) -> np.ndarray:
+        """Each text in a run of its own, the first on this thread and the others on the pool at once: two
+        queries take what one does on two cores (all-MiniLM-L6-v2: 7.7 ms; 14 ms as one run of both)."""
+        feeds = [self._feed([t]) for t in texts]
+        assert self._pool is not None
+        others = [self._pool.submit(self._infer, feed) for feed in feeds[1:]]
+        hidden = [self._infer(feeds[0]), *(f.result() for f in others)]
+        return np.concatenate([self._pooled(h, feed) for h, feed in zip(hidden, feeds)])
 
     def token_counts(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
