@@ -49,6 +49,17 @@ def test_a_large_batch_keeps_its_order_through_sorting_and_parallel_runs():
     assert np.abs(batch - alone).max() < 1e-5
 
 
+def test_a_searchs_two_queries_run_side_by_side_each_as_it_would_alone(model_runs):
+    """The whole query and the vector leg's (without its common words) in a run each, on two cores at once."""
+    onnx = LocalEmbedder(runtime="onnx", query_cache_size=0)
+    runs = model_runs(onnx)
+    whole, reduced = "what did alice say about the ferry to the harbour", "alice ferry harbour"
+    both = onnx.embed([whole, reduced], kind="query")
+    assert runs == [1, 1]  # not one run of two
+    assert np.array_equal(both[0], onnx.embed([whole], kind="query")[0])
+    assert np.array_equal(both[1], onnx.embed([reduced], kind="query")[0])
+
+
 def test_a_stream_starts_at_once_reads_batches_in_order_and_stops_when_closed(model_runs):
     onnx = LocalEmbedder(runtime="onnx", query_cache_size=0, batch_size=32)
     runs = model_runs(onnx)
