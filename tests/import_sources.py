@@ -168,7 +168,7 @@ CREATE INDEX idx_memories_embedding ON memories USING hnsw (embedding vector_cos
 """
 
 
-PREF, DEC, EXPIRED = (str(uuid.UUID(int=i)) for i in range(11, 14))
+PREF, DEC, EXPIRED, BIG_FILE, SMALL_FILE, IMAGE_FILE, EMPTY_FILE = (str(uuid.UUID(int=i)) for i in range(11, 18))
 
 
 def openclaw_pgvector(url: str) -> None:
@@ -190,9 +190,23 @@ def openclaw_pgvector(url: str) -> None:
                                "RETURNING id").fetchone()[0]
         conn.execute("INSERT INTO responses (request_id, response_text) VALUES (%s, 'hi')", (request,))
         conn.execute("INSERT INTO reasoning (request_id, reasoning_text) VALUES (%s, 'greet back')", (request,))
-        file = conn.execute("INSERT INTO files (user_id, file_type, original_name, storage_path) VALUES "
-                            "('default', 'text', 'a.txt', '/tmp/a.txt') RETURNING id").fetchone()[0]
-        conn.execute("INSERT INTO file_chunks (file_id, chunk_index, chunk_text) VALUES (%s, 0, 'a')", (file,))
+        # files: a large one cut in chunks (one with the plugin's vector, one without), a small one whose text is
+        # its extracted_text, another user's image (its text: a description), and one with no text at all
+        big = conn.execute("INSERT INTO files (id, user_id, file_type, original_name, storage_path, file_size, chunk_count, "
+                           "created_at) VALUES (%s, 'default', 'markdown', 'runbook.md', '/srv/files/runbook.md', 20480, 2, "
+                           "'2025-05-06T09:00:00Z') RETURNING id", (BIG_FILE,)).fetchone()[0]
+        conn.cursor().executemany("INSERT INTO file_chunks (file_id, chunk_index, chunk_text, embedding) VALUES (%s, %s, %s, %s)", [
+            (big, 1, "Restart the ingest worker with systemctl restart ingest", None),
+            (big, 0, "The runbook for the orchid deployment pipeline", vec("orchid deployment pipeline")),
+        ])
+        conn.execute("INSERT INTO files (id, user_id, file_type, original_name, storage_path, extracted_text, embedding, "
+                     "file_size, created_at) VALUES (%s, 'default', 'text', 'a.txt', '/tmp/a.txt', 'Pinecone invoice number 7731', "
+                     "%s, 28, '2025-05-07T09:00:00Z')", (SMALL_FILE, vec("pinecone invoice")))
+        conn.execute("INSERT INTO files (id, user_id, file_type, original_name, storage_path, extracted_text, file_size) "
+                     "VALUES (%s, '42', 'image', 'cat.png', '/srv/files/cat.png', 'A grey cat asleep on a keyboard', 5000)",
+                     (IMAGE_FILE,))
+        conn.execute("INSERT INTO files (id, user_id, file_type, original_name, storage_path) VALUES "
+                     "(%s, 'default', 'pdf', 'scan.pdf', '/srv/files/scan.pdf')", (EMPTY_FILE,))
 
 
 # the tables as nova-memory's documentation uses them, its embedding table and chat trigger verbatim

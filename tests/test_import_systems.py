@@ -192,11 +192,18 @@ def test_shadowdb_memories_soft_deletes_and_startup_arrive(db_target, source_pg)
 def test_openclaw_pgvector_memories_arrive_and_its_conversations_are_accounted_for(db_target, source_pg):
     _pgvector(source_pg)
     Memory.open(db_target).close()
+    dry = _import(db_target, "openclaw-memory-pgvector", source_pg, "--dry-run")
+    assert dry["files"]["imported"] == 3 and not _stored(db_target)
+    with Memory.open(db_target) as mem:
+        assert not mem._store.files.find(None, limit=1, offset=0)  # a dry run writes no file
     first = _import(db_target, "openclaw-memory-pgvector", source_pg, "--vectors-from", "hashed-word-trigrams")
     assert first["imported"] == 3 and first["vectors"]["reused"] == 2
     # the conversation (a request, its reasoning and response) is `default`'s, so no one's until --user names it
-    assert {d["table"]: d["rows"] for d in first["skipped"]} == {"requests": 3, "files": 1, "file_chunks": 1}
-    assert _import(db_target, "openclaw-memory-pgvector", source_pg)["imported"] == 0
+    assert {d["table"]: d.get("rows") for d in first["skipped"]} == {"requests": 3, "files": None}  # files: the one without text
+    assert first["files"] == {"imported": 3, "already_there": 0, "chunks": 4, "vectors_reused": 2}
+    again = _import(db_target, "openclaw-memory-pgvector", source_pg)
+    assert again["imported"] == 0 and again["files"] == {"imported": 0, "already_there": 3, "chunks": 0, "vectors_reused": 0}
+    _check_pgvector_files(db_target)
 
     got = _stored(db_target)
     pref, dec, expired = got[f"memories:{PREF}"], got[f"memories:{DEC}"], got[f"memories:{EXPIRED}"]
@@ -209,6 +216,33 @@ def test_openclaw_pgvector_memories_arrive_and_its_conversations_are_accounted_f
     assert expired.expires_at.isoformat() == "2025-05-05T00:00:00+00:00"
     vectors = _vectors(db_target, [pref.id])
     assert _is_vector_of(vectors[pref.id], "quartz lantern")
+
+
+def _check_pgvector_files(db: str) -> None:
+    """The plugin's files as the store's: path, type, size, time and owner, their chunks in order with the plugin's
+    vectors where it had them (else embedded by the store), and found by a search."""
+    with Memory.open(db) as mem:
+        mem.upkeep.backfill()
+        mem.upkeep.runtime.drain(60)
+        files = {f.path: f for f in mem._store.files.find(None, limit=10, offset=0)}
+        assert set(files) == {"/srv/files/runbook.md", "/tmp/a.txt", "/srv/files/cat.png"}
+        big, small, image = files["/srv/files/runbook.md"], files["/tmp/a.txt"], files["/srv/files/cat.png"]
+        assert (big.file_type, big.size_bytes, big.chunk_count, big.scope) == ("markdown", 20480, 2, "global")
+        assert big.created_at.isoformat() == "2025-05-06T09:00:00+00:00"
+        assert (small.file_type, small.chunk_count, image.file_type, image.scope) == ("text", 1, "text", "user:42")
+        rows = mem._store.run("SELECT id, content, source_id, metadata FROM memories WHERE kind = 'chunk' ORDER BY content")
+        chunks = {r[1]: (str(r[2]), json.loads(r[3]) if isinstance(r[3], str) else r[3]) for r in rows}
+        assert chunks["The runbook for the orchid deployment pipeline"] == (big.id, {"path": big.path, "chunk": 1})
+        assert chunks["Restart the ingest worker with systemctl restart ingest"] == (big.id, {"path": big.path, "chunk": 2})
+        assert chunks["Pinecone invoice number 7731"][0] == small.id
+        ids = {r[1]: str(r[0]) for r in rows}
+        vectors = _vectors(db, list(ids.values()))
+        assert _is_vector_of(vectors[ids["The runbook for the orchid deployment pipeline"]], "orchid deployment pipeline")
+        assert _is_vector_of(vectors[ids["Pinecone invoice number 7731"]], "pinecone invoice")  # the file's own vector
+        restart = ids["Restart the ingest worker with systemctl restart ingest"]
+        assert _is_vector_of(vectors[restart], "Restart the ingest worker with systemctl restart ingest")  # embedded here
+        hits = mem.search("restart the ingest worker", sources=["chunk"], limit=3)
+        assert hits and hits[0].id == restart and hits[0].origin["file_id"] == big.id
 
 
 # -- bad sources ------------------------------------------------------------------------------------

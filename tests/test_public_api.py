@@ -84,7 +84,7 @@ SURFACE = {
         "close_due", "delete", "end", "export", "folder", "import_occurrences", "log", "prune", "segments", "sessions",
         "show", "stats",
     ],
-    "files": ["get", "ingest", "list", "remove"],
+    "files": ["bring", "get", "ingest", "list", "remove"],
     "jobs": ["cancel", "enqueue", "get", "list", "retry", "stats"],
     "insight": [
         "added", "cleanup", "clusters", "confirm_cleanup", "coverage", "never_recalled", "occurrences", "popular", "recalled",

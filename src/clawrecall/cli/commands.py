@@ -897,6 +897,11 @@ def _system_import_text(s: dict[str, Any]) -> str:
     if occurrences["imported"] or occurrences["already_there"]:
         lines.append(f"Occurrences: {occurrences['imported']} {'to import' if s['dry_run'] else 'imported'}, "
                      f"{occurrences['already_there']} already there")
+    files = s["files"]
+    if files["imported"] or files["already_there"]:
+        reused = f", {files['vectors_reused']} with the source's vectors" if files["vectors_reused"] else ""
+        lines.append(f"Files: {files['imported']} {'to import' if s['dry_run'] else 'imported'} "
+                     f"({out.plural(files['chunks'], 'chunk')}{reused}), {files['already_there']} already there")
     if s["imported"]:  # of the source's memories, not of this run's: said when something is written
         lines.append(f"Vectors: {s['vectors']['reused']} reused, {s['vectors']['embedded']} embedded: {s['vectors']['why']}")
     if s["dry_run"]:  # what became what: to read before importing (always in --json)

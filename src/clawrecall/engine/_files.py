@@ -22,8 +22,9 @@ import hashlib
 import os
 import re
 import stat
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._time import utcnow
 from ..config import Config
@@ -35,6 +36,9 @@ from ..storage import Filters, Store
 from ._backfill import Backfill
 from ._validate import _is_uuid, check_int, check_text, new_ids, require_writes
 from ._writes import Writes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CHUNK_IMPORTANCE = 0.5  # a chunk's weight in ranking (memories default to 0.7): read, not chosen to be kept
 _ID_PREFIX = re.compile(r"^[0-9a-f-]{8,36}$")
@@ -120,6 +124,45 @@ class Files:
                 self._store.files.replace(file)
         self._backfill.kick()
         return _result("created" if known is None else "replaced", file)
+
+    def bring(
+        self, file_id: str, path: str, kind: FileType, size_bytes: int, created_at: datetime,
+        chunks: builtins.list[tuple[str, str]], vectors: dict[str, np.ndarray], *, caller: Caller | None = None,
+        user_id: str | None = None, agent_id: str | None = None,
+    ) -> bool:
+        """Another system's file as this store keeps one (`import --from`): its record under `file_id` and its
+        chunks as that system cut them, `(id, text)` in order, each with its vector in `vectors` when the
+        store keeps it (else the backfill embeds it). False, and nothing written, when `file_id` is stored
+        already: an import run again adds nothing."""
+        caller = as_caller(caller, user_id, agent_id)
+        require_writes(self._config)
+        scope = write_scope(caller, None, access=self._config.access)
+        with self._store.transaction():
+            if self._store.files.get(file_id) is not None:
+                return False
+            file = FileRecord(
+                id=file_id, scope=scope, user_id=caller.user_id, agent_id=caller.agent_id, path=path, file_type=kind,
+                size_bytes=size_bytes, content_hash=hashlib.sha256("\n".join(t for _, t in chunks).encode()).hexdigest(),
+                chunk_count=len(chunks), created_at=created_at, updated_at=created_at,
+            )
+            records = [
+                MemoryRecord(
+                    id=chunk_id, content=text, importance=_CHUNK_IMPORTANCE, scope=scope, user_id=caller.user_id,
+                    agent_id=caller.agent_id, source_type="file", source_id=file_id, created_at=created_at,
+                    updated_at=created_at, metadata={"path": path, "chunk": n}, kind="chunk",
+                )
+                for n, (chunk_id, text) in enumerate(chunks, start=1)
+            ]
+            given = [r for r in records if r.id in vectors]
+            if given:
+                import numpy
+
+                self._writes.record(given, numpy.stack([vectors[r.id] for r in given]))
+            if len(given) < len(records):
+                self._writes.record([r for r in records if r.id not in vectors])
+            self._store.files.insert([file])
+        self._backfill.kick()
+        return True
 
     def list(
         self, *, caller: Caller | None = None, user_id: str | None = None, agent_id: str | None = None,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from ..embeddings.base import EmbeddingFingerprint
     from ..engine import Memory
+    from ..files import FileType
 
 CHAT_CHUNK = 1000  # messages logged per transaction (a request's transcript holds at most 5,000)
 # Memories written per transaction (`run`'s default): an import that embeds nothing writes 4,096 at a time,
@@ -76,6 +77,23 @@ class Chat:
 
 
 @dataclass
+class SourceFile:
+    """One file of the source, for the files the store searches (`mem.files.bring`): where it is, its type,
+    size, time and owner (none: the importing caller), and its text as the source cut it, each chunk with
+    an id made from its source row (`stable_id`) and the source's vector of it, if any."""
+
+    source: str  # "table:id", for the summary
+    id: str
+    path: str
+    kind: FileType
+    size_bytes: int
+    created_at: datetime
+    chunks: list[tuple[str, str]]  # (chunk id, text), in order
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # chunk id -> the source's vector of its text
+    user_id: str | None = None
+
+
+@dataclass
 class Plan:
     """What a source yields: items to write, what became what, and what was left out and why."""
 
@@ -88,6 +106,7 @@ class Plan:
     chats: list[Chat] = field(default_factory=list)
     # {"id", "memory_id", "chat" (a Chat's key), "at", "snippet", "sentiment"}: each time a conversation said a fact
     occurrences: list[dict[str, Any]] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
 
 
 Reader = Callable[[str, Options], Plan]
@@ -113,10 +132,13 @@ def run(mem: Memory, system: str, read: Reader, source: str, *, caller: Caller, 
     kept, _ = reusable(said, sum(len(c.messages) for c in plan.chats), plan.vector_model, fingerprint, options.vectors_from)
     conversations, segments = _chats(mem, plan, caller, dry_run, kept)
     occurrences = _occurrences(mem, plan, segments, caller, dry_run)
+    chunks = {k: v for f in plan.files for k, v in f.vectors.items()}
+    kept, _ = reusable(chunks, sum(len(f.chunks) for f in plan.files), plan.vector_model, fingerprint, options.vectors_from)
+    files = _files(mem, plan, caller, dry_run, kept)
     return {"system": system, "source": redacted_url(source), "read": len(plan.items) + len(plan.skipped),
             "imported": result.created, "already_there": result.skipped, "dry_run": dry_run,
             "vectors": {"reused": len(vectors), "embedded": len(plan.items) - len(vectors), "why": vector_note},
-            "startup": startup, "conversations": conversations, "occurrences": occurrences,
+            "startup": startup, "conversations": conversations, "occurrences": occurrences, "files": files,
             "mapped": plan.mapped, "skipped": plan.skipped}
 
 
@@ -203,6 +225,31 @@ def _chats(mem: Memory, plan: Plan, caller: Caller, dry_run: bool,
         if chat.key is not None:
             segments.update((chat.key, s) for s in _recorded(mem, owner, chat).values() if s)
     return counts, segments
+
+
+def _files(mem: Memory, plan: Plan, caller: Caller, dry_run: bool, vectors: dict[str, np.ndarray]) -> dict[str, int]:
+    """Each file with its chunks as its owner's, one transaction each (a file stored before is skipped by
+    its id), with the source's `vectors` of its chunks that the store keeps."""
+    counts = {"imported": 0, "already_there": 0, "chunks": 0, "vectors_reused": 0}
+    for f in plan.files:
+        owner = Caller(user_id=f.user_id) if f.user_id else caller
+        table, _, row = f.source.partition(":")
+        if not may_write(caller, write_scope(owner, None, access=mem.config.access), access=mem.config.access):
+            plan.skipped.append({"table": table, "id": row, "rows": 1, "reason": "another's file: import as the "
+                                 "administrator (no --user/--agent) or as its owner"})
+            continue
+        if dry_run:
+            try:
+                there = bool(mem.files.get(f.id, caller=owner))
+            except NotFoundError:
+                there = False
+        else:
+            given = {cid: vectors[cid] for cid, _ in f.chunks if cid in vectors}
+            there = not mem.files.bring(f.id, f.path, f.kind, f.size_bytes, f.created_at, f.chunks, given, caller=owner)
+            counts["vectors_reused"] += 0 if there else len(given)
+        counts["already_there" if there else "imported"] += 1
+        counts["chunks"] += 0 if there else len(f.chunks)
+    return counts
 
 
 def _recorded(mem: Memory, owner: Caller, chat: Chat) -> dict[str, str | None]:

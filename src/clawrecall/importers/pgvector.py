@@ -1,12 +1,15 @@
-"""openclaw-memory-pgvector's PostgreSQL database: its `memories` table, and its conversation tables
-(requests, responses, reasoning) as the conversation record, one conversation per user and session.
-Its files are counted and left out, with why."""
+"""openclaw-memory-pgvector's PostgreSQL database: its `memories` table, its conversation tables
+(requests, responses, reasoning) as the conversation record, one conversation per user and session,
+and its files with their chunks as the files the store searches."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from .data import Chat, Options, Plan, item, storable, unit, utc
+from .._time import utcnow
+from ..files import FileType
+from .data import Chat, Options, Plan, SourceFile, item, stable_id, storable, unit, utc
 from .pgsource import Source
 
 SYSTEM = "openclaw-memory-pgvector"
@@ -31,12 +34,16 @@ MAPPED = {
                                               "model (not a long message's: the record embeds it as windows); "
                                               "else the record embeds the message",
     "responses.summary, summary_embedding, feedback": "not kept: the record summarises its messages itself",
+    "files.storage_path, file_type, file_size, created_at, user_id": "a file: its path, type (an image's text: "
+                                                                    "text), size, time and owner (`default`: the importing caller)",
+    "file_chunks.chunk_text, chunk_index": "the file's chunks, in order (`metadata.chunk`), as the plugin cut them",
+    "files.extracted_text": "the one chunk of a file stored without chunks",
+    "file_chunks.embedding, files.embedding": "the chunk's vector, reused when --vectors-from names the store's "
+                                              "model; else the store embeds the chunk",
+    "files.original_name, mime_type, request_id": "not kept (the path is its storage_path)",
 }
 NO_SESSION = SYSTEM  # the session of requests stored without one
-LEFT_OUT = {
-    "files": "file records: add the files themselves with `clawrecall files add` (their storage_path)",
-    "file_chunks": "chunks of those files: `clawrecall files add` chunks the file again",
-}
+_KINDS: dict[str, FileType] = {"markdown": "markdown", "pdf": "pdf", "code": "code", "text": "text"}  # image: text
 
 
 def read(url: str, options: Options) -> Plan:
@@ -50,10 +57,37 @@ def read(url: str, options: Options) -> Plan:
                 plan.vectors[plan.items[-1]["id"]] = row["vector"]
         if {"id", "user_id", "message_text"} <= db.tables.get("requests", set()):
             _conversations(db, plan)
-        for table, reason in LEFT_OUT.items():
-            if n := db.count(table):
-                plan.skipped.append({"table": table, "id": None, "rows": n, "reason": reason})
+        if {"id", "user_id", "storage_path"} <= db.tables.get("files", set()):
+            _files(db, plan)
     return plan
+
+
+def _files(db: Source, plan: Plan) -> None:
+    """Each file with its chunks in order (one chunk of its `extracted_text` when it has none: the plugin cuts
+    only large files), and the plugin's vectors of them. A file with no text at all is left out."""
+    chunked: dict[str, list[dict[str, Any]]] = {}
+    if {"file_id", "chunk_index", "chunk_text"} <= db.tables.get("file_chunks", set()):
+        for row in db.vector_rows("SELECT file_id, chunk_index, chunk_text, vector_send(embedding) AS vector "
+                                  "FROM file_chunks ORDER BY file_id, chunk_index"):
+            chunked.setdefault(str(row["file_id"]), []).append(row)
+    columns = db.columns("files", but={"embedding"})
+    for row in db.vector_rows(f"SELECT {columns}, vector_send(embedding) AS vector FROM files ORDER BY created_at, id"):
+        file_id = str(row["id"])
+        parts = [(stable_id(SYSTEM, "file_chunks", f"{file_id}:{c['chunk_index']}"), c["chunk_text"], c["vector"])
+                 for c in chunked.get(file_id, []) if (c["chunk_text"] or "").strip()]
+        if not parts and (row.get("extracted_text") or "").strip():
+            parts = [(stable_id(SYSTEM, "files", file_id), row["extracted_text"], row["vector"])]
+        if not parts:
+            plan.skipped.append({"table": "files", "id": file_id, "reason": "no text: neither chunks nor extracted text"})
+            continue
+        created = utc(row.get("created_at"))
+        plan.files.append(SourceFile(
+            source=f"files:{file_id}", id=stable_id(SYSTEM, "files", f"file:{file_id}"), path=row["storage_path"],
+            kind=_KINDS.get(row.get("file_type") or "", "text"), size_bytes=max(int(row.get("file_size") or 0), 0),
+            created_at=datetime.fromisoformat(created) if created else utcnow(),
+            chunks=[(cid, text) for cid, text, _ in parts], vectors={cid: v for cid, _, v in parts if v is not None},
+            user_id=None if row["user_id"] == NO_USER else row["user_id"],
+        ))
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:
