@@ -510,6 +510,9 @@ def test_the_bundled_model_knows_english_words_whole_and_not_czech_ones():
     assert model.known_share("What runtime did we pick for the ingest daemon?") >= 0.7  # jargon: "ingest", "runtime"
     assert model.known_share("Kam nasazujeme projekt Kometa?") == 0.25  # only "kam"
     assert model.known_share("3.12 !") is None  # no word to read
+    # what the model reads of a long turn, and a little more: not a pasted log's 70,000th character
+    english = "Which tea should I buy for the weekend? " * 60
+    assert model.known_share(english + "Kam nasazujeme projekt Kometa? " * 500) == 1.0
     assert LocalEmbedder("multilingual-e5-small").known_share("Kam nasazujeme projekt Kometa?") is None
 
 

