@@ -185,13 +185,13 @@ class OnnxEncoder:
         """Vectors of each batch (texts sorted by length), in order. A bulk call keeps the worker pool
         fed `_AHEAD` texts beyond the batch being read, across batch boundaries: no worker waits for
         the caller between batches, and a caller's work between reads runs while the model does."""
-        small = sum(map(len, batches)) <= SMALL_BATCH
-        if self._workers == 1 or (small and sum(map(len, batches)) == 1):
+        texts = sum(map(len, batches))
+        if self._workers == 1 or texts <= 1:  # (none: nothing to run)
             return (np.concatenate([self._run(g) for g in _groups(batch)]) for batch in batches)
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="clawrecall-onnx")
-        if small:  # a search's queries (the whole one and its vector leg's): one run each, side by side
+        if texts <= SMALL_BATCH:  # a search's queries (the whole one and its vector leg's): one run each, side by side
             vectors = self._side_by_side([t for batch in batches for t in batch])
             return iter(np.split(vectors, np.cumsum([len(batch) for batch in batches])[:-1]))
         return _Queued(self, batches)

@@ -440,8 +440,8 @@ def fuse(
 def trigram_rescore(query: str, records: Iterable[MemoryRecord], known: Mapping[str, float] | None = None) -> list[Candidate]:
     """The trigram leg over known candidates: each one's `trigram_shares` (those in `known` already counted,
     by the keyword legs' thread), best first."""
-    records = list(records)
-    shares = {**trigram_shares(query, [r for r in records if r.id not in (known or {})]), **(known or {})}
+    records, known = list(records), known or {}
+    shares = {**trigram_shares(query, [r for r in records if r.id not in known]), **known}
     scored = [Candidate(r.id, shares[r.id]) for r in records if shares.get(r.id, 0.0) > 0]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
